@@ -1,0 +1,424 @@
+package gguf
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+const (
+	// maxDims is GGML_MAX_DIMS: ggml tensors have at most four dimensions.
+	maxDims = 4
+	// maxNesting bounds arrays of arrays. Real files nest at most once
+	// (merges are strings, not pairs); the limit keeps a hostile file from
+	// recursing deep enough to exhaust the stack.
+	maxNesting = 16
+	// Smallest encodings, used to reject counts no file of this size could
+	// hold before allocating for them.
+	minKVSize     = 8 + 4 + 1         // empty key, type, one-byte value
+	minTensorSize = 8 + 4 + 8 + 4 + 8 // empty name, n_dims=1, one dim, type, offset
+	// preallocCap caps capacity reserved from a count: counts are already
+	// bounded by the file size, this only avoids reserving more than a small
+	// file needs.
+	preallocCap = 1024
+	// maxNameInError keeps error lines short when a hostile name is huge.
+	maxNameInError = 64
+)
+
+// Parse reads a GGUF file held in memory. The File's tensor data aliases
+// data, which must not change while the File is in use.
+func Parse(data []byte) (*File, error) {
+	p := &parser{d: decoder{data: data}}
+	f, err := p.parse()
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+type parser struct {
+	d decoder
+	f *File
+
+	// where the parser is, for error messages: "kv 3 ("key")", "tensor 7"
+	section string
+	index   int
+	name    string
+	hasName bool
+	path    []int // indices into nested arrays
+}
+
+// subject names the item being read, e.g. `kv 3 ("general.name")`.
+func (p *parser) subject() string {
+	s := p.section + " " + strconv.Itoa(p.index)
+	if p.hasName {
+		s += " (" + quoteShort(p.name) + ")"
+	}
+	return s
+}
+
+// valueField names the value (or array element) being read, e.g.
+// `kv 3 ("tokenizer.ggml.tokens") value[17]`.
+func (p *parser) valueField() string {
+	var b strings.Builder
+	b.WriteString(p.subject())
+	b.WriteString(" value")
+	for _, i := range p.path {
+		b.WriteString("[" + strconv.Itoa(i) + "]")
+	}
+	return b.String()
+}
+
+func quoteShort(s string) string {
+	if len(s) > maxNameInError {
+		return strconv.Quote(s[:maxNameInError]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+func (p *parser) short(off int, field string, need uint64) error {
+	return truncated(off, len(p.d.data), field, need)
+}
+
+func (p *parser) parse() (*File, error) {
+	d := &p.d
+	size := len(d.data)
+	if size < 4 {
+		return nil, p.short(0, "magic", 4)
+	}
+	if string(d.data[:4]) != "GGUF" {
+		return nil, errorAt(0, "bad magic %q, want \"GGUF\"", d.data[:4])
+	}
+	d.off = 4
+
+	version, ok := d.u32()
+	if !ok {
+		return nil, p.short(4, "version", 4)
+	}
+	switch {
+	case version == 2 || version == 3:
+	case version == 1:
+		return nil, errorAt(4, "version 1 is not supported (only versions 2 and 3 are)")
+	case bits.ReverseBytes32(version) <= 3:
+		return nil, errorAt(4, "version %d looks byte-swapped: big-endian files are not supported", version)
+	default:
+		return nil, errorAt(4, "unsupported version %d (want 2 or 3)", version)
+	}
+
+	tensorCount, ok := d.u64()
+	if !ok {
+		return nil, p.short(8, "tensor_count", 8)
+	}
+	kvCount, ok := d.u64()
+	if !ok {
+		return nil, p.short(16, "kv_count", 8)
+	}
+	rem := uint64(d.rem())
+	if tensorCount > rem/minTensorSize {
+		return nil, errorAt(8, "tensor_count %d is larger than the file could hold (%d bytes remain, a tensor info takes at least %d)", tensorCount, rem, minTensorSize)
+	}
+	if kvCount > rem/minKVSize {
+		return nil, errorAt(16, "kv_count %d is larger than the file could hold (%d bytes remain, a kv takes at least %d)", kvCount, rem, minKVSize)
+	}
+	if tensorCount*minTensorSize+kvCount*minKVSize > rem { // no overflow: each term <= rem
+		return nil, errorAt(8, "tensor_count %d and kv_count %d are larger than the file could hold (%d bytes remain)", tensorCount, kvCount, rem)
+	}
+
+	p.f = &File{
+		Version:   version,
+		Alignment: DefaultAlignment,
+		KV:        make([]KV, 0, min(kvCount, preallocCap)),
+		Tensors:   make([]TensorInfo, 0, min(tensorCount, preallocCap)),
+		data:      d.data,
+		keys:      make(map[string]int, min(kvCount, preallocCap)),
+		names:     make(map[string]int, min(tensorCount, preallocCap)),
+		fileSize:  int64(size),
+	}
+	for i := 0; i < int(kvCount); i++ {
+		if err := p.kv(i); err != nil {
+			return nil, err
+		}
+	}
+	offsetAt := make([]int, 0, min(tensorCount, preallocCap)) // where each tensor's offset field is
+	for i := 0; i < int(tensorCount); i++ {
+		at, err := p.tensorInfo(i)
+		if err != nil {
+			return nil, err
+		}
+		offsetAt = append(offsetAt, at)
+	}
+	if err := p.dataSection(offsetAt); err != nil {
+		return nil, err
+	}
+	return p.f, nil
+}
+
+// str reads a GGUF string (uint64 length + bytes), copying it out of the
+// file so that it outlives the mapping.
+func (p *parser) str(field func() string) (string, error) {
+	d := &p.d
+	off := d.off
+	n, ok := d.u64()
+	if !ok {
+		return "", p.short(off, field()+" length", 8)
+	}
+	b, ok := d.bytes(n)
+	if !ok {
+		return "", (&Error{Offset: int64(off), Msg: fmt.Sprintf("%s length %d runs past end of file (%d bytes remain after it)", field(), n, d.rem())}).eof()
+	}
+	return string(b), nil
+}
+
+func (p *parser) kv(i int) error {
+	d := &p.d
+	p.section, p.index, p.hasName, p.path = "kv", i, false, p.path[:0]
+	keyAt := d.off
+	key, err := p.str(func() string { return p.subject() + " key" })
+	if err != nil {
+		return err
+	}
+	p.name, p.hasName = key, true
+	if j, dup := p.f.keys[key]; dup {
+		return errorAt(keyAt, "duplicate key %s (kv %d and kv %d)", quoteShort(key), j, i)
+	}
+	typeAt := d.off
+	t, ok := d.u32()
+	if !ok {
+		return p.short(typeAt, p.subject()+" value type", 4)
+	}
+	if !ValueType(t).Valid() {
+		return errorAt(typeAt, "%s has unknown value type %d", p.subject(), t)
+	}
+	valueAt := d.off
+	v, err := p.value(ValueType(t), 0)
+	if err != nil {
+		return err
+	}
+	if key == "general.alignment" {
+		if v.Type() != TypeUint32 {
+			return errorAt(valueAt, "general.alignment has type %s, want uint32", v.Type())
+		}
+		a := v.bits
+		if a == 0 || a&(a-1) != 0 {
+			return errorAt(valueAt, "general.alignment %d is not a nonzero power of two", a)
+		}
+		p.f.Alignment = a
+	}
+	p.f.keys[key] = len(p.f.KV)
+	p.f.KV = append(p.f.KV, KV{Key: key, Value: v})
+	return nil
+}
+
+// value reads one value of type t; depth counts the arrays around it.
+func (p *parser) value(t ValueType, depth int) (Value, error) {
+	d := &p.d
+	switch t {
+	case TypeString:
+		s, err := p.str(p.valueField)
+		if err != nil {
+			return Value{}, err
+		}
+		return String(s), nil
+	case TypeArray:
+		return p.array(depth + 1)
+	}
+	off := d.off
+	size := uint64(t.fixedSize())
+	b, ok := d.bytes(size)
+	if !ok {
+		return Value{}, p.short(off, p.valueField()+" ("+t.String()+")", size)
+	}
+	if t == TypeBool && b[0] > 1 {
+		return Value{}, errorAt(off, "%s: bool byte %d is neither 0 nor 1", p.valueField(), b[0])
+	}
+	return scalar(t, decodeScalar(t, b)), nil
+}
+
+// array reads an array's element type, count and elements. depth is the
+// nesting level of this array (1 for a kv's own array).
+func (p *parser) array(depth int) (Value, error) {
+	d := &p.d
+	off := d.off
+	if depth > maxNesting {
+		return Value{}, errorAt(off, "%s: arrays nested deeper than %d", p.valueField(), maxNesting)
+	}
+	et, ok := d.u32()
+	if !ok {
+		return Value{}, p.short(off, p.valueField()+" array element type", 4)
+	}
+	elem := ValueType(et)
+	if !elem.Valid() {
+		return Value{}, errorAt(off, "%s has unknown array element type %d", p.valueField(), et)
+	}
+	countAt := d.off
+	n, ok := d.u64()
+	if !ok {
+		return Value{}, p.short(countAt, p.valueField()+" array count", 8)
+	}
+	if minSize := uint64(elem.minSize()); n > uint64(d.rem())/minSize {
+		return Value{}, errorAt(countAt, "%s array count %d is larger than the file could hold (%d bytes remain, a %s takes at least %d)",
+			p.valueField(), n, d.rem(), elem, minSize)
+	}
+	a := &arrayData{elem: elem, n: int(n)}
+	switch elem {
+	case TypeString:
+		a.strs = make([]string, n)
+		p.path = append(p.path, 0)
+		for i := range a.strs {
+			p.path[len(p.path)-1] = i
+			s, err := p.str(p.valueField)
+			if err != nil {
+				return Value{}, err
+			}
+			a.strs[i] = s
+		}
+		p.path = p.path[:len(p.path)-1]
+	case TypeArray:
+		a.vals = make([]Value, n)
+		p.path = append(p.path, 0)
+		for i := range a.vals {
+			p.path[len(p.path)-1] = i
+			v, err := p.array(depth + 1)
+			if err != nil {
+				return Value{}, err
+			}
+			a.vals[i] = v
+		}
+		p.path = p.path[:len(p.path)-1]
+	default:
+		start := d.off
+		b, _ := d.bytes(n * uint64(elem.fixedSize())) // fits: checked against rem above
+		if elem == TypeBool {
+			for i, x := range b {
+				if x > 1 {
+					p.path = append(p.path, i)
+					return Value{}, errorAt(start+i, "%s: bool byte %d is neither 0 nor 1", p.valueField(), x)
+				}
+			}
+		}
+		a.raw = append([]byte(nil), b...) // copied: values outlive the mapping
+	}
+	return a.value(), nil
+}
+
+// tensorInfo reads tensor i's description and returns the byte offset of
+// its offset field, for the data checks that need the data section start.
+func (p *parser) tensorInfo(i int) (int, error) {
+	d := &p.d
+	p.section, p.index, p.hasName, p.path = "tensor", i, false, p.path[:0]
+	nameAt := d.off
+	name, err := p.str(func() string { return p.subject() + " name" })
+	if err != nil {
+		return 0, err
+	}
+	p.name, p.hasName = name, true
+	if j, dup := p.f.names[name]; dup {
+		return 0, errorAt(nameAt, "duplicate tensor name %s (tensor %d and tensor %d)", quoteShort(name), j, i)
+	}
+
+	ndAt := d.off
+	nd, ok := d.u32()
+	if !ok {
+		return 0, p.short(ndAt, p.subject()+" n_dims", 4)
+	}
+	if nd == 0 || nd > maxDims {
+		return 0, errorAt(ndAt, "%s n_dims %d is out of range (1..%d)", p.subject(), nd, maxDims)
+	}
+	dims := make([]uint64, nd)
+	elements := uint64(1)
+	for j := range dims {
+		at := d.off
+		ne, ok := d.u64()
+		if !ok {
+			return 0, p.short(at, fmt.Sprintf("%s dim %d", p.subject(), j), 8)
+		}
+		if ne == 0 {
+			return 0, errorAt(at, "%s dim %d is 0", p.subject(), j)
+		}
+		if ne > math.MaxInt64 || elements > math.MaxInt64/ne {
+			return 0, errorAt(at, "%s dim %d = %d: element count overflows int64", p.subject(), j, ne)
+		}
+		dims[j] = ne
+		elements *= ne
+	}
+
+	typeAt := d.off
+	tid, ok := d.u32()
+	if !ok {
+		return 0, p.short(typeAt, p.subject()+" type", 4)
+	}
+	typ := ir.DType(tid)
+	if !typ.Known() {
+		return 0, errorAt(typeAt, "%s has unknown ggml type %d", p.subject(), tid)
+	}
+	if bs := uint64(typ.BlockSize()); dims[0]%bs != 0 {
+		return 0, errorAt(typeAt, "%s row length %d is not a multiple of the %s block size %d", p.subject(), dims[0], typ, bs)
+	}
+	rowBytes, err := typ.RowBytes(int64(dims[0]))
+	if err != nil {
+		return 0, errorAt(typeAt, "%s row size: %v", p.subject(), err)
+	}
+	rows := elements / dims[0]
+	if rows > math.MaxInt64/uint64(rowBytes) {
+		return 0, errorAt(typeAt, "%s size overflows: %d rows of %d bytes", p.subject(), rows, rowBytes)
+	}
+	size := rows * uint64(rowBytes)
+
+	offAt := d.off
+	offset, ok := d.u64()
+	if !ok {
+		return 0, p.short(offAt, p.subject()+" offset", 8)
+	}
+	if offset%p.f.Alignment != 0 {
+		return 0, errorAt(offAt, "%s offset %d is not a multiple of the alignment %d (misaligned data)", p.subject(), offset, p.f.Alignment)
+	}
+	p.f.names[name] = len(p.f.Tensors)
+	p.f.Tensors = append(p.f.Tensors, TensorInfo{Name: name, Dims: dims, Type: typ, Offset: offset, Size: size})
+	return offAt, nil
+}
+
+// dataSection places the data section after the padding and checks that
+// every tensor lies inside the file and that no two overlap.
+func (p *parser) dataSection(offsetAt []int) error {
+	f, d := p.f, &p.d
+	size := uint64(len(d.data))
+	end := uint64(d.off)
+	start := (end + f.Alignment - 1) &^ (f.Alignment - 1) // no overflow: end < 2^63, alignment <= 2^31
+	if start > size {
+		if len(f.Tensors) > 0 {
+			return (&Error{Offset: int64(end), Msg: fmt.Sprintf("padding to alignment %d truncated: the data section would start at byte %d but the file is %d bytes", f.Alignment, start, size)}).eof()
+		}
+		// Files without tensors (vocab-only) often end right after the
+		// header, with no padding; the empty data section is at EOF.
+		start = size
+	}
+	f.DataOffset = start
+	avail := size - start
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if t.Offset > avail || t.Size > avail-t.Offset {
+			p.section, p.index, p.name, p.hasName = "tensor", i, t.Name, true
+			return (&Error{Offset: int64(offsetAt[i]), Msg: fmt.Sprintf("%s offset %d + size %d runs past end of file (%d bytes, data section starts at byte %d)",
+				p.subject(), t.Offset, t.Size, size, start)}).eof()
+		}
+	}
+	order := make([]int, len(f.Tensors))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return f.Tensors[order[a]].Offset < f.Tensors[order[b]].Offset })
+	for k := 1; k < len(order); k++ {
+		prev, cur := &f.Tensors[order[k-1]], &f.Tensors[order[k]]
+		if cur.Offset < prev.Offset+prev.Size {
+			return errorAt(offsetAt[order[k]], "tensor %d (%s) data [%d, %d) overlaps tensor %d (%s) data [%d, %d)",
+				order[k], quoteShort(cur.Name), cur.Offset, cur.Offset+cur.Size,
+				order[k-1], quoteShort(prev.Name), prev.Offset, prev.Offset+prev.Size)
+		}
+	}
+	return nil
+}
