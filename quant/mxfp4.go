@@ -1,0 +1,88 @@
+package quant
+
+import (
+	"math"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// MXFP4 (OCP microscaling FP4, ggml type 39): 32 elements per 17-byte block,
+//
+//	block_mxfp4 {u8 e; u8 qs[16]}
+//
+// e is an E8M0 scale (a bare exponent, 2^(e-127)); each element is an E2M1
+// float (sign, 2 exponent bits, 1 mantissa bit: ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}).
+// Byte j of qs holds element j in its low nibble and element j+16 in its high
+// nibble.
+//
+// ggml keeps the E2M1 values doubled, as the integers of kvaluesMXFP4, and
+// halves the scale instead (ggml_e8m0_to_fp32_half: 2^(e-128)). Both factors
+// are exact, so the product equals value*2^(e-127) whenever that is a normal
+// float; the formula is kept anyway so that the rare subnormal results round
+// the way ggml's do.
+
+// kvaluesMXFP4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code.
+var kvaluesMXFP4 = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+func init() {
+	register(ir.MXFP4, codec{dequant: dequantMXFP4, quant: quantMXFP4})
+}
+
+// e8m0Half is ggml_e8m0_to_fp32_half: 2^(e-128) built from bits. e = 0 and 1
+// give the subnormals 2^-128 and 2^-127; e = 255 gives 2^127 (ggml does not
+// treat 255 as NaN).
+func e8m0Half(e uint8) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
+}
+
+func dequantMXFP4(src []byte, dst []float32) {
+	for i := 0; i < len(dst)/qk; i++ {
+		b := src[i*17 : i*17+17]
+		y := dst[i*qk : i*qk+qk]
+		d := e8m0Half(b[0])
+		qs := b[1:17]
+		for j := 0; j < 16; j++ {
+			y[j] = float32(kvaluesMXFP4[qs[j]&0x0f]) * d
+			y[j+16] = float32(kvaluesMXFP4[qs[j]>>4]) * d
+		}
+	}
+}
+
+// bestIndexMXFP4 is ggml's best_index_mxfp4: the code whose value, scaled by
+// e, is closest to x; the lowest index wins ties (so 0 is +0, never -0).
+func bestIndexMXFP4(x, e float32) uint8 {
+	best := uint8(0)
+	bestErr := abs32(float32(float32(kvaluesMXFP4[0])*e) - x)
+	for i := 1; i < 16; i++ {
+		if err := abs32(float32(float32(kvaluesMXFP4[i])*e) - x); err < bestErr {
+			best, bestErr = uint8(i), err
+		}
+	}
+	return best
+}
+
+func quantMXFP4(src []float32, dst []byte) {
+	for i := 0; i < len(src)/qk; i++ {
+		x := src[i*qk : i*qk+qk]
+		b := dst[i*17 : i*17+17]
+		amax, _ := absMax(x)
+		// The scale puts amax in [4, 8) times 2^(e-127), i.e. in the top binade
+		// of E2M1 (4 and 6). ggml computes floorf(log2f(amax)) in float32; the
+		// float32 rounding of log2 matters just below a power of two (log2f of
+		// 8*(1-2^-24) rounds to 3.0), so log2 is rounded to float32 before the
+		// floor, as log2f's correctly rounded result would be.
+		var e uint8
+		if amax > 0 {
+			l := float32(math.Floor(float64(float32(math.Log2(float64(amax))))))
+			e = uint8(cvtI32(l - 2 + 127))
+		}
+		d := e8m0Half(e)
+		b[0] = e
+		for j := 0; j < 16; j++ {
+			b[1+j] = bestIndexMXFP4(x[j], d) | bestIndexMXFP4(x[j+16], d)<<4
+		}
+	}
+}
