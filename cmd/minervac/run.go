@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime"
+)
+
+type runCmd struct {
+	Model         string  `arg:"" optional:"" help:"Model file (.gguf). Without one, a built-in synthetic llama runs." type:"path"`
+	Prompt        string  `help:"Prompt text." default:"Once upon a time"`
+	Tokens        string  `help:"Prompt as comma-separated token ids (instead of --prompt)."`
+	N             int     `short:"n" help:"Tokens to generate." default:"64"`
+	Temp          float64 `help:"Sampling temperature; 0 is greedy (ties go to the lowest id)." default:"0"`
+	TopK          int     `help:"Keep the k most likely tokens (0 = off)." default:"0"`
+	TopP          float64 `help:"Keep the smallest set of tokens whose probability reaches p (1 = off)." default:"1"`
+	MinP          float64 `help:"Drop tokens less likely than min-p times the top one (0 = off)." default:"0"`
+	RepeatPenalty float64 `help:"Penalty for tokens seen in the last 64 (1 = off)." default:"1"`
+	Seed          uint64  `help:"Random seed for sampling." default:"0"`
+	IgnoreEOS     bool    `help:"Keep generating after the end-of-sequence token."`
+	NoBOS         bool    `help:"Do not add the beginning-of-sequence token."`
+	Ctx           int     `help:"KV cache size in positions (default: the model's context length, at most 4096)."`
+	CacheType     string  `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	JSON          bool    `help:"Print one JSON object (prompt_tokens, tokens, text, timings) instead of streaming text."`
+	DumpLogits    string  `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
+}
+
+func (c *runCmd) Run() error {
+	if c.N < 0 {
+		return usageError{fmt.Sprintf("-n %d: the number of tokens to generate must be ≥ 0", c.N)}
+	}
+	if c.Ctx < 0 {
+		return usageError{fmt.Sprintf("--ctx %d must be positive", c.Ctx)}
+	}
+	sc := runtime.SamplerConfig{Temperature: c.Temp, TopK: c.TopK, TopP: c.TopP, MinP: c.MinP, RepeatPenalty: c.RepeatPenalty, Seed: c.Seed}
+	if err := sc.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	cacheType := ir.F32
+	if c.CacheType == "f16" {
+		cacheType = ir.F16
+	}
+	m, err := loadModel(c.Model, arch.Options{CacheType: cacheType})
+	if err != nil {
+		return err
+	}
+	defer m.file.Close()
+
+	prompt, err := c.promptTokens(m)
+	if err != nil {
+		return err
+	}
+	ctxLen := c.Ctx
+	if ctxLen == 0 {
+		ctxLen = min(m.model.Config.ContextLength, 4096)
+	}
+	sess, err := runtime.NewSession(m.model.Graph, m.model.Weights, ctxLen)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	dec := m.tok.NewStreamDecoder()
+	opts := runtime.GenerateOptions{
+		MaxTokens: c.N, Sampler: sc, EOS: m.tok.EOS(), IgnoreEOS: c.IgnoreEOS,
+		KeepLogits: c.DumpLogits != "",
+	}
+	if !c.JSON {
+		opts.OnToken = func(id int32) error {
+			out.WriteString(dec.Add(id))
+			return out.Flush()
+		}
+	}
+	res, err := runtime.Generate(ctx, sess, prompt, opts)
+	if err != nil {
+		return err
+	}
+	if !c.JSON {
+		out.WriteString(dec.Flush())
+		out.WriteString("\n")
+	}
+	if res.Stop == runtime.StopContext {
+		fmt.Fprintf(os.Stderr, "minervac: stopped after %d tokens: the context of %d positions is full (raise --ctx)\n", len(res.Tokens), ctxLen)
+	}
+	if c.DumpLogits != "" {
+		if err := dumpLogits(c.DumpLogits, res); err != nil {
+			return err
+		}
+	}
+	t := res.Timings
+	if c.JSON {
+		return json.NewEncoder(out).Encode(map[string]any{
+			"prompt_tokens": prompt,
+			"tokens":        res.Tokens,
+			"text":          m.tok.Decode(res.Tokens),
+			"stop":          res.Stop,
+			"timings": map[string]any{
+				"prompt_ms":       ms(t.PromptTime.Seconds()),
+				"gen_ms":          ms(t.GenTime.Seconds()),
+				"prompt_tokens_s": rate(t.PromptTokens, t.PromptTime.Seconds()),
+				"gen_tokens_s":    rate(t.GenTokens, t.GenTime.Seconds()),
+			},
+		})
+	}
+	fmt.Fprintf(os.Stderr, "minervac: prompt %d tokens in %.1f ms (%.1f tok/s), generated %d tokens in %.1f ms (%.1f tok/s)\n",
+		t.PromptTokens, ms(t.PromptTime.Seconds()), rate(t.PromptTokens, t.PromptTime.Seconds()),
+		t.GenTokens, ms(t.GenTime.Seconds()), rate(t.GenTokens, t.GenTime.Seconds()))
+	return nil
+}
+
+func (c *runCmd) promptTokens(m *loaded) ([]int32, error) {
+	if c.Tokens != "" {
+		var ids []int32
+		for _, f := range strings.Split(c.Tokens, ",") {
+			id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+			if err != nil || id < 0 || int(id) >= m.tok.VocabSize() {
+				return nil, usageError{fmt.Sprintf("--tokens: %q is not a token id in 0..%d", f, m.tok.VocabSize()-1)}
+			}
+			ids = append(ids, int32(id))
+		}
+		return ids, nil
+	}
+	ids := m.tok.Encode(c.Prompt, m.tok.AddBOS() && !c.NoBOS)
+	if len(ids) == 0 {
+		return nil, usageError{"the prompt is empty (give --prompt text, or drop --no-bos)"}
+	}
+	return ids, nil
+}
+
+func ms(s float64) float64 { return math.Round(s*1e4) / 10 }
+
+func rate(n int, s float64) float64 {
+	if s <= 0 {
+		return 0
+	}
+	return math.Round(float64(n)/s*10) / 10
+}
+
+// dumpLogits writes the logits in the layout of ../shared/golden: raw
+// float32 little endian, row-major [rows][n_vocab].
+func dumpLogits(dir string, res *runtime.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, rows [][]float32) error {
+		var buf []byte
+		for _, r := range rows {
+			for _, v := range r {
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+			}
+		}
+		return os.WriteFile(filepath.Join(dir, name), buf, 0o644)
+	}
+	if err := write("logits_all.f32", res.PromptLogits); err != nil {
+		return err
+	}
+	return write("gen_logits.f32", res.GenLogits)
+}

@@ -1,0 +1,179 @@
+// Package arch turns a model file's metadata and tensor table into an
+// ir.Graph: one file per architecture family, shared helpers here.
+package arch
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/tokenizer"
+)
+
+// Options tune the graph a frontend builds.
+type Options struct {
+	// CacheType is the KV cache element type: ir.F32 (default) or ir.F16.
+	CacheType ir.DType
+}
+
+// Config is the architecture summary a frontend read from the file.
+type Config struct {
+	Arch          string
+	NLayer        int
+	NEmbd         int
+	NHead         int
+	NHeadKV       int
+	HeadDim       int
+	NFF           int
+	NVocab        int
+	NRot          int
+	ContextLength int
+	RopeBase      float64
+	RopeFreqScale float64
+	RMSEps        float64
+	TiedOutput    bool
+}
+
+// Model is what a frontend produces: the graph, its configuration, the
+// tokenizer vocabulary, and the weights it refers to.
+type Model struct {
+	Config  Config
+	Graph   *ir.Graph
+	Vocab   tokenizer.Vocab
+	Weights *Weights
+}
+
+// builders maps a GGUF general.architecture to its frontend.
+var builders = map[string]func(f *gguf.File, opts Options) (*Model, error){
+	"llama": buildLlama,
+}
+
+// Supported lists the architectures this build can compile.
+func Supported() []string {
+	names := make([]string, 0, len(builders))
+	for n := range builders {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Load builds the model graph for a parsed GGUF file.
+func Load(f *gguf.File, opts Options) (*Model, error) {
+	name := f.Architecture()
+	if name == "" {
+		return nil, fmt.Errorf("model has no general.architecture key")
+	}
+	build, ok := builders[name]
+	if !ok {
+		return nil, fmt.Errorf("unsupported architecture %q (supported: %s)", name, strings.Join(Supported(), ", "))
+	}
+	if opts.CacheType == 0 {
+		opts.CacheType = ir.F32
+	}
+	if opts.CacheType != ir.F32 && opts.CacheType != ir.F16 {
+		return nil, fmt.Errorf("KV cache type %s is not f32 or f16", opts.CacheType)
+	}
+	return build(f, opts)
+}
+
+// Weights serves tensor bytes from a GGUF file to the interpreter and backends.
+type Weights struct{ f *gguf.File }
+
+// WeightBytes returns the raw bytes of the named tensor.
+func (w *Weights) WeightBytes(name string) ([]byte, error) {
+	t, ok := w.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("tensor %q is not in the model file", name)
+	}
+	return w.f.TensorData(t), nil
+}
+
+// meta reads typed metadata with the architecture prefix and collects the
+// first error, so a frontend can read a dozen keys and check once.
+type meta struct {
+	f    *gguf.File
+	arch string
+	err  error
+}
+
+func (m *meta) fail(format string, args ...any) {
+	if m.err == nil {
+		m.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (m *meta) key(k string) string { return m.arch + "." + k }
+
+// uint reads a required positive integer.
+func (m *meta) uint(k string) int {
+	v, ok := m.f.Uint(m.key(k))
+	if !ok {
+		m.fail("model metadata %s is missing or not an integer", m.key(k))
+		return 0
+	}
+	if v == 0 || v > 1<<31 {
+		m.fail("model metadata %s = %d is out of range", m.key(k), v)
+		return 0
+	}
+	return int(v)
+}
+
+// uintOr reads an optional positive integer.
+func (m *meta) uintOr(k string, def int) int {
+	if _, ok := m.f.Get(m.key(k)); !ok {
+		return def
+	}
+	return m.uint(k)
+}
+
+// floatOr reads an optional float.
+func (m *meta) floatOr(k string, def float64) float64 {
+	if _, ok := m.f.Get(m.key(k)); !ok {
+		return def
+	}
+	v, ok := m.f.Float(m.key(k))
+	if !ok {
+		m.fail("model metadata %s is not a number", m.key(k))
+	}
+	return v
+}
+
+// weight declares a tensor as a graph weight after checking that the file
+// holds it with the expected row-major shape (GGUF dims reversed).
+func weight(b *ir.Builder, f *gguf.File, name string, shape ...int) (*ir.Value, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("model file has no tensor %q", name)
+	}
+	if len(t.Dims) != len(shape) {
+		return nil, fmt.Errorf("tensor %q has %d dims %v, want %d", name, len(t.Dims), t.Dims, len(shape))
+	}
+	s := make(ir.Shape, len(shape))
+	for i, want := range shape {
+		got := t.Dims[len(t.Dims)-1-i]
+		if got != uint64(want) {
+			return nil, fmt.Errorf("tensor %q has GGUF dims %v, want %v", name, t.Dims, reversed(shape))
+		}
+		s[i] = ir.D(int64(want))
+	}
+	return b.Weight(name, ir.Type{DType: t.Type, Shape: s}), nil
+}
+
+// optionalWeight is weight for tensors a layout may omit (biases).
+func optionalWeight(b *ir.Builder, f *gguf.File, name string, shape ...int) (*ir.Value, error) {
+	if _, ok := f.Tensor(name); !ok {
+		return nil, nil
+	}
+	return weight(b, f, name, shape...)
+}
+
+func reversed(s []int) []int {
+	r := make([]int, len(s))
+	for i, v := range s {
+		r[len(s)-1-i] = v
+	}
+	return r
+}

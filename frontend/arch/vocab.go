@@ -1,0 +1,65 @@
+package arch
+
+import (
+	"fmt"
+
+	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/tokenizer"
+)
+
+// LoadVocab reads the tokenizer.ggml.* keys of a GGUF file. It works on
+// vocab-only files too (no tensors needed).
+func LoadVocab(f *gguf.File) (tokenizer.Vocab, error) {
+	v := tokenizer.Vocab{BOS: -1, EOS: -1, UNK: -1, PAD: -1}
+	var ok bool
+	if v.Model, ok = f.String("tokenizer.ggml.model"); !ok {
+		return v, fmt.Errorf("model file has no tokenizer (tokenizer.ggml.model is missing)")
+	}
+	v.Pre, _ = f.String("tokenizer.ggml.pre")
+	tv, ok := f.Get("tokenizer.ggml.tokens")
+	if !ok {
+		return v, fmt.Errorf("model file has no tokenizer.ggml.tokens")
+	}
+	if v.Tokens, ok = tv.Strings(); !ok {
+		return v, fmt.Errorf("tokenizer.ggml.tokens is not an array of strings")
+	}
+	if sv, found := f.Get("tokenizer.ggml.scores"); found {
+		if v.Scores, ok = sv.Float32s(); !ok {
+			return v, fmt.Errorf("tokenizer.ggml.scores is not an array of float32")
+		}
+	}
+	if ty, found := f.Get("tokenizer.ggml.token_type"); found {
+		if v.Types, ok = ty.Int32s(); !ok {
+			return v, fmt.Errorf("tokenizer.ggml.token_type is not an array of integers")
+		}
+	}
+	if mv, found := f.Get("tokenizer.ggml.merges"); found {
+		if v.Merges, ok = mv.Strings(); !ok {
+			return v, fmt.Errorf("tokenizer.ggml.merges is not an array of strings")
+		}
+	}
+	ids := []struct {
+		key string
+		dst *int32
+	}{
+		{"tokenizer.ggml.bos_token_id", &v.BOS},
+		{"tokenizer.ggml.eos_token_id", &v.EOS},
+		{"tokenizer.ggml.unknown_token_id", &v.UNK},
+		{"tokenizer.ggml.padding_token_id", &v.PAD},
+	}
+	for _, id := range ids {
+		if x, found := f.Uint(id.key); found && x < uint64(len(v.Tokens)) {
+			*id.dst = int32(x)
+		}
+	}
+	// llama.cpp's defaults when the file does not say: SentencePiece vocabs
+	// add BOS, byte-level BPE vocabs do not.
+	v.AddBOS = v.Model == "llama"
+	if b, found := f.Bool("tokenizer.ggml.add_bos_token"); found {
+		v.AddBOS = b
+	}
+	if b, found := f.Bool("tokenizer.ggml.add_eos_token"); found {
+		v.AddEOS = b
+	}
+	return v, nil
+}
