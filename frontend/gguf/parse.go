@@ -260,39 +260,49 @@ func (p *parser) array(depth int) (Value, error) {
 	if !ok {
 		return Value{}, p.short(countAt, p.valueField()+" array count", 8)
 	}
-	if minSize := uint64(elem.minSize()); n > uint64(d.rem())/minSize {
-		return Value{}, errorAt(countAt, "%s array count %d is larger than the file could hold (%d bytes remain, a %s takes at least %d)",
-			p.valueField(), n, d.rem(), elem, minSize)
+	// A count is judged against the whole file, not the bytes left, so that
+	// a file cut short inside an array reports the element where it ends
+	// rather than an implausible count. Memory stays bounded either way:
+	// variable-size elements are appended as they are read, and fixed-size
+	// ones are sliced only once their bytes are known to be there.
+	if minSize := uint64(elem.minSize()); n > uint64(len(d.data))/minSize {
+		return Value{}, errorAt(countAt, "%s array count %d is larger than the file could hold (%d bytes, a %s takes at least %d)",
+			p.valueField(), n, len(d.data), elem, minSize)
 	}
 	a := &arrayData{elem: elem, n: int(n)}
 	switch elem {
 	case TypeString:
-		a.strs = make([]string, n)
+		a.strs = make([]string, 0, min(n, preallocCap))
 		p.path = append(p.path, 0)
-		for i := range a.strs {
+		for i := 0; i < int(n); i++ {
 			p.path[len(p.path)-1] = i
 			s, err := p.str(p.valueField)
 			if err != nil {
 				return Value{}, err
 			}
-			a.strs[i] = s
+			a.strs = append(a.strs, s)
 		}
 		p.path = p.path[:len(p.path)-1]
 	case TypeArray:
-		a.vals = make([]Value, n)
+		a.vals = make([]Value, 0, min(n, preallocCap))
 		p.path = append(p.path, 0)
-		for i := range a.vals {
+		for i := 0; i < int(n); i++ {
 			p.path[len(p.path)-1] = i
 			v, err := p.array(depth + 1)
 			if err != nil {
 				return Value{}, err
 			}
-			a.vals[i] = v
+			a.vals = append(a.vals, v)
 		}
 		p.path = p.path[:len(p.path)-1]
 	default:
 		start := d.off
-		b, _ := d.bytes(n * uint64(elem.fixedSize())) // fits: checked against rem above
+		size := n * uint64(elem.fixedSize()) // no overflow: n <= file size
+		b, ok := d.bytes(size)
+		if !ok {
+			return Value{}, (&Error{Offset: int64(start), Msg: fmt.Sprintf("%s: %d %s elements (%d bytes) run past end of file (%d bytes remain)",
+				p.valueField(), n, elem, size, d.rem())}).eof()
+		}
 		if elem == TypeBool {
 			for i, x := range b {
 				if x > 1 {
