@@ -1,0 +1,344 @@
+// Package tokenizer turns text into token ids and back, exactly as llama.cpp
+// (src/llama-vocab.cpp) does for the two vocabulary kinds found in GGUF files:
+//
+//   - "llama": SentencePiece-style (SPM) — spaces become "▁", adjacent pieces
+//     are merged greedily by vocabulary score, and anything left that is not a
+//     token falls back to <0xNN> byte tokens.
+//   - "gpt2": byte-level BPE — a GPT-2 pre-tokenizer splits the text into
+//     words, every byte is mapped to a printable code point, and the words are
+//     merged by the rank of tokenizer.ggml.merges.
+//
+// Exactness matters more than elegance here: the engine's outputs are compared
+// token for token with llama.cpp, so the quirks of the reference (tie-breaking
+// in the merge queues, how invalid UTF-8 is decoded, which token types print
+// nothing) are reproduced on purpose and called out where they occur.
+//
+// Special-token text is never parsed: "<s>" in the input is plain text. The
+// one exception is the same as llama.cpp's: tokens of type user_defined are
+// always matched literally before the model's own algorithm runs.
+//
+// A Tokenizer is immutable after New and safe for concurrent use.
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Kind is the tokenizer family, the GGUF tokenizer.ggml.model value.
+type Kind string
+
+const (
+	// KindSPM is the SentencePiece-style tokenizer of LLaMA-1/2 models.
+	KindSPM Kind = "llama"
+	// KindBPE is the GPT-2 byte-level BPE tokenizer.
+	KindBPE Kind = "gpt2"
+)
+
+// TokenType is the GGUF token type (tokenizer.ggml.token_type).
+type TokenType int32
+
+// GGUF token types. Values outside this list are treated as TypeUndefined, as
+// llama.cpp does.
+const (
+	TypeUndefined   TokenType = 0
+	TypeNormal      TokenType = 1
+	TypeUnknown     TokenType = 2
+	TypeControl     TokenType = 3
+	TypeUserDefined TokenType = 4
+	TypeUnused      TokenType = 5
+	TypeByte        TokenType = 6
+)
+
+// Vocab is the tokenizer part of a GGUF file's metadata, already read out of
+// the file. Token ids are indexes into Tokens.
+type Vocab struct {
+	Model  string    // tokenizer.ggml.model: "llama" or "gpt2"
+	Pre    string    // tokenizer.ggml.pre: for gpt2 "" / "default" / "gpt-2" (and its aliases); ignored for llama
+	Tokens []string  // tokenizer.ggml.tokens
+	Scores []float32 // tokenizer.ggml.scores; nil means all 0 (usual for gpt2)
+	Types  []int32   // tokenizer.ggml.token_type; nil means all normal
+	Merges []string  // tokenizer.ggml.merges, "left right" per entry, in rank order; required for gpt2
+
+	// Special token ids, -1 when the GGUF has none. Ids outside the vocabulary
+	// are rejected by New, so callers should map a key that holds garbage
+	// (e.g. 0xFFFFFFFF) to -1 or to the model default first.
+	BOS, EOS, UNK, PAD int32
+
+	// tokenizer.ggml.add_bos_token / add_eos_token. When a key is absent the
+	// caller passes the model default (llama: AddBOS true; gpt2: false).
+	AddBOS, AddEOS bool
+
+	// NoSpacePrefix is true when tokenizer.ggml.add_space_prefix is present
+	// and false. llama.cpp prepends a space to SPM input by default; the field
+	// is negated so that the zero value keeps that default. Ignored for gpt2,
+	// which never adds a prefix.
+	NoSpacePrefix bool
+}
+
+// Token attribute bits, mirroring llama_token_attr. A token can carry more
+// than one (llama.cpp adds "control" to end-of-generation tokens by name).
+const (
+	attrUndefined   uint8 = 0
+	attrUnknown     uint8 = 1 << 0
+	attrUnused      uint8 = 1 << 1
+	attrNormal      uint8 = 1 << 2
+	attrControl     uint8 = 1 << 3
+	attrUserDefined uint8 = 1 << 4
+	attrByte        uint8 = 1 << 5
+)
+
+// eogNames are token texts that llama.cpp always treats as end-of-generation
+// and forces to be control tokens, whatever type the GGUF gives them (see
+// llama_vocab::impl::load). It matters for output: control tokens print
+// nothing, and they are not matched in input text.
+var eogNames = map[string]bool{
+	"<|eot_id|>": true, "<|im_end|>": true, "<|end|>": true, "<|return|>": true,
+	"<|call|>": true, "<|flush|>": true, "<|calls|>": true, "<end_of_turn>": true,
+	"<|endoftext|>": true, "</s>": true, "<|eom_id|>": true, "<EOT>": true,
+	"_<EOT>": true, "[EOT]": true, "[EOS]": true, "<|end_of_text|>": true,
+	"<end_of_utterance>": true, "<eos>": true, "<turn|>": true,
+	"<|tool_response>": true, "<｜end▁of▁sentence｜>": true, "[e~[": true,
+}
+
+// Tokenizer encodes and decodes text for one vocabulary.
+type Tokenizer struct {
+	kind   Kind
+	pre    preTokenizer // gpt2 only
+	tokens []string
+	scores []float32
+	types  []TokenType
+	attrs  []uint8
+	ids    map[string]int32 // token text → id
+
+	// ranks maps a merge "left right" to its rank (gpt2 only). The key is the
+	// merge line itself, so building it copies no strings.
+	ranks map[string]int32
+
+	bos, eos, unk, pad int32
+	addBOS, addEOS     bool
+	spacePrefix        bool
+
+	// byteToken[b] is the token used for byte b when nothing better matches:
+	// SPM <0xNN> (or the one-byte token), gpt2 the one-byte token. -1: none.
+	byteToken [256]int32
+
+	// userDefined lists user_defined tokens, longest text first: they are cut
+	// out of the input before tokenization, as llama.cpp does even when it is
+	// not parsing special tokens.
+	userDefined []int32
+
+	// pieceData[pieceOff[id]:pieceOff[id+1]] is what token id prints (see
+	// TokenBytes), computed once so that decoding is a copy.
+	pieceData []byte
+	pieceOff  []uint32
+}
+
+// New checks v and builds the lookup tables. The error says what is wrong
+// with the vocabulary, so it can be shown to a user as is.
+func New(v Vocab) (*Tokenizer, error) {
+	n := len(v.Tokens)
+	if n == 0 {
+		return nil, errors.New("tokenizer: vocabulary has no tokens")
+	}
+	if int64(n) > 1<<31-1 {
+		return nil, fmt.Errorf("tokenizer: vocabulary has %d tokens, more than int32 ids can address", n)
+	}
+	t := &Tokenizer{kind: Kind(v.Model)}
+	switch t.kind {
+	case KindSPM:
+		t.spacePrefix = !v.NoSpacePrefix
+	case KindBPE:
+		pre, ok := preTokenizers[v.Pre]
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: unsupported gpt2 pre-tokenizer %q (supported: %s)", v.Pre, supportedPre())
+		}
+		t.pre = pre
+		if len(v.Merges) == 0 {
+			return nil, errors.New("tokenizer: gpt2 vocabulary has no merges")
+		}
+	default:
+		return nil, fmt.Errorf("tokenizer: unknown tokenizer model %q (want %q or %q)", v.Model, KindSPM, KindBPE)
+	}
+	if v.Scores != nil && len(v.Scores) != n {
+		return nil, fmt.Errorf("tokenizer: %d scores for %d tokens", len(v.Scores), n)
+	}
+	if v.Types != nil && len(v.Types) != n {
+		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(v.Types), n)
+	}
+	for _, s := range []struct {
+		name string
+		id   int32
+	}{{"BOS", v.BOS}, {"EOS", v.EOS}, {"UNK", v.UNK}, {"PAD", v.PAD}} {
+		if s.id < -1 || int64(s.id) >= int64(n) {
+			return nil, fmt.Errorf("tokenizer: %s id %d is outside the vocabulary [0, %d) (use -1 for none)", s.name, s.id, n)
+		}
+	}
+	if v.AddBOS && v.BOS < 0 {
+		return nil, errors.New("tokenizer: add_bos_token is set but the vocabulary has no BOS token")
+	}
+	if v.AddEOS && v.EOS < 0 {
+		return nil, errors.New("tokenizer: add_eos_token is set but the vocabulary has no EOS token")
+	}
+	t.bos, t.eos, t.unk, t.pad = v.BOS, v.EOS, v.UNK, v.PAD
+	t.addBOS, t.addEOS = v.AddBOS, v.AddEOS
+
+	t.tokens = make([]string, n)
+	t.scores = make([]float32, n)
+	t.types = make([]TokenType, n)
+	t.attrs = make([]uint8, n)
+	t.ids = make(map[string]int32, n)
+	for i, text := range v.Tokens {
+		if text == "" {
+			// llama.cpp renames empty tokens so that they cannot match
+			// (an empty user_defined token would match everywhere).
+			text = fmt.Sprintf("[EMPTY_%d]", i)
+		}
+		if prev, dup := t.ids[text]; dup {
+			return nil, fmt.Errorf("tokenizer: duplicate token %q has ids %d and %d", text, prev, i)
+		}
+		t.ids[text] = int32(i)
+		t.tokens[i] = text
+		if v.Scores != nil {
+			t.scores[i] = v.Scores[i]
+		}
+		t.types[i] = TypeNormal
+		if v.Types != nil {
+			t.types[i] = TokenType(v.Types[i])
+		}
+		t.attrs[i] = typeAttr(t.types[i])
+		if eogNames[text] {
+			t.attrs[i] |= attrControl
+		}
+	}
+
+	for b := 0; b < 256; b++ {
+		t.byteToken[b] = -1
+		if t.kind == KindSPM {
+			if id, ok := t.ids[fmt.Sprintf("<0x%02X>", b)]; ok {
+				t.byteToken[b] = id
+				continue
+			}
+		}
+		if id, ok := t.ids[string([]byte{byte(b)})]; ok {
+			t.byteToken[b] = id
+		}
+	}
+
+	if t.kind == KindBPE {
+		t.ranks = make(map[string]int32, len(v.Merges))
+		for i, m := range v.Merges {
+			// llama.cpp splits at the first space after the first byte and
+			// keeps the first rank of a duplicated pair. Entries without such
+			// a space become an empty pair that no lookup can hit.
+			if strings.IndexByte(m[min(1, len(m)):], ' ') < 0 {
+				continue
+			}
+			if _, dup := t.ranks[m]; !dup {
+				t.ranks[m] = int32(i)
+			}
+		}
+	}
+
+	for id, a := range t.attrs {
+		if a&attrUserDefined != 0 && a&(attrControl|attrUnknown) == 0 {
+			t.userDefined = append(t.userDefined, int32(id))
+		}
+	}
+	sortByLengthDesc(t.userDefined, t.tokens)
+
+	t.buildPieces()
+	return t, nil
+}
+
+// typeAttr maps a GGUF token type to llama.cpp's attribute bits.
+func typeAttr(tt TokenType) uint8 {
+	switch tt {
+	case TypeNormal:
+		return attrNormal
+	case TypeUnknown:
+		return attrUnknown
+	case TypeControl:
+		return attrControl
+	case TypeUserDefined:
+		return attrUserDefined
+	case TypeUnused:
+		return attrUnused
+	case TypeByte:
+		return attrByte
+	}
+	return attrUndefined
+}
+
+// sortByLengthDesc orders ids by decreasing token length, ties by id, so that
+// a longer user_defined token wins over one of its own prefixes.
+func sortByLengthDesc(ids []int32, tokens []string) {
+	// Insertion sort: there are rarely more than a few hundred of these.
+	for i := 1; i < len(ids); i++ {
+		for j := i; j > 0; j-- {
+			a, b := ids[j-1], ids[j]
+			if len(tokens[a]) > len(tokens[b]) || (len(tokens[a]) == len(tokens[b]) && a < b) {
+				break
+			}
+			ids[j-1], ids[j] = b, a
+		}
+	}
+}
+
+// Kind reports the tokenizer family.
+func (t *Tokenizer) Kind() Kind { return t.kind }
+
+// VocabSize is the number of tokens.
+func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+
+// BOS is the beginning-of-sequence id, -1 if none.
+func (t *Tokenizer) BOS() int32 { return t.bos }
+
+// EOS is the end-of-sequence id, -1 if none.
+func (t *Tokenizer) EOS() int32 { return t.eos }
+
+// UNK is the unknown-token id, -1 if none.
+func (t *Tokenizer) UNK() int32 { return t.unk }
+
+// PAD is the padding id, -1 if none.
+func (t *Tokenizer) PAD() int32 { return t.pad }
+
+// AddBOS reports whether prompts for this model should start with BOS
+// (tokenizer.ggml.add_bos_token or the model default).
+func (t *Tokenizer) AddBOS() bool { return t.addBOS }
+
+// AddEOS reports whether the model wants EOS appended to prompts. Encode never
+// appends it; callers that want llama.cpp's add_special behaviour do.
+func (t *Tokenizer) AddEOS() bool { return t.addEOS }
+
+// Piece is the raw text of token id as stored in the vocabulary ("▁the",
+// "<0x0A>", "Ġthe"), for printing. It is "" for an id outside the vocabulary.
+func (t *Tokenizer) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.tokens) {
+		return ""
+	}
+	return t.tokens[id]
+}
+
+// Type is the GGUF type of token id (TypeUndefined outside the vocabulary).
+func (t *Tokenizer) Type(id int32) TokenType {
+	if id < 0 || int(id) >= len(t.types) {
+		return TypeUndefined
+	}
+	return t.types[id]
+}
+
+// Score is the SPM merge score of token id (0 outside the vocabulary).
+func (t *Tokenizer) Score(id int32) float32 {
+	if id < 0 || int(id) >= len(t.scores) {
+		return 0
+	}
+	return t.scores[id]
+}
+
+// TokenID looks a token up by its exact text.
+func (t *Tokenizer) TokenID(text string) (int32, bool) {
+	id, ok := t.ids[text]
+	return id, ok
+}
