@@ -125,7 +125,17 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		matrix(p+"ffn_down.weight", m.NEmbd, m.NFF)
 	}
 	norm("output_norm.weight")
-	matrix("output.weight", nv, m.NEmbd)
+	// A trained model rarely emits byte-fallback or control tokens; shrinking
+	// their output rows gives random weights the same habit, so the text a
+	// synthetic model prints is made of word pieces rather than stray bytes.
+	output := make([]float32, nv*m.NEmbd)
+	for i := range output {
+		output[i] = float32(rng.NormFloat64() * std)
+		if m.Types[i/m.NEmbd] != 1 {
+			output[i] *= 0.25
+		}
+	}
+	add("output.weight", m.Matrix, output, uint64(m.NEmbd), uint64(nv))
 	if err != nil {
 		return 0, err
 	}

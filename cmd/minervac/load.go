@@ -22,11 +22,8 @@ func openGGUF(path string) (*gguf.File, error) {
 	case st.IsDir():
 		return nil, fmt.Errorf("%s is a directory, not a GGUF file", path)
 	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
+	// gguf's errors already name the file.
+	return gguf.Open(path)
 }
 
 // loaded is a model ready to run.

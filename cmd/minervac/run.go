@@ -94,6 +94,9 @@ func (c *runCmd) Run() error {
 		out.WriteString(dec.Flush())
 		out.WriteString("\n")
 	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
 	if res.Stop == runtime.StopContext {
 		fmt.Fprintf(os.Stderr, "minervac: stopped after %d tokens: the context of %d positions is full (raise --ctx)\n", len(res.Tokens), ctxLen)
 	}

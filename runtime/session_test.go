@@ -1,0 +1,87 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/internal/golden"
+	"github.com/minerva-llm/minerva/internal/shared"
+	"github.com/minerva-llm/minerva/runtime"
+)
+
+// Prefill of the whole prompt in one step and feeding it one token at a time
+// must agree: the KV cache carries everything between steps.
+func TestPrefillEqualsIncremental(t *testing.T) {
+	m, tok := openModel(t, shared.Path(t, "models/gguf/synthetic/llama-p-Q4_K.gguf"))
+	prompt := tok.Encode("The little dog ran to the park and saw a cat", true)
+	a, err := runtime.NewSession(m.Graph, m.Weights, 64)
+	require.NoError(t, err)
+	batch, err := a.Eval(prompt)
+	require.NoError(t, err)
+	b, err := runtime.NewSession(m.Graph, m.Weights, 64)
+	require.NoError(t, err)
+	for i, id := range prompt {
+		row, err := b.Eval([]int32{id})
+		require.NoError(t, err)
+		e := golden.RelErr(row[0], batch[i])
+		require.LessOrEqual(t, e, 1e-5, "position %d: one-by-one vs batch error %.3g", i, e)
+	}
+	require.Equal(t, len(prompt), b.Pos())
+	b.Reset()
+	require.Equal(t, 0, b.Pos())
+	again, err := b.Eval(prompt)
+	require.NoError(t, err)
+	require.Equal(t, batch[len(batch)-1], again[len(again)-1], "Reset starts a fresh sequence")
+}
+
+func TestGenerateStops(t *testing.T) {
+	m, tok := openModel(t, shared.Path(t, "models/gguf/stories260K.gguf"))
+	prompt := tok.Encode("Once upon a time", true)
+	newSession := func(ctx int) *runtime.Session {
+		s, err := runtime.NewSession(m.Graph, m.Weights, ctx)
+		require.NoError(t, err)
+		return s
+	}
+	greedy := runtime.DefaultSampler()
+
+	// Treat the 3rd greedy token as EOS: generation stops right after it.
+	full, err := runtime.Generate(context.Background(), newSession(64), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: -1})
+	require.NoError(t, err)
+	require.Equal(t, runtime.StopLength, full.Stop)
+	require.Len(t, full.Tokens, 8)
+	res, err := runtime.Generate(context.Background(), newSession(64), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: full.Tokens[2]})
+	require.NoError(t, err)
+	require.Equal(t, runtime.StopEOS, res.Stop)
+	require.Equal(t, full.Tokens[:3], res.Tokens)
+	res, err = runtime.Generate(context.Background(), newSession(64), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: full.Tokens[2], IgnoreEOS: true})
+	require.NoError(t, err)
+	require.Equal(t, full.Tokens, res.Tokens)
+
+	// Context limit: a clean stop, not an error.
+	res, err = runtime.Generate(context.Background(), newSession(len(prompt)+3), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: -1})
+	require.NoError(t, err)
+	require.Equal(t, runtime.StopContext, res.Stop)
+	require.Equal(t, full.Tokens[:4], res.Tokens)
+
+	// A prompt longer than the context is an error naming the problem.
+	_, err = runtime.Generate(context.Background(), newSession(3), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: -1})
+	require.ErrorIs(t, err, runtime.ErrContextFull)
+
+	// Cancellation through the callback's context.
+	ctx, cancel := context.WithCancel(context.Background())
+	var seen []int32
+	res, err = runtime.Generate(ctx, newSession(64), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: -1,
+		OnToken: func(id int32) error {
+			seen = append(seen, id)
+			if len(seen) == 2 {
+				cancel()
+			}
+			return nil
+		}})
+	require.True(t, errors.Is(err, context.Canceled))
+	require.Equal(t, full.Tokens[:2], res.Tokens)
+	require.Equal(t, res.Tokens, seen)
+}
