@@ -33,7 +33,7 @@ func errorAt(off int, format string, args ...any) *Error {
 func truncated(off int, fileSize int, field string, need uint64) *Error {
 	return &Error{
 		Offset: int64(off),
-		Msg:    fmt.Sprintf("%s truncated: needs %d bytes but the file ends at byte %d", field, need, fileSize),
+		Msg:    fmt.Sprintf("%s truncated (needs %d bytes, the file is %d)", field, need, fileSize),
 		err:    io.ErrUnexpectedEOF,
 	}
 }

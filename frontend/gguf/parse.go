@@ -104,7 +104,7 @@ func (p *parser) parse() (*File, error) {
 	case version == 2 || version == 3:
 	case version == 1:
 		return nil, errorAt(4, "version 1 is not supported (only versions 2 and 3 are)")
-	case bits.ReverseBytes32(version) <= 3:
+	case bits.ReverseBytes32(version) == 2 || bits.ReverseBytes32(version) == 3:
 		return nil, errorAt(4, "version %d looks byte-swapped: big-endian files are not supported", version)
 	default:
 		return nil, errorAt(4, "unsupported version %d (want 2 or 3)", version)
