@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/minerva-llm/minerva/ir"
@@ -20,9 +21,14 @@ func attention(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 	group := nh / nkv
 	out := newF32(shape)
 	T := len(pos.I32)
+	c := int(k.Shape[0])
 	var scores []float64
 	for t := 0; t < T; t++ {
 		p := int(pos.I32[t])
+		if p < 0 || p >= c {
+			// Rows ≤ p of a c-row cache: any other position has no meaning.
+			return Tensor{}, fmt.Errorf("query position %d at row %d is outside the KV cache (context %d)", p, t, c)
+		}
 		lo := 0
 		if window > 0 && p-window+1 > lo {
 			lo = p - window + 1
