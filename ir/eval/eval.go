@@ -98,8 +98,8 @@ func (m *Machine) Run(inputs map[string]Tensor) (map[string]Tensor, error) {
 			if err := bindShape(v.Type.Shape, in.Shape, env); err != nil {
 				return nil, fmt.Errorf("eval: input %q: %w", v.Name(), err)
 			}
-			if int64(len(in.F32)+len(in.I32)) != in.Len() {
-				return nil, fmt.Errorf("eval: input %q has %d values for shape %v", v.Name(), len(in.F32)+len(in.I32), in.Shape)
+			if err := checkData(v.Type.DType, in); err != nil {
+				return nil, fmt.Errorf("eval: input %q: %w", v.Name(), err)
 			}
 			out = in
 		case ir.OpWeight:
@@ -145,6 +145,25 @@ func bindShape(decl ir.Shape, got []int64, env map[string]int64) error {
 			return fmt.Errorf("symbol %s is %d here but %d elsewhere", d.Sym, got[i], prev)
 		}
 		env[d.Sym] = got[i]
+	}
+	return nil
+}
+
+// checkData verifies that a tensor holds exactly its shape's worth of
+// values, in the slice of the declared dtype (f32 or i32) and only there:
+// data in the other slice would be silently read as empty.
+func checkData(dt ir.DType, t Tensor) error {
+	var have, other int
+	switch dt {
+	case ir.F32:
+		have, other = len(t.F32), len(t.I32)
+	case ir.I32:
+		have, other = len(t.I32), len(t.F32)
+	default:
+		return fmt.Errorf("inputs of type %s are not supported (f32 or i32)", dt)
+	}
+	if other != 0 || int64(have) != t.Len() {
+		return fmt.Errorf("has %d %s values (and %d of the other type) for shape %v", have, dt, other, t.Shape)
 	}
 	return nil
 }
