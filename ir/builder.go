@@ -108,7 +108,10 @@ func (b *Builder) Attention(q, k, v, pos, sinks *Value, attrs Attrs) *Value {
 
 // Reshape views x with a new shape of the same element count.
 func (b *Builder) Reshape(x *Value, s Shape) *Value {
-	t := Type{DType: x.Type.DType, Shape: s}
+	t := Type{Shape: s}
+	if x != nil { // a nil x is reported by Add like any other nil operand
+		t.DType = x.Type.DType
+	}
 	return b.Add(OpReshape, nil, &t, x)
 }
 

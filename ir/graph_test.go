@@ -116,6 +116,7 @@ func TestBuilderErrors(t *testing.T) {
 		err   string
 	}{
 		{"nil operand", func(b *Builder) { b.SiLU(nil) }, "silu: nil operand"},
+		{"nil reshape operand", func(b *Builder) { b.Reshape(nil, S(4)) }, "reshape: nil operand"},
 		{"unsupported attribute", func(b *Builder) {
 			b.Add(OpInput, Attrs{"name": "x", "bad": struct{}{}}, &Type{F32, S(1)})
 		}, "input: attribute bad: unsupported type"},

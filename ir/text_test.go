@@ -373,3 +373,21 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestPrintInvalidGraph: Print is a debugging aid too, so it must cope with
+// graphs that do not verify, and what it writes for them must not parse.
+func TestPrintInvalidGraph(t *testing.T) {
+	x := &Value{ID: 0, Op: OpInput, Attrs: Attrs{"name": "x", "k": struct{}{}}, Type: typ(DType(99), 2)}
+	y := &Value{ID: 1, Op: OpSiLU, Args: []*Value{nil}, Type: typ(F32, 2)}
+	g := &Graph{Name: "bad", Values: []*Value{x, nil, y}, Outputs: []Output{{"o", nil}}}
+	want := `graph "bad" {
+  %0 = input {k = <struct {} {}>, name = "x"} : dtype(99)[2]
+  %<nil>
+  %1 = silu %<nil> : f32[2]
+  output "o" = %<nil>
+}
+`
+	require.Equal(t, want, Print(g))
+	_, err := Parse(Print(g))
+	require.Error(t, err)
+}
