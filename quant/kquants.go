@@ -33,27 +33,27 @@ func init() {
 
 func dequantQ2_K(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qkK; i++ {
-		b := src[i*84 : i*84+84]
-		y := dst[i*qkK : i*qkK+qkK]
-		scales := b[0:16]
+		b := (*[84]byte)(src[i*84:])
+		y := (*[qkK]float32)(dst[i*qkK:])
 		d := f16(b[80:])
 		dmin := f16(b[82:])
 		is, o := 0, 0
 		for n := 0; n < 2; n++ { // two halves of 128, each from 32 bytes of qs
-			q := b[16+32*n : 16+32*n+32]
+			q := (*[32]byte)(b[16+32*n:])
 			for shift := uint(0); shift < 8; shift += 2 {
-				for half := 0; half < 2; half++ { // 16 elements from q[0:16], then 16 from q[16:32]
-					sc := scales[is]
-					is++
-					dl := d * float32(sc&0x0f)
-					ml := dmin * float32(sc>>4)
-					qq := q[16*half : 16*half+16]
-					out := y[o : o+16]
-					for l := range out {
-						out[l] = float32(dl*float32((qq[l]>>shift)&3)) - ml
-					}
-					o += 16
+				// 16 elements from q[0:16] with one scale, then 16 from
+				// q[16:32] with the next.
+				sc := b[is]
+				dl1, ml1 := d*float32(sc&0x0f), dmin*float32(sc>>4)
+				sc = b[is+1]
+				dl2, ml2 := d*float32(sc&0x0f), dmin*float32(sc>>4)
+				is += 2
+				out := (*[32]float32)(y[o:])
+				for l := 0; l < 16; l++ {
+					out[l] = float32(dl1*float32((q[l]>>shift)&3)) - ml1
+					out[l+16] = float32(dl2*float32((q[l+16]>>shift)&3)) - ml2
 				}
+				o += 32
 			}
 		}
 	}
@@ -75,32 +75,29 @@ func q3Scale(s []byte, j int) int {
 
 func dequantQ3_K(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qkK; i++ {
-		b := src[i*110 : i*110+110]
-		y := dst[i*qkK : i*qkK+qkK]
-		hm := b[0:32]
+		b := (*[110]byte)(src[i*110:])
+		y := (*[qkK]float32)(dst[i*qkK:])
+		hm := (*[32]byte)(b[0:])
 		scales := b[96:108]
 		dAll := f16(b[108:])
 		is, o := 0, 0
-		m := byte(1)
+		hbit := uint(0) // bit of hmask that holds the high bits of this group of 32
 		for n := 0; n < 2; n++ {
-			q := b[32+32*n : 32+32*n+32]
+			q := (*[32]byte)(b[32+32*n:])
 			for shift := uint(0); shift < 8; shift += 2 {
-				for half := 0; half < 2; half++ {
-					dl := dAll * float32(q3Scale(scales, is)-32)
-					is++
-					qq := q[16*half : 16*half+16]
-					hh := hm[16*half : 16*half+16]
-					out := y[o : o+16]
-					for l := range out {
-						v := int((qq[l] >> shift) & 3)
-						if hh[l]&m == 0 { // high bit clear: the value is 4 lower
-							v -= 4
-						}
-						out[l] = dl * float32(v)
-					}
-					o += 16
+				dl1 := dAll * float32(q3Scale(scales, is)-32)
+				dl2 := dAll * float32(q3Scale(scales, is+1)-32)
+				is += 2
+				out := (*[32]float32)(y[o:])
+				for l := 0; l < 16; l++ {
+					// A clear high bit means the value is 4 lower: q - 4 + 4*h.
+					v1 := int((q[l]>>shift)&3) - 4 + int((hm[l]>>hbit)&1)<<2
+					v2 := int((q[l+16]>>shift)&3) - 4 + int((hm[l+16]>>hbit)&1)<<2
+					out[l] = dl1 * float32(v1)
+					out[l+16] = dl2 * float32(v2)
 				}
-				m <<= 1
+				o += 32
+				hbit++
 			}
 		}
 	}
@@ -119,22 +116,21 @@ func scaleMinK4(j int, q []byte) (sc, m byte) {
 
 func dequantQ4_K(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qkK; i++ {
-		b := src[i*144 : i*144+144]
-		y := dst[i*qkK : i*qkK+qkK]
+		b := (*[144]byte)(src[i*144:])
+		y := (*[qkK]float32)(dst[i*qkK:])
 		d := f16(b[0:])
 		dmin := f16(b[2:])
 		scales := b[4:16]
 		for g := 0; g < 4; g++ { // 64 elements from 32 bytes: low nibbles, then high
-			q := b[16+32*g : 16+32*g+32]
+			q := (*[32]byte)(b[16+32*g:])
 			sc, m := scaleMinK4(2*g, scales)
 			d1, m1 := d*float32(sc), dmin*float32(m)
 			sc, m = scaleMinK4(2*g+1, scales)
 			d2, m2 := d*float32(sc), dmin*float32(m)
-			lo := y[64*g : 64*g+32]
-			hi := y[64*g+32 : 64*g+64]
+			out := (*[64]float32)(y[64*g:])
 			for l := 0; l < 32; l++ {
-				lo[l] = float32(d1*float32(q[l]&0x0f)) - m1
-				hi[l] = float32(d2*float32(q[l]>>4)) - m2
+				out[l] = float32(d1*float32(q[l]&0x0f)) - m1
+				out[l+32] = float32(d2*float32(q[l]>>4)) - m2
 			}
 		}
 	}
@@ -142,61 +138,59 @@ func dequantQ4_K(src []byte, dst []float32) {
 
 func dequantQ5_K(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qkK; i++ {
-		b := src[i*176 : i*176+176]
-		y := dst[i*qkK : i*qkK+qkK]
+		b := (*[176]byte)(src[i*176:])
+		y := (*[qkK]float32)(dst[i*qkK:])
 		d := f16(b[0:])
 		dmin := f16(b[2:])
 		scales := b[4:16]
-		qh := b[16:48]
-		u1, u2 := byte(1), byte(2)
+		qh := (*[32]byte)(b[16:])
 		for g := 0; g < 4; g++ {
-			ql := b[48+32*g : 48+32*g+32]
+			ql := (*[32]byte)(b[48+32*g:])
 			sc, m := scaleMinK4(2*g, scales)
 			d1, m1 := d*float32(sc), dmin*float32(m)
 			sc, m = scaleMinK4(2*g+1, scales)
 			d2, m2 := d*float32(sc), dmin*float32(m)
-			lo := y[64*g : 64*g+32]
-			hi := y[64*g+32 : 64*g+64]
+			// The fifth bits of this group's two halves are bits 2g and 2g+1
+			// of qh (ggml's masks u1 = 1<<2g, u2 = 2<<2g).
+			s1, s2 := uint(2*g), uint(2*g+1)
+			out := (*[64]float32)(y[64*g:])
 			for l := 0; l < 32; l++ {
-				v1 := ql[l] & 0x0f
-				if qh[l]&u1 != 0 {
-					v1 += 16
-				}
-				v2 := ql[l] >> 4
-				if qh[l]&u2 != 0 {
-					v2 += 16
-				}
-				lo[l] = float32(d1*float32(v1)) - m1
-				hi[l] = float32(d2*float32(v2)) - m2
+				v1 := ql[l]&0x0f | (qh[l]>>s1&1)<<4
+				v2 := ql[l]>>4 | (qh[l]>>s2&1)<<4
+				out[l] = float32(d1*float32(v1)) - m1
+				out[l+32] = float32(d2*float32(v2)) - m2
 			}
-			u1 <<= 2
-			u2 <<= 2
 		}
 	}
 }
 
 func dequantQ6_K(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qkK; i++ {
-		b := src[i*210 : i*210+210]
-		y := dst[i*qkK : i*qkK+qkK]
+		b := (*[210]byte)(src[i*210:])
+		y := (*[qkK]float32)(dst[i*qkK:])
 		d := f16(b[208:])
 		for n := 0; n < 2; n++ { // two halves of 128: 64 bytes of ql, 32 of qh, 8 scales each
-			ql := b[64*n : 64*n+64]
-			qh := b[128+32*n : 128+32*n+32]
-			sc := b[192+8*n : 192+8*n+8]
-			out := y[128*n : 128*n+128]
-			for l := 0; l < 32; l++ {
-				is := l / 16
-				q1 := int(ql[l]&0x0f|(qh[l]&3)<<4) - 32
-				q2 := int(ql[l+32]&0x0f|((qh[l]>>2)&3)<<4) - 32
-				q3 := int(ql[l]>>4|((qh[l]>>4)&3)<<4) - 32
-				q4 := int(ql[l+32]>>4|((qh[l]>>6)&3)<<4) - 32
-				// d * sc * q is (d*sc)*q in C; the conversion after the first
-				// product is what the spec needs to keep it rounded.
-				out[l] = float32(d*float32(int8(sc[is]))) * float32(q1)
-				out[l+32] = float32(d*float32(int8(sc[is+2]))) * float32(q2)
-				out[l+64] = float32(d*float32(int8(sc[is+4]))) * float32(q3)
-				out[l+96] = float32(d*float32(int8(sc[is+6]))) * float32(q4)
+			ql := (*[64]byte)(b[64*n:])
+			qh := (*[32]byte)(b[128+32*n:])
+			sc := (*[8]byte)(b[192+8*n:])
+			out := (*[128]float32)(y[128*n:])
+			for is := 0; is < 2; is++ { // sub-blocks of 16: l in [16*is, 16*is+16)
+				// d * sc * q is (d*sc)*q in C.
+				d1 := d * float32(int8(sc[is]))
+				d2 := d * float32(int8(sc[is+2]))
+				d3 := d * float32(int8(sc[is+4]))
+				d4 := d * float32(int8(sc[is+6]))
+				for l := 16 * is; l < 16*is+16; l++ {
+					h := qh[l]
+					q1 := int(ql[l]&0x0f|(h&3)<<4) - 32
+					q2 := int(ql[l+32]&0x0f|(h>>2&3)<<4) - 32
+					q3 := int(ql[l]>>4|(h>>4&3)<<4) - 32
+					q4 := int(ql[l+32]>>4|(h>>6&3)<<4) - 32
+					out[l] = d1 * float32(q1)
+					out[l+32] = d2 * float32(q2)
+					out[l+64] = d3 * float32(q3)
+					out[l+96] = d4 * float32(q4)
+				}
 			}
 		}
 	}

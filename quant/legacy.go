@@ -33,10 +33,10 @@ func init() {
 
 func dequantQ4_0(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qk; i++ {
-		b := src[i*18 : i*18+18]
-		y := dst[i*qk : i*qk+qk]
-		d := f16(b)
-		qs := b[2:18]
+		b := (*[18]byte)(src[i*18:])
+		y := (*[qk]float32)(dst[i*qk:])
+		d := f16(b[:])
+		qs := (*[16]byte)(b[2:])
 		for j := 0; j < 16; j++ {
 			y[j] = float32(int(qs[j]&0x0f)-8) * d
 			y[j+16] = float32(int(qs[j]>>4)-8) * d
@@ -46,11 +46,11 @@ func dequantQ4_0(src []byte, dst []float32) {
 
 func dequantQ4_1(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qk; i++ {
-		b := src[i*20 : i*20+20]
-		y := dst[i*qk : i*qk+qk]
-		d := f16(b)
+		b := (*[20]byte)(src[i*20:])
+		y := (*[qk]float32)(dst[i*qk:])
+		d := f16(b[:])
 		m := f16(b[2:])
-		qs := b[4:20]
+		qs := (*[16]byte)(b[4:])
 		for j := 0; j < 16; j++ {
 			// x*d + m, with the product rounded before the add as in ggml's C.
 			y[j] = float32(float32(qs[j]&0x0f)*d) + m
@@ -61,11 +61,11 @@ func dequantQ4_1(src []byte, dst []float32) {
 
 func dequantQ5_0(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qk; i++ {
-		b := src[i*22 : i*22+22]
-		y := dst[i*qk : i*qk+qk]
-		d := f16(b)
+		b := (*[22]byte)(src[i*22:])
+		y := (*[qk]float32)(dst[i*qk:])
+		d := f16(b[:])
 		qh := uint32(b[2]) | uint32(b[3])<<8 | uint32(b[4])<<16 | uint32(b[5])<<24
-		qs := b[6:22]
+		qs := (*[16]byte)(b[6:])
 		for j := 0; j < 16; j++ {
 			xh0 := byte(qh>>j<<4) & 0x10
 			xh1 := byte(qh>>(j+12)) & 0x10
@@ -77,12 +77,12 @@ func dequantQ5_0(src []byte, dst []float32) {
 
 func dequantQ5_1(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qk; i++ {
-		b := src[i*24 : i*24+24]
-		y := dst[i*qk : i*qk+qk]
-		d := f16(b)
+		b := (*[24]byte)(src[i*24:])
+		y := (*[qk]float32)(dst[i*qk:])
+		d := f16(b[:])
 		m := f16(b[2:])
 		qh := uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24
-		qs := b[8:24]
+		qs := (*[16]byte)(b[8:])
 		for j := 0; j < 16; j++ {
 			xh0 := byte(qh>>j<<4) & 0x10
 			xh1 := byte(qh>>(j+12)) & 0x10
@@ -94,10 +94,10 @@ func dequantQ5_1(src []byte, dst []float32) {
 
 func dequantQ8_0(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qk; i++ {
-		b := src[i*34 : i*34+34]
-		y := dst[i*qk : i*qk+qk]
-		d := f16(b)
-		qs := b[2:34]
+		b := (*[34]byte)(src[i*34:])
+		y := (*[qk]float32)(dst[i*qk:])
+		d := f16(b[:])
+		qs := (*[32]byte)(b[2:])
 		for j := 0; j < qk; j++ {
 			y[j] = float32(int8(qs[j])) * d
 		}

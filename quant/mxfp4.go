@@ -40,10 +40,10 @@ func e8m0Half(e uint8) float32 {
 
 func dequantMXFP4(src []byte, dst []float32) {
 	for i := 0; i < len(dst)/qk; i++ {
-		b := src[i*17 : i*17+17]
-		y := dst[i*qk : i*qk+qk]
+		b := (*[17]byte)(src[i*17:])
+		y := (*[qk]float32)(dst[i*qk:])
 		d := e8m0Half(b[0])
-		qs := b[1:17]
+		qs := (*[16]byte)(b[1:])
 		for j := 0; j < 16; j++ {
 			y[j] = float32(kvaluesMXFP4[qs[j]&0x0f]) * d
 			y[j+16] = float32(kvaluesMXFP4[qs[j]>>4]) * d
