@@ -41,7 +41,11 @@ func (b *Builder) Add(op Op, attrs Attrs, declared *Type, args ...*Value) *Value
 	if b.err == nil {
 		t, err := Infer(op, args, v.Attrs)
 		if err != nil {
-			b.fail(fmt.Errorf("%s %s: %w", op, attrs.Str("name", ""), err))
+			what := string(op)
+			if name := attrs.Str("name", ""); name != "" {
+				what += " " + name
+			}
+			b.fail(fmt.Errorf("%s: %w", what, err))
 		}
 		if declared != nil {
 			t = *declared

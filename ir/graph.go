@@ -120,6 +120,14 @@ func Verify(g *Graph) error {
 		if !v.Type.DType.Known() {
 			return fmt.Errorf("%v (%s): unknown dtype %d", v, v.Op, uint32(v.Type.DType))
 		}
+		for _, d := range v.Type.Shape {
+			if d.Sym == "" && d.N < 0 {
+				return fmt.Errorf("%v (%s): negative dimension %d", v, v.Op, d.N)
+			}
+			if d.Sym != "" && !isIdent(d.Sym) {
+				return fmt.Errorf("%v (%s): symbol %q is not an identifier", v, v.Op, d.Sym)
+			}
+		}
 		for _, a := range v.Args {
 			if a == nil || !seen[a] {
 				return fmt.Errorf("%v (%s): operand is not defined before use", v, v.Op)
