@@ -165,7 +165,9 @@ func (w *Writer) addTensor(name string, typ ir.DType, dims []uint64, data []byte
 
 // WriteTo writes the file: header, metadata, tensor infos, padding, then each
 // tensor's data padded to the alignment (the last one too, as llama.cpp and
-// gguf-py do, so the file size is a multiple of the alignment).
+// gguf-py do, so the file size is a multiple of the alignment). A file
+// without tensors ends right after its header, as llama.cpp's vocab-only
+// files do, so that those round-trip byte for byte too.
 func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	if w.err != nil {
 		return 0, w.err
@@ -199,21 +201,24 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 		h = binary.LittleEndian.AppendUint32(h, uint32(t.Type))
 		h = binary.LittleEndian.AppendUint64(h, t.Offset)
 	}
-	h = append(h, make([]byte, alignUp(uint64(len(h)), align)-uint64(len(h)))...)
 
 	cw := &countingWriter{w: out}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	if _, err := bw.Write(h); err != nil {
 		return cw.n, err
 	}
-	pad := make([]byte, align)
+	if len(w.tensors) > 0 {
+		if err := writeZeros(bw, alignUp(uint64(len(h)), align)-uint64(len(h))); err != nil {
+			return cw.n, err
+		}
+	}
 	for i := range w.tensors {
 		t := &w.tensors[i]
 		if _, err := bw.Write(t.data); err != nil {
 			return cw.n, err
 		}
 		end := t.info.Offset + t.info.Size
-		if _, err := bw.Write(pad[:alignUp(end, align)-end]); err != nil {
+		if err := writeZeros(bw, alignUp(end, align)-end); err != nil {
 			return cw.n, err
 		}
 	}
@@ -232,6 +237,20 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// writeZeros writes n zero bytes from a small buffer: an alignment may be
+// as large as 2^31, and padding must not cost that much memory.
+func writeZeros(w io.Writer, n uint64) error {
+	var zeros [4096]byte
+	for n > 0 {
+		k := min(n, uint64(len(zeros)))
+		if _, err := w.Write(zeros[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
 }
 
 func alignUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }
