@@ -170,6 +170,15 @@ func handmadeVariants(t testing.TB) []variant {
 	_, err := Parse(ok)
 	require.NoError(t, err, "16 levels of nesting are allowed")
 
+	// 65537 empty arrays inside one array: one over the cap.
+	many := key(header(0, 1), "many", TypeArray)
+	many = le.AppendUint32(many, uint32(TypeArray))
+	many = le.AppendUint64(many, maxNestedArrays+1)
+	for range maxNestedArrays + 1 {
+		many = le.AppendUint32(many, uint32(TypeUint8))
+		many = le.AppendUint64(many, 0)
+	}
+
 	boolean := append(key(header(0, 1), "b", TypeBool), 2)
 	boolArray := key(header(0, 1), "b", TypeArray)
 	boolArray = le.AppendUint32(boolArray, uint32(TypeBool))
@@ -183,6 +192,7 @@ func handmadeVariants(t testing.TB) []variant {
 
 	return []variant{
 		{"arrays nested 17 deep", deep, []string{`kv 0 ("deep") value[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]: arrays nested deeper than 16`}, -1, false},
+		{"too many nested arrays", many, []string{`kv 0 ("many") value[65536]: more than 65536 nested arrays in the file`}, int64(len(many) - 12), false},
 		{"bool 2", boolean, []string{`kv 0 ("b") value: bool byte 2 is neither 0 nor 1`}, int64(len(boolean) - 1), false},
 		{"bool array with a 7", boolArray, []string{`kv 0 ("b") value[2]: bool byte 7 is neither 0 nor 1`}, int64(len(boolArray) - 1), false},
 		{"duplicate general.alignment", dupAlign, []string{`duplicate key "general.alignment"`}, -1, false},

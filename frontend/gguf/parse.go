@@ -18,6 +18,11 @@ const (
 	// (merges are strings, not pairs); the limit keeps a hostile file from
 	// recursing deep enough to exhaust the stack.
 	maxNesting = 16
+	// maxNestedArrays bounds the arrays inside arrays in one file. Each
+	// costs ~200 bytes of memory for as little as 13 bytes of file, so
+	// without a cap a hostile file could cost fifteen times its size;
+	// real files have none or a few.
+	maxNestedArrays = 1 << 16
 	// Smallest encodings, used to reject counts no file of this size could
 	// hold before allocating for them.
 	minKVSize     = 8 + 4 + 1         // empty key, type, one-byte value
@@ -51,6 +56,7 @@ type parser struct {
 	name    string
 	hasName bool
 	path    []int // indices into nested arrays
+	nested  int   // arrays read inside other arrays so far
 }
 
 // subject names the item being read, e.g. `kv 3 ("general.name")`.
@@ -246,6 +252,11 @@ func (p *parser) array(depth int) (Value, error) {
 	off := d.off
 	if depth > maxNesting {
 		return Value{}, errorAt(off, "%s: arrays nested deeper than %d", p.valueField(), maxNesting)
+	}
+	if depth > 1 {
+		if p.nested++; p.nested > maxNestedArrays {
+			return Value{}, errorAt(off, "%s: more than %d nested arrays in the file", p.valueField(), maxNestedArrays)
+		}
 	}
 	et, ok := d.u32()
 	if !ok {
