@@ -31,6 +31,9 @@ type Llama struct {
 	// Std is the standard deviation of matrix entries (0 means 0.02).
 	Std  float64
 	Seed uint64
+	// Tied omits output.weight, so the logits reuse token_embd.weight (as in
+	// models with tied embeddings). The other tensors are unchanged.
+	Tied bool
 	// Tokens, Scores and Types form the SentencePiece vocabulary written
 	// into the file; Vocab() gives a small self-contained one.
 	Tokens []string
@@ -128,14 +131,16 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 	// A trained model rarely emits byte-fallback or control tokens; shrinking
 	// their output rows gives random weights the same habit, so the text a
 	// synthetic model prints is made of word pieces rather than stray bytes.
-	output := make([]float32, nv*m.NEmbd)
-	for i := range output {
-		output[i] = float32(rng.NormFloat64() * std)
-		if m.Types[i/m.NEmbd] != 1 {
-			output[i] *= 0.25
+	if !m.Tied {
+		output := make([]float32, nv*m.NEmbd)
+		for i := range output {
+			output[i] = float32(rng.NormFloat64() * std)
+			if m.Types[i/m.NEmbd] != 1 {
+				output[i] *= 0.25
+			}
 		}
+		add("output.weight", m.Matrix, output, uint64(m.NEmbd), uint64(nv))
 	}
-	add("output.weight", m.Matrix, output, uint64(m.NEmbd), uint64(nv))
 	if err != nil {
 		return 0, err
 	}

@@ -29,17 +29,32 @@ func buildLlama(f *gguf.File, opts Options) (*Model, error) {
 	c.ContextLength = m.uintOr("context_length", 2048)
 	c.RMSEps = m.floatOr("attention.layer_norm_rms_epsilon", 1e-5)
 	c.RopeBase = m.floatOr("rope.freq_base", 10000)
+	// As llama.cpp: the factor is rope.scaling.factor, else the older
+	// rope.scale_linear; the scaling type defaults to "linear", and "none"
+	// means no scaling whatever the factor. Other types (yarn, longrope)
+	// change more than the frequency scale, so they are refused rather than
+	// silently run as linear.
 	c.RopeFreqScale = 1
-	if s := m.floatOr("rope.scale_linear", 0); s != 0 {
-		c.RopeFreqScale = 1 / s
+	factor := m.floatOr("rope.scaling.factor", 0)
+	if factor == 0 {
+		factor = m.floatOr("rope.scale_linear", 0)
 	}
-	if t, ok := f.String("llama.rope.scaling.type"); ok && t == "linear" {
-		if s := m.floatOr("rope.scaling.factor", 0); s != 0 {
-			c.RopeFreqScale = 1 / s
+	scaling := "linear"
+	if _, ok := f.Get("llama.rope.scaling.type"); ok {
+		if scaling, ok = f.String("llama.rope.scaling.type"); !ok {
+			m.fail("model metadata llama.rope.scaling.type is not a string")
 		}
 	}
-	if m.err != nil {
+	switch {
+	case m.err != nil:
 		return nil, m.err
+	case scaling == "none":
+	case scaling != "linear":
+		return nil, fmt.Errorf("llama.rope.scaling.type %q is not supported (none, linear)", scaling)
+	case factor < 0 || math.IsNaN(factor) || math.IsInf(factor, 0):
+		return nil, fmt.Errorf("llama rope scaling factor %v is not a positive number", factor)
+	case factor != 0:
+		c.RopeFreqScale = 1 / factor
 	}
 	if c.NEmbd%c.NHead != 0 {
 		return nil, fmt.Errorf("llama.embedding_length %d is not a multiple of llama.attention.head_count %d", c.NEmbd, c.NHead)
@@ -62,6 +77,12 @@ func buildLlama(f *gguf.File, opts Options) (*Model, error) {
 	c.NVocab = int(emb.Dims[1])
 	if c.NVocab <= 0 || c.NVocab > 1<<24 {
 		return nil, fmt.Errorf("token_embd.weight vocabulary size %d is out of range", emb.Dims[1])
+	}
+	if v, ok := f.Get("llama.vocab_size"); ok {
+		// llama.cpp sizes token_embd.weight from this key when present.
+		if n, ok := v.Uint(); !ok || n != uint64(c.NVocab) {
+			return nil, fmt.Errorf("llama.vocab_size = %s does not match the %d rows of token_embd.weight", v, c.NVocab)
+		}
 	}
 	_, hasOutput := f.Tensor("output.weight")
 	c.TiedOutput = !hasOutput
