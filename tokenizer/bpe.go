@@ -39,6 +39,9 @@ func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
 				return
 			}
 			l, r := &syms[left], &syms[right]
+			if l.n+r.n+1 > t.maxMergeLen {
+				return
+			}
 			// The merge key is "left right", the form of the merges list.
 			key = append(key[:0], word[l.start:l.start+l.n]...)
 			key = append(key, ' ')

@@ -124,6 +124,9 @@ func (t *Tokenizer) encodeSPM(text string, out []int32) []int32 {
 			return
 		}
 		l, r := &syms[left], &syms[right]
+		if l.n+r.n > t.maxTokenLen {
+			return
+		}
 		id, ok := t.ids[text[l.start:l.start+l.n+r.n]]
 		if !ok {
 			return

@@ -116,6 +116,11 @@ type Tokenizer struct {
 	// merge line itself, so building it copies no strings.
 	ranks map[string]int32
 
+	// maxTokenLen and maxMergeLen bound the text a lookup can match, so the
+	// merge loops skip lookups that cannot succeed (long runs of one
+	// character would otherwise hash ever longer strings).
+	maxTokenLen, maxMergeLen int32
+
 	bos, eos, unk, pad int32
 	addBOS, addEOS     bool
 	spacePrefix        bool
@@ -199,6 +204,7 @@ func New(v Vocab) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: duplicate token %q has ids %d and %d", text, prev, i)
 		}
 		t.ids[text] = int32(i)
+		t.maxTokenLen = max(t.maxTokenLen, int32(len(text)))
 		t.tokens[i] = text
 		if v.Scores != nil {
 			t.scores[i] = v.Scores[i]
@@ -237,6 +243,7 @@ func New(v Vocab) (*Tokenizer, error) {
 			}
 			if _, dup := t.ranks[m]; !dup {
 				t.ranks[m] = int32(i)
+				t.maxMergeLen = max(t.maxMergeLen, int32(len(m)))
 			}
 		}
 	}
