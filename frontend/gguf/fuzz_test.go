@@ -61,6 +61,11 @@ func FuzzReader(f *testing.F) {
 		// minimisation step copies them) without adding coverage.
 		f.Add(data[:min(len(data), int(parsed.DataOffset)+1024, 16<<10)])
 	}
+	mini, err := Parse(readShared(f, stories))
+	require.NoError(f, err)
+	for _, v := range damage(f, miniature(f, mini)) {
+		f.Add(v.data) // the same damage on a small file: quick to mutate
+	}
 	for _, v := range append(storiesVariants(f), handmadeVariants(f)...) {
 		// The damage is in the first 16 KB (header) or in the data offsets;
 		// trimming the weights keeps seeds small either way.
