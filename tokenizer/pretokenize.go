@@ -156,9 +156,14 @@ func appendCodepoint(b []byte, c rune) []byte {
 
 // Code point classes used by the pre-tokenizers. llama.cpp takes them from
 // tables generated with Python's regex module (\p{L}, \p{N}, \s = Unicode
-// White_Space); Go's unicode package gives the same classes, up to code
-// points assigned in different Unicode versions.
-func isLetter(c rune) bool     { return c <= unicode.MaxRune && unicode.IsLetter(c) }
+// White_Space) for Unicode 15.1; Go's unicode package has the same classes for
+// Unicode 15.0. The only letters 15.1 added are CJK Extension I, patched in
+// here. (Should Go move past 15.1, code points assigned later would count as
+// letters here but not in llama.cpp.)
+func isLetter(c rune) bool {
+	return c <= unicode.MaxRune && unicode.IsLetter(c) || c >= 0x2EBF0 && c <= 0x2EE5D
+}
+
 func isNumber(c rune) bool     { return c <= unicode.MaxRune && unicode.IsNumber(c) }
 func isWhitespace(c rune) bool { return c <= unicode.MaxRune && unicode.IsSpace(c) }
 

@@ -23,6 +23,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -100,6 +101,20 @@ var eogNames = map[string]bool{
 	"_<EOT>": true, "[EOT]": true, "[EOS]": true, "<|end_of_text|>": true,
 	"<end_of_utterance>": true, "<eos>": true, "<turn|>": true,
 	"<|tool_response>": true, "<｜end▁of▁sentence｜>": true, "[e~[": true,
+}
+
+// fimNames lists, per fill-in-the-middle role (prefix, suffix, middle, pad,
+// repo, file separator), the token texts llama.cpp recognises. When the GGUF
+// names no token for a role, llama.cpp takes the first match and forces it to
+// be a control token; we take the lowest id (llama.cpp's pick follows hash
+// map order, which only matters if a vocabulary has two candidates).
+var fimNames = [][]string{
+	{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"},
+	{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"},
+	{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"},
+	{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
+	{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+	{"<|file_sep|>"},
 }
 
 // Tokenizer encodes and decodes text for one vocabulary.
@@ -219,6 +234,18 @@ func New(v Vocab) (*Tokenizer, error) {
 		}
 	}
 
+	for _, names := range fimNames {
+		best := int32(-1)
+		for _, name := range names {
+			if id, ok := t.ids[name]; ok && (best < 0 || id < best) {
+				best = id
+			}
+		}
+		if best >= 0 {
+			t.attrs[best] |= attrControl
+		}
+	}
+
 	for b := 0; b < 256; b++ {
 		t.byteToken[b] = -1
 		if t.kind == KindSPM {
@@ -281,16 +308,13 @@ func typeAttr(tt TokenType) uint8 {
 // sortByLengthDesc orders ids by decreasing token length, ties by id, so that
 // a longer user_defined token wins over one of its own prefixes.
 func sortByLengthDesc(ids []int32, tokens []string) {
-	// Insertion sort: there are rarely more than a few hundred of these.
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0; j-- {
-			a, b := ids[j-1], ids[j]
-			if len(tokens[a]) > len(tokens[b]) || (len(tokens[a]) == len(tokens[b]) && a < b) {
-				break
-			}
-			ids[j-1], ids[j] = b, a
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := ids[i], ids[j]
+		if len(tokens[a]) != len(tokens[b]) {
+			return len(tokens[a]) > len(tokens[b])
 		}
-	}
+		return a < b
+	})
 }
 
 // Kind reports the tokenizer family.
