@@ -32,7 +32,9 @@ func (t *TensorInfo) Elements() int64 {
 
 // File is a parsed GGUF file. Its metadata is copied out of the file's bytes;
 // tensor data is not: TensorData returns slices of the mapping (or of the
-// slice given to Parse), which stay valid until Close.
+// slice given to Parse), which stay valid until Close. A File is read-only
+// after parsing, so any number of goroutines may use it at once, as long as
+// none of them calls Close.
 type File struct {
 	Version    uint32
 	Alignment  uint64

@@ -61,6 +61,25 @@ func FuzzReader(f *testing.F) {
 		// minimisation step copies them) without adding coverage.
 		f.Add(data[:min(len(data), int(parsed.DataOffset)+1024, 16<<10)])
 	}
+	// Every value type, nested arrays and every tensor type, small.
+	w := NewWriter(2)
+	w.SetAlignment(64)
+	for _, kv := range allTypesKVs() {
+		w.AddKV(kv.Key, kv.Value)
+	}
+	for _, tt := range allTypesTensors {
+		n, err := tt.typ.RowBytes(int64(tt.dims[0]))
+		require.NoError(f, err)
+		for _, d := range tt.dims[1:] {
+			n *= int64(d)
+		}
+		require.NoError(f, w.AddTensor(tt.name, tt.typ, tt.dims, make([]byte, n)))
+	}
+	var all bytes.Buffer
+	_, err := w.WriteTo(&all)
+	require.NoError(f, err)
+	f.Add(all.Bytes())
+
 	mini, err := Parse(readShared(f, stories))
 	require.NoError(f, err)
 	for _, v := range damage(f, miniature(f, mini)) {
