@@ -63,6 +63,16 @@ func (t *Tokenizer) partition(text string) []fragment {
 	frags := []fragment{{text: text, id: -1}}
 	for _, id := range t.userDefined {
 		tok := t.tokens[id]
+		found := false
+		for _, f := range frags {
+			if f.id < 0 && strings.Contains(f.text, tok) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			continue // the common case: keep the list as it is
+		}
 		var next []fragment
 		for _, f := range frags {
 			if f.id >= 0 || !strings.Contains(f.text, tok) {

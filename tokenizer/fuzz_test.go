@@ -12,7 +12,12 @@ import (
 
 // FuzzEncode: Encode never panics, every id is in the vocabulary, valid UTF-8
 // round-trips through Decode, and the stream decoder agrees with Decode.
-// Run it with e.g. go test -run XXX -fuzz FuzzEncode -fuzztime 30s ./tokenizer
+// Run it with e.g.
+//
+//	go test -run XXX -fuzz FuzzEncode -fuzztime 60s -fuzzminimizetime 5s ./tokenizer
+//
+// (minimizing an interesting input with the default 60 s budget can take up
+// the whole run).
 func FuzzEncode(f *testing.F) {
 	for _, c := range readVocabTests(f, spmVocabPath) {
 		f.Add(c.text)
