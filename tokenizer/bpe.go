@@ -3,13 +3,17 @@ package tokenizer
 // byteToUnicode is GPT-2's bytes_to_unicode table: every byte maps to a
 // printable code point so that BPE tokens are valid text. Printable Latin-1
 // bytes map to themselves; the other 68 bytes map to U+0100 and up, in byte
-// order. unicodeToByte is the reverse.
+// order, so all of them are below 256+68. unicodeToByte is the reverse (-1
+// for code points that stand for no byte).
 var (
 	byteToUnicode [256]string
-	unicodeToByte = make(map[rune]byte, 256)
+	unicodeToByte [256 + 68]int16
 )
 
 func init() {
+	for i := range unicodeToByte {
+		unicodeToByte[i] = -1
+	}
 	next := rune(256)
 	for b := 0; b < 256; b++ {
 		r := rune(b)
@@ -19,7 +23,7 @@ func init() {
 			next++
 		}
 		byteToUnicode[b] = string(r)
-		unicodeToByte[r] = byte(b)
+		unicodeToByte[r] = int16(b)
 	}
 }
 

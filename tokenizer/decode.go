@@ -61,8 +61,8 @@ func byteTokenValue(text string) byte {
 // than failing, and so do we.
 func appendByteDecoded(b []byte, text string) []byte {
 	for _, c := range decodeCodepoints(text) {
-		if v, ok := unicodeToByte[c]; ok {
-			b = append(b, v)
+		if c >= 0 && int(c) < len(unicodeToByte) && unicodeToByte[c] >= 0 {
+			b = append(b, byte(unicodeToByte[c]))
 			continue
 		}
 		b = append(b, "[UNK_BYTE_0x"...)
