@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/tokenizer"
@@ -25,75 +26,17 @@ const (
 	vocabTestSepar = "\n__ggml_vocab_test__\n"
 )
 
-// vocabFromGGUF reads the tokenizer.ggml.* keys the way llama.cpp's
-// llama_vocab::impl::load does, including its defaults for missing keys.
+// vocabFromGGUF reads a vocabulary through the production loader
+// (arch.LoadVocab), which follows llama.cpp's llama_vocab::impl::load
+// including its defaults for missing keys.
 // It is a test helper; the production loader lives with the model loading code.
 func vocabFromGGUF(t testing.TB, path string) tokenizer.Vocab {
 	t.Helper()
 	f, err := gguf.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-
-	var v tokenizer.Vocab
-	var ok bool
-	v.Model, ok = f.String("tokenizer.ggml.model")
-	require.True(t, ok, "tokenizer.ggml.model")
-	v.Pre, _ = f.String("tokenizer.ggml.pre")
-
-	tv, ok := f.Get("tokenizer.ggml.tokens")
-	require.True(t, ok, "tokenizer.ggml.tokens")
-	v.Tokens, ok = tv.Strings()
-	require.True(t, ok, "tokenizer.ggml.tokens is not a string array")
-	if sv, found := f.Get("tokenizer.ggml.scores"); found {
-		v.Scores, ok = sv.Float32s()
-		require.True(t, ok, "tokenizer.ggml.scores is not a float32 array")
-	}
-	if ty, found := f.Get("tokenizer.ggml.token_type"); found {
-		v.Types, ok = ty.Int32s()
-		require.True(t, ok, "tokenizer.ggml.token_type is not an int32 array")
-	}
-	if mv, found := f.Get("tokenizer.ggml.merges"); found {
-		v.Merges, ok = mv.Strings()
-		require.True(t, ok, "tokenizer.ggml.merges is not a string array")
-	}
-
-	// llama.cpp's per-model defaults; a default outside the vocabulary is
-	// dropped, and a key outside the vocabulary (e.g. 0xFFFFFFFF for "none")
-	// keeps the default.
-	v.BOS, v.EOS, v.UNK, v.PAD = -1, -1, -1, -1
-	switch v.Model {
-	case "llama":
-		v.BOS, v.EOS, v.UNK = 1, 2, 0
-		v.AddBOS = true
-	case "gpt2":
-		v.BOS, v.EOS = 11, 11
-	}
-	n := uint64(len(v.Tokens))
-	for _, s := range []struct {
-		key string
-		id  *int32
-	}{
-		{"tokenizer.ggml.bos_token_id", &v.BOS},
-		{"tokenizer.ggml.eos_token_id", &v.EOS},
-		{"tokenizer.ggml.unknown_token_id", &v.UNK},
-		{"tokenizer.ggml.padding_token_id", &v.PAD},
-	} {
-		if *s.id >= 0 && uint64(*s.id) >= n {
-			*s.id = -1
-		}
-		if x, found := f.Uint(s.key); found && x < n {
-			*s.id = int32(x)
-		}
-	}
-	if b, found := f.Bool("tokenizer.ggml.add_bos_token"); found {
-		v.AddBOS = b
-	}
-	if b, found := f.Bool("tokenizer.ggml.add_eos_token"); found {
-		v.AddEOS = b
-	}
-	if b, found := f.Bool("tokenizer.ggml.add_space_prefix"); found {
-		v.NoSpacePrefix = !b
-	}
+	v, err := arch.LoadVocab(f)
+	require.NoError(t, err)
 	return v
 }
 

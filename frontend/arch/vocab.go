@@ -38,7 +38,17 @@ func LoadVocab(f *gguf.File) (tokenizer.Vocab, error) {
 			return v, fmt.Errorf("tokenizer.ggml.merges is not an array of strings")
 		}
 	}
-	ids := []struct {
+	// llama.cpp's per-model defaults for the special ids. A default outside
+	// the vocabulary is dropped; a key outside it (0xFFFFFFFF means "none")
+	// keeps the default.
+	switch v.Model {
+	case "llama":
+		v.BOS, v.EOS, v.UNK = 1, 2, 0
+	case "gpt2":
+		v.BOS, v.EOS = 11, 11
+	}
+	n := uint64(len(v.Tokens))
+	for _, id := range []struct {
 		key string
 		dst *int32
 	}{
@@ -46,20 +56,25 @@ func LoadVocab(f *gguf.File) (tokenizer.Vocab, error) {
 		{"tokenizer.ggml.eos_token_id", &v.EOS},
 		{"tokenizer.ggml.unknown_token_id", &v.UNK},
 		{"tokenizer.ggml.padding_token_id", &v.PAD},
-	}
-	for _, id := range ids {
-		if x, found := f.Uint(id.key); found && x < uint64(len(v.Tokens)) {
+	} {
+		if *id.dst >= 0 && uint64(*id.dst) >= n {
+			*id.dst = -1
+		}
+		if x, found := f.Uint(id.key); found && x < n {
 			*id.dst = int32(x)
 		}
 	}
-	// llama.cpp's defaults when the file does not say: SentencePiece vocabs
-	// add BOS, byte-level BPE vocabs do not.
+	// SentencePiece vocabs add BOS unless the file says otherwise; byte-level
+	// BPE vocabs do not.
 	v.AddBOS = v.Model == "llama"
 	if b, found := f.Bool("tokenizer.ggml.add_bos_token"); found {
 		v.AddBOS = b
 	}
 	if b, found := f.Bool("tokenizer.ggml.add_eos_token"); found {
 		v.AddEOS = b
+	}
+	if b, found := f.Bool("tokenizer.ggml.add_space_prefix"); found {
+		v.NoSpacePrefix = !b
 	}
 	return v, nil
 }

@@ -60,7 +60,8 @@ func TestLoadVocab(t *testing.T) {
 
 // TestLoadVocabDefaults: without tokenizer.ggml.add_bos_token, SentencePiece
 // vocabularies add BOS and byte-level BPE ones do not; the key overrides
-// either default; special ids out of range become -1.
+// either default; a special id key outside the vocabulary keeps llama.cpp's
+// per-model default (SentencePiece: BOS 1, EOS 2; byte-level BPE: 11).
 func TestLoadVocabDefaults(t *testing.T) {
 	base := synthFile(t, synth.Default())
 	n := uint32(len(synth.Default().Tokens))
@@ -75,7 +76,8 @@ func TestLoadVocabDefaults(t *testing.T) {
 		{"spm key false", edit{setKV: map[string]gguf.Value{"tokenizer.ggml.add_bos_token": gguf.Bool(false)}}, false, 1},
 		{"bpe default", edit{dropKV: []string{"tokenizer.ggml.add_bos_token"}, setKV: map[string]gguf.Value{"tokenizer.ggml.model": gguf.String("gpt2")}}, false, 1},
 		{"bpe key true", edit{setKV: map[string]gguf.Value{"tokenizer.ggml.model": gguf.String("gpt2")}}, true, 1},
-		{"bos out of range", edit{setKV: map[string]gguf.Value{"tokenizer.ggml.bos_token_id": gguf.Uint32(n)}}, true, -1},
+		{"bos out of range keeps the spm default", edit{setKV: map[string]gguf.Value{"tokenizer.ggml.bos_token_id": gguf.Uint32(n)}}, true, 1},
+		{"bpe without ids takes 11", edit{dropKV: []string{"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token"}, setKV: map[string]gguf.Value{"tokenizer.ggml.model": gguf.String("gpt2")}}, false, 11},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,7 +85,11 @@ func TestLoadVocabDefaults(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.addBOS, v.AddBOS)
 			require.Equal(t, c.bos, v.BOS)
-			require.Equal(t, int32(2), v.EOS)
+			if c.bos == 11 {
+				require.Equal(t, int32(11), v.EOS)
+			} else {
+				require.Equal(t, int32(2), v.EOS)
+			}
 		})
 	}
 }
