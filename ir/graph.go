@@ -33,6 +33,9 @@ type Graph struct {
 	Name    string
 	Values  []*Value
 	Outputs []Output
+	// Attrs hold facts about the whole graph that passes record, such as the
+	// memory plan's arena size.
+	Attrs Attrs
 }
 
 // Lookup returns the leaf value of the given op and name, or nil.

@@ -283,6 +283,11 @@ func (p *parser) parseGraph() (*Graph, error) {
 	if err := p.expectPunct("{", `"{" after the graph's name`); err != nil {
 		return nil, err
 	}
+	for p.tok.is(tokIdent, "attr") {
+		if err := p.parseGraphAttr(); err != nil {
+			return nil, err
+		}
+	}
 	for p.tok.kind == tokRef {
 		if err := p.parseValue(); err != nil {
 			return nil, err
@@ -426,6 +431,35 @@ func shortNum(s string) string {
 		return s[:24] + "..."
 	}
 	return s
+}
+
+// parseGraphAttr reads one `attr key = value` line of the graph header.
+func (p *parser) parseGraphAttr() error {
+	if err := p.advance(); err != nil { // "attr"
+		return err
+	}
+	if p.tok.kind != tokIdent && p.tok.kind != tokString {
+		return p.unexpected("a graph attribute name")
+	}
+	keyTok := p.tok
+	if _, dup := p.g.Attrs[keyTok.text]; dup {
+		return keyTok.pos.errorf("graph attribute %s given twice", strconv.Quote(keyTok.text))
+	}
+	if err := p.advance(); err != nil {
+		return err
+	}
+	if err := p.expectPunct("=", `"=" after graph attribute `+strconv.Quote(keyTok.text)); err != nil {
+		return err
+	}
+	val, err := p.attrValue()
+	if err != nil {
+		return err
+	}
+	if p.g.Attrs == nil {
+		p.g.Attrs = Attrs{}
+	}
+	p.g.Attrs[keyTok.text] = val
+	return nil
 }
 
 func (p *parser) parseAttrs() (Attrs, error) {

@@ -25,6 +25,13 @@ func Print(g *Graph) string {
 	sb.WriteString("graph ")
 	sb.WriteString(strconv.Quote(g.Name))
 	sb.WriteString(" {\n")
+	for _, k := range g.Attrs.Keys() {
+		sb.WriteString("  attr ")
+		sb.WriteString(attrKeyString(k))
+		sb.WriteString(" = ")
+		sb.WriteString(formatAttr(g.Attrs[k]))
+		sb.WriteByte('\n')
+	}
 	for _, v := range g.Values {
 		sb.WriteString("  ")
 		if v == nil {

@@ -21,14 +21,12 @@ func attention(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 	group := nh / nkv
 	out := newF32(shape)
 	T := len(pos.I32)
-	c := int(k.Shape[0])
+	if err := checkPositions(pos, int(k.Shape[0])); err != nil {
+		return Tensor{}, err
+	}
 	var scores []float64
 	for t := 0; t < T; t++ {
 		p := int(pos.I32[t])
-		if p < 0 || p >= c {
-			// Rows ≤ p of a c-row cache: any other position has no meaning.
-			return Tensor{}, fmt.Errorf("query position %d at row %d is outside the KV cache (context %d)", p, t, c)
-		}
 		lo := 0
 		if window > 0 && p-window+1 > lo {
 			lo = p - window + 1
@@ -75,4 +73,15 @@ func attention(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkPositions rejects query positions outside a c-row cache: a query sees
+// rows ≤ its position, so any other position has no meaning.
+func checkPositions(pos Tensor, c int) error {
+	for t, p := range pos.I32 {
+		if p < 0 || int(p) >= c {
+			return fmt.Errorf("query position %d at row %d is outside the KV cache (context %d)", p, t, c)
+		}
+	}
+	return nil
 }

@@ -41,6 +41,7 @@ type Machine struct {
 	ctx     int64
 	weights map[*ir.Value][]float32
 	states  map[string]*Tensor
+	consts  map[*ir.Value]bool // values computed from weights alone
 }
 
 // New prepares a machine for g whose state buffers have ctx rows (symbol C).
@@ -51,7 +52,7 @@ func New(g *ir.Graph, src Weights, ctx int64) (*Machine, error) {
 	if ctx <= 0 {
 		return nil, fmt.Errorf("eval: context length %d must be positive", ctx)
 	}
-	m := &Machine{g: g, src: src, ctx: ctx, weights: map[*ir.Value][]float32{}, states: map[string]*Tensor{}}
+	m := &Machine{g: g, src: src, ctx: ctx, weights: map[*ir.Value][]float32{}, states: map[string]*Tensor{}, consts: ir.ConstValues(g)}
 	for _, v := range g.Values {
 		if v.Op != ir.OpState {
 			continue
@@ -106,6 +107,12 @@ func (m *Machine) Run(inputs map[string]Tensor) (map[string]Tensor, error) {
 			out, err = m.weight(v)
 		case ir.OpState:
 			out = *m.states[v.Name()]
+		case ir.OpConcat, ir.OpMul, ir.OpAdd, ir.OpReshape:
+			if m.consts[v] {
+				out, err = m.folded(v, vals)
+				break
+			}
+			fallthrough
 		default:
 			args := make([]Tensor, len(v.Args))
 			for i, a := range v.Args {
@@ -197,6 +204,28 @@ func (m *Machine) weight(v *ir.Value) (Tensor, error) {
 	t.F32 = make([]float32, n)
 	if err := quant.Dequantize(v.Type.DType, raw, t.F32); err != nil {
 		return Tensor{}, fmt.Errorf("weight %q: %w", v.Name(), err)
+	}
+	m.weights[v] = t.F32
+	return t, nil
+}
+
+// folded computes a value that depends only on weights (a merged or rescaled
+// weight) on first use and keeps it, as a backend would at load time.
+func (m *Machine) folded(v *ir.Value, vals map[*ir.Value]Tensor) (Tensor, error) {
+	shape, err := v.Type.Shape.Bind(nil)
+	if err != nil {
+		return Tensor{}, err
+	}
+	if data, ok := m.weights[v]; ok {
+		return Tensor{Shape: shape, F32: data}, nil
+	}
+	args := make([]Tensor, len(v.Args))
+	for i, a := range v.Args {
+		args[i] = vals[a]
+	}
+	t, err := kernels[v.Op](v, args, shape)
+	if err != nil {
+		return Tensor{}, err
 	}
 	m.weights[v] = t.F32
 	return t, nil

@@ -29,6 +29,7 @@ func init() {
 		ir.OpAttention: attention,
 		ir.OpReshape:   reshape,
 	}
+	registerFused()
 }
 
 func newF32(shape []int64) Tensor {
