@@ -53,9 +53,9 @@ func (a Attrs) Keys() []string {
 	return keys
 }
 
-// clone copies the map (list values are copied too), normalising Go integer
+// Clone copies the map (list values are copied too), normalising Go integer
 // and float kinds to int64/float64 so that builders may pass plain ints.
-func (a Attrs) clone() (Attrs, error) {
+func (a Attrs) Clone() (Attrs, error) {
 	if a == nil {
 		return nil, nil
 	}

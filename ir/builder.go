@@ -26,7 +26,7 @@ func (b *Builder) fail(err error) {
 // Add appends a value of op with the given operands and attributes. For leaf
 // ops and reshape the type is taken from declared; otherwise it is inferred.
 func (b *Builder) Add(op Op, attrs Attrs, declared *Type, args ...*Value) *Value {
-	a, err := attrs.clone()
+	a, err := attrs.Clone()
 	if err != nil {
 		b.fail(fmt.Errorf("%s: %w", op, err))
 	}

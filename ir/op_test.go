@@ -90,7 +90,7 @@ func TestInferValid(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			attrs, err := tc.attrs.clone()
+			attrs, err := tc.attrs.Clone()
 			require.NoError(t, err)
 			got, err := Infer(tc.op, tc.args, attrs)
 			require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestInferInvalid(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			attrs, err := tc.attrs.clone()
+			attrs, err := tc.attrs.Clone()
 			require.NoError(t, err)
 			_, err = Infer(tc.op, tc.args, attrs)
 			require.ErrorContains(t, err, tc.err)
@@ -209,7 +209,7 @@ func TestCheckReshape(t *testing.T) {
 
 func TestAttrs(t *testing.T) {
 	a, err := Attrs{"i": 3, "i32": int32(-4), "u": uint32(5), "f": float32(0.5), "b": true, "nb": false,
-		"s": "x", "l": []int{1, 2}, "l64": []int64{3}}.clone()
+		"s": "x", "l": []int{1, 2}, "l64": []int64{3}}.Clone()
 	require.NoError(t, err)
 	require.Equal(t, int64(3), a.Int("i", 0))
 	require.Equal(t, int64(-4), a.Int("i32", 0))
@@ -228,16 +228,16 @@ func TestAttrs(t *testing.T) {
 
 	// clone copies lists, so a builder's caller cannot change a graph later.
 	src := []int64{1}
-	c, err := Attrs{"l": src}.clone()
+	c, err := Attrs{"l": src}.Clone()
 	require.NoError(t, err)
 	src[0] = 9
 	require.Equal(t, []int64{1}, c.Ints("l"))
 
-	_, err = Attrs{"bad": struct{}{}}.clone()
+	_, err = Attrs{"bad": struct{}{}}.Clone()
 	require.ErrorContains(t, err, "attribute bad: unsupported type struct {}")
 
 	var none Attrs
-	c, err = none.clone()
+	c, err = none.Clone()
 	require.NoError(t, err)
 	require.Nil(t, c)
 }

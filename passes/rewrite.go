@@ -68,6 +68,10 @@ func Remove(g *ir.Graph, dead map[*ir.Value]bool) {
 // NewValue builds a value whose type is inferred from its operands (or given
 // for leaf ops and reshape), for passes that create ops.
 func NewValue(op ir.Op, attrs ir.Attrs, args ...*ir.Value) (*ir.Value, error) {
+	attrs, err := attrs.Clone() // plain Go ints become int64, as the IR stores them
+	if err != nil {
+		return nil, err
+	}
 	t, err := ir.Infer(op, args, attrs)
 	if err != nil {
 		return nil, err
