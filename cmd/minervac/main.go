@@ -12,6 +12,7 @@ import (
 
 type cli struct {
 	Run      runCmd      `cmd:"" help:"Generate text with a model (a built-in synthetic llama when no model is given)."`
+	Compile  compileCmd  `cmd:"" help:"Run the pass pipeline on a model and print the fused graph or a summary."`
 	Inspect  inspectCmd  `cmd:"" help:"Print a model file's metadata, tensors and architecture."`
 	Tokenize tokenizeCmd `cmd:"" help:"Print the token ids and pieces of a text."`
 }
