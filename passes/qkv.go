@@ -213,13 +213,9 @@ func fuseQKVGroup(g *ir.Graph, users map[*ir.Value][]*ir.Value, outs map[*ir.Val
 		last = max(last, index[a])
 	}
 	dead := []*ir.Value{q.mm, q.rope, k.mm, k.rope, k.write, v.mm, v.write}
-	at := len(g.Values)
-	lastDead := -1
+	at := 0 // with no users: just after the values it replaces
 	for _, d := range dead {
-		lastDead = max(lastDead, index[d])
-	}
-	if lastDead+1 < len(g.Values) {
-		at = lastDead + 1
+		at = max(at, index[d]+1)
 	}
 	for _, r := range []*ir.Value{q.rope, k.write, v.write} {
 		for _, u := range users[r] {
