@@ -388,7 +388,9 @@ func TestFlashAttentionTiling(t *testing.T) {
 // an op does not have, bad flag values and malformed operands are errors of
 // ir.Infer (and so of the builder and ir.Verify), never a misread operand.
 func TestFusedInferErrors(t *testing.T) {
-	val := func(dt ir.DType, dims ...any) *ir.Value { return &ir.Value{Type: ir.Type{DType: dt, Shape: ir.S(dims...)}} }
+	val := func(dt ir.DType, dims ...any) *ir.Value {
+		return &ir.Value{Type: ir.Type{DType: dt, Shape: ir.S(dims...)}}
+	}
 	x := val(ir.F32, "T", 32)
 	w := val(ir.Q8_0, 48, 32)
 	vec := func(n int) *ir.Value { return val(ir.F32, n) }
