@@ -19,7 +19,7 @@ func TestDefaultAttentionTiles(t *testing.T) {
 	}
 }
 
-func loadCase(t *testing.T, pass, name string) *ir.Graph {
+func taLoadCase(t *testing.T, pass, name string) *ir.Graph {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "testdata", "passes", pass, name+".in.mir"))
 	require.NoError(t, err)
@@ -34,8 +34,8 @@ func loadCase(t *testing.T, pass, name string) *ir.Graph {
 func TestTileAttentionRules(t *testing.T) {
 	for _, tiles := range []AttentionTiles{{1, 1, 1}, {2, 1, 3}, {3, 2, 7}, {16, 5, 16}, {64, 1024, 2}} {
 		for _, name := range []string{"llama", "gqa", "window-sinks"} {
-			before := loadCase(t, "tile-attention", name)
-			g := loadCase(t, "tile-attention", name)
+			before := taLoadCase(t, "tile-attention", name)
+			g := taLoadCase(t, "tile-attention", name)
 			p := TileAttention(func(int64) AttentionTiles { return tiles })
 			_, err := Run(g, []Pass{p}, Options{VerifyEach: true})
 			require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestTileAttentionRules(t *testing.T) {
 func TestTileAttentionIdempotent(t *testing.T) {
 	p, ok := Lookup("tile-attention")
 	require.True(t, ok)
-	g := loadCase(t, "tile-attention", "window-sinks")
+	g := taLoadCase(t, "tile-attention", "window-sinks")
 	require.NoError(t, p.Run(g))
 	once := ir.Print(g)
 	require.NoError(t, p.Run(g))
@@ -66,7 +66,7 @@ func TestTileAttentionIdempotent(t *testing.T) {
 }
 
 func TestTileAttentionBadRule(t *testing.T) {
-	g := loadCase(t, "tile-attention", "gqa")
+	g := taLoadCase(t, "tile-attention", "gqa")
 	p := TileAttention(func(int64) AttentionTiles { return AttentionTiles{16, 0, 4} })
 	err := p.Run(g)
 	require.ErrorContains(t, err, "non-positive tiles")
