@@ -133,7 +133,9 @@ func runSteps(t testing.TB, g *ir.Graph, w eval.Weights, steps []step, seed uint
 		require.NoError(t, err)
 		o := map[string][]float32{}
 		for _, out := range g.Outputs {
-			if out.Value.Op != ir.OpState && !ir.WritesState(out.Value.Op) {
+			// A kvwrite's result and a state are the cache buffer itself,
+			// compared below as final state; qkv_rope's result is q.
+			if out.Value.Op != ir.OpState && out.Value.Op != ir.OpKVWrite {
 				o[out.Name] = append([]float32(nil), res[out.Name].F32...)
 			}
 		}
