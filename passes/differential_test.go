@@ -133,16 +133,14 @@ func checkPipeline(t *testing.T, g *ir.Graph, list []Pass, seed uint64) (*ir.Gra
 // requireSameResults is requireSameMeaning with two differences that matter
 // on random graphs:
 //
-//   - the outputs to compare are chosen by the original graph: every output
-//     whose value there is not a state or a state write. requireSameMeaning
-//     classifies each graph's outputs by their own values, so an output that
-//     a fusion legitimately moves onto a state-writing op (rope(q) as an
-//     output becomes the qkv_rope result, which is rope(q)) drops out of the
-//     fused graph's comparison;
 //   - both graphs get the inputs made for the original graph. randomInputs
 //     draws ids input by input in graph order, so when dce removes an unused
-//     i32 input that came before "tokens", the fused graph would see other
-//     token ids.
+//     i32 input that came before "tokens" (or a pass reorders inputs), the
+//     fused graph would see other token ids and differ for no fault of its
+//     own;
+//   - the outputs to compare are chosen by the original graph (every output
+//     whose value there is not a state or a state write), so an output that
+//     a pass turned into a cache buffer is a difference, not a skipped name.
 func requireSameResults(t testing.TB, before, after *ir.Graph, tol float64, seed uint64) float64 {
 	t.Helper()
 	worst, where := compareResults(t, before, after, seed)
