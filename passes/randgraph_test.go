@@ -256,10 +256,14 @@ func (g *rgGen) attention() {
 	opt := g.opt(near)
 	eps := g.eps()
 	x := g.x
-	n := x
-	var gain *ir.Value
+	var n, gain *ir.Value
 	noNorm := opt(10)
-	if !noNorm {
+	if noNorm {
+		// Projections of a value that is not an rmsnorm (but is bounded: the
+		// raw residual would make scores so large that float32 rounding
+		// differences show).
+		n = b.GELU(b.RMSNorm(x, nil, eps))
+	} else {
 		if !opt(4) {
 			gain = g.gainVec("attn_norm", g.d, opt)
 		}
@@ -348,7 +352,7 @@ func (g *rgGen) attnCore(n, nk, x, pos *ir.Value, opt func(int) bool) *ir.Value 
 	}
 	nq := n
 	if opt(10) {
-		nq = x // q of another input than k and v
+		nq = b.RMSNorm(x, nil, 1e-2) // q of another input than k and v
 	}
 	// The three projections in a random order (the graph order is shuffled
 	// later too).
@@ -419,9 +423,6 @@ func (g *rgGen) attnCore(n, nk, x, pos *ir.Value, opt func(int) bool) *ir.Value 
 		g.output(q) // the rotated q is an output too
 	}
 	ct := []ir.DType{ir.F32, ir.F16}[g.intn(2)]
-	if n == x {
-		ct = ir.F32 // without a norm, keys can outgrow f16
-	}
 	kc := b.KVWrite(b.State(fmt.Sprintf("cache.%d.k", l), ir.Type{DType: ct, Shape: ir.S("C", nkv*hd)}), kr, pos)
 	vc := b.KVWrite(b.State(fmt.Sprintf("cache.%d.v", l), ir.Type{DType: ct, Shape: ir.S("C", nkv*dv)}), v, pos)
 	attrs := ir.Attrs{"n_head": nh, "n_kv_head": nkv, "head_dim": hd, "scale": 1 / math.Sqrt(float64(hd))}
