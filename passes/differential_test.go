@@ -81,22 +81,28 @@ func formatCounts(n map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Tolerances. Graphs with f32 caches are held to goldenTol (1e-5): fusion
-// regroups float32 work, and the one rewrite that rounds differently,
-// fuse-rmsnorm folding a norm gain into an f32 weight (w·g rounded once
-// instead of rmsnorm(x)·g), moves products by an ulp. Over 20,000 seeds
-// (11,229 graphs with f32 caches) the largest difference was 5.3e-6·max.
-// (Attention scores must stay moderate for that: projections of the raw
-// residual stream, whose scores reach the hundreds with weightsFor's
-// N(0, 0.5²) matrices, turned that ulp into 1.2e-4, so the generator's
-// "no norm" near miss projects gelu(rmsnorm(x)) instead.)
+// Tolerances. Fusion regroups float32 work exactly, with one exception:
+// fuse-rmsnorm folds a norm gain into an f32 weight (w·g rounded once
+// instead of rmsnorm(x)·g), which moves products by an ulp, and attention
+// amplifies that through its scores (weightsFor's N(0, 0.5²) matrices make
+// them large). Over 20,000 seeds (11,229 graphs with f32 caches) the largest
+// difference was 5.3e-6·max, but the fuzzer soon finds graphs near 1.6e-5
+// (testdata/fuzz/FuzzPipeline/5b88fd11bd6b92bf: two plain llama attention
+// blocks and an FFN, f32 weights), so random graphs with f32 caches are held
+// to f32RandomTol = 10·goldenTol. (Projections of the raw residual stream,
+// whose scores reach the hundreds, turned the ulp into 1.2e-4; the
+// generator's "no norm" near miss projects gelu(rmsnorm(x)) instead.) The
+// real models of TestGoldenE2EFused stay within goldenTol (2.4e-7).
 //
 // An f16 cache adds an amplifier: a key or value that moves across an f16
 // rounding boundary changes by up to 2⁻¹¹ relative, and attention spreads
 // it (8,771 graphs with f16 caches: largest 2.6e-3, next 1.3e-3). Wrong
 // rewrites (an operand, an attribute, a bias, a rope base) are off by far
-// more, and the f32 graphs hold every pass to the tight bound anyway.
-const f16CacheTol = 1e-2
+// more, and the f32 graphs hold every pass to the tighter bound anyway.
+const (
+	f32RandomTol = 10 * goldenTol
+	f16CacheTol  = 1e-2
+)
 
 // meaningTol is the comparison bound for a random graph g.
 func meaningTol(g *ir.Graph) float64 {
@@ -105,7 +111,7 @@ func meaningTol(g *ir.Graph) float64 {
 			return f16CacheTol
 		}
 	}
-	return goldenTol
+	return f32RandomTol
 }
 
 // checkPipeline runs the pipeline on a copy of g with VerifyEach and requires
@@ -272,7 +278,7 @@ func TestPipelineDifferential(t *testing.T) {
 	}
 	t.Logf("%d random graphs in %v; blocks: %v", ran, time.Since(start).Round(time.Millisecond), blocks)
 	t.Logf("largest difference: %.3g·max (f32 caches, tolerance %.0e), %.3g·max (f16 caches, tolerance %.0e)",
-		worst[goldenTol], goldenTol, worst[f16CacheTol], f16CacheTol)
+		worst[f32RandomTol], f32RandomTol, worst[f16CacheTol], f16CacheTol)
 	t.Logf("ops before: %s", formatCounts(before))
 	t.Logf("ops after:  %s", formatCounts(after))
 	if ran < n {
