@@ -1,0 +1,18 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package plan
+
+import (
+	"io"
+	"os"
+)
+
+// mapFile reads the whole file where syscall.Mmap is not available here
+// (windows, wasm, plan9): correctness over zero-copy loading.
+func mapFile(fh *os.File, size int) ([]byte, func() error, error) {
+	data := make([]byte, size)
+	if _, err := io.ReadFull(fh, data); err != nil {
+		return nil, nil, err
+	}
+	return data, func() error { return nil }, nil
+}
