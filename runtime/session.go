@@ -1,13 +1,22 @@
 // Package runtime runs a compiled model: it holds the KV cache state between
-// steps, samples tokens and drives generation. The reference backend is the
-// interpreter in ir/eval; later backends plug in behind the same Session.
+// steps, samples tokens and drives generation.
+//
+// The layers, from the bottom:
+//
+//   - Backend and Program (backend.go): a graph compiled on a device, with
+//     its weights resident and a contiguous KV cache of sequence slots. The
+//     reference backend (the interpreter of ir/eval) is registered as
+//     "reference"; CUDA, Metal and CPU backends plug in the same way.
+//   - Session: one sequence in one slot of a Program; Eval appends tokens.
+//   - Generate: prompt, sampling, streaming callbacks, and the stop rules
+//     (EOS, stop strings, MaxTokens, context limit, cancellation).
+//   - Model and Engine (model.go): the library entry point, from a model
+//     file to streamed text.
 package runtime
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
@@ -16,39 +25,77 @@ import (
 // ErrContextFull is returned when a step would write past the KV cache.
 var ErrContextFull = errors.New("context is full")
 
-// Session is one sequence being generated: a machine with its KV cache and
-// the number of positions already filled.
+// Session is one sequence being generated: a slot of a Program (its rows of
+// the KV cache) and the number of positions already filled.
+//
+// A Session is not safe for concurrent use; sessions of one Engine may be
+// used from different goroutines.
 type Session struct {
-	m      *eval.Machine
-	nVocab int
-	pos    int
+	prog  Program
+	slot  int
+	pos   int
+	model *Model       // set by Engine.NewSession: enables GenerateText
+	done  func() error // Close: frees the slot, or the program it owns
 }
 
 // NewSession prepares the reference backend for graph g with a KV cache of
-// ctx positions. The graph must output "logits" of shape [T, n_vocab].
+// ctx positions, in the cache type the graph declares. The graph must output
+// "logits" of shape [T, n_vocab]. The session owns its one-slot program;
+// Close frees it (or let the garbage collector do so).
 func NewSession(g *ir.Graph, w eval.Weights, ctx int) (*Session, error) {
-	out := g.Output("logits")
-	if out == nil || len(out.Type.Shape) != 2 || !out.Type.Shape[1].IsConst() {
-		return nil, fmt.Errorf("graph has no logits output of shape [T, n_vocab]")
-	}
-	m, err := eval.New(g, w, int64(ctx))
+	b, _ := LookupBackend("reference")
+	p, err := b.Compile(g, w, ProgramConfig{Context: ctx, Slots: 1})
 	if err != nil {
 		return nil, err
 	}
-	return &Session{m: m, nVocab: int(out.Type.Shape[1].N)}, nil
+	return &Session{prog: p, done: p.Close}, nil
+}
+
+// NewProgramSession runs a sequence in slot `slot` of p, which the caller
+// keeps owning: it must not give the slot to anyone else while the session
+// is in use, and Close on the session only resets the slot. The slot is
+// reset first.
+func NewProgramSession(p Program, slot int) (*Session, error) {
+	if err := p.ResetSlot(slot); err != nil {
+		return nil, err
+	}
+	return &Session{prog: p, slot: slot, done: func() error { return p.ResetSlot(slot) }}, nil
 }
 
 // Pos is the number of positions already in the KV cache.
 func (s *Session) Pos() int { return s.pos }
 
 // Context is the KV cache capacity in positions.
-func (s *Session) Context() int { return int(s.m.Context()) }
+func (s *Session) Context() int { return s.prog.Config().Context }
 
 // VocabSize is the length of one logits row.
-func (s *Session) VocabSize() int { return s.nVocab }
+func (s *Session) VocabSize() int { return s.prog.VocabSize() }
+
+// Slot is the sequence slot of the program the session runs in.
+func (s *Session) Slot() int { return s.slot }
+
+// Program is the compiled program the session steps.
+func (s *Session) Program() Program { return s.prog }
 
 // Reset forgets the sequence.
-func (s *Session) Reset() { s.m.Reset(); s.pos = 0 }
+func (s *Session) Reset() {
+	// ResetSlot fails only for a closed program or a bad slot, and then so
+	// will the next Eval, with the reason.
+	_ = s.prog.ResetSlot(s.slot)
+	s.pos = 0
+}
+
+// Close ends the session: it frees its slot (an Engine's session), or the
+// program it owns (NewSession). Using the session afterwards is an error.
+func (s *Session) Close() error {
+	if s.done == nil {
+		return nil
+	}
+	done := s.done
+	s.done = nil
+	s.prog = closedProgram{s.prog.Config(), s.prog.VocabSize()}
+	return done()
+}
 
 // Eval appends tokens to the sequence in one step and returns the logits of
 // every one of them, row by row.
@@ -63,124 +110,23 @@ func (s *Session) Eval(tokens []int32) ([][]float32, error) {
 	for i := range pos {
 		pos[i] = int32(s.pos + i)
 	}
-	shape := []int64{int64(len(tokens))}
-	res, err := s.m.Run(map[string]eval.Tensor{
-		"tokens": {Shape: shape, I32: tokens},
-		"pos":    {Shape: shape, I32: pos},
-	})
+	rows, err := s.prog.Step(s.slot, tokens, pos)
 	if err != nil {
 		return nil, err
 	}
 	s.pos += len(tokens)
-	logits := res["logits"].F32
-	rows := make([][]float32, len(tokens))
-	for i := range rows {
-		rows[i] = logits[i*s.nVocab : (i+1)*s.nVocab : (i+1)*s.nVocab]
-	}
 	return rows, nil
 }
 
-// GenerateOptions control one generation.
-type GenerateOptions struct {
-	MaxTokens int
-	Sampler   SamplerConfig
-	EOS       int32 // -1 for none
-	IgnoreEOS bool
-	// OnToken is called with every generated token as soon as it is chosen;
-	// returning an error stops generation with that error.
-	OnToken func(id int32) error
-	// KeepLogits records the logits of every prompt position and every
-	// generated step in the result (for --dump-logits and tests).
-	KeepLogits bool
+// closedProgram stands in for the program of a closed session.
+type closedProgram struct {
+	cfg    ProgramConfig
+	nVocab int
 }
 
-// Timings reports where the time went.
-type Timings struct {
-	PromptTokens int           `json:"prompt_tokens"`
-	PromptTime   time.Duration `json:"prompt_ns"`
-	GenTokens    int           `json:"gen_tokens"`
-	GenTime      time.Duration `json:"gen_ns"`
-}
-
-// StopReason says why generation ended.
-type StopReason string
-
-const (
-	StopLength  StopReason = "length"  // MaxTokens reached
-	StopEOS     StopReason = "eos"     // the model produced EOS
-	StopContext StopReason = "context" // the KV cache is full
-)
-
-// Result is what Generate produced.
-type Result struct {
-	Tokens       []int32
-	PromptLogits [][]float32 // every prompt position (KeepLogits)
-	GenLogits    [][]float32 // the logits each generated token was chosen from (KeepLogits)
-	Stop         StopReason
-	Timings      Timings
-}
-
-// Generate evaluates the prompt in one step, then samples up to MaxTokens
-// tokens one step at a time. It stops early on EOS (unless IgnoreEOS), at the
-// context limit (Stop = StopContext, no error), or when ctx is cancelled.
-func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOptions) (*Result, error) {
-	sampler, err := NewSampler(opts.Sampler)
-	if err != nil {
-		return nil, err
-	}
-	if len(prompt) == 0 {
-		return nil, fmt.Errorf("the prompt is empty")
-	}
-	if len(prompt) > s.Context()-s.Pos() {
-		return nil, fmt.Errorf("%w: the prompt has %d tokens but only %d positions are left", ErrContextFull, len(prompt), s.Context()-s.Pos())
-	}
-	res := &Result{Stop: StopLength}
-	history := append([]int32(nil), prompt...)
-	start := time.Now()
-	rows, err := s.Eval(prompt)
-	if err != nil {
-		return nil, err
-	}
-	res.Timings.PromptTokens, res.Timings.PromptTime = len(prompt), time.Since(start)
-	if opts.KeepLogits {
-		for _, r := range rows {
-			res.PromptLogits = append(res.PromptLogits, append([]float32(nil), r...))
-		}
-	}
-	logits := rows[len(rows)-1]
-	start = time.Now()
-	defer func() { res.Timings.GenTokens, res.Timings.GenTime = len(res.Tokens), time.Since(start) }()
-	for len(res.Tokens) < opts.MaxTokens {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if opts.KeepLogits {
-			res.GenLogits = append(res.GenLogits, append([]float32(nil), logits...))
-		}
-		id := sampler.Sample(logits, history)
-		res.Tokens = append(res.Tokens, id)
-		history = append(history, id)
-		if opts.OnToken != nil {
-			if err := opts.OnToken(id); err != nil {
-				return res, err
-			}
-		}
-		if id == opts.EOS && opts.EOS >= 0 && !opts.IgnoreEOS {
-			res.Stop = StopEOS
-			break
-		}
-		if len(res.Tokens) == opts.MaxTokens {
-			break
-		}
-		if s.Pos() >= s.Context() {
-			res.Stop = StopContext
-			break
-		}
-		rows, err := s.Eval([]int32{id})
-		if err != nil {
-			return res, err
-		}
-		logits = rows[0]
-	}
-	return res, nil
-}
+func (c closedProgram) Config() ProgramConfig                           { return c.cfg }
+func (c closedProgram) VocabSize() int                                  { return c.nVocab }
+func (c closedProgram) CacheBytes() int64                               { return 0 }
+func (c closedProgram) Step(int, []int32, []int32) ([][]float32, error) { return nil, ErrClosed }
+func (c closedProgram) ResetSlot(int) error                             { return ErrClosed }
+func (c closedProgram) Close() error                                    { return nil }
