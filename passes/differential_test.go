@@ -2,7 +2,6 @@ package passes
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/ir/eval"
 )
 
 // testPipeline returns the full pipeline; a missing pass or a broken
@@ -81,27 +79,24 @@ func formatCounts(n map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Tolerances. Fusion regroups float32 work exactly, with one exception:
-// fuse-rmsnorm folds a norm gain into an f32 weight (w·g rounded once
-// instead of rmsnorm(x)·g), which moves products by an ulp, and attention
-// amplifies that through its scores (weightsFor's N(0, 0.5²) matrices make
-// them large). Over 20,000 seeds (11,229 graphs with f32 caches) the largest
-// difference was 5.3e-6·max, but the fuzzer soon finds graphs near 1.6e-5
-// (testdata/fuzz/FuzzPipeline/5b88fd11bd6b92bf: two plain llama attention
-// blocks and an FFN, f32 weights), so random graphs with f32 caches are held
-// to f32RandomTol = 10·goldenTol. (Projections of the raw residual stream,
-// whose scores reach the hundreds, turned the ulp into 1.2e-4; the
-// generator's "no norm" near miss projects gelu(rmsnorm(x)) instead.) The
-// real models of TestGoldenE2EFused stay within goldenTol (2.4e-7).
+// Tolerances. Random graphs with f32 caches are held to the bound,
+// goldenTol = 1e-5·max. Fusion regroups float32 work exactly except where
+// fuse-rmsnorm folds a norm gain into an f32 weight (w·g rounded once instead
+// of rmsnorm(x)·g), which moves products by an ulp; with weightsFor's
+// trained-like scale that stays near 7e-7·max. (With N(0, 0.5²) weights,
+// activations grew with every matmul and the fuzzer found 1.6e-5: that was
+// chaos in the test graphs, not a wrong rewrite; the seeds are kept in
+// testdata/fuzz/FuzzPipeline.)
 //
-// An f16 cache adds an amplifier: a key or value that moves across an f16
-// rounding boundary changes by up to 2⁻¹¹ relative, and attention spreads
-// it (8,771 graphs with f16 caches: largest 2.6e-3, next 1.3e-3). Wrong
-// rewrites (an operand, an attribute, a bias, a rope base) are off by far
-// more, and the f32 graphs hold every pass to the tighter bound anyway.
+// An f16 cache adds a rounding boundary: a key or value whose f32 value moves
+// by an ulp can round to the neighbouring f16 number, 2⁻¹¹ relative away, and
+// attention spreads that; measured up to 3.9e-4·max. Such graphs are held to
+// 2e-3, the bound the reference engine's own F16 models get. Wrong rewrites
+// (an operand, an attribute, a bias, a rope base) are off by far more, and
+// the f32 graphs hold every pass to the tight bound anyway.
 const (
-	f32RandomTol = 10 * goldenTol
-	f16CacheTol  = 1e-2
+	f32RandomTol = goldenTol
+	f16CacheTol  = 2e-3
 )
 
 // meaningTol is the comparison bound for a random graph g.
@@ -133,87 +128,7 @@ func checkPipeline(t *testing.T, g *ir.Graph, list []Pass, seed uint64) (*ir.Gra
 		arena, naive := after.Attrs.Int("arena_bytes_per_token", -1), after.Attrs.Int("naive_bytes_per_token", -1)
 		require.True(t, 0 <= arena && arena <= naive, "arena %d, naive %d bytes per token", arena, naive)
 	}
-	return after, requireSameResults(t, g, after, meaningTol(g), seed)
-}
-
-// requireSameResults is requireSameMeaning with two differences that matter
-// on random graphs:
-//
-//   - both graphs get the inputs made for the original graph. randomInputs
-//     draws ids input by input in graph order, so when dce removes an unused
-//     i32 input that came before "tokens" (or a pass reorders inputs), the
-//     fused graph would see other token ids and differ for no fault of its
-//     own;
-//   - the outputs to compare are chosen by the original graph (every output
-//     whose value there is not a state or a state write), so an output that
-//     a pass turned into a cache buffer is a difference, not a skipped name.
-func requireSameResults(t testing.TB, before, after *ir.Graph, tol float64, seed uint64) float64 {
-	t.Helper()
-	worst, where := compareResults(t, before, after, seed)
-	require.LessOrEqualf(t, worst, tol, "%s differs by %.3g·max", where, worst)
-	return worst
-}
-
-// compareResults runs both graphs as requireSameResults describes and returns
-// the largest difference, relative to max|ref|, and where it is.
-func compareResults(t testing.TB, before, after *ir.Graph, seed uint64) (float64, string) {
-	t.Helper()
-	var compared []string
-	for _, o := range before.Outputs {
-		if o.Value.Op != ir.OpState && !ir.WritesState(o.Value.Op) {
-			compared = append(compared, o.Name)
-		}
-	}
-	inputs := make([]map[string]eval.Tensor, len(defaultSteps))
-	for i, s := range defaultSteps {
-		inputs[i] = randomInputs(t, before, s, seed)
-	}
-	w := weightsFor(t, before, after)
-	run := func(g *ir.Graph) ([]map[string][]float32, map[string][]float32) {
-		m, err := eval.New(g, w, 16)
-		require.NoError(t, err)
-		var outs []map[string][]float32
-		for i := range defaultSteps {
-			res, err := m.Run(inputs[i])
-			require.NoError(t, err)
-			o := map[string][]float32{}
-			for _, name := range compared {
-				r, ok := res[name]
-				require.True(t, ok, "output %q is missing", name)
-				o[name] = append([]float32(nil), r.F32...)
-			}
-			outs = append(outs, o)
-		}
-		states := map[string][]float32{}
-		for _, v := range g.Values {
-			if v.Op == ir.OpState {
-				states[v.Name()] = append([]float32(nil), m.State(v.Name()).F32...)
-			}
-		}
-		return outs, states
-	}
-	o1, s1 := run(before)
-	o2, s2 := run(after)
-	worst, where := 0.0, ""
-	for i := range o1 {
-		for _, name := range compared {
-			ref, got := o1[i][name], o2[i][name]
-			for _, x := range ref {
-				require.False(t, math.IsNaN(float64(x)) || math.IsInf(float64(x), 0), "step %d output %q of the original graph is not finite (a generator problem)", i, name)
-			}
-			require.Len(t, got, len(ref), "step %d output %q", i, name)
-			if e := relErr(got, ref); !(e <= worst) {
-				worst, where = e, fmt.Sprintf("step %d output %q", i, name)
-			}
-		}
-	}
-	require.Equal(t, keys(s1), keys(s2), "state buffers")
-	for name, ref := range s1 {
-		if e := relErr(s2[name], ref); !(e <= worst) {
-			worst, where = e, fmt.Sprintf("state %q", name)
-		}
-	}
-	return worst, where
+	return after, requireSameMeaning(t, g, after, meaningTol(g), seed)
 }
 
 // requireFused checks that the pipeline fused what it owes: every llama block
