@@ -157,7 +157,7 @@ func parseHeader(data []byte, opts ParseOptions) (*header, error) {
 	if opts.ExpectTarget != "" && h.target != opts.ExpectTarget {
 		return nil, targetError(h.target, opts.ExpectTarget)
 	}
-	if err := checkSectionTable(h, n, embedded); err != nil {
+	if err := checkSectionTable(h, data, embedded); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -169,7 +169,8 @@ func targetError(have, want string) *Error {
 
 // checkSectionTable checks names, alignment and order, then that every
 // section lies inside the file, naming the first section the file's end cuts.
-func checkSectionTable(h *header, n uint64, embedded bool) error {
+func checkSectionTable(h *header, data []byte, embedded bool) error {
+	n := uint64(len(data))
 	seen := map[string]bool{}
 	prevEnd := h.end
 	for _, s := range h.sections {
@@ -188,10 +189,19 @@ func checkSectionTable(h *header, n uint64, embedded bool) error {
 		seen[s.name] = true
 		prevEnd = s.offset + s.length
 	}
+	prevEnd = h.end
 	for _, s := range h.sections {
 		if s.offset+s.length > n {
 			return errorf(ErrTruncated, "truncated inside section %q: it spans bytes [%d, %d) but the file has %d bytes", s.name, s.offset, s.offset+s.length, n)
 		}
+		// Padding is not under a checksum; zero padding makes every byte
+		// of a plan checked.
+		for i := prevEnd; i < s.offset; i++ {
+			if data[i] != 0 {
+				return errorf(ErrCorrupt, "nonzero byte %d in the padding before section %q", i, s.name)
+			}
+		}
+		prevEnd = s.offset + s.length
 	}
 	switch {
 	case n < h.fileSize:

@@ -73,9 +73,31 @@ type section struct {
 // checksum, comes first, so embedded weights are read twice (once for their
 // checksum). Nothing is written when p is invalid.
 func Write(w io.Writer, p *Plan, weights eval.Weights) error {
+	return write(w, p, weights, nil)
+}
+
+// write is Write with a test hook: edit replaces the bytes of the named
+// sections (nil drops the section), so tests can make plans whose
+// checksums hold but whose contents are wrong.
+func write(w io.Writer, p *Plan, weights eval.Weights, edit map[string][]byte) error {
 	secs, flags, err := buildSections(p, weights)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
+	}
+	if edit != nil {
+		kept := secs[:0]
+		for _, s := range secs {
+			data, ok := edit[s.name]
+			switch {
+			case !ok:
+			case data == nil:
+				continue
+			default:
+				*s = section{name: s.name, data: data, length: uint64(len(data)), crc: crc32.Checksum(data, castagnoli)}
+			}
+			kept = append(kept, s)
+		}
+		secs = kept
 	}
 	header, err := buildHeader(p, secs, flags)
 	if err != nil {
