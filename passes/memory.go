@@ -135,12 +135,22 @@ type memBuffer struct {
 // smallest arena wins (the first of the three on a tie). On the graphs we
 // build the result equals the lower bound, the most bytes live at one time.
 //
+// A graph with an activation whose size is not a whole number of bytes per
+// token (a [T, T] score matrix, say) is left unplanned: the pass records why
+// in the graph attribute memory_unplanned and changes nothing else, so a
+// backend can fall back to allocating each value on its own. Our frontends
+// never build such graphs.
+//
 // The pass checks its result with CheckMemoryPlan before returning.
 func PlanMemory(g *ir.Graph) error {
 	memClear(g)
 	acts, err := memActivations(g)
 	if err != nil {
-		return err
+		if g.Attrs == nil {
+			g.Attrs = ir.Attrs{}
+		}
+		g.Attrs["memory_unplanned"] = err.Error()
+		return nil
 	}
 	index, last := memLiveness(g)
 
@@ -209,7 +219,7 @@ func memClear(g *ir.Graph) {
 			}
 		}
 	}
-	for _, k := range []string{memAttrArena, memAttrNaive, memAttrLowerBound} {
+	for _, k := range []string{memAttrArena, memAttrNaive, memAttrLowerBound, "memory_unplanned"} {
 		delete(g.Attrs, k)
 	}
 }

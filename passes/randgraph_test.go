@@ -201,9 +201,10 @@ func (g *rgGen) name(kind string) string {
 }
 
 // rgScores enables values of type [T, T] (a matmul whose weight operand is an
-// activation). plan-memory refuses them (its sizes are bytes per token), so
-// they are off until it plans them or leaves such graphs unplanned.
-const rgScores = false
+// activation). plan-memory cannot express them in bytes per token and leaves
+// such graphs unplanned (graph attribute memory_unplanned); the other passes
+// must still keep their meaning.
+const rgScores = true
 
 var rgMatTypes = []ir.DType{ir.F32, ir.F16, ir.Q8_0, ir.Q4_0}
 
