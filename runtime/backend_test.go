@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -274,4 +275,34 @@ type missingWeights struct{}
 
 func (missingWeights) WeightBytes(name string) ([]byte, error) {
 	return nil, fmt.Errorf("no tensor %q here", name)
+}
+
+// Sessions over the slots of a program the caller owns.
+func TestProgramSessions(t *testing.T) {
+	m, tok := loadCacheType(t, shared.Path(t, "models/gguf/stories260K.gguf"), ir.F32)
+	p := compile(t, m.Graph, m.Weights, runtime.ProgramConfig{Context: 32, Slots: 2})
+	a, err := runtime.NewProgramSession(p, 0)
+	require.NoError(t, err)
+	b, err := runtime.NewProgramSession(p, 1)
+	require.NoError(t, err)
+	require.Same(t, p, b.Program())
+	require.Nil(t, b.Model())
+	prompt := tok.Encode("Once upon a time", true)
+	ra, err := a.Eval(prompt)
+	require.NoError(t, err)
+	rb, err := b.Eval(prompt[:2])
+	require.NoError(t, err)
+	rb, err = b.Eval(prompt[2:])
+	require.NoError(t, err)
+	require.Equal(t, ra[len(ra)-1], rb[len(rb)-1])
+	_, err = b.GenerateText(context.Background(), "x", runtime.GenerateOptions{})
+	require.ErrorContains(t, err, "no tokenizer")
+	require.NoError(t, b.Close())
+	_, err = b.Eval(prompt)
+	require.ErrorIs(t, err, runtime.ErrClosed)
+	_, err = runtime.NewProgramSession(p, 2)
+	require.ErrorContains(t, err, "slot 2 is out of range")
+	// The program outlives the sessions over it.
+	_, err = a.Eval([]int32{432})
+	require.NoError(t, err)
 }
