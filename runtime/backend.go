@@ -195,7 +195,7 @@ func CheckGraph(g *ir.Graph) (Signature, error) {
 			}
 			sig.States = append(sig.States, StateInfo{Name: v.Name(), DType: v.Type.DType, Width: int(s[1].N)})
 		case ir.OpKVWrite, ir.OpQKVRoPE:
-			at := v.Args[len(v.Args)-1]
+			var at *ir.Value
 			if v.Op == ir.OpKVWrite {
 				at = v.Args[2]
 			} else {
