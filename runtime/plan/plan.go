@@ -58,6 +58,9 @@ type Memory struct {
 	// WeightBytes is the size of every weight tensor the graph uses, as
 	// stored (quantized).
 	WeightBytes int64 `json:"weight_bytes"`
+	// Unplanned is why the planner left the graph without an arena ("" when
+	// it planned one): the backend then allocates each value on its own.
+	Unplanned string `json:"unplanned,omitempty"`
 }
 
 // Graph attributes recorded by the plan-memory pass.
@@ -65,6 +68,7 @@ const (
 	attrArena      = "arena_bytes_per_token"
 	attrLowerBound = "arena_lower_bound_bytes_per_token"
 	attrNaive      = "naive_bytes_per_token"
+	attrUnplanned  = "memory_unplanned"
 )
 
 // Plan is a compiled model: everything the runtime needs except, unless

@@ -236,6 +236,7 @@ func memoryOf(g *ir.Graph) (Memory, error) {
 		ArenaBytesPerToken:           g.Attrs.Int(attrArena, 0),
 		ArenaLowerBoundBytesPerToken: g.Attrs.Int(attrLowerBound, 0),
 		NaiveBytesPerToken:           g.Attrs.Int(attrNaive, 0),
+		Unplanned:                    g.Attrs.Str(attrUnplanned, ""),
 	}
 	for _, v := range g.Values {
 		if v.Op != ir.OpState && v.Op != ir.OpWeight {
