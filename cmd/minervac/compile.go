@@ -12,43 +12,79 @@ import (
 )
 
 type compileCmd struct {
-	Model      string `arg:"" optional:"" help:"Model file (.gguf). Without one, the built-in synthetic llama." type:"path"`
-	Emit       string `help:"What to print on stdout: ir (the final graph) or summary." default:"summary" enum:"ir,summary"`
-	PrintAfter string `help:"Print the graph on stderr after the named pass, or after every pass with 'all'." placeholder:"all|PASS"`
-	TimePasses bool   `help:"Report each pass's time on stderr."`
-	VerifyEach bool   `help:"Run the IR verifier after every pass."`
+	Model        string `arg:"" optional:"" help:"Model file (.gguf). Without one, the built-in synthetic llama." type:"path"`
+	Target       string `short:"t" help:"Target: reference, goasm, cuda or metal." default:"reference"`
+	Output       string `short:"o" help:"Write the plan to this file (run it with: minervac run FILE)." type:"path"`
+	EmbedWeights bool   `help:"Copy the weights into the plan (self-contained, mmap-able) instead of referencing the model file."`
+	Ctx          int    `help:"Default KV cache size in positions (default: the model's context length, at most 4096)."`
+	CacheType    string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	Emit         string `help:"What to print on stdout: ir (the final graph), summary, or none (default: summary, or none with -o)." enum:"ir,summary,none," default:""`
+	PrintAfter   string `help:"Print the graph on stderr after the named pass, or after every pass with 'all'." placeholder:"all|PASS"`
+	TimePasses   bool   `help:"Report each pass's time on stderr."`
+	VerifyEach   bool   `help:"Run the IR verifier after every pass."`
+	Verbose      bool   `short:"v" help:"Print load, compile and write times on stderr."`
 }
 
 func (c *compileCmd) Run() error {
-	m, err := loadModel(c.Model, arch.Options{})
+	if c.Ctx < 0 {
+		return usageError{fmt.Sprintf("--ctx %d must be positive", c.Ctx)}
+	}
+	if err := checkTarget(c.Target); err != nil {
+		return err
+	}
+	if c.EmbedWeights && c.Output == "" {
+		return usageError{"--embed-weights needs -o FILE"}
+	}
+	if c.Output != "" && c.Model == "" {
+		return usageError{"-o needs a model file: the built-in model has no file for the plan to refer to"}
+	}
+	tm := &timer{on: c.Verbose}
+	tm.reset()
+	m, err := loadModel(c.Model, arch.Options{CacheType: cacheTypeOf(c.CacheType)})
 	if err != nil {
 		return err
 	}
 	defer m.file.Close()
-	list, err := passes.Pipeline()
-	if err != nil {
-		return err
-	}
-	g := m.model.Graph
-	before := opCounts(g)
-	_, err = passes.Run(g, list, passes.Options{
-		VerifyEach: c.VerifyEach,
-		PrintAfter: c.PrintAfter,
-		TimePasses: c.TimePasses,
-		Out:        os.Stderr,
+	tm.say("loaded %s", displayName(c.Model))
+	before := opCounts(m.model.Graph)
+	p, err := compileModel(m, c.Model, compileOptions{
+		Target: c.Target, Ctx: c.Ctx, CacheType: cacheTypeOf(c.CacheType),
+		Pass: passes.Options{VerifyEach: c.VerifyEach, PrintAfter: c.PrintAfter, TimePasses: c.TimePasses, Out: os.Stderr},
 	})
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "--print-after") {
-			return usageError{err.Error()}
-		}
 		return err
 	}
-	if c.Emit == "ir" {
-		fmt.Print(ir.Print(g))
-		return nil
+	tm.say("compiled for %s", c.Target)
+	if c.Output != "" {
+		if err := writePlan(p, m, c.Output, c.EmbedWeights); err != nil {
+			return err
+		}
+		st, err := os.Stat(c.Output)
+		if err != nil {
+			return err
+		}
+		tm.say("wrote %s (%d bytes)", c.Output, st.Size())
 	}
+	g := m.model.Graph
+	emit := c.Emit
+	if emit == "" {
+		emit = "summary"
+		if c.Output != "" {
+			emit = "none"
+		}
+	}
+	switch emit {
+	case "ir":
+		fmt.Print(ir.Print(g))
+	case "summary":
+		printSummary(c.Model, m, before, g)
+	}
+	return nil
+}
+
+func printSummary(path string, m *loaded, before map[string]int, g *ir.Graph) {
 	after := opCounts(g)
-	fmt.Printf("model: %s (%s, %d layers)\n", displayName(c.Model), m.model.Config.Arch, m.model.Config.NLayer)
+	fmt.Printf("model: %s (%s, %d layers)\n", displayName(path), m.model.Config.Arch, m.model.Config.NLayer)
 	fmt.Printf("ops per step: %d before fusion, %d after (plus %d weight transforms done once at load)\n",
 		total(before), total(after), loadOps(after))
 	fmt.Printf("  %-16s %8s %8s\n", "op", "before", "after")
@@ -58,7 +94,6 @@ func (c *compileCmd) Run() error {
 	if a, ok := g.Attrs["arena_bytes_per_token"]; ok {
 		fmt.Printf("activation arena: %v bytes per token (naive sum of intermediates: %v)\n", a, g.Attrs["naive_bytes_per_token"])
 	}
-	return nil
 }
 
 // opCounts counts the ops a step executes (leaves excluded). Values computed

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/minerva-llm/minerva/runtime/plan"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -10,10 +11,13 @@ import (
 )
 
 type inspectCmd struct {
-	File string `arg:"" help:"Model file (.gguf)." type:"path"`
+	File string `arg:"" help:"Model file (.gguf) or plan file." type:"path"`
 }
 
 func (c *inspectCmd) Run() error {
+	if isPlan(c.File) {
+		return inspectPlan(c.File)
+	}
 	f, err := openGGUF(c.File)
 	if err != nil {
 		return err
@@ -56,5 +60,50 @@ func (c *inspectCmd) Run() error {
 	fmt.Fprintf(w, "  vocabulary %d (%s), context %d, rope base %g, rope freq scale %g, rms eps %g, tied output %v\n",
 		cfg.NVocab, m.Vocab.Model, cfg.ContextLength, cfg.RopeBase, cfg.RopeFreqScale, cfg.RMSEps, cfg.TiedOutput)
 	fmt.Fprintf(w, "  graph: %d values, %d outputs\n", len(m.Graph.Values), len(m.Graph.Outputs))
+	return nil
+}
+
+// inspectPlan prints what a plan holds. It parses the file without opening
+// the model it refers to, so a plan whose model has moved can still be
+// inspected; whether the model is still there is reported at the end.
+func inspectPlan(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	p, err := plan.Parse(data, plan.ParseOptions{})
+	if err != nil {
+		return err
+	}
+	w := os.Stdout
+	fmt.Fprintf(w, "file: %s (%d bytes)\nformat: minerva plan v%d, compiled by %s for target %s\n", path, len(data), plan.FormatVersion, p.Compiler, p.Target)
+	if p.Embedded {
+		fmt.Fprintf(w, "weights: embedded (%d bytes)\n", p.Memory.WeightBytes)
+	} else {
+		fmt.Fprintf(w, "weights: referenced from %s (%d bytes, header sha256 %s)\n", p.Model.Path, p.Model.Size, p.Model.HeaderSHA256)
+	}
+	fmt.Fprintf(w, "model: %q, architecture %s\n", p.Model.Name, p.Model.Arch)
+	cfg := p.Config
+	fmt.Fprintf(w, "  layers %d, embedding %d, heads %d (kv %d, head dim %d), feed-forward %d, vocabulary %d (%s)\n",
+		cfg.NLayer, cfg.NEmbd, cfg.NHead, cfg.NHeadKV, cfg.HeadDim, cfg.NFF, cfg.NVocab, p.Vocab.Model)
+	mem := p.Memory
+	fmt.Fprintf(w, "memory: activation arena %d bytes per token (naive %d), KV cache %d bytes per position, default context %d\n",
+		mem.ArenaBytesPerToken, mem.NaiveBytesPerToken, mem.KVBytesPerPosition, p.Context)
+	counts := opCounts(p.Graph)
+	fmt.Fprintf(w, "graph: %d ops per step, %d weight transforms at load:", total(counts), loadOps(counts))
+	for _, op := range unionKeys(counts, nil) {
+		fmt.Fprintf(w, " %s %d,", op, counts[op])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "sampling defaults: temperature %g, top-k %d, top-p %g, min-p %g, repeat penalty %g\n",
+		p.Sampling.Temperature, p.Sampling.TopK, p.Sampling.TopP, p.Sampling.MinP, p.Sampling.RepeatPenalty)
+	if !p.Embedded {
+		if l, err := plan.Open(path); err != nil {
+			fmt.Fprintf(w, "status: cannot run: %v\n", err)
+		} else {
+			l.Close()
+			fmt.Fprintln(w, "status: model file present and unchanged")
+		}
+	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
 )
@@ -28,7 +29,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		os.Exit(2)
 	}
-	ctx, err := parser.Parse(os.Args[1:])
+	ctx, err := parser.Parse(goStyleFlags(parser, os.Args[1:]))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		os.Exit(2)
@@ -47,3 +48,37 @@ func main() {
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
+
+// goStyleFlags lets long flags be written with one dash, as in Go tools and
+// in our documentation (`minervac compile m.gguf -target metal -o plan.bin`):
+// an argument "-name" or "-name=value" whose name is a long flag of the
+// command line becomes "--name". Single letters stay short flags, and
+// anything else (a negative number, say) is left alone.
+func goStyleFlags(parser *kong.Kong, args []string) []string {
+	long := map[string]bool{}
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			long[f.Name] = true
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(parser.Model.Node)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			name, _, _ := strings.Cut(a[1:], "=")
+			if len(name) > 1 && long[name] {
+				out[i] = "-" + a
+			}
+		}
+	}
+	return out
+}

@@ -13,28 +13,29 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
-	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/tokenizer"
 )
 
 type runCmd struct {
-	Model         string  `arg:"" optional:"" help:"Model file (.gguf). Without one, a built-in synthetic llama runs." type:"path"`
-	Prompt        string  `help:"Prompt text." default:"Once upon a time"`
-	Tokens        string  `help:"Prompt as comma-separated token ids (instead of --prompt)."`
-	N             int     `short:"n" help:"Tokens to generate." default:"64"`
-	Temp          float64 `help:"Sampling temperature; 0 is greedy (ties go to the lowest id)." default:"0"`
-	TopK          int     `help:"Keep the k most likely tokens (0 = off)." default:"0"`
-	TopP          float64 `help:"Keep the smallest set of tokens whose probability reaches p (1 = off)." default:"1"`
-	MinP          float64 `help:"Drop tokens less likely than min-p times the top one (0 = off)." default:"0"`
-	RepeatPenalty float64 `help:"Penalty for tokens seen in the last 64 (1 = off)." default:"1"`
-	Seed          uint64  `help:"Random seed for sampling." default:"0"`
-	IgnoreEOS     bool    `help:"Keep generating after the end-of-sequence token."`
-	NoBOS         bool    `help:"Do not add the beginning-of-sequence token."`
-	Ctx           int     `help:"KV cache size in positions (default: the model's context length, at most 4096)."`
-	CacheType     string  `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
-	JSON          bool    `help:"Print one JSON object (prompt_tokens, tokens, text, timings) instead of streaming text."`
-	DumpLogits    string  `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
+	Model         string   `arg:"" optional:"" help:"Plan file (from minervac compile -o) or model file (.gguf, compiled once and cached). Without one, a built-in synthetic llama runs." type:"path"`
+	Prompt        string   `help:"Prompt text." default:"Once upon a time"`
+	Tokens        string   `help:"Prompt as comma-separated token ids (instead of --prompt)."`
+	N             int      `short:"n" help:"Tokens to generate." default:"64"`
+	Temp          float64  `help:"Sampling temperature; 0 is greedy (ties go to the lowest id)." default:"0"`
+	TopK          int      `help:"Keep the k most likely tokens (0 = off)." default:"0"`
+	TopP          float64  `help:"Keep the smallest set of tokens whose probability reaches p (1 = off)." default:"1"`
+	MinP          float64  `help:"Drop tokens less likely than min-p times the top one (0 = off)." default:"0"`
+	RepeatPenalty float64  `help:"Penalty for tokens seen in the last 64 (1 = off)." default:"1"`
+	Seed          uint64   `help:"Random seed for sampling." default:"0"`
+	IgnoreEOS     bool     `help:"Keep generating after the end-of-sequence token."`
+	NoBOS         bool     `help:"Do not add the beginning-of-sequence token."`
+	Ctx           int      `help:"KV cache size in positions (default: the model's context length, at most 4096)."`
+	CacheType     string   `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	JSON          bool     `help:"Print one JSON object (prompt_tokens, tokens, text, timings) instead of streaming text."`
+	DumpLogits    string   `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
+	Stop          []string `help:"Stop when the generated text contains this string (repeatable); the string itself is not printed."`
+	Verbose       bool     `short:"v" help:"Print load and compile times on stderr."`
 }
 
 func (c *runCmd) Run() error {
@@ -48,41 +49,40 @@ func (c *runCmd) Run() error {
 	if err := sc.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	cacheType := ir.F32
-	if c.CacheType == "f16" {
-		cacheType = ir.F16
-	}
-	m, err := loadModel(c.Model, arch.Options{CacheType: cacheType})
+	tm := &timer{on: c.Verbose}
+	tm.reset()
+	m, err := openRunnable(c.Model, cacheTypeOf(c.CacheType), tm)
 	if err != nil {
 		return err
 	}
-	defer m.file.Close()
+	defer m.Close()
 
-	prompt, err := c.promptTokens(m)
+	prompt, err := c.promptTokens(m.tok)
 	if err != nil {
 		return err
 	}
 	ctxLen := c.Ctx
 	if ctxLen == 0 {
-		ctxLen = min(m.model.Config.ContextLength, 4096)
+		ctxLen = m.ctx
 	}
-	sess, err := runtime.NewSession(m.model.Graph, m.model.Weights, ctxLen)
+	sess, err := runtime.NewSession(m.graph, m.weights, ctxLen)
 	if err != nil {
 		return err
 	}
+	defer sess.Close()
+	tm.say("ready: KV cache of %d positions", ctxLen)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
-	dec := m.tok.NewStreamDecoder()
 	opts := runtime.GenerateOptions{
 		MaxTokens: c.N, Sampler: sc, EOS: m.tok.EOS(), IgnoreEOS: c.IgnoreEOS,
-		KeepLogits: c.DumpLogits != "",
+		KeepLogits: c.DumpLogits != "", Decode: m.tok.Decode, Stop: c.Stop,
 	}
 	if !c.JSON {
-		opts.OnToken = func(id int32) error {
-			out.WriteString(dec.Add(id))
+		opts.OnText = func(text string) error {
+			out.WriteString(text)
 			return out.Flush()
 		}
 	}
@@ -91,7 +91,6 @@ func (c *runCmd) Run() error {
 		return err
 	}
 	if !c.JSON {
-		out.WriteString(dec.Flush())
 		out.WriteString("\n")
 	}
 	if err := out.Flush(); err != nil {
@@ -110,7 +109,7 @@ func (c *runCmd) Run() error {
 		return json.NewEncoder(out).Encode(map[string]any{
 			"prompt_tokens": prompt,
 			"tokens":        res.Tokens,
-			"text":          m.tok.Decode(res.Tokens),
+			"text":          res.Text,
 			"stop":          res.Stop,
 			"timings": map[string]any{
 				"prompt_ms":       ms(t.PromptTime.Seconds()),
@@ -126,19 +125,19 @@ func (c *runCmd) Run() error {
 	return nil
 }
 
-func (c *runCmd) promptTokens(m *loaded) ([]int32, error) {
+func (c *runCmd) promptTokens(tok *tokenizer.Tokenizer) ([]int32, error) {
 	if c.Tokens != "" {
 		var ids []int32
 		for _, f := range strings.Split(c.Tokens, ",") {
 			id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
-			if err != nil || id < 0 || int(id) >= m.tok.VocabSize() {
-				return nil, usageError{fmt.Sprintf("--tokens: %q is not a token id in 0..%d", f, m.tok.VocabSize()-1)}
+			if err != nil || id < 0 || int(id) >= tok.VocabSize() {
+				return nil, usageError{fmt.Sprintf("--tokens: %q is not a token id in 0..%d", f, tok.VocabSize()-1)}
 			}
 			ids = append(ids, int32(id))
 		}
 		return ids, nil
 	}
-	ids := m.tok.Encode(c.Prompt, m.tok.AddBOS() && !c.NoBOS)
+	ids := tok.Encode(c.Prompt, tok.AddBOS() && !c.NoBOS)
 	if len(ids) == 0 {
 		return nil, usageError{"the prompt is empty (give --prompt text, or drop --no-bos)"}
 	}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/passes"
+	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/runtime/plan"
+)
+
+// compilerVersion goes into every plan; a plan cache keyed on it is never
+// reused by another compiler.
+const compilerVersion = "minervac dev"
+
+// targets are the targets minervac knows; runtime.Backends() says which of
+// them this build can run.
+var targets = []string{"reference", "goasm", "cuda", "metal"}
+
+func checkTarget(t string) error {
+	if !slices.Contains(targets, t) {
+		return usageError{fmt.Sprintf("unknown target %q (known targets: %s)", t, strings.Join(targets, ", "))}
+	}
+	if _, ok := runtime.LookupBackend(t); !ok {
+		return fmt.Errorf("target %s is not implemented in this build yet (implemented: %s)", t, strings.Join(runtime.Backends(), ", "))
+	}
+	return nil
+}
+
+// compileOptions are the settings a plan is built with.
+type compileOptions struct {
+	Target    string
+	Ctx       int
+	CacheType ir.DType
+	Pass      passes.Options
+}
+
+// compileModel runs the pass pipeline on a loaded model and returns the plan
+// (without writing it).
+func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) {
+	list, err := passes.Pipeline()
+	if err != nil {
+		return nil, err
+	}
+	bar := newProgress(int64(len(list)), "compiling")
+	for _, p := range list {
+		if _, err := passes.Run(m.model.Graph, []passes.Pass{p}, o.Pass); err != nil {
+			bar.Done()
+			if strings.HasPrefix(err.Error(), "--print-after") {
+				return nil, usageError{err.Error()}
+			}
+			return nil, err
+		}
+		bar.Add(1)
+	}
+	bar.Done()
+	ctx := o.Ctx
+	if ctx == 0 {
+		ctx = min(m.model.Config.ContextLength, runtime.DefaultMaxContext)
+	}
+	p := &plan.Plan{
+		Compiler: compilerVersion,
+		Target:   o.Target,
+		Graph:    m.model.Graph,
+		Vocab:    m.model.Vocab,
+		Config:   m.model.Config,
+		Context:  ctx,
+		Sampling: plan.Sampling{TopP: 1, RepeatPenalty: 1},
+	}
+	if path != "" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		if p.Model, err = plan.Identify(abs, m.file); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// writePlan writes p to path atomically (a temporary file renamed into
+// place), embedding the weights when embed is set.
+func writePlan(p *plan.Plan, m *loaded, path string, embed bool) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".minervac-plan-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	var w io.Writer = bw
+	if embed {
+		var total int64
+		for _, t := range m.file.Tensors {
+			total += int64(t.Size)
+		}
+		bar := newProgress(total, "embedding weights")
+		defer bar.Done()
+		w = io.MultiWriter(bw, progressWriter{bar})
+	}
+	var weights eval.Weights // nil: the plan references the model file
+	if embed {
+		weights = m.model.Weights
+	}
+	err = plan.Write(w, p, weights)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644) // CreateTemp makes files private
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+type progressWriter struct{ p *progress }
+
+func (w progressWriter) Write(b []byte) (int, error) { w.p.Add(len(b)); return len(b), nil }
+
+// planCacheDir is where `minervac run model.gguf` keeps compiled plans:
+// $MINERVA_CACHE_DIR, or minerva/plans in the user cache directory.
+func planCacheDir() (string, error) {
+	if d := os.Getenv("MINERVA_CACHE_DIR"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory (set MINERVA_CACHE_DIR): %w", err)
+	}
+	return filepath.Join(d, "minerva", "plans"), nil
+}
+
+// cacheKey names the cached plan of a model: the model's identity (size and
+// the SHA-256 of its header and tensor table, which plan.Identify computes
+// and Open re-checks), the compiler version and every option that changes
+// the plan.
+func cacheKey(ref plan.ModelRef, o compileOptions) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00%d\x00%s", compilerVersion, ref.HeaderSHA256, ref.Size, o.Target, o.Ctx, o.CacheType)
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// timer prints phase times on stderr with -v.
+type timer struct {
+	on    bool
+	start time.Time
+}
+
+func (t *timer) reset() { t.start = time.Now() }
+
+func (t *timer) say(format string, args ...any) {
+	if t.on {
+		fmt.Fprintf(os.Stderr, "minervac: "+format+" (%.1f ms)\n", append(args, float64(time.Since(t.start).Microseconds())/1000)...)
+	}
+	t.start = time.Now()
+}
+
+// cacheTypeOf parses the --cache-type flag.
+func cacheTypeOf(s string) ir.DType {
+	if s == "f16" {
+		return ir.F16
+	}
+	return ir.F32
+}

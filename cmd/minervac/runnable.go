@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/runtime/plan"
+	"github.com/minerva-llm/minerva/tokenizer"
+)
+
+// runnable is a compiled model ready for a session: from a plan file, from
+// the plan cache, or compiled in memory.
+type runnable struct {
+	graph   *ir.Graph
+	weights eval.Weights
+	tok     *tokenizer.Tokenizer
+	ctx     int // default context length
+	closers []io.Closer
+}
+
+func (r *runnable) Close() {
+	for _, c := range r.closers {
+		c.Close()
+	}
+}
+
+// isPlan reports whether the file at path starts with the plan magic.
+func isPlan(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(plan.Magic))
+	_, err = io.ReadFull(f, head)
+	return err == nil && string(head) == plan.Magic
+}
+
+// fromPlan opens a plan file and checks this build can run its target.
+func fromPlan(path string) (*runnable, error) {
+	l, err := plan.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := runtime.LookupBackend(l.Plan.Target); !ok {
+		l.Close()
+		return nil, fmt.Errorf("%s was compiled for target %s, which this build cannot run (it runs: %v)", path, l.Plan.Target, runtime.Backends())
+	}
+	tok, err := tokenizer.New(l.Plan.Vocab)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("%s: tokenizer: %w", path, err)
+	}
+	return &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, closers: []io.Closer{l}}, nil
+}
+
+// openRunnable turns what the user named into something to run. A plan file
+// is opened as is. A GGUF file is compiled once and the plan cached in
+// planCacheDir by the model's identity, so the second run only opens the
+// cached plan (which re-checks that the model file has not changed). No
+// path means the built-in synthetic model, compiled in memory.
+func openRunnable(path string, cacheType ir.DType, tm *timer) (*runnable, error) {
+	if path != "" && isPlan(path) {
+		r, err := fromPlan(path)
+		if err == nil {
+			tm.say("loaded plan %s", path)
+		}
+		return r, err
+	}
+	m, err := loadModel(path, arch.Options{CacheType: cacheType})
+	if err != nil {
+		return nil, err
+	}
+	tm.say("read %s", displayName(path))
+	opts := compileOptions{Target: runtime.DefaultBackend, CacheType: cacheType}
+	if path == "" {
+		p, err := compileModel(m, "", opts)
+		if err != nil {
+			m.file.Close()
+			return nil, err
+		}
+		tm.say("compiled in memory")
+		return &runnable{graph: p.Graph, weights: m.model.Weights, tok: m.tok, ctx: p.Context, closers: []io.Closer{m.file}}, nil
+	}
+	defer m.file.Close()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := plan.Identify(abs, m.file)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := planCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	cached := filepath.Join(dir, cacheKey(ref, opts)+".plan")
+	if _, err := os.Stat(cached); err == nil {
+		r, err := fromPlan(cached)
+		if err == nil {
+			tm.say("compile skipped: cached plan %s", cached)
+			return r, nil
+		}
+		// A stale or damaged cache entry is rebuilt, not an error.
+		fmt.Fprintf(os.Stderr, "minervac: recompiling: %v\n", err)
+	}
+	p, err := compileModel(m, abs, opts)
+	if err != nil {
+		return nil, err
+	}
+	tm.say("compiled %s", path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("plan cache: %w", err)
+	}
+	if err := writePlan(p, m, cached, false); err != nil {
+		return nil, fmt.Errorf("plan cache: %w", err)
+	}
+	tm.say("cached plan %s", cached)
+	r, err := fromPlan(cached)
+	if err == nil {
+		tm.say("loaded plan")
+	}
+	return r, err
+}
