@@ -58,6 +58,8 @@ type Options struct {
 	TimePasses bool
 	// Out receives printed graphs and timings.
 	Out io.Writer
+	// AfterPass, when set, is called after each pass has run (progress bars).
+	AfterPass func(p Pass)
 }
 
 // Timing is how long one pass took.
@@ -85,6 +87,9 @@ func Run(g *ir.Graph, list []Pass, opts Options) ([]Timing, error) {
 			return times, fmt.Errorf("pass %s: %w", p.Name, err)
 		}
 		times = append(times, Timing{p.Name, time.Since(start)})
+		if opts.AfterPass != nil {
+			opts.AfterPass(p)
+		}
 		if opts.VerifyEach {
 			if err := ir.Verify(g); err != nil {
 				return times, fmt.Errorf("after pass %s the graph is invalid: %w", p.Name, err)

@@ -53,17 +53,16 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		return nil, err
 	}
 	bar := newProgress(int64(len(list)), "compiling")
-	for _, p := range list {
-		if _, err := passes.Run(m.model.Graph, []passes.Pass{p}, o.Pass); err != nil {
-			bar.Done()
-			if strings.HasPrefix(err.Error(), "--print-after") {
-				return nil, usageError{err.Error()}
-			}
-			return nil, err
-		}
-		bar.Add(1)
-	}
+	popts := o.Pass
+	popts.AfterPass = func(passes.Pass) { bar.Add(1) }
+	_, err = passes.Run(m.model.Graph, list, popts)
 	bar.Done()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "--print-after") {
+			return nil, usageError{err.Error()}
+		}
+		return nil, err
+	}
 	ctx := o.Ctx
 	if ctx == 0 {
 		ctx = min(m.model.Config.ContextLength, runtime.DefaultMaxContext)

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	minervacBin = filepath.Join(dir, "minervac")
+	// Compiled plans of `run model.gguf` go to a private cache, never the
+	// user's.
+	os.Setenv("MINERVA_CACHE_DIR", filepath.Join(dir, "plan-cache"))
 	build := exec.Command("go", "build", "-o", minervacBin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
