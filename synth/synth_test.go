@@ -105,3 +105,20 @@ func TestBadSpecs(t *testing.T) {
 	_, err = spec.Write(&bytes.Buffer{})
 	require.Error(t, err)
 }
+
+func TestPresets(t *testing.T) {
+	_, err := synth.Preset("gpt-5", ir.Q4_0, 1)
+	require.ErrorContains(t, err, "stories15m")
+	// stories15m: the published llama2.c shape, Llama-2 vocabulary size.
+	spec, err := synth.Preset("stories15m", ir.Q8_0, 1)
+	require.NoError(t, err)
+	f, err := gguf.Parse(write(t, spec))
+	require.NoError(t, err)
+	m, err := arch.Load(f, arch.Options{})
+	require.NoError(t, err)
+	c := m.Config
+	require.Equal(t, [6]int{6, 288, 6, 6, 768, 32000}, [6]int{c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.NVocab})
+	ti, _ := f.Tensor("blk.5.ffn_down.weight")
+	require.Equal(t, []uint64{768, 288}, ti.Dims)
+	require.Equal(t, ir.Q8_0, ti.Type)
+}

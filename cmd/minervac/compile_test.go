@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,4 +46,25 @@ func TestCompileSummaryAndBadFlags(t *testing.T) {
 	require.Contains(t, stderr, "no-such-pass")
 	require.Contains(t, stderr, "fuse-qkv", "the error lists the passes")
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1)
+}
+
+func TestSynth(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "s15.gguf")
+	_, stderr, code := minervac(t, "synth", "--preset", "stories15m", "--quant", "q4_0", "--vocab", shared.Path(t, "models/gguf/vocab/ggml-vocab-llama-spm.gguf"), "-o", out)
+	require.Equal(t, 0, code, stderr)
+	stdout, stderr, code := minervac(t, "inspect", out)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "layers 6, embedding 288, heads 6")
+	require.Contains(t, stdout, "vocabulary 32000 (llama)")
+	// The real vocabulary came along: "▁Hello" is token 15043 in Llama 2's.
+	stdout, _, code = minervac(t, "tokenize", out, "--text", "Hello", "--no-bos", "--json")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "15043")
+
+	_, stderr, code = minervac(t, "synth", "--preset", "nope", "-o", out)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "tinyllama-1.1b")
+	_, stderr, code = minervac(t, "synth", "--preset", "stories15m", "--quant", "q9_9", "-o", out)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "q9_9")
 }

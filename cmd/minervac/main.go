@@ -16,6 +16,7 @@ type cli struct {
 	Compile  compileCmd  `cmd:"" help:"Run the pass pipeline on a model and print the fused graph or a summary."`
 	Inspect  inspectCmd  `cmd:"" help:"Print a model file's metadata, tensors and architecture."`
 	Tokenize tokenizeCmd `cmd:"" help:"Print the token ids and pieces of a text."`
+	Synth    synthCmd    `cmd:"" help:"Write a random-weight model with a real architecture's shapes (for benchmarks)."`
 }
 
 func main() {
