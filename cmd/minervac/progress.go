@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -31,6 +32,38 @@ func (p *progress) Add(n int) {
 	if p.bar != nil {
 		p.bar.Add(n)
 	}
+}
+
+// spin shows a spinner labelled what while fn runs (for work that reports no
+// progress of its own, such as a backend uploading weights), only on a
+// terminal.
+func spin(what string, fn func() error) error {
+	if !stderrIsTerminal {
+		return fn()
+	}
+	bar := progressbar.NewOptions64(-1,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionClearOnFinish(),
+	)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				bar.Add(1)
+			}
+		}
+	}()
+	err := fn()
+	close(done)
+	bar.Finish()
+	return err
 }
 
 func (p *progress) Done() {

@@ -65,7 +65,11 @@ func (c *runCmd) Run() error {
 	if ctxLen == 0 {
 		ctxLen = m.ctx
 	}
-	sess, err := runtime.NewSession(m.graph, m.weights, ctxLen)
+	var sess *runtime.Session
+	err = spin("loading weights", func() (err error) {
+		sess, err = runtime.NewSession(m.graph, m.weights, ctxLen)
+		return err
+	})
 	if err != nil {
 		return err
 	}
