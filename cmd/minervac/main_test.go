@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -43,17 +42,7 @@ func TestMain(m *testing.M) {
 // minervac runs the binary and returns stdout, stderr and the exit code.
 func minervac(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(minervacBin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return stdout.String(), stderr.String(), code
+	return minervacEnv(t, nil, args...)
 }
 
 func goldenCase(t *testing.T, name string) *golden.Case {
