@@ -199,3 +199,31 @@ func TestCompileFlagErrors(t *testing.T) {
 		require.Contains(t, stderr, c.want, "%v", c.args)
 	}
 }
+
+// Prefill of the whole prompt vs one token at a time, on the compiled graph
+// a plan runs (flash attention with KV splits, fused QKV writes): logits
+// within 1e-5·max.
+func TestPlanPrefillEqualsIncremental(t *testing.T) {
+	for _, rel := range []string{"models/gguf/stories260K.gguf", "models/gguf/synthetic/llama-p-Q4_K.gguf", "models/gguf/synthetic/llama-spm32k-f32.gguf"} {
+		m, err := loadModel(shared.Path(t, rel), arch.Options{})
+		require.NoError(t, err)
+		p, err := compileModel(m, "", compileOptions{Target: "reference"})
+		require.NoError(t, err)
+		prompt := m.tok.Encode("The little dog ran to the park and saw a big red ball", true)
+		a, err := runtime.NewSession(p.Graph, m.model.Weights, 64)
+		require.NoError(t, err)
+		batch, err := a.Eval(prompt)
+		require.NoError(t, err)
+		b, err := runtime.NewSession(p.Graph, m.model.Weights, 64)
+		require.NoError(t, err)
+		for i, id := range prompt {
+			row, err := b.Eval([]int32{id})
+			require.NoError(t, err)
+			e := golden.RelErr(row[0], batch[i])
+			require.LessOrEqual(t, e, 1e-5, "%s position %d: one-by-one vs batch error %.3g", rel, i, e)
+		}
+		a.Close()
+		b.Close()
+		m.file.Close()
+	}
+}
