@@ -36,6 +36,7 @@ type runCmd struct {
 	DumpLogits    string   `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
 	Stop          []string `help:"Stop when the generated text contains this string (repeatable); the string itself is not printed."`
 	Verbose       bool     `short:"v" help:"Print load and compile times on stderr."`
+	Target        string   `short:"t" help:"Backend for a .gguf model (a plan runs on the target it was compiled for)." default:"reference"`
 }
 
 func (c *runCmd) Run() error {
@@ -51,7 +52,7 @@ func (c *runCmd) Run() error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := openRunnable(c.Model, cacheTypeOf(c.CacheType), tm)
+	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), tm)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (c *runCmd) Run() error {
 	}
 	var sess *runtime.Session
 	err = spin("loading weights", func() (err error) {
-		sess, err = runtime.NewSession(m.graph, m.weights, ctxLen)
+		sess, err = m.session(ctxLen)
 		return err
 	})
 	if err != nil {

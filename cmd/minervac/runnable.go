@@ -20,13 +20,16 @@ type runnable struct {
 	graph   *ir.Graph
 	weights eval.Weights
 	tok     *tokenizer.Tokenizer
-	ctx     int // default context length
+	ctx     int    // default context length
+	target  string // the backend that runs it
 	closers []io.Closer
 }
 
+// Close releases in reverse order: a program before the mapping its weights
+// live in.
 func (r *runnable) Close() {
-	for _, c := range r.closers {
-		c.Close()
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i].Close()
 	}
 }
 
@@ -57,7 +60,7 @@ func fromPlan(path string) (*runnable, error) {
 		l.Close()
 		return nil, fmt.Errorf("%s: tokenizer: %w", path, err)
 	}
-	return &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, closers: []io.Closer{l}}, nil
+	return &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, target: l.Plan.Target, closers: []io.Closer{l}}, nil
 }
 
 // openRunnable turns what the user named into something to run. A plan file
@@ -65,7 +68,7 @@ func fromPlan(path string) (*runnable, error) {
 // planCacheDir by the model's identity, so the second run only opens the
 // cached plan (which re-checks that the model file has not changed). No
 // path means the built-in synthetic model, compiled in memory.
-func openRunnable(path string, cacheType ir.DType, tm *timer) (*runnable, error) {
+func openRunnable(path, target string, cacheType ir.DType, tm *timer) (*runnable, error) {
 	if path != "" && isPlan(path) {
 		r, err := fromPlan(path)
 		if err == nil {
@@ -78,7 +81,10 @@ func openRunnable(path string, cacheType ir.DType, tm *timer) (*runnable, error)
 		return nil, err
 	}
 	tm.say("read %s", displayName(path))
-	opts := compileOptions{Target: runtime.DefaultBackend, CacheType: cacheType}
+	if err := checkTarget(target); err != nil {
+		return nil, err
+	}
+	opts := compileOptions{Target: target, CacheType: cacheType}
 	if path == "" {
 		p, err := compileModel(m, "", opts)
 		if err != nil {
@@ -86,7 +92,7 @@ func openRunnable(path string, cacheType ir.DType, tm *timer) (*runnable, error)
 			return nil, err
 		}
 		tm.say("compiled in memory")
-		return &runnable{graph: p.Graph, weights: m.model.Weights, tok: m.tok, ctx: p.Context, closers: []io.Closer{m.file}}, nil
+		return &runnable{graph: p.Graph, weights: m.model.Weights, tok: m.tok, ctx: p.Context, target: target, closers: []io.Closer{m.file}}, nil
 	}
 	defer m.file.Close()
 	abs, err := filepath.Abs(path)
@@ -129,3 +135,22 @@ func openRunnable(path string, cacheType ir.DType, tm *timer) (*runnable, error)
 	}
 	return r, err
 }
+
+// session compiles the runnable on its target's backend with one sequence
+// slot of ctx positions.
+func (r *runnable) session(ctx int) (*runtime.Session, error) {
+	b, ok := runtime.LookupBackend(r.target)
+	if !ok {
+		return nil, fmt.Errorf("target %s is not implemented in this build (implemented: %v)", r.target, runtime.Backends())
+	}
+	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1})
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, closerFunc(prog.Close))
+	return runtime.NewProgramSession(prog, 0)
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
