@@ -1,0 +1,168 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// attention computes (flash) attention over the slot's cache rows. Every
+// (token, head) pair's visible KV range is cut into S parts (flash
+// attention's kv_splits; 1 for plain attention); each (token, head, part) is
+// one work item walking its rows in tiles with an online softmax and keeping
+// a partial (m, l, acc). A second pass merges the parts of each (token,
+// head) in order. Decode (T = 1) thus spreads the KV range over the
+// workers; the split depends only on the op, never on the worker count.
+func (e *exec) attention(nd *node) error {
+	p := e.p
+	v := nd.v
+	a := v.Attrs
+	nh, nkv, hd := int(a.Int("n_head", 0)), int(a.Int("n_kv_head", 0)), int(a.Int("head_dim", 0))
+	window := int(a.Int("window", 0))
+	scale := float32(a.Float("scale", 1))
+	S := 1
+	tileKV := 64
+	if v.Op == ir.OpFlashAttention {
+		S = max(1, int(a.Int("kv_splits", 1)))
+		tileKV = max(1, int(a.Int("tile_kv", 64)))
+	}
+	tileKV = min(tileKV, 256)
+	q := e.f32(nd.args[0])
+	pos, err := e.i32(nd.args[3])
+	if err != nil {
+		return err
+	}
+	var sinks []float32
+	if len(nd.args) == 5 {
+		sinks = e.f32(nd.args[4])
+	}
+	kst, kbase := e.cache(p.stOf[nd.args[1]])
+	vst, vbase := e.cache(p.stOf[nd.args[2]])
+	kw, vw := kst.info.Width, vst.info.Width
+	dv := vw / nkv
+	group := nh / nkv
+	T := len(pos)
+	out := e.out(nd)
+	items := T * nh * S
+	// partials: per item m, l, then acc[dv]
+	stride := 2 + dv
+	p.part = growF32(p.part, items*stride)
+	part := p.part
+	tab := f16Tab()
+	p.pool.run(items, func(w, it int) {
+		t, h, s := it/(nh*S), (it/S)%nh, it%S
+		kh := h / group
+		pp := int(pos[t])
+		lo := 0
+		if window > 0 && pp-window+1 > lo {
+			lo = pp - window + 1
+		}
+		n := pp + 1 - lo
+		from, to := lo+n*s/S, lo+n*(s+1)/S
+		pr := part[it*stride : (it+1)*stride]
+		acc := pr[2:]
+		clear(acc)
+		m, l := float32(math.Inf(-1)), float32(0)
+		qv := q[t*nh*hd+h*hd : t*nh*hd+(h+1)*hd]
+		sc := growF32(p.scratch[w], tileKV)
+		p.scratch[w] = sc
+		for j0 := from; j0 < to; j0 += tileKV {
+			j1 := min(j0+tileKV, to)
+			tm := float32(math.Inf(-1))
+			for j := j0; j < j1; j++ {
+				off := kbase + j*kw + kh*hd
+				var d float32
+				if kst.f32 != nil {
+					d = dotF32(qv, kst.f32[off:off+hd])
+				} else {
+					d = dotF16(qv, kst.f16[off:off+hd], tab)
+				}
+				d *= scale
+				sc[j-j0] = d
+				tm = max(tm, d)
+			}
+			if tm > m {
+				r := float32(math.Exp(float64(m - tm)))
+				l *= r
+				for d := range acc {
+					acc[d] *= r
+				}
+				m = tm
+			}
+			for j := j0; j < j1; j++ {
+				wgt := float32(math.Exp(float64(sc[j-j0] - m)))
+				l += wgt
+				off := vbase + j*vw + kh*dv
+				if vst.f32 != nil {
+					axpy(acc, wgt, vst.f32[off:off+dv])
+				} else {
+					axpyF16(acc, wgt, vst.f16[off:off+dv], tab)
+				}
+			}
+		}
+		pr[0], pr[1] = m, l
+	})
+	p.pool.run(T*nh, func(_, th int) {
+		t, h := th/nh, th%nh
+		m := math.Inf(-1)
+		for s := 0; s < S; s++ {
+			pr := part[(th*S+s)*stride:]
+			if pr[1] > 0 {
+				m = math.Max(m, float64(pr[0]))
+			}
+		}
+		var sink float64
+		if sinks != nil {
+			sink = float64(sinks[h])
+			m = math.Max(m, sink)
+		}
+		o := out[t*nh*dv+h*dv : t*nh*dv+(h+1)*dv]
+		clear(o)
+		var l float64
+		for s := 0; s < S; s++ {
+			pr := part[(th*S+s)*stride : (th*S+s+1)*stride]
+			if pr[1] == 0 {
+				continue
+			}
+			r := float32(math.Exp(float64(pr[0]) - m))
+			l += float64(pr[1] * r)
+			axpy(o, r, pr[2:])
+		}
+		if sinks != nil {
+			l += math.Exp(sink - m)
+		}
+		inv := float32(1 / l)
+		for d := range o {
+			o[d] *= inv
+		}
+	})
+	return nil
+}
+
+func dotF16(a []float32, b []uint16, tab []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1 float32
+	i := 0
+	for ; i+2 <= len(a); i += 2 {
+		s0 += a[i] * tab[b[i]]
+		s1 += a[i+1] * tab[b[i+1]]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * tab[b[i]]
+	}
+	return s0 + s1
+}
+
+func axpy(dst []float32, a float32, x []float32) {
+	x = x[:len(dst)]
+	for i := range dst {
+		dst[i] += a * x[i]
+	}
+}
+
+func axpyF16(dst []float32, a float32, x []uint16, tab []float32) {
+	x = x[:len(dst)]
+	for i := range dst {
+		dst[i] += a * tab[x[i]]
+	}
+}

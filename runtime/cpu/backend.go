@@ -1,0 +1,394 @@
+// Package cpu is the CPU backend, registered as "goasm": weights stay in
+// their file format (quantized rows are read in place from the mmapped
+// model), activations are quantized once per matmul to the format ggml pairs
+// with the weight type, and the matmul family, attention and the other ops
+// run row-parallel on a persistent worker pool.
+//
+// Activate it with a blank import:
+//
+//	import _ "github.com/minerva-llm/minerva/runtime/cpu"
+package cpu
+
+import (
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"sync"
+
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/runtime"
+)
+
+// Name is the backend's registry key.
+const Name = "goasm"
+
+func init() { runtime.RegisterBackend(Backend{}) }
+
+// Backend compiles graphs for the CPU. Threads is the number of workers of
+// each program: 0 means $MINERVA_THREADS when set, else GOMAXPROCS.
+type Backend struct {
+	Threads int
+}
+
+func (Backend) Name() string { return Name }
+
+// threads resolves the worker count.
+func (b Backend) threads() int {
+	if b.Threads > 0 {
+		return b.Threads
+	}
+	if s := os.Getenv("MINERVA_THREADS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			return n
+		}
+	}
+	return goruntime.GOMAXPROCS(0)
+}
+
+// cval is a value that depends on weights only: raw bytes in dtype dt
+// (mmapped for plain weights), and its float32 form when some op needs it.
+type cval struct {
+	dt    ir.DType
+	shape []int64
+	data  []byte
+	f32   []float32
+}
+
+// rows returns N, K and the bytes of one row of a 2-D constant.
+func (c *cval) matrix() (n, k, rowBytes int, err error) {
+	if len(c.shape) != 2 {
+		return 0, 0, 0, fmt.Errorf("weight matrix has shape %v", c.shape)
+	}
+	rb, err := c.dt.RowBytes(c.shape[1])
+	return int(c.shape[0]), int(c.shape[1]), int(rb), err
+}
+
+func numel(s []int64) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
+
+// state is one KV cache: Slots·C rows of Width elements.
+type state struct {
+	info runtime.StateInfo
+	f32  []float32
+	f16  []uint16
+}
+
+// node is one non-leaf, non-constant value to compute per step.
+type node struct {
+	v    *ir.Value
+	idx  int
+	args []int
+	// tpow and elems give the element count: elems · T^tpow.
+	elems int64
+	tpow  int
+	// the state this value aliases (kvwrite results), or -1
+	st int
+}
+
+type program struct {
+	mu     sync.Mutex
+	cfg    runtime.ProgramConfig
+	sig    runtime.Signature
+	g      *ir.Graph
+	pool   *pool
+	consts []*cval  // by value index; nil for non-constants
+	stOf   []int    // by value index: the state a value is or aliases, or -1
+	states []*state
+	nodes  []node
+	index  map[*ir.Value]int
+	tokIdx int
+	posIdx int
+	logits int
+
+	// per-step storage
+	vals    [][]float32 // f32 activations by value index
+	bufs    [][]float32 // owned buffers by value index
+	scratch [][]float32 // per worker
+	acts    []byte
+	xnorm   []float32
+	part    []float32
+	closed  bool
+}
+
+func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Program, error) {
+	if cfg.Context <= 0 {
+		return nil, fmt.Errorf("context length %d must be positive", cfg.Context)
+	}
+	if cfg.Slots < 0 {
+		return nil, fmt.Errorf("slot count %d must be positive", cfg.Slots)
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = 1
+	}
+	sig, err := runtime.CheckGraph(g)
+	if err != nil {
+		return nil, err
+	}
+	p := &program{cfg: cfg, sig: sig, g: g, index: map[*ir.Value]int{}, tokIdx: -1, posIdx: -1}
+	n := len(g.Values)
+	p.consts = make([]*cval, n)
+	p.stOf = make([]int, n)
+	p.vals = make([][]float32, n)
+	p.bufs = make([][]float32, n)
+	for i, v := range g.Values {
+		p.index[v] = i
+		p.stOf[i] = -1
+	}
+	rows := cfg.Slots * cfg.Context
+	stateIdx := map[string]int{}
+	for i, info := range sig.States {
+		sz := rows * info.Width
+		if sz/info.Width != rows || sz > 1<<40 {
+			return nil, fmt.Errorf("state %q: %d slots × %d rows × %d overflow", info.Name, cfg.Slots, cfg.Context, info.Width)
+		}
+		st := &state{info: info}
+		if info.DType == ir.F16 {
+			st.f16 = make([]uint16, sz)
+		} else {
+			st.f32 = make([]float32, sz)
+		}
+		p.states = append(p.states, st)
+		stateIdx[info.Name] = i
+	}
+	isConst := ir.ConstValues(g)
+	for i, v := range g.Values {
+		switch {
+		case v.Op == ir.OpInput:
+			if v.Name() == "tokens" {
+				p.tokIdx = i
+			} else {
+				p.posIdx = i
+			}
+		case v.Op == ir.OpState:
+			p.stOf[i] = stateIdx[v.Name()]
+		case v.Op == ir.OpWeight:
+			c, err := loadWeight(v, w)
+			if err != nil {
+				return nil, err
+			}
+			p.consts[i] = c
+		case isConst[v]:
+			c, err := p.fold(v)
+			if err != nil {
+				return nil, fmt.Errorf("%v (%s): folding weights: %w", v, v.Op, err)
+			}
+			p.consts[i] = c
+		default:
+			nd := node{v: v, idx: i, st: -1}
+			for _, a := range v.Args {
+				nd.args = append(nd.args, p.index[a])
+			}
+			if v.Op == ir.OpKVWrite || (v.Op == ir.OpReshape && p.stOf[nd.args[0]] >= 0) {
+				nd.st = p.stOf[nd.args[0]]
+				p.stOf[i] = nd.st
+			}
+			nd.elems = 1
+			for _, d := range v.Type.Shape {
+				switch {
+				case d.IsConst():
+					nd.elems *= d.N
+				case d.Sym == "T":
+					nd.tpow++
+				case d.Sym == "C" && nd.st >= 0:
+				default:
+					return nil, fmt.Errorf("%v (%s): dimension %s is not supported", v, v.Op, d)
+				}
+			}
+			if err := p.prepare(&nd); err != nil {
+				return nil, fmt.Errorf("%v (%s): %w", v, v.Op, err)
+			}
+			p.nodes = append(p.nodes, nd)
+		}
+	}
+	p.logits = p.index[g.Output("logits")]
+	if p.consts[p.logits] != nil {
+		return nil, fmt.Errorf("logits do not depend on the tokens")
+	}
+	p.pool = newPool(b.threads())
+	p.scratch = make([][]float32, p.pool.n)
+	goruntime.AddCleanup(p, func(pl *pool) { pl.stop() }, p.pool)
+	return p, nil
+}
+
+// loadWeight resolves a weight's bytes once: kept as given (mmapped), no copy.
+func loadWeight(v *ir.Value, w eval.Weights) (*cval, error) {
+	shape, err := v.Type.Shape.Bind(nil)
+	if err != nil {
+		return nil, fmt.Errorf("weight %q has a symbolic shape", v.Name())
+	}
+	if w == nil {
+		return nil, fmt.Errorf("no weight source for %q", v.Name())
+	}
+	raw, err := w.WeightBytes(v.Name())
+	if err != nil {
+		return nil, err
+	}
+	want, err := v.Type.DType.RowBytes(numel(shape))
+	if err != nil {
+		return nil, fmt.Errorf("weight %q: %w", v.Name(), err)
+	}
+	if int64(len(raw)) != want {
+		return nil, fmt.Errorf("weight %q has %d bytes, %s%s needs %d", v.Name(), len(raw), v.Type.DType, v.Type.Shape, want)
+	}
+	return &cval{dt: v.Type.DType, shape: shape, data: raw}, nil
+}
+
+// prepare checks what a node needs and materializes the float32 form of
+// constant operands that are read as floats (gains, biases, sinks).
+func (p *program) prepare(nd *node) error {
+	v := nd.v
+	rawArg := -1 // operand read in its own dtype
+	switch v.Op {
+	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+		rawArg = 1
+		c := p.consts[nd.args[1]]
+		if c == nil {
+			return fmt.Errorf("the weight operand must be constant")
+		}
+		if !kernSupported(c.dt) {
+			return fmt.Errorf("weights of type %s are not supported", c.dt)
+		}
+		if _, _, _, err := c.matrix(); err != nil {
+			return err
+		}
+	case ir.OpEmbed:
+		rawArg = 0
+		if p.consts[nd.args[0]] == nil {
+			return fmt.Errorf("the table must be constant")
+		}
+	case ir.OpAttention, ir.OpFlashAttention:
+		if p.stOf[nd.args[1]] < 0 || p.stOf[nd.args[2]] < 0 {
+			return fmt.Errorf("keys and values must be KV cache states")
+		}
+	case ir.OpKVWrite:
+		if nd.st < 0 {
+			return fmt.Errorf("the cache must be a state")
+		}
+	case ir.OpRMSNorm, ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU, ir.OpSoftmax, ir.OpRoPE, ir.OpReshape, ir.OpConcat:
+	default:
+		return fmt.Errorf("op %s is not supported by the %s backend", v.Op, Name)
+	}
+	if v.Op == ir.OpQKVRoPE {
+		pp, err := ir.MatMulParts(v)
+		if err != nil {
+			return err
+		}
+		if p.stOf[p.index[pp.KCache]] < 0 || p.stOf[p.index[pp.VCache]] < 0 {
+			return fmt.Errorf("the caches must be states")
+		}
+	}
+	for j, a := range nd.args {
+		if c := p.consts[a]; c != nil && j != rawArg {
+			if err := c.ensureF32(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *program) Config() runtime.ProgramConfig { return p.cfg }
+func (p *program) VocabSize() int                { return p.sig.VocabSize }
+
+func (p *program) CacheBytes() int64 {
+	var n int64
+	for _, st := range p.states {
+		n += int64(len(st.f32))*4 + int64(len(st.f16))*2
+	}
+	return n
+}
+
+func (p *program) checkStep(slot int, tokens, pos []int32) error {
+	cfg := p.cfg
+	if slot < 0 || slot >= cfg.Slots {
+		return fmt.Errorf("slot %d is out of range (the program has %d)", slot, cfg.Slots)
+	}
+	if len(tokens) == 0 {
+		return fmt.Errorf("no tokens to evaluate")
+	}
+	if len(pos) != len(tokens) {
+		return fmt.Errorf("%d tokens but %d positions", len(tokens), len(pos))
+	}
+	for i, id := range tokens {
+		if id < 0 || int(id) >= p.sig.TokenLimit {
+			return fmt.Errorf("token %d (#%d) is outside the vocabulary of %d", id, i, p.sig.TokenLimit)
+		}
+	}
+	for i, q := range pos {
+		if q < 0 || int(q) >= cfg.Context {
+			return fmt.Errorf("%w: position %d (#%d) is outside the context of %d", runtime.ErrContextFull, q, i, cfg.Context)
+		}
+	}
+	return nil
+}
+
+func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, runtime.ErrClosed
+	}
+	if err := p.checkStep(slot, tokens, pos); err != nil {
+		return nil, err
+	}
+	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slot: slot}
+	for i := range p.nodes {
+		nd := &p.nodes[i]
+		if err := e.run(nd); err != nil {
+			return nil, fmt.Errorf("%v (%s): %w", nd.v, nd.v.Op, err)
+		}
+	}
+	out := p.vals[p.logits]
+	nv := p.sig.VocabSize
+	if len(out) != len(tokens)*nv {
+		return nil, fmt.Errorf("logits have %d values, want %d×%d", len(out), len(tokens), nv)
+	}
+	all := make([]float32, len(out))
+	copy(all, out)
+	rows := make([][]float32, len(tokens))
+	for i := range rows {
+		rows[i] = all[i*nv : (i+1)*nv : (i+1)*nv]
+	}
+	return rows, nil
+}
+
+func (p *program) ResetSlot(slot int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return runtime.ErrClosed
+	}
+	if slot < 0 || slot >= p.cfg.Slots {
+		return fmt.Errorf("slot %d is out of range (the program has %d)", slot, p.cfg.Slots)
+	}
+	c := p.cfg.Context
+	for _, st := range p.states {
+		w := st.info.Width
+		lo, hi := slot*c*w, (slot+1)*c*w
+		if st.f32 != nil {
+			clear(st.f32[lo:hi])
+		} else {
+			clear(st.f16[lo:hi])
+		}
+	}
+	return nil
+}
+
+func (p *program) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.pool.stop()
+	p.states, p.consts, p.vals, p.bufs = nil, nil, nil, nil
+	return nil
+}

@@ -1,0 +1,292 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/quant"
+)
+
+// exec is one step: T tokens of one slot.
+type exec struct {
+	p      *program
+	T      int
+	tokens []int32
+	pos    []int32
+	slot   int
+}
+
+// out returns the node's own buffer, sized for this step.
+func (e *exec) out(nd *node) []float32 {
+	n := int(nd.elems)
+	for i := 0; i < nd.tpow; i++ {
+		n *= e.T
+	}
+	b := growF32(e.p.bufs[nd.idx], n)
+	e.p.bufs[nd.idx] = b
+	e.p.vals[nd.idx] = b
+	return b
+}
+
+// f32 returns the float32 data of operand value index i.
+func (e *exec) f32(i int) []float32 {
+	if c := e.p.consts[i]; c != nil {
+		return c.f32
+	}
+	return e.p.vals[i]
+}
+
+func (e *exec) i32(i int) ([]int32, error) {
+	switch i {
+	case e.p.tokIdx:
+		return e.tokens, nil
+	case e.p.posIdx:
+		return e.pos, nil
+	}
+	return nil, fmt.Errorf("integer operand %v is not an input", e.p.g.Values[i])
+}
+
+// cacheRows returns the slot's part of a state, f32 or f16.
+func (e *exec) cache(st int) (*state, int) {
+	s := e.p.states[st]
+	return s, e.slot * e.p.cfg.Context * s.info.Width
+}
+
+func (e *exec) run(nd *node) error {
+	v := nd.v
+	switch v.Op {
+	case ir.OpEmbed:
+		return e.embed(nd)
+	case ir.OpRMSNorm:
+		x := e.f32(nd.args[0])
+		var gain []float32
+		if len(nd.args) == 2 {
+			gain = e.f32(nd.args[1])
+		}
+		out := e.out(nd)
+		w := int(v.Type.Shape.Last().N)
+		rmsnormRows(x, out, w, v.Attrs.Float("eps", 0), gain)
+	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+		return e.matmul(nd)
+	case ir.OpAdd, ir.OpMul:
+		a, b := e.f32(nd.args[0]), e.f32(nd.args[1])
+		out := e.out(nd)
+		nb := len(b)
+		if nb == 0 {
+			return nil
+		}
+		if v.Op == ir.OpAdd {
+			for i, x := range a {
+				out[i] = x + b[i%nb]
+			}
+		} else {
+			for i, x := range a {
+				out[i] = x * b[i%nb]
+			}
+		}
+	case ir.OpSiLU, ir.OpGELU:
+		f := silu
+		if v.Op == ir.OpGELU {
+			f = gelu
+		}
+		a := e.f32(nd.args[0])
+		out := e.out(nd)
+		for i, x := range a {
+			out[i] = float32(f(float64(x)))
+		}
+	case ir.OpSoftmax:
+		a := e.f32(nd.args[0])
+		out := e.out(nd)
+		w := int(v.Type.Shape.Last().N)
+		for r := 0; r+w <= len(a) && w > 0; r += w {
+			softmaxRow(a[r:r+w], out[r:r+w])
+		}
+	case ir.OpRoPE:
+		x := e.f32(nd.args[0])
+		out := e.out(nd)
+		copy(out, x)
+		pos, err := e.i32(nd.args[1])
+		if err != nil {
+			return err
+		}
+		r := newRope(v.Attrs, pos)
+		width := int(v.Type.Shape[1].N)
+		hd := int(v.Attrs.Int("head_dim", 0))
+		for t := range pos {
+			for h := 0; h < width/hd; h++ {
+				r.apply(t, out[t*width+h*hd:t*width+(h+1)*hd])
+			}
+		}
+	case ir.OpKVWrite:
+		x := e.f32(nd.args[1])
+		pos, err := e.i32(nd.args[2])
+		if err != nil {
+			return err
+		}
+		st, base := e.cache(nd.st)
+		w := st.info.Width
+		for t, q := range pos {
+			writeRow(st, base+int(q)*w, x[t*w:(t+1)*w])
+		}
+	case ir.OpAttention, ir.OpFlashAttention:
+		return e.attention(nd)
+	case ir.OpReshape:
+		if nd.st < 0 {
+			e.p.vals[nd.idx] = e.f32(nd.args[0])
+		}
+	case ir.OpConcat:
+		out := e.out(nd)[:0]
+		for _, a := range nd.args {
+			out = append(out, e.f32(a)...)
+		}
+	default:
+		return fmt.Errorf("op %s is not supported", v.Op)
+	}
+	return nil
+}
+
+func writeRow(st *state, off int, x []float32) {
+	if st.f32 != nil {
+		copy(st.f32[off:off+len(x)], x)
+		return
+	}
+	d := st.f16[off : off+len(x)]
+	for j, f := range x {
+		d[j] = quant.F32ToF16(f)
+	}
+}
+
+func (e *exec) embed(nd *node) error {
+	c := e.p.consts[nd.args[0]]
+	ids, err := e.i32(nd.args[1])
+	if err != nil {
+		return err
+	}
+	out := e.out(nd)
+	n, d := int(c.shape[0]), int(c.shape[1])
+	rb, err := c.dt.RowBytes(int64(d))
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= n {
+			return fmt.Errorf("token id %d at position %d is outside the vocabulary (%d)", id, i, n)
+		}
+		dst := out[i*d : (i+1)*d]
+		if c.f32 != nil {
+			copy(dst, c.f32[int(id)*d:])
+			continue
+		}
+		if err := quant.Dequantize(c.dt, c.data[int64(id)*rb:int64(id+1)*rb], dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rmsnormRows normalizes rows of width w: the sum of squares in float64
+// (ggml accumulates it in double), the scale applied in float64 and rounded,
+// then the gain multiplied in float32 — the interpreter's exact steps.
+func rmsnormRows(x, out []float32, w int, eps float64, gain []float32) {
+	for r := 0; r+w <= len(x); r += w {
+		rmsnormRow(x[r:r+w], out[r:r+w], eps, gain)
+	}
+}
+
+func rmsnormRow(row, o []float32, eps float64, gain []float32) {
+	var sum float64
+	for _, e := range row {
+		sum += float64(e) * float64(e)
+	}
+	scale := 1 / math.Sqrt(sum/float64(len(row))+eps)
+	if gain != nil {
+		for j, e := range row {
+			o[j] = float32(float64(e)*scale) * gain[j]
+		}
+		return
+	}
+	for j, e := range row {
+		o[j] = float32(float64(e) * scale)
+	}
+}
+
+func softmaxRow(in, out []float32) {
+	m := math.Inf(-1)
+	for _, e := range in {
+		m = math.Max(m, float64(e))
+	}
+	var sum float64
+	for _, e := range in {
+		sum += math.Exp(float64(e) - m)
+	}
+	for j, e := range in {
+		out[j] = float32(math.Exp(float64(e)-m) / sum)
+	}
+}
+
+// ropeTab holds cos and sin (magnitude scale included) per token and pair,
+// computed in float64 exactly as the interpreter does.
+type ropeTab struct {
+	nrot int
+	neox bool
+	cs   []float64 // [T][nrot/2][2]
+}
+
+func newRope(a ir.Attrs, pos []int32) *ropeTab {
+	nrot := int(a.Int("n_rot", 0))
+	base := a.Float("base", 10000)
+	freqScale := a.Float("freq_scale", 1)
+	extFactor := a.Float("ext_factor", 0)
+	attnFactor := a.Float("attn_factor", 1)
+	r := &ropeTab{nrot: nrot, neox: a.Str("mode", "normal") == "neox", cs: make([]float64, len(pos)*nrot)}
+	var corr [2]float64
+	if extFactor != 0 {
+		corr = yarnCorrDims(nrot, a.Int("orig_ctx", 0), base, a.Float("beta_fast", 32), a.Float("beta_slow", 1))
+	}
+	for t, p := range pos {
+		for i := 0; i < nrot/2; i++ {
+			thetaExtrap := float64(p) * math.Pow(base, -2*float64(i)/float64(nrot))
+			theta := freqScale * thetaExtrap
+			mscale := attnFactor
+			if extFactor != 0 {
+				mix := yarnRamp(corr[0], corr[1], 2*i) * extFactor
+				theta = theta*(1-mix) + thetaExtrap*mix
+				mscale *= 1 + 0.1*math.Log(1/freqScale)
+			}
+			r.cs[t*nrot+2*i] = math.Cos(theta) * mscale
+			r.cs[t*nrot+2*i+1] = math.Sin(theta) * mscale
+		}
+	}
+	return r
+}
+
+// apply rotates one head of token t in place.
+func (r *ropeTab) apply(t int, row []float32) {
+	cs := r.cs[t*r.nrot : (t+1)*r.nrot]
+	half := r.nrot / 2
+	for i := 0; i < half; i++ {
+		c, s := cs[2*i], cs[2*i+1]
+		j0, j1 := 2*i, 2*i+1
+		if r.neox {
+			j0, j1 = i, i+half
+		}
+		x0, x1 := float64(row[j0]), float64(row[j1])
+		row[j0] = float32(x0*c - x1*s)
+		row[j1] = float32(x0*s + x1*c)
+	}
+}
+
+func yarnCorrDims(nDims int, origCtx int64, base, betaFast, betaSlow float64) [2]float64 {
+	corrDim := func(nRot float64) float64 {
+		return float64(nDims) * math.Log(float64(origCtx)/(nRot*2*math.Pi)) / (2 * math.Log(base))
+	}
+	start := math.Floor(corrDim(betaFast))
+	end := math.Ceil(corrDim(betaSlow))
+	return [2]float64{math.Max(0, start), math.Min(float64(nDims-1), end)}
+}
+
+func yarnRamp(low, high float64, i0 int) float64 {
+	y := (float64(i0)/2 - low) / math.Max(0.001, high-low)
+	return 1 - math.Min(1, math.Max(0, y))
+}

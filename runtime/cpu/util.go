@@ -1,0 +1,85 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+	"unsafe"
+
+	"github.com/minerva-llm/minerva/quant"
+)
+
+// alignedBytes allocates n bytes aligned for float32 (and 8-byte) access.
+func alignedBytes(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	u := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(u))), n)
+}
+
+// f32View reinterprets little-endian float32 bytes (copying when misaligned).
+func f32View(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 != 0 {
+		c := alignedBytes(len(b))
+		copy(c, b)
+		b = c
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// bytesOfF32 views float32 data as bytes.
+func bytesOfF32(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
+}
+
+func dotF32(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+var (
+	f16Once  sync.Once
+	f16Table []float32
+)
+
+// f16Tab returns the table of every half float's float32 value.
+func f16Tab() []float32 {
+	f16Once.Do(func() {
+		f16Table = make([]float32, 1<<16)
+		for i := range f16Table {
+			f16Table[i] = quant.F16ToF32(uint16(i))
+		}
+	})
+	return f16Table
+}
+
+func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
+
+func gelu(x float64) float64 {
+	const c = 0.7978845608028654 // sqrt(2/π)
+	return 0.5 * x * (1 + math.Tanh(c*(x+0.044715*x*x*x)))
+}
+
+func growF32(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n, n+n/4)
+	}
+	return b[:n]
+}
