@@ -98,8 +98,8 @@ type program struct {
 	sig    runtime.Signature
 	g      *ir.Graph
 	pool   *pool
-	consts []*cval  // by value index; nil for non-constants
-	stOf   []int    // by value index: the state a value is or aliases, or -1
+	consts []*cval // by value index; nil for non-constants
+	stOf   []int   // by value index: the state a value is or aliases, or -1
 	states []*state
 	nodes  []node
 	index  map[*ir.Value]int
