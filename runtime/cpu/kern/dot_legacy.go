@@ -22,15 +22,6 @@ func dotI8x16(x, y *[16]byte) int32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// sumI8x16 is Σ y[j] over 16 signed bytes.
-func sumI8x16(y *[16]byte) int32 {
-	s0 := i8(y[0]) + i8(y[1]) + i8(y[2]) + i8(y[3])
-	s1 := i8(y[4]) + i8(y[5]) + i8(y[6]) + i8(y[7])
-	s2 := i8(y[8]) + i8(y[9]) + i8(y[10]) + i8(y[11])
-	s3 := i8(y[12]) + i8(y[13]) + i8(y[14]) + i8(y[15])
-	return (s0 + s1) + (s2 + s3)
-}
-
 // dotNib is Σ lo(q[j])*ylo[j] + hi(q[j])*yhi[j] with the nibbles unsigned.
 func dotNib(q, ylo, yhi *[16]byte) int32 {
 	var s0, s1, s2, s3 int32
@@ -59,6 +50,33 @@ func dotNib5(q *[16]byte, qh uint32, ylo, yhi *[16]byte) int32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// dotNibOff is dotNib with off subtracted from every nibble (Q4_0).
+func dotNibOff(q, ylo, yhi *[16]byte, off int32) int32 {
+	var s0, s1, s2, s3 int32
+	for j := 0; j < 16; j += 2 {
+		b0, b1 := q[j], q[j+1]
+		s0 += (int32(b0&15) - off) * i8(ylo[j])
+		s1 += (int32(b0>>4) - off) * i8(yhi[j])
+		s2 += (int32(b1&15) - off) * i8(ylo[j+1])
+		s3 += (int32(b1>>4) - off) * i8(yhi[j+1])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dotNib5Off is dotNib5 with off subtracted from every value (Q5_0).
+func dotNib5Off(q *[16]byte, qh uint32, ylo, yhi *[16]byte, off int32) int32 {
+	var s0, s1, s2, s3 int32
+	for j := 0; j < 16; j += 2 {
+		b0, b1 := q[j], q[j+1]
+		h := qh >> uint(j)
+		s0 += (int32(b0&15) | int32(h&1)<<4 - off) * i8(ylo[j])
+		s1 += (int32(b0>>4) | int32(h>>16&1)<<4 - off) * i8(yhi[j])
+		s2 += (int32(b1&15) | int32(h>>1&1)<<4 - off) * i8(ylo[j+1])
+		s3 += (int32(b1>>4) | int32(h>>17&1)<<4 - off) * i8(yhi[j+1])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
 func dotQ8_0(nb int, w, a []byte) float32 {
 	w, a = w[:nb*34], a[:nb*34]
 	var sumf float32
@@ -79,8 +97,7 @@ func dotQ4_0(nb int, w, a []byte) float32 {
 		x := (*[18]byte)(w[i*18:])
 		y := (*[34]byte)(a[i*34:])
 		ylo, yhi := (*[16]byte)(y[2:]), (*[16]byte)(y[18:])
-		// Σ(q-8)*y = Σq*y - 8*Σy, exact in int32.
-		sumi := dotNib((*[16]byte)(x[2:]), ylo, yhi) - 8*(sumI8x16(ylo)+sumI8x16(yhi))
+		sumi := dotNibOff((*[16]byte)(x[2:]), ylo, yhi, 8)
 		// sumi*dx*dy is (sumi*dx)*dy.
 		sumf += float32(float32(float32(sumi)*f16(x[:])) * f16(y[:]))
 	}
@@ -109,7 +126,7 @@ func dotQ5_0(nb int, w, a []byte) float32 {
 		y := (*[34]byte)(a[i*34:])
 		ylo, yhi := (*[16]byte)(y[2:]), (*[16]byte)(y[18:])
 		qh := binary.LittleEndian.Uint32(x[2:])
-		sumi := dotNib5((*[16]byte)(x[6:]), qh, ylo, yhi) - 16*(sumI8x16(ylo)+sumI8x16(yhi))
+		sumi := dotNib5Off((*[16]byte)(x[6:]), qh, ylo, yhi, 16)
 		// (dx*dy)*sumi
 		sumf += float32(float32(f16(x[:])*f16(y[:])) * float32(sumi))
 	}
