@@ -16,6 +16,7 @@ import (
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
+	_ "github.com/minerva-llm/minerva/runtime/cpu" // the "goasm" backend
 	"github.com/minerva-llm/minerva/runtime/plan"
 )
 

@@ -13,7 +13,7 @@ import (
 
 type compileCmd struct {
 	Model        string `arg:"" optional:"" help:"Model file (.gguf). Without one, the built-in synthetic llama." type:"path"`
-	Target       string `short:"t" help:"Target: reference, goasm, cuda or metal." default:"reference"`
+	Target       string `short:"t" help:"Target: goasm (the CPU), reference (the interpreter), cuda or metal." default:"goasm"`
 	Output       string `short:"o" help:"Write the plan to this file (run it with: minervac run FILE)." type:"path"`
 	EmbedWeights bool   `help:"Copy the weights into the plan (self-contained, mmap-able) instead of referencing the model file."`
 	Ctx          int    `help:"Default KV cache size in positions (default: the model's context length, at most 4096)."`

@@ -36,7 +36,7 @@ type runCmd struct {
 	DumpLogits    string   `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
 	Stop          []string `help:"Stop when the generated text contains this string (repeatable); the string itself is not printed."`
 	Verbose       bool     `short:"v" help:"Print load and compile times on stderr."`
-	Target        string   `short:"t" help:"Backend for a .gguf model (a plan runs on the target it was compiled for)." default:"reference"`
+	Target        string   `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter); a plan runs on the target it was compiled for." default:"goasm"`
 }
 
 func (c *runCmd) Run() error {
