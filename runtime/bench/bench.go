@@ -1,0 +1,255 @@
+// Package bench measures a model's speed on this machine: prefill and decode
+// throughput, time to first token, per-token decode latency, peak memory,
+// and how close decode comes to the machine's streaming-read bandwidth.
+package bench
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minerva-llm/minerva/ir"
+	mrt "github.com/minerva-llm/minerva/runtime"
+)
+
+// Options say what to measure.
+type Options struct {
+	Prompt int    // prompt tokens evaluated in one step (prefill)
+	Decode int    // single-token steps after the prefill
+	Vocab  int    // random token ids are drawn from [0, Vocab)
+	Seed   uint64 // seed of the token ids
+	// Warmup runs one single-token step and resets the session first, so
+	// that mmapped weights are paged in before timing.
+	Warmup bool
+}
+
+// Result is what Run measured.
+type Result struct {
+	PromptTokens   int
+	DecodeTokens   int
+	Prefill        time.Duration   // the one prefill step: time to first token
+	DecodeSteps    []time.Duration // each decode step
+	PrefillTokensS float64
+	DecodeTokensS  float64
+	DecodeP50      time.Duration
+	DecodeP99      time.Duration
+}
+
+// Run evaluates o.Prompt random tokens in one step, then o.Decode single
+// tokens, timing each step. The session must have room for both.
+func Run(sess *mrt.Session, o Options) (*Result, error) {
+	if o.Prompt < 1 {
+		return nil, fmt.Errorf("prompt length %d must be ≥ 1", o.Prompt)
+	}
+	if o.Decode < 1 {
+		return nil, fmt.Errorf("decode length %d must be ≥ 1", o.Decode)
+	}
+	if o.Vocab < 1 {
+		return nil, fmt.Errorf("vocabulary size %d must be ≥ 1", o.Vocab)
+	}
+	if free := sess.Context() - sess.Pos(); o.Prompt+o.Decode > free {
+		return nil, fmt.Errorf("%d prompt + %d decode tokens do not fit the context (%d positions free)", o.Prompt, o.Decode, free)
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x6d696e65727661))
+	ids := func(n int) []int32 {
+		t := make([]int32, n)
+		for i := range t {
+			t[i] = int32(rng.IntN(o.Vocab))
+		}
+		return t
+	}
+	if o.Warmup {
+		if _, err := sess.Eval(ids(1)); err != nil {
+			return nil, err
+		}
+		sess.Reset()
+	}
+	prompt := ids(o.Prompt)
+	steps := make([][]int32, o.Decode)
+	for i := range steps {
+		steps[i] = ids(1)
+	}
+	r := &Result{PromptTokens: o.Prompt, DecodeTokens: o.Decode}
+	t0 := time.Now()
+	if _, err := sess.Eval(prompt); err != nil {
+		return nil, err
+	}
+	r.Prefill = time.Since(t0)
+	var total time.Duration
+	for _, tok := range steps {
+		t := time.Now()
+		if _, err := sess.Eval(tok); err != nil {
+			return nil, err
+		}
+		d := time.Since(t)
+		r.DecodeSteps = append(r.DecodeSteps, d)
+		total += d
+	}
+	r.PrefillTokensS = rate(o.Prompt, r.Prefill)
+	r.DecodeTokensS = rate(o.Decode, total)
+	r.DecodeP50 = Percentile(r.DecodeSteps, 50)
+	r.DecodeP99 = Percentile(r.DecodeSteps, 99)
+	return r, nil
+}
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Percentile returns the nearest-rank q-th percentile (0 < q ≤ 100) of ds.
+func Percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	k := int(math.Ceil(q/100*float64(len(s)))) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+// WeightBytesPerToken is the number of weight bytes one decode step reads:
+// the byte size of the weight operand of every matmul-family op (counted
+// once per op that reads it; merged constants at their merged size), plus
+// one row of every embedding table.
+func WeightBytesPerToken(g *ir.Graph) (int64, error) {
+	var total int64
+	for _, v := range g.Values {
+		var w *ir.Value
+		rowOnly := false
+		switch v.Op {
+		case ir.OpMatMul:
+			if len(v.Args) < 2 {
+				return 0, fmt.Errorf("%v: matmul with %d operands", v, len(v.Args))
+			}
+			w = v.Args[1]
+		case ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+			p, err := ir.MatMulParts(v)
+			if err != nil {
+				return 0, fmt.Errorf("%v: %w", v, err)
+			}
+			w = p.W
+		case ir.OpEmbed:
+			w, rowOnly = v.Args[0], true
+		default:
+			continue
+		}
+		shape, err := w.Type.Shape.Bind(nil)
+		if err != nil {
+			return 0, fmt.Errorf("%v: weight %v has a symbolic shape", v, w)
+		}
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		if rowOnly && len(shape) > 0 {
+			n = shape[len(shape)-1]
+		}
+		b, err := w.Type.DType.RowBytes(n)
+		if err != nil {
+			return 0, fmt.Errorf("%v: %w", w, err)
+		}
+		total += b
+	}
+	return total, nil
+}
+
+var sink uint64
+
+// Bandwidth measures the streaming-read bandwidth in GB/s (1e9 bytes per
+// second): threads goroutines each sum a disjoint part of a buffer of about
+// size bytes; the best of runs passes counts.
+func Bandwidth(size int64, threads, runs int) float64 {
+	threads = max(1, threads)
+	runs = max(1, runs)
+	n := int(size / 8)
+	n -= n % (8 * threads) // whole 8-word groups per thread
+	if n <= 0 {
+		n = 8 * threads
+	}
+	buf := make([]uint64, n)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	per := n / threads
+	best := 0.0
+	sums := make([]uint64, threads*8) // one cache line apart
+	for range runs {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for t := range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				sums[t*8] = sumWords(buf[t*per : (t+1)*per])
+			}()
+		}
+		t0 := time.Now()
+		close(start)
+		wg.Wait()
+		d := time.Since(t0)
+		for t := range threads {
+			sink += sums[t*8]
+		}
+		if gbs := float64(per*threads*8) / d.Seconds() / 1e9; gbs > best {
+			best = gbs
+		}
+	}
+	return best
+}
+
+// sumWords adds the words of s (len a multiple of 8) with independent
+// accumulators so that the loop is bound by memory, not by the adder chain.
+func sumWords(s []uint64) uint64 {
+	var a0, a1, a2, a3 uint64
+	for i := 0; i+8 <= len(s); i += 8 {
+		c := s[i : i+8 : i+8]
+		a0 += c[0] + c[4]
+		a1 += c[1] + c[5]
+		a2 += c[2] + c[6]
+		a3 += c[3] + c[7]
+	}
+	return a0 + a1 + a2 + a3
+}
+
+// PeakRSS returns the process's peak resident set size in bytes (VmHWM of
+// /proc/self/status) on Linux, and 0 elsewhere or when it cannot be read.
+func PeakRSS() int64 {
+	if runtime.GOOS != "linux" {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return parseHWM(string(b))
+}
+
+func parseHWM(status string) int64 {
+	for _, line := range strings.Split(status, "\n") {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0
+		}
+		return kb * 1024
+	}
+	return 0
+}
