@@ -17,6 +17,7 @@ type cli struct {
 	Inspect  inspectCmd  `cmd:"" help:"Print a model file's metadata, tensors and architecture."`
 	Tokenize tokenizeCmd `cmd:"" help:"Print the token ids and pieces of a text."`
 	Synth    synthCmd    `cmd:"" help:"Write a random-weight model with a real architecture's shapes (for benchmarks)."`
+	Bench    benchCmd    `cmd:"" help:"Measure prefill and decode speed, latency, peak memory and bandwidth efficiency on this machine."`
 }
 
 func main() {

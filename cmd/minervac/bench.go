@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/minerva-llm/minerva/runtime/bench"
+)
+
+type benchCmd struct {
+	Model     string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
+	P         int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
+	N         int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
+	Threads   int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = all cores)." default:"0"`
+	JSON      bool   `help:"Print one JSON object instead of a table."`
+	Target    string `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter)." default:"goasm"`
+	CacheType string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	Seed      uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
+	BWMiB     int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
+	Verbose   bool   `short:"v" help:"Print load and compile times on stderr."`
+}
+
+// benchReport is the --json output.
+type benchReport struct {
+	Model               string       `json:"model"`
+	Target              string       `json:"target"`
+	Threads             int          `json:"threads"`
+	PromptTokens        int          `json:"prompt_tokens"`
+	DecodeTokens        int          `json:"decode_tokens"`
+	PrefillTokensS      float64      `json:"prefill_tokens_s"`
+	DecodeTokensS       float64      `json:"decode_tokens_s"`
+	TTFTMs              float64      `json:"ttft_ms"`
+	DecodeP50Ms         float64      `json:"decode_p50_ms"`
+	DecodeP99Ms         float64      `json:"decode_p99_ms"`
+	PeakRSSBytes        int64        `json:"peak_rss_bytes"`
+	WeightBytesPerToken int64        `json:"weight_bytes_per_token"`
+	BandwidthGBs        float64      `json:"bandwidth_gb_s"`
+	DecodeEfficiency    float64      `json:"decode_efficiency"`
+	Machine             benchMachine `json:"machine"`
+}
+
+type benchMachine struct {
+	GOOS         string  `json:"goos"`
+	GOARCH       string  `json:"goarch"`
+	CPUs         int     `json:"cpus"`
+	BandwidthGBs float64 `json:"bandwidth_gb_s"`
+}
+
+func (c *benchCmd) Run() error {
+	if c.P < 1 {
+		return usageError{fmt.Sprintf("-p %d: the prompt length must be ≥ 1", c.P)}
+	}
+	if c.N < 1 {
+		return usageError{fmt.Sprintf("-n %d: the number of decode steps must be ≥ 1", c.N)}
+	}
+	if c.Threads < 0 {
+		return usageError{fmt.Sprintf("--threads %d must be ≥ 0", c.Threads)}
+	}
+	if c.BWMiB < 256 {
+		return usageError{fmt.Sprintf("--bw-mib %d: the bandwidth buffer must be at least 256 MiB", c.BWMiB)}
+	}
+	threads := c.Threads
+	if threads > 0 {
+		os.Setenv("MINERVA_THREADS", strconv.Itoa(threads))
+	} else if s := os.Getenv("MINERVA_THREADS"); s != "" {
+		threads, _ = strconv.Atoi(s)
+	}
+	if threads <= 0 {
+		threads = goruntime.GOMAXPROCS(0)
+	}
+	tm := &timer{on: c.Verbose}
+	tm.reset()
+	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), tm)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if c.P+c.N > m.ctx {
+		return usageError{fmt.Sprintf("-p %d + -n %d = %d positions exceed the model's context of %d", c.P, c.N, c.P+c.N, m.ctx)}
+	}
+	wbytes, err := bench.WeightBytesPerToken(m.graph)
+	if err != nil {
+		return err
+	}
+	sess, err := m.session(c.P + c.N)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	vocab := min(m.tok.VocabSize(), sess.VocabSize())
+	res, err := bench.Run(sess, bench.Options{Prompt: c.P, Decode: c.N, Vocab: vocab, Seed: c.Seed, Warmup: true})
+	if err != nil {
+		return err
+	}
+	// Peak RSS before the bandwidth buffer is allocated.
+	rss := bench.PeakRSS()
+	cpus := goruntime.NumCPU()
+	bw := bench.Bandwidth(int64(c.BWMiB)<<20, cpus, 5)
+	eff := 0.0
+	if bw > 0 {
+		eff = float64(wbytes) * res.DecodeTokensS / (bw * 1e9)
+	}
+	r := benchReport{
+		Model: displayName(c.Model), Target: m.target, Threads: threads,
+		PromptTokens: c.P, DecodeTokens: c.N,
+		PrefillTokensS: round(res.PrefillTokensS, 2), DecodeTokensS: round(res.DecodeTokensS, 2),
+		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
+		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, BandwidthGBs: round(bw, 2),
+		DecodeEfficiency: round(eff, 6),
+		Machine:          benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, BandwidthGBs: round(bw, 2)},
+	}
+	if c.JSON {
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "model\t%s (%s, %d threads)\n", r.Model, r.Target, r.Threads)
+	fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %.1f GB/s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, r.BandwidthGBs)
+	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)
+	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, r.DecodeP50Ms, r.DecodeP99Ms)
+	fmt.Fprintf(w, "weights/token\t%.1f MiB\n", float64(wbytes)/(1<<20))
+	fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of read bandwidth)\n", 100*eff)
+	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
+	return w.Flush()
+}
+
+func msOf(d time.Duration) float64 { return round(d.Seconds()*1e3, 3) }
+
+func round(x float64, digits int) float64 {
+	p := 1.0
+	for range digits {
+		p *= 10
+	}
+	return float64(int64(x*p+0.5)) / p
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/internal/shared"
+)
+
+func TestBenchJSON(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	stdout, stderr, code := minervac(t, "bench", model, "-p", "16", "-n", "8", "--threads", "2", "--json")
+	require.Equal(t, 0, code, stderr)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &raw), stdout)
+	for _, k := range []string{"prefill_tokens_s", "decode_tokens_s", "ttft_ms", "decode_p50_ms", "decode_p99_ms",
+		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency"} {
+		v, ok := raw[k].(float64)
+		require.True(t, ok, "field %s missing or not a number in %s", k, stdout)
+		require.Greater(t, v, 0.0, k)
+	}
+	var r benchReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r))
+	require.Equal(t, 16, r.PromptTokens)
+	require.Equal(t, 8, r.DecodeTokens)
+	require.Equal(t, 2, r.Threads)
+	require.Equal(t, "goasm", r.Target)
+	require.LessOrEqual(t, r.DecodeEfficiency, 1.5)
+	require.LessOrEqual(t, r.DecodeP50Ms, r.DecodeP99Ms)
+	require.NotEmpty(t, r.Machine.GOOS)
+	require.NotEmpty(t, r.Machine.GOARCH)
+	require.Positive(t, r.Machine.CPUs)
+	require.Equal(t, r.BandwidthGBs, r.Machine.BandwidthGBs)
+	// stories260K is all f32: 260K parameters read per token, about 1 MB.
+	require.InDelta(t, 1.0e6, float64(r.WeightBytesPerToken), 0.2e6)
+}
+
+func TestBenchTable(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	stdout, stderr, code := minervac(t, "bench", model, "-p", "4", "-n", "2")
+	require.Equal(t, 0, code, stderr)
+	for _, s := range []string{"prefill", "decode", "tok/s", "peak RSS", "decode efficiency", "GB/s"} {
+		require.Contains(t, stdout, s)
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-p", "0"}, "-p 0: the prompt length must be ≥ 1"},
+		{[]string{"--n=-1"}, "-n -1: the number of decode steps must be ≥ 1"},
+		{[]string{"-n", "-1"}, `"-1"`}, // kong's own one-line parse error
+		{[]string{"-n", "0"}, "-n 0: the number of decode steps must be ≥ 1"},
+		{[]string{"--threads=-2"}, "--threads -2 must be ≥ 0"},
+		{[]string{"-p", "2000", "-n", "100"}, "-p 2000 + -n 100 = 2100 positions exceed the model's context of 2048"},
+	} {
+		_, stderr, code := minervac(t, append([]string{"bench", model}, tc.args...)...)
+		require.Equal(t, 2, code, stderr)
+		require.Contains(t, stderr, tc.want)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one-line error: %q", stderr)
+	}
+}
