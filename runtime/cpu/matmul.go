@@ -6,10 +6,30 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 )
 
-// rowChunk is the number of output features one work item computes. It
-// depends on nothing but the op, so the split of work, and with it every
-// result, is the same for any number of workers.
+// rowChunk is the least number of output features one work item computes.
+// Every output feature is computed by one dot per activation row whatever
+// the split, so the split of work never changes a result, only how well the
+// workers share it.
 const rowChunk = 16
+
+// chunkWork is the number of weight elements × activation rows one work item
+// should cover at least, so that handing out an item (an atomic add on a
+// shared counter) stays cheap beside the dots it runs: in decode (one
+// activation row) a 16-row item of a narrow matrix is only a few hundred
+// nanoseconds of work.
+const chunkWork = 1 << 16
+
+// chunkRows returns the output features per work item for an n×k weight
+// matrix times r activation rows: about chunkWork elements each, at least
+// rowChunk rows, and still at least four items per worker while that many
+// rowChunk-sized items exist.
+func (p *program) chunkRows(n, k, r int) int {
+	c := max(rowChunk, chunkWork/max(1, k*r))
+	if lim := n / (4 * p.pool.n); c > lim {
+		c = max(rowChunk, lim)
+	}
+	return c
+}
 
 // matmul runs the matmul family: an optional RMSNorm prologue in float,
 // the activation rows quantized once to the weight type's partner format,
@@ -66,8 +86,9 @@ func (e *exec) matmul(nd *node) error {
 			res = e.f32(p.index[parts.Residual])
 		}
 		out := e.out(nd)
-		p.pool.run((N+rowChunk-1)/rowChunk, func(_, it int) {
-			for j := it * rowChunk; j < min(N, (it+1)*rowChunk); j++ {
+		ch := p.chunkRows(N, K, R)
+		p.pool.run((N+ch-1)/ch, func(_, it int) {
+			for j := it * ch; j < min(N, (it+1)*ch); j++ {
 				wr := data[j*rb : (j+1)*rb]
 				for r := 0; r < R; r++ {
 					s := dot(wt, K, wr, acts[r*ab:(r+1)*ab])
@@ -84,8 +105,9 @@ func (e *exec) matmul(nd *node) error {
 	case ir.OpSwiGLU:
 		F := N / 2
 		out := e.out(nd)
-		p.pool.run((F+rowChunk-1)/rowChunk, func(_, it int) {
-			for j := it * rowChunk; j < min(F, (it+1)*rowChunk); j++ {
+		ch := p.chunkRows(F, 2*K, R)
+		p.pool.run((F+ch-1)/ch, func(_, it int) {
+			for j := it * ch; j < min(F, (it+1)*ch); j++ {
 				gr, ur := data[j*rb:(j+1)*rb], data[(F+j)*rb:(F+j+1)*rb]
 				for r := 0; r < R; r++ {
 					a := acts[r*ab : (r+1)*ab]
