@@ -76,6 +76,9 @@ func Supported(wt ir.DType) bool {
 func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	w = w[:rowBytes(wt, n)]
 	a = a[:ActBytes(wt, n)]
+	if f := variantDot(wt); f != nil { // SIMD kernels, see dispatch.go
+		return f(n/32, w, a)
+	}
 	switch wt {
 	case ir.F32:
 		return dotF32(n, w, a)

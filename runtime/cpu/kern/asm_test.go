@@ -1,0 +1,281 @@
+package kern
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// TestMain pins the generic kernels: the package's other tests hold Dot to
+// ggml's generic float order bit for bit. The tests here switch variants
+// explicitly.
+func TestMain(m *testing.M) {
+	if err := SetVariant("generic"); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+// useVariant switches Dot to the named variant for the test, skipping it when
+// the CPU lacks the variant.
+func useVariant(t testing.TB, name string) {
+	t.Helper()
+	if err := SetVariant(name); err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = SetVariant("generic") })
+}
+
+// dotWith is Dot under the named variant; the active variant is restored.
+func dotWith(variant string, wt ir.DType, n int, w, a []byte) float32 {
+	prev := Variant()
+	if err := SetVariant(variant); err != nil {
+		panic(err)
+	}
+	defer SetVariant(prev)
+	return Dot(wt, n, w, a)
+}
+
+var simdTypes = []ir.DType{ir.Q8_0, ir.Q4_0}
+
+// blockCounts are the sizes the SIMD kernels are checked at: one block, odd
+// counts, and the 5632- and 11008-wide rows of small llama models.
+var blockCounts = []int{1, 2, 3, 5, 7, 17, 33, 64, 127, 5632 / 32, 11008 / 32}
+
+// elemsQ returns the 32 signed weight values of block i of a row.
+func elemsQ(wt ir.DType, w []byte, i int) (q [32]int32, d float32) {
+	switch wt {
+	case ir.Q8_0:
+		b := w[i*34:]
+		for j := range q {
+			q[j] = int32(int8(b[2+j]))
+		}
+		return q, h16(b)
+	case ir.Q4_0:
+		b := w[i*18:]
+		for j := 0; j < 16; j++ {
+			q[j] = int32(b[2+j]&15) - 8
+			q[j+16] = int32(b[2+j]>>4) - 8
+		}
+		return q, h16(b)
+	}
+	panic(wt)
+}
+
+// fma32 is a correctly rounded float32 fused multiply-add.
+func fma32(a, b, c float32) float32 {
+	p := new(big.Float).SetFloat64(float64(a) * float64(b)) // exact: 24+24 bits
+	z := new(big.Float).SetPrec(24).SetMode(big.ToNearestEven)
+	z.Add(p, new(big.Float).SetFloat64(float64(c)))
+	f, _ := z.Float32()
+	return f
+}
+
+// emulateAVX2 computes what ggml's AVX2 vec_dot computes, in scalar Go: eight
+// exact int32 lanes per block (lane k = elements 4k..4k+3), FMA'd with
+// d_w*d_a into eight float lanes, then hsum_float_8.
+func emulateAVX2(wt ir.DType, nb int, w, a []byte) (float32, float64) {
+	var acc [8]float32
+	var mag float64
+	for i := 0; i < nb; i++ {
+		qw, dw := elemsQ(wt, w, i)
+		y := a[i*34:]
+		d := dw * h16(y)
+		var sumAbs int64
+		for k := 0; k < 8; k++ {
+			var lane int32
+			for j := 4 * k; j < 4*k+4; j++ {
+				p := qw[j] * int32(int8(y[2+j]))
+				lane += p
+				sumAbs += int64(max(p, -p))
+			}
+			acc[k] = fma32(d, float32(lane), acc[k])
+		}
+		mag += math.Abs(float64(d)) * float64(sumAbs)
+	}
+	var r [4]float32
+	for k := range r {
+		r[k] = acc[k+4] + acc[k]
+	}
+	return (r[0] + r[2]) + (r[1] + r[3]), mag
+}
+
+func TestAVX2DotMatchesGeneric(t *testing.T) {
+	useVariant(t, "avx2")
+	for _, wt := range simdTypes {
+		for _, nb := range blockCounts {
+			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
+				n := 32 * nb
+				for trial := range 3 {
+					seed := uint64(nb)*977 + uint64(wt)*13 + uint64(trial)
+					w, _ := makeWeights(t, wt, n, seed)
+					x := randRow(n, []float64{1, 0.01, 40}[trial], seed+1)
+					a := make([]byte, ActBytes(wt, n))
+					QuantizeActs(ActType(wt), x, a)
+
+					got := Dot(wt, n, w, a)
+					gen := dotWith("generic", wt, n, w, a)
+					emu, mag := emulateAVX2(wt, nb, w, a)
+					require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "avx2 %v, ggml AVX2 order emulated %v", got, emu)
+					require.LessOrEqual(t, math.Abs(float64(got)-float64(gen)), 1e-5*mag, "avx2 %v generic %v Σ|terms| %v", got, gen, mag)
+				}
+			})
+		}
+	}
+}
+
+// TestAVX2DotExactInts: with both scales 1 every float step is exact as long
+// as Σ|w·a| < 2^24, so Dot must return the integer dot exactly. Covers the
+// full value ranges (Q8_0 weights down to -128, which vpsignb/vpmaddubsw
+// must handle), zeros, and the extreme blocks.
+func TestAVX2DotExactInts(t *testing.T) {
+	useVariant(t, "avx2")
+	const one = 0x3c00 // f16 1.0
+	for _, wt := range simdTypes {
+		for _, nb := range blockCounts {
+			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(nb), uint64(wt)))
+				n := 32 * nb
+				wmax := int32(128) // |weight| bound keeping Σ|w·a| < 2^24
+				if wt == ir.Q8_0 && nb > 32 {
+					wmax = 7
+				}
+				a := make([]byte, ActBytes(wt, n))
+				w := make([]byte, mustRowBytes(t, wt, n))
+				bb := wt.BlockBytes()
+				for i := 0; i < nb; i++ {
+					binary.LittleEndian.PutUint16(a[i*34:], one)
+					binary.LittleEndian.PutUint16(w[i*bb:], one)
+					for j := 0; j < 32; j++ {
+						a[i*34+2+j] = byte(int8(r.IntN(255) - 127)) // Q8_0 acts: -127..127
+					}
+					for j := 2; j < bb; j++ {
+						if wt == ir.Q8_0 {
+							w[i*bb+j] = byte(int8(r.Int32N(2*wmax) - wmax))
+						} else {
+							w[i*bb+j] = byte(r.IntN(256))
+						}
+					}
+				}
+				if nb <= 32 { // extreme first block: all -128 (Q8_0) / -8 (Q4_0) times 127
+					for j := 0; j < 32; j++ {
+						a[2+j] = 127
+					}
+					for j := 2; j < bb; j++ {
+						w[j] = map[ir.DType]byte{ir.Q8_0: 0x80, ir.Q4_0: 0x00}[wt]
+					}
+				}
+				if nb >= 3 { // a zero weight block and a zero activation block
+					for j := 2; j < bb; j++ {
+						w[bb+j] = map[ir.DType]byte{ir.Q8_0: 0, ir.Q4_0: 0x88}[wt]
+					}
+					clear(a[2*34+2 : 3*34])
+				}
+				var want, mag int64
+				for i := 0; i < nb; i++ {
+					qw, _ := elemsQ(wt, w, i)
+					for j := range qw {
+						p := int64(qw[j]) * int64(int8(a[i*34+2+j]))
+						want += p
+						mag += max(p, -p)
+					}
+				}
+				require.Less(t, mag, int64(1<<24))
+				got := Dot(wt, n, w, a)
+				require.Equal(t, float32(want), got, "integer dot")
+				require.Equal(t, float32(want), dotWith("generic", wt, n, w, a), "generic integer dot")
+			})
+		}
+	}
+}
+
+func TestAVX2DotZeroActsNoAlloc(t *testing.T) {
+	useVariant(t, "avx2")
+	for _, wt := range simdTypes {
+		n := 1024
+		w, _ := makeWeights(t, wt, n, 5)
+		a := make([]byte, ActBytes(wt, n))
+		QuantizeActs(ActType(wt), make([]float32, n), a)
+		require.Zero(t, Dot(wt, n, w, a), "%s", wt)
+		x := randRow(n, 1, 10)
+		allocs := testing.AllocsPerRun(10, func() {
+			QuantizeActs(ActType(wt), x, a)
+			_ = Dot(wt, n, w, a)
+		})
+		require.Zero(t, allocs, "%s", wt)
+	}
+}
+
+func TestSetVariant(t *testing.T) {
+	require.Contains(t, Variants(), "generic")
+	require.NoError(t, SetVariant("generic"))
+	require.Equal(t, "generic", Variant())
+	require.ErrorContains(t, SetVariant("avx9000"), "unknown")
+	require.Equal(t, "generic", Variant())
+	err := SetVariant("avx2")
+	if err != nil {
+		require.ErrorContains(t, err, "not supported by this CPU")
+		return
+	}
+	require.Equal(t, "avx2", Variant())
+	require.NoError(t, SetVariant("generic"))
+}
+
+// TestGeneratedAsmUpToDate regenerates the assembly and its stubs into a
+// temporary directory and requires them to equal the committed files.
+func TestGeneratedAsmUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the generator")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(gobin, "run", "../../../codegen/goasm/gen/kerndot", "-dir", dir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, f := range []string{"dot_amd64.s", "dot_amd64_stubs.go"} {
+		want, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err)
+		got, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(want, got), "%s is stale: run go generate in runtime/cpu/kern", f)
+	}
+}
+
+// BenchmarkDotVariant: weight bytes per second of each variant; compare
+// q8_0_avx2 with q8_0_generic.
+func BenchmarkDotVariant(b *testing.B) {
+	for _, wt := range simdTypes {
+		for _, v := range []string{"generic", "avx2"} {
+			for _, n := range []int{4096, 11008} {
+				b.Run(fmt.Sprintf("%s_%s/%d", wt, v, n), func(b *testing.B) {
+					useVariant(b, v)
+					w, _ := makeWeights(b, wt, n, 1)
+					x := randRow(n, 1, 2)
+					a := make([]byte, ActBytes(wt, n))
+					QuantizeActs(ActType(wt), x, a)
+					b.SetBytes(int64(len(w)))
+					var s float32
+					for b.Loop() {
+						s += Dot(wt, n, w, a)
+					}
+					_ = s
+					b.ReportMetric(float64(len(w))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package kern
+
+//go:generate go run ../../../codegen/goasm/gen/kerndot -dir .
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"sync/atomic"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// A variant is a set of SIMD dot kernels that replace generic ones. A nil
+// entry keeps the generic kernel. The variants sum floats in their own order
+// (ggml's SIMD order), so their results differ from the generic ones in the
+// last bits; the integer sums inside a block are the same.
+type variant struct {
+	name       string
+	q8_0, q4_0 func(nb int, w, a []byte) float32
+}
+
+var genericVariant = &variant{name: "generic"}
+
+// variants lists the variants this CPU can run, generic included; filled in
+// by the per-architecture init (dispatch_amd64.go).
+var variants = map[string]*variant{"generic": genericVariant}
+
+// best is the variant picked when MINERVA_CPU is unset.
+var best = genericVariant
+
+var active atomic.Pointer[variant]
+
+func init() {
+	archVariants()
+	active.Store(best)
+	if name := os.Getenv("MINERVA_CPU"); name != "" {
+		if err := SetVariant(name); err != nil {
+			fmt.Fprintf(os.Stderr, "minerva: MINERVA_CPU: %v; using the generic kernels\n", err)
+			active.Store(genericVariant)
+		}
+	}
+}
+
+// Variant is the name of the kernel variant Dot uses: "generic" or "avx2".
+func Variant() string { return active.Load().name }
+
+// Variants lists the kernel variants this CPU can run, sorted.
+func Variants() []string {
+	names := make([]string, 0, len(variants))
+	for n := range variants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SetVariant makes Dot use the named kernel variant ("generic", or "avx2" on
+// amd64 CPUs with AVX2, FMA and F16C). It is safe to call concurrently with
+// Dot. The environment variable MINERVA_CPU selects the variant at start-up;
+// the default is the fastest the CPU runs.
+func SetVariant(name string) error {
+	v, ok := variants[name]
+	if !ok {
+		if knownVariant(name) {
+			return fmt.Errorf("kernel variant %q is not supported by this CPU (have %v)", name, Variants())
+		}
+		return fmt.Errorf("unknown kernel variant %q (have %v)", name, Variants())
+	}
+	active.Store(v)
+	return nil
+}
+
+func knownVariant(name string) bool { return name == "generic" || name == "avx2" }
+
+// variantDot is the active variant's kernel for weight type wt, taking the
+// block count, or nil when the generic kernel applies.
+func variantDot(wt ir.DType) func(nb int, w, a []byte) float32 {
+	v := active.Load()
+	switch wt {
+	case ir.Q8_0:
+		return v.q8_0
+	case ir.Q4_0:
+		return v.q4_0
+	}
+	return nil
+}

@@ -1,0 +1,12 @@
+package kern
+
+import "golang.org/x/sys/cpu"
+
+// archVariants registers the amd64 variants the CPU supports.
+func archVariants() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
+		avx2 := &variant{name: "avx2", q8_0: dotQ8_0AVX2, q4_0: dotQ4_0AVX2}
+		variants[avx2.name] = avx2
+		best = avx2
+	}
+}
