@@ -7,12 +7,8 @@ import (
 
 // The matrix-vector kernels come from runtime/cpu/kern: activations are
 // quantized to the format ggml pairs with the weight type and every dot is
-// computed as ggml's generic code does.
-
-// ExactQuantizedDots reports whether quantized matmuls quantize the
-// activations as ggml does, so results match llama.cpp to 2e-2 rather than
-// 5e-2.
-const ExactQuantizedDots = true
+// computed as ggml does: its AVX2 code where kern has an AVX2 variant and the
+// CPU has AVX2, its generic code otherwise (MINERVA_CPU forces either).
 
 func actType(w ir.DType) ir.DType                        { return kern.ActType(w) }
 func actBytes(w ir.DType, n int) int                     { return kern.ActBytes(w, n) }
