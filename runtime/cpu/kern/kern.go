@@ -53,11 +53,28 @@ func ActBytes(w ir.DType, n int) int {
 }
 
 func rowBytes(t ir.DType, n int) int {
+	if uint(t) < uint(len(blockSizes)) && n >= 0 {
+		if bs := blockSizes[t]; bs.size != 0 && n%int(bs.size) == 0 {
+			return n / int(bs.size) * int(bs.bytes)
+		}
+	}
 	b, err := t.RowBytes(int64(n))
 	if err != nil {
 		panic("kern: " + err.Error())
 	}
 	return int(b)
+}
+
+// blockSizes caches ir's block geometry of the dtypes kern reads and writes,
+// indexed by dtype, so that sizing a row is no map lookup; a zero entry
+// falls back to ir.DType.RowBytes.
+var blockSizes [64]struct{ size, bytes int32 }
+
+func init() {
+	for _, t := range []ir.DType{ir.F32, ir.F16, ir.BF16, ir.Q8_0, ir.Q4_0, ir.Q4_1, ir.Q5_0,
+		ir.Q5_1, ir.MXFP4, ir.Q8_1, ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_K} {
+		blockSizes[t].size, blockSizes[t].bytes = int32(t.BlockSize()), int32(t.BlockBytes())
+	}
 }
 
 // Supported reports whether Dot handles wt.
@@ -74,6 +91,25 @@ func Supported(wt ir.DType) bool {
 // activation row a in ActType(wt) format, computed as ggml's generic vec_dot
 // does. It panics on an unsupported dtype or short slices.
 func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
+	// Fast path for the types with SIMD variants: sizes are constants, and
+	// neither ir's dtype table (a map) nor a second switch is consulted.
+	if n >= 0 && n&31 == 0 {
+		nb := n >> 5
+		switch wt {
+		case ir.Q4_0:
+			w, a = w[:nb*18], a[:nb*34]
+			if f := active.Load().q4_0; f != nil {
+				return f(nb, w, a)
+			}
+			return dotQ4_0(nb, w, a)
+		case ir.Q8_0:
+			w, a = w[:nb*34], a[:nb*34]
+			if f := active.Load().q8_0; f != nil {
+				return f(nb, w, a)
+			}
+			return dotQ8_0(nb, w, a)
+		}
+	}
 	w = w[:rowBytes(wt, n)]
 	a = a[:ActBytes(wt, n)]
 	if f := variantDot(wt); f != nil { // SIMD kernels, see dispatch.go
