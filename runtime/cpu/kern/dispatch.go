@@ -7,8 +7,6 @@ import (
 	"os"
 	"sort"
 	"sync/atomic"
-
-	"github.com/minerva-llm/minerva/ir"
 )
 
 // A variant is a set of SIMD dot kernels that replace generic ones. A nil
@@ -72,16 +70,3 @@ func SetVariant(name string) error {
 }
 
 func knownVariant(name string) bool { return name == "generic" || name == "avx2" }
-
-// variantDot is the active variant's kernel for weight type wt, taking the
-// block count, or nil when the generic kernel applies.
-func variantDot(wt ir.DType) func(nb int, w, a []byte) float32 {
-	v := active.Load()
-	switch wt {
-	case ir.Q8_0:
-		return v.q8_0
-	case ir.Q4_0:
-		return v.q4_0
-	}
-	return nil
-}

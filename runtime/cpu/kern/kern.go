@@ -91,8 +91,9 @@ func Supported(wt ir.DType) bool {
 // activation row a in ActType(wt) format, computed as ggml's generic vec_dot
 // does. It panics on an unsupported dtype or short slices.
 func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
-	// Fast path for the types with SIMD variants: sizes are constants, and
-	// neither ir's dtype table (a map) nor a second switch is consulted.
+	// The types with SIMD variants (see dispatch.go) are handled here in
+	// full: sizes are constants and ir's dtype table (a map) is not
+	// consulted. For them, n not a multiple of 32 panics in rowBytes below.
 	if n >= 0 && n&31 == 0 {
 		nb := n >> 5
 		switch wt {
@@ -112,9 +113,6 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	}
 	w = w[:rowBytes(wt, n)]
 	a = a[:ActBytes(wt, n)]
-	if f := variantDot(wt); f != nil { // SIMD kernels, see dispatch.go
-		return f(n/32, w, a)
-	}
 	switch wt {
 	case ir.F32:
 		return dotF32(n, w, a)
@@ -122,10 +120,6 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 		return dotF16(n, w, a)
 	case ir.BF16:
 		return dotBF16(n, w, a)
-	case ir.Q8_0:
-		return dotQ8_0(n/32, w, a)
-	case ir.Q4_0:
-		return dotQ4_0(n/32, w, a)
 	case ir.Q4_1:
 		return dotQ4_1(n/32, w, a)
 	case ir.Q5_0:
