@@ -48,23 +48,7 @@ func TestGoldenE2E(t *testing.T) {
 			// Teacher forcing: prompt in one step, then the golden tokens one by one.
 			s, err := runtime.NewSession(m.Graph, m.Weights, len(c.PromptTokens)+c.NGen)
 			require.NoError(t, err)
-			rows, err := s.Eval(c.PromptTokens)
-			require.NoError(t, err)
-			worst := 0.0
-			for i, ref := range c.LogitsAll {
-				e := golden.RelErr(rows[i], ref)
-				require.LessOrEqualf(t, e, tol, "prompt position %d: logits error %.3g > %.3g", i, e, tol)
-				worst = max(worst, e)
-			}
-			last := rows[len(rows)-1]
-			for i, ref := range c.GenLogits {
-				e := golden.RelErr(last, ref)
-				require.LessOrEqualf(t, e, tol, "generated step %d: logits error %.3g > %.3g", i, e, tol)
-				worst = max(worst, e)
-				r, err := s.Eval([]int32{c.GenTokens[i]})
-				require.NoError(t, err)
-				last = r[0]
-			}
+			worst := c.RequireTeacherForced(t, s, tol)
 			kind := strings.Join(c.ModelInfo.MatrixTypes, "+")
 			errs[kind] = max(errs[kind], worst)
 			t.Logf("%s: worst logits error %.3g (tolerance %.0e)", c.Name, worst, tol)

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/minerva-llm/minerva/internal/shared"
 )
 
@@ -166,4 +168,36 @@ func readJSON(t testing.TB, path string, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+}
+
+// Evaluator appends tokens to a sequence and returns the logits row of each
+// (runtime.Session does).
+type Evaluator interface {
+	Eval(tokens []int32) ([][]float32, error)
+}
+
+// RequireTeacherForced evaluates the prompt in one step, then the golden
+// tokens one at a time, and requires every prompt row and every stored
+// generated row to be within tol·max|ref| of the reference. It returns the
+// worst relative error seen.
+func (c *Case) RequireTeacherForced(t testing.TB, s Evaluator, tol float64) float64 {
+	t.Helper()
+	rows, err := s.Eval(c.PromptTokens)
+	require.NoError(t, err)
+	worst := 0.0
+	for i, ref := range c.LogitsAll {
+		e := RelErr(rows[i], ref)
+		require.LessOrEqualf(t, e, tol, "prompt position %d: logits error %.3g > %.3g", i, e, tol)
+		worst = max(worst, e)
+	}
+	last := rows[len(rows)-1]
+	for i, ref := range c.GenLogits {
+		e := RelErr(last, ref)
+		require.LessOrEqualf(t, e, tol, "generated step %d: logits error %.3g > %.3g", i, e, tol)
+		worst = max(worst, e)
+		r, err := s.Eval([]int32{c.GenTokens[i]})
+		require.NoError(t, err)
+		last = r[0]
+	}
+	return worst
 }
