@@ -282,8 +282,9 @@ func CacheTypeOf(g *ir.Graph) (ir.DType, error) {
 	return dt, nil
 }
 
-// checkStep validates the arguments of Program.Step for any backend.
-func checkStep(cfg ProgramConfig, tokenLimit, slot int, tokens, pos []int32) error {
+// CheckStep validates the arguments of Program.Step; every backend calls it
+// so that all reject bad slots, tokens and positions with the same errors.
+func CheckStep(cfg ProgramConfig, tokenLimit, slot int, tokens, pos []int32) error {
 	if slot < 0 || slot >= cfg.Slots {
 		return fmt.Errorf("slot %d is out of range (the program has %d)", slot, cfg.Slots)
 	}

@@ -152,7 +152,7 @@ func (p *refProgram) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	if p.closed {
 		return nil, ErrClosed
 	}
-	if err := checkStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
+	if err := CheckStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
 		return nil, err
 	}
 	p.bind(slot)

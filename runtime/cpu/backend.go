@@ -305,37 +305,13 @@ func (p *program) CacheBytes() int64 {
 	return n
 }
 
-func (p *program) checkStep(slot int, tokens, pos []int32) error {
-	cfg := p.cfg
-	if slot < 0 || slot >= cfg.Slots {
-		return fmt.Errorf("slot %d is out of range (the program has %d)", slot, cfg.Slots)
-	}
-	if len(tokens) == 0 {
-		return fmt.Errorf("no tokens to evaluate")
-	}
-	if len(pos) != len(tokens) {
-		return fmt.Errorf("%d tokens but %d positions", len(tokens), len(pos))
-	}
-	for i, id := range tokens {
-		if id < 0 || int(id) >= p.sig.TokenLimit {
-			return fmt.Errorf("token %d (#%d) is outside the vocabulary of %d", id, i, p.sig.TokenLimit)
-		}
-	}
-	for i, q := range pos {
-		if q < 0 || int(q) >= cfg.Context {
-			return fmt.Errorf("%w: position %d (#%d) is outside the context of %d", runtime.ErrContextFull, q, i, cfg.Context)
-		}
-	}
-	return nil
-}
-
 func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, runtime.ErrClosed
 	}
-	if err := p.checkStep(slot, tokens, pos); err != nil {
+	if err := runtime.CheckStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
 		return nil, err
 	}
 	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slot: slot}
