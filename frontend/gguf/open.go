@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/minerva-llm/minerva/internal/mmap"
 )
 
 // Open maps the file at path read-only (reads it into memory on systems
@@ -36,7 +38,7 @@ func Open(path string) (*File, error) {
 	if size > math.MaxInt {
 		return nil, fmt.Errorf("gguf: %s is too large to map (%d bytes)", path, size)
 	}
-	data, unmap, err := mapFile(fh, int(size))
+	data, unmap, err := mmap.File(fh, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 )
@@ -58,7 +59,7 @@ func Open(path string) (*Loaded, error) {
 	case st.Size() > math.MaxInt:
 		return nil, fmt.Errorf("plan %s is too large to map (%d bytes)", path, st.Size())
 	}
-	data, unmap, err := mapFile(fh, int(st.Size()))
+	data, unmap, err := mmap.File(fh, int(st.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", path, err)
 	}
