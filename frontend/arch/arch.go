@@ -16,6 +16,9 @@ import (
 type Options struct {
 	// CacheType is the KV cache element type: ir.F32 (default) or ir.F16.
 	CacheType ir.DType
+	// VCacheType, when set, overrides CacheType for the V caches alone (the
+	// gpt-oss reference runs keep K in f32 and V in f16).
+	VCacheType ir.DType
 }
 
 // Config is the architecture summary a frontend read from the file.
@@ -34,6 +37,18 @@ type Config struct {
 	RopeFreqScale float64
 	RMSEps        float64
 	TiedOutput    bool
+
+	// Mixture of experts, sliding windows and YaRN (gpt-oss); zero and
+	// omitted for dense families.
+	HeadDimV       int     `json:",omitempty"`
+	NExpert        int     `json:",omitempty"`
+	NExpertUsed    int     `json:",omitempty"`
+	NFFExp         int     `json:",omitempty"`
+	SlidingWindow  int     `json:",omitempty"`
+	SlidingLayers  []int   `json:",omitempty"`
+	RopeScaling    string  `json:",omitempty"`
+	RopeOrigCtx    int     `json:",omitempty"`
+	RopeAttnFactor float64 `json:",omitempty"`
 }
 
 // Model is what a frontend produces: the graph, its configuration, the
@@ -47,7 +62,8 @@ type Model struct {
 
 // builders maps a GGUF general.architecture to its frontend.
 var builders = map[string]func(f *gguf.File, opts Options) (*Model, error){
-	"llama": buildLlama,
+	"llama":   buildLlama,
+	"gpt-oss": buildGPTOSS,
 }
 
 // Supported lists the architectures this build can compile.
@@ -75,6 +91,12 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	}
 	if opts.CacheType != ir.F32 && opts.CacheType != ir.F16 {
 		return nil, fmt.Errorf("KV cache type %s is not f32 or f16", opts.CacheType)
+	}
+	if opts.VCacheType == 0 {
+		opts.VCacheType = opts.CacheType
+	}
+	if opts.VCacheType != ir.F32 && opts.VCacheType != ir.F16 {
+		return nil, fmt.Errorf("V cache type %s is not f32 or f16", opts.VCacheType)
 	}
 	return build(f, opts)
 }

@@ -60,7 +60,7 @@ func TestBadModels(t *testing.T) {
 		{"llama.vocab_size ≠ token_embd rows", edit{setKV: map[string]gguf.Value{"llama.vocab_size": gguf.Uint32(uint32(nv) + 1)}},
 			[]string{"llama.vocab_size", "token_embd.weight"}},
 		{"unsupported architecture", edit{setKV: map[string]gguf.Value{"general.architecture": gguf.String("gpt2")}},
-			[]string{`"gpt2"`, "supported: llama"}},
+			[]string{`"gpt2"`, "supported: gpt-oss, llama"}},
 		{"no architecture", edit{dropKV: []string{"general.architecture"}}, []string{"general.architecture"}},
 		{"no tokenizer", edit{dropKV: []string{"tokenizer.ggml.model"}}, []string{"tokenizer"}},
 		{"no tokens", edit{dropKV: []string{"tokenizer.ggml.tokens"}}, []string{"tokenizer.ggml.tokens"}},
@@ -96,5 +96,5 @@ func TestUnsupportedArchitectureRealFile(t *testing.T) {
 	for _, a := range arch.Supported() {
 		require.ErrorContains(t, err, a)
 	}
-	require.Equal(t, []string{"llama"}, arch.Supported())
+	require.Equal(t, []string{"gpt-oss", "llama"}, arch.Supported())
 }

@@ -131,6 +131,7 @@ func llamaGraph(f *gguf.File, c Config, opts Options) (*ir.Graph, error) {
 	rope := ir.Attrs{"head_dim": c.HeadDim, "n_rot": c.NRot, "base": c.RopeBase, "freq_scale": c.RopeFreqScale, "mode": "normal"}
 	attn := ir.Attrs{"n_head": c.NHead, "n_kv_head": c.NHeadKV, "head_dim": c.HeadDim, "scale": 1 / math.Sqrt(float64(c.HeadDim))}
 	cache := ir.Type{DType: opts.CacheType, Shape: ir.S("C", kvDim)}
+	vcache := ir.Type{DType: opts.VCacheType, Shape: ir.S("C", kvDim)}
 	for l := 0; l < c.NLayer; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		n := b.RMSNorm(x, w(p+"attn_norm.weight", c.NEmbd), c.RMSEps)
@@ -140,7 +141,7 @@ func llamaGraph(f *gguf.File, c Config, opts Options) (*ir.Graph, error) {
 		q = b.RoPE(q, pos, rope)
 		k = b.RoPE(k, pos, rope)
 		kc := b.KVWrite(b.State(fmt.Sprintf("cache.%d.k", l), cache), k, pos)
-		vc := b.KVWrite(b.State(fmt.Sprintf("cache.%d.v", l), cache), v, pos)
+		vc := b.KVWrite(b.State(fmt.Sprintf("cache.%d.v", l), vcache), v, pos)
 		a := b.Attention(q, kc, vc, pos, nil, attn)
 		x = b.AddV(x, b.MatMul(a, w(p+"attn_output.weight", c.NEmbd, qDim), bias(p+"attn_output.bias", c.NEmbd)))
 		n = b.RMSNorm(x, w(p+"ffn_norm.weight", c.NEmbd), c.RMSEps)

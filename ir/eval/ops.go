@@ -30,6 +30,7 @@ func init() {
 		ir.OpReshape:   reshape,
 	}
 	registerFused()
+	registerMoE()
 }
 
 func newF32(shape []int64) Tensor {
