@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -13,16 +14,17 @@ import (
 )
 
 type benchCmd struct {
-	Model     string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
-	P         int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
-	N         int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
-	Threads   int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = all cores)." default:"0"`
-	JSON      bool   `help:"Print one JSON object instead of a table."`
-	Target    string `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter)." default:"goasm"`
-	CacheType string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
-	Seed      uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
-	BWMiB     int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
-	Verbose   bool   `short:"v" help:"Print load and compile times on stderr."`
+	Model      string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
+	P          int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
+	N          int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
+	Threads    int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = all cores)." default:"0"`
+	JSON       bool   `help:"Print one JSON object instead of a table."`
+	Target     string `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter)." default:"goasm"`
+	CacheType  string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	Seed       uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
+	BWMiB      int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
+	Verbose    bool   `short:"v" help:"Print load and compile times on stderr."`
+	CPUProfile string `name:"cpuprofile" help:"Write a pprof CPU profile of the prefill and decode steps to this file." type:"path"`
 }
 
 // benchReport is the --json output.
@@ -93,9 +95,22 @@ func (c *benchCmd) Run() error {
 	}
 	defer sess.Close()
 	vocab := min(m.tok.VocabSize(), sess.VocabSize())
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+	}
 	res, err := bench.Run(sess, bench.Options{Prompt: c.P, Decode: c.N, Vocab: vocab, Seed: c.Seed, Warmup: true})
 	if err != nil {
 		return err
+	}
+	if c.CPUProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	// Peak RSS before the bandwidth buffer is allocated.
 	rss := bench.PeakRSS()

@@ -19,6 +19,7 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // Name is the backend's registry key.
@@ -54,6 +55,9 @@ type cval struct {
 	shape []int64
 	data  []byte
 	f32   []float32
+	// packed is the matrix interleaved for the group kernels (kern.Pack),
+	// when it feeds a matmul and the active kernels have them for dt.
+	packed *kern.Packed
 }
 
 // rows returns N, K and the bytes of one row of a 2-D constant.
@@ -255,8 +259,12 @@ func (p *program) prepare(nd *node) error {
 		if !kernSupported(c.dt) {
 			return fmt.Errorf("weights of type %s are not supported", c.dt)
 		}
-		if _, _, _, err := c.matrix(); err != nil {
+		n, k, _, err := c.matrix()
+		if err != nil {
 			return err
+		}
+		if c.packed == nil && kern.PackedSupported(c.dt) && n%8 == 0 {
+			c.packed = kern.Pack(c.dt, n, k, c.data)
 		}
 	case ir.OpEmbed:
 		rawArg = 0

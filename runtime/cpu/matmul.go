@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
+
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -22,13 +24,74 @@ const chunkWork = 1 << 16
 // chunkRows returns the output features per work item for an n×k weight
 // matrix times r activation rows: about chunkWork elements each, at least
 // rowChunk rows, and still at least four items per worker while that many
-// rowChunk-sized items exist.
+// rowChunk-sized items exist. It is a multiple of 8, so that items start on
+// the packed kernels' row groups.
 func (p *program) chunkRows(n, k, r int) int {
 	c := max(rowChunk, chunkWork/max(1, k*r))
 	if lim := n / (4 * p.pool.n); c > lim {
 		c = max(rowChunk, lim)
 	}
-	return c
+	return (c + 7) &^ 7
+}
+
+// weightRows reads the rows of one weight matrix: through its packed form
+// (kern.Packed, eight rows interleaved) when the active kernels have one for
+// its dtype, else row by row with kern.Dot.
+type weightRows struct {
+	dt     ir.DType
+	k, rb  int
+	data   []byte
+	packed *kern.Packed
+}
+
+func (c *cval) rows() weightRows {
+	_, k, rb, _ := c.matrix()
+	return weightRows{dt: c.dt, k: k, rb: rb, data: c.data, packed: c.packed}
+}
+
+// actFormat is the activation row layout the matrix's kernels read, and its
+// byte length per row.
+func (w weightRows) actBytes() int {
+	if w.packed != nil {
+		return kern.PackedActBytes(w.k)
+	}
+	return actBytes(w.dt, w.k)
+}
+
+func (w weightRows) quantize(x []float32, dst []byte) {
+	if w.packed != nil {
+		kern.QuantizePackedActs(x, dst)
+		return
+	}
+	quantizeActs(actType(w.dt), x, dst)
+}
+
+// dots sets dst[r*ld+j] to the dot of weight row j0+j with activation row r
+// (rows ab bytes apart), for j < cnt and r < R. tmp holds at least R floats.
+func (w weightRows) dots(j0, cnt int, acts []byte, ab, R int, dst []float32, ld int, tmp []float32) {
+	if w.packed != nil {
+		w.packed.Dots(j0, cnt, acts, ab, R, dst, ld)
+		return
+	}
+	if R == 1 {
+		for j := 0; j < cnt; j++ {
+			dst[j] = dot(w.dt, w.k, w.data[(j0+j)*w.rb:][:w.rb], acts)
+		}
+		return
+	}
+	tmp = tmp[:R]
+	for j := 0; j < cnt; j++ {
+		kern.DotRows(w.dt, w.k, w.data[(j0+j)*w.rb:][:w.rb], acts, ab, tmp)
+		for r, s := range tmp {
+			dst[r*ld+j] = s
+		}
+	}
+}
+
+// scratchFor returns worker w's scratch buffer with at least n floats.
+func (p *program) scratchFor(w, n int) []float32 {
+	p.scratch[w] = growF32(p.scratch[w], n)
+	return p.scratch[w]
 }
 
 // matmul runs the matmul family: an optional RMSNorm prologue in float,
@@ -51,10 +114,11 @@ func (e *exec) matmul(nd *node) error {
 	}
 	p := e.p
 	c := p.consts[p.index[parts.W]]
-	N, K, rb, err := c.matrix()
+	N, K, _, err := c.matrix()
 	if err != nil {
 		return err
 	}
+	wr := c.rows()
 	x := e.f32(p.index[parts.X])
 	R := len(x) / K
 	if parts.Norm {
@@ -67,14 +131,12 @@ func (e *exec) matmul(nd *node) error {
 		p.pool.run(R, func(_, r int) { rmsnormRow(x[r*K:(r+1)*K], xn[r*K:(r+1)*K], parts.Eps, gain) })
 		x = xn
 	}
-	at := actType(c.dt)
-	ab := actBytes(c.dt, K)
+	ab := wr.actBytes()
 	if cap(p.acts) < R*ab {
 		p.acts = alignedBytes(R * ab)
 	}
 	acts := p.acts[:R*ab]
-	p.pool.run(R, func(_, r int) { quantizeActs(at, x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab]) })
-	wt, data := c.dt, c.data
+	p.pool.run(R, func(_, r int) { wr.quantize(x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab]) })
 	var bias []float32
 	if parts.Bias != nil {
 		bias = e.f32(p.index[parts.Bias])
@@ -87,18 +149,24 @@ func (e *exec) matmul(nd *node) error {
 		}
 		out := e.out(nd)
 		ch := p.chunkRows(N, K, R)
-		p.pool.run((N+ch-1)/ch, func(_, it int) {
-			for j := it * ch; j < min(N, (it+1)*ch); j++ {
-				wr := data[j*rb : (j+1)*rb]
-				for r := 0; r < R; r++ {
-					s := dot(wt, K, wr, acts[r*ab:(r+1)*ab])
+		p.pool.run((N+ch-1)/ch, func(w, it int) {
+			j0 := it * ch
+			cnt := min(N, j0+ch) - j0
+			wr.dots(j0, cnt, acts, ab, R, out[j0:], N, p.scratchFor(w, R))
+			if bias == nil && res == nil {
+				return
+			}
+			for r := 0; r < R; r++ {
+				o := out[r*N+j0:][:cnt]
+				for j := range o {
+					s := o[j]
 					if bias != nil {
-						s += bias[j]
+						s += bias[j0+j]
 					}
 					if res != nil {
-						s += res[r*N+j]
+						s += res[r*N+j0+j]
 					}
-					out[r*N+j] = s
+					o[j] = s
 				}
 			}
 		})
@@ -106,23 +174,27 @@ func (e *exec) matmul(nd *node) error {
 		F := N / 2
 		out := e.out(nd)
 		ch := p.chunkRows(F, 2*K, R)
-		p.pool.run((F+ch-1)/ch, func(_, it int) {
-			for j := it * ch; j < min(F, (it+1)*ch); j++ {
-				gr, ur := data[j*rb:(j+1)*rb], data[(F+j)*rb:(F+j+1)*rb]
-				for r := 0; r < R; r++ {
-					a := acts[r*ab : (r+1)*ab]
-					g, u := dot(wt, K, gr, a), dot(wt, K, ur, a)
-					out[r*F+j] = float32(silu(float64(g))) * u
+		p.pool.run((F+ch-1)/ch, func(w, it int) {
+			j0 := it * ch
+			cnt := min(F, j0+ch) - j0
+			buf := p.scratchFor(w, 2*R*cnt+R)
+			g, u, tmp := buf[:R*cnt], buf[R*cnt:2*R*cnt], buf[2*R*cnt:]
+			wr.dots(j0, cnt, acts, ab, R, g, cnt, tmp)
+			wr.dots(F+j0, cnt, acts, ab, R, u, cnt, tmp)
+			for r := 0; r < R; r++ {
+				o := out[r*F+j0:][:cnt]
+				for j := range o {
+					o[j] = float32(silu(float64(g[r*cnt+j]))) * u[r*cnt+j]
 				}
 			}
 		})
 	case ir.OpQKVRoPE:
-		return e.qkv(nd, parts, R, K, rb, acts, ab, bias)
+		return e.qkv(nd, parts, R, wr, acts, ab, bias)
 	}
 	return nil
 }
 
-func (e *exec) qkv(nd *node, parts ir.Parts, R, K, rb int, acts []byte, ab int, bias []float32) error {
+func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, ab int, bias []float32) error {
 	p := e.p
 	a := nd.v.Attrs
 	H, Hkv, hd := int(a.Int("n_head", 0)), int(a.Int("n_kv_head", 0)), int(a.Int("head_dim", 0))
@@ -137,22 +209,17 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R, K, rb int, acts []byte, ab int, 
 	vst, vbase := e.cache(p.stOf[p.index[parts.VCache]])
 	kw := kst.info.Width
 	rope := newRope(a, pos)
-	c := p.consts[p.index[parts.W]]
-	wt, data := c.dt, c.data
 	out := e.out(nd)
 	qd := H * hd
 	p.pool.run(H+2*Hkv, func(w, h int) {
-		tmp := growF32(p.scratch[w], R*hd)
-		p.scratch[w] = tmp
-		for j := 0; j < hd; j++ {
-			row := h*hd + j
-			wr := data[row*rb : (row+1)*rb]
+		buf := p.scratchFor(w, R*hd+R)
+		tmp := buf[:R*hd]
+		wr.dots(h*hd, hd, acts, ab, R, tmp, hd, buf[R*hd:])
+		if bias != nil {
 			for r := 0; r < R; r++ {
-				s := dot(wt, K, wr, acts[r*ab:(r+1)*ab])
-				if bias != nil {
-					s += bias[row]
+				for j := 0; j < hd; j++ {
+					tmp[r*hd+j] += bias[h*hd+j]
 				}
-				tmp[r*hd+j] = s
 			}
 		}
 		for r := 0; r < R; r++ {

@@ -82,14 +82,17 @@ func fma32(a, b, c float32) float32 {
 	return f
 }
 
-// emulateAVX2 computes what ggml's AVX2 vec_dot computes, in scalar Go: eight
-// exact int32 lanes per block (lane k = elements 4k..4k+3), FMA'd with
-// d_w*d_a into eight float lanes, then hsum_float_8.
+// emulateAVX2 computes what the AVX2 kernels compute, in scalar Go: ggml's
+// AVX2 block arithmetic — eight exact int32 lanes per block (lane k =
+// elements 4k..4k+3), FMA'd with d_w*d_a into eight float lanes — with even
+// blocks in one accumulator and odd blocks in another, then
+// hsum_float_8(acc0 + acc1).
 func emulateAVX2(wt ir.DType, nb int, w, a []byte) (float32, float64) {
-	var acc [8]float32
+	var accs [2][8]float32
 	var mag float64
 	for i := 0; i < nb; i++ {
 		qw, dw := elemsQ(wt, w, i)
+		acc := &accs[i%2]
 		y := a[i*34:]
 		d := dw * h16(y)
 		var sumAbs int64
@@ -103,6 +106,10 @@ func emulateAVX2(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 			acc[k] = fma32(d, float32(lane), acc[k])
 		}
 		mag += math.Abs(float64(d)) * float64(sumAbs)
+	}
+	var acc [8]float32
+	for k := range acc {
+		acc[k] = accs[0][k] + accs[1][k]
 	}
 	var r [4]float32
 	for k := range r {
@@ -131,6 +138,36 @@ func TestAVX2DotMatchesGeneric(t *testing.T) {
 					require.LessOrEqual(t, math.Abs(float64(got)-float64(gen)), 1e-5*mag, "avx2 %v generic %v Σ|terms| %v", got, gen, mag)
 				}
 			})
+		}
+	}
+}
+
+// TestDotRowsMatchesDot: DotRows gives Dot's bits for every row, in every
+// variant, whatever the number of rows (the four-row kernels and the one-row
+// tail) and the stride between activation rows.
+func TestDotRowsMatchesDot(t *testing.T) {
+	for _, v := range Variants() {
+		for _, wt := range []ir.DType{ir.Q8_0, ir.Q4_0, ir.Q4_K, ir.F16} {
+			for _, n := range []int{256, 33 * 256, 5632} {
+				t.Run(fmt.Sprintf("%s/%s/%d", v, wt, n), func(t *testing.T) {
+					useVariant(t, v)
+					w, _ := makeWeights(t, wt, n, uint64(n)+uint64(wt))
+					ab := ActBytes(wt, n)
+					for _, rows := range []int{1, 3, 4, 5, 8, 9} {
+						stride := ab + 34*(rows%3) // padded strides too
+						a := make([]byte, rows*stride)
+						for r := 0; r < rows; r++ {
+							QuantizeActs(ActType(wt), randRow(n, []float64{1, 0.01, 30}[r%3], uint64(r)), a[r*stride:r*stride+ab])
+						}
+						got := make([]float32, rows)
+						DotRows(wt, n, w, a, stride, got)
+						for r := range got {
+							want := Dot(wt, n, w, a[r*stride:])
+							require.Equal(t, math.Float32bits(want), math.Float32bits(got[r]), "row %d of %d: DotRows %v, Dot %v", r, rows, got[r], want)
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -11,11 +11,19 @@ import (
 
 // A variant is a set of SIMD dot kernels that replace generic ones. A nil
 // entry keeps the generic kernel. The variants sum floats in their own order
-// (ggml's SIMD order), so their results differ from the generic ones in the
-// last bits; the integer sums inside a block are the same.
+// (ggml's SIMD block arithmetic, with the blocks split over two
+// accumulators), so their results differ from the generic ones in the last
+// bits; the integer sums inside a block are the same.
+//
+// The x4 kernels compute one weight row against four activation rows and
+// give exactly the one-row kernel's result for each.
 type variant struct {
-	name       string
-	q8_0, q4_0 func(nb int, w, a []byte) float32
+	name           string
+	q8_0, q4_0     func(nb int, w, a []byte) float32
+	q8_0x4, q4_0x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
+	// Group kernels over eight interleaved rows (see Packed).
+	gemvQ4_0   func(nb int, w, a []byte, dst []float32)
+	gemmQ4_0x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 }
 
 var genericVariant = &variant{name: "generic"}

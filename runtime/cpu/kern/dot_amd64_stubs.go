@@ -4,14 +4,41 @@
 
 package kern
 
-// dotQ8_0AVX2 is ggml_vec_dot_q8_0_q8_0 (AVX2) over nb blocks of w (Q8_0)
-// and a (Q8_0). It needs AVX2, FMA and F16C; a must not hold -128.
+// dotQ8_0AVX2 is the dot product of nb blocks of w (Q8_0) and a (Q8_0),
+// with ggml's AVX2 block arithmetic summed in two accumulators (see kern's
+// dispatch.go). It needs AVX2, FMA and F16C; a must not hold -128.
 //
 //go:noescape
 func dotQ8_0AVX2(nb int, w []byte, a []byte) float32
 
-// dotQ4_0AVX2 is ggml_vec_dot_q4_0_q8_0 (AVX2) over nb blocks of w (Q4_0)
-// and a (Q8_0). It needs AVX2, FMA and F16C; a must not hold -128.
+// dotQ8_0x4AVX2 sets dst[r] to dotQ8_0AVX2(nb, w, a[r*stride:]) for r < 4,
+// bit for bit, unpacking each weight block once for the four rows.
+//
+//go:noescape
+func dotQ8_0x4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
+// dotQ4_0AVX2 is the dot product of nb blocks of w (Q4_0) and a (Q8_0),
+// with ggml's AVX2 block arithmetic summed in two accumulators (see kern's
+// dispatch.go). It needs AVX2, FMA and F16C; a must not hold -128.
 //
 //go:noescape
 func dotQ4_0AVX2(nb int, w []byte, a []byte) float32
+
+// dotQ4_0x4AVX2 sets dst[r] to dotQ4_0AVX2(nb, w, a[r*stride:]) for r < 4,
+// bit for bit, unpacking each weight block once for the four rows.
+//
+//go:noescape
+func dotQ4_0x4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
+// gemvQ4_0x8AVX2 sets dst[0:8] to the dots of a group of eight packed Q4_0 rows (nb
+// blocks) with one packed Q8_0 activation row. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func gemvQ4_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ4_0x8x4AVX2 sets dst[r*ld:r*ld+8] to gemvQ4_0x8AVX2 of the group and
+// activation row a[r*stride:], bit for bit, for r < 4, unpacking each
+// weight block once.
+//
+//go:noescape
+func gemmQ4_0x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)

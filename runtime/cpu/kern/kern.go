@@ -142,6 +142,42 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	panic(fmt.Sprintf("kern: Dot does not support %s", wt))
 }
 
+// DotRows sets dst[r] to Dot(wt, n, w, a[r*stride:]) for every r < len(dst):
+// one weight row against several activation rows, stride bytes apart, with
+// results identical to Dot's. Where the active variant has a four-row kernel
+// each weight block is unpacked once for four rows.
+func DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []float32) {
+	R := len(dst)
+	if R == 0 {
+		return
+	}
+	ab := ActBytes(wt, n)
+	if stride < ab {
+		panic(fmt.Sprintf("kern: DotRows stride %d < activation row of %d bytes", stride, ab))
+	}
+	a = a[:(R-1)*stride+ab]
+	r := 0
+	if n >= 0 && n&31 == 0 && R >= 4 {
+		nb := n >> 5
+		v := active.Load()
+		var x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
+		switch wt {
+		case ir.Q4_0:
+			x4, w = v.q4_0x4, w[:nb*18]
+		case ir.Q8_0:
+			x4, w = v.q8_0x4, w[:nb*34]
+		}
+		if x4 != nil {
+			for ; r+4 <= R; r += 4 {
+				x4(nb, w, a[r*stride:], stride, (*[4]float32)(dst[r:r+4]))
+			}
+		}
+	}
+	for ; r < R; r++ {
+		dst[r] = Dot(wt, n, w, a[r*stride:])
+	}
+}
+
 // QuantizeActs encodes x (len n, a multiple of the block size of t) into dst
 // (len t.RowBytes(n)), as ggml does for vec_dot. For t == ir.F32 it copies the
 // float bits. t must be one of F32, F16, BF16, Q8_0, Q8_1, Q8_K.

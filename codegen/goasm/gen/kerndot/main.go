@@ -35,8 +35,35 @@ func run(dir string) error {
 	c := build.NewContext()
 	// dot_amd64_stubs.go is not constrained by its name.
 	c.ConstraintExpr("amd64")
-	dotQ8_0(c)
-	dotQ4_0(c)
+	consts = map[string]Mem{
+		"ones":       vecConst(c, "ones16", 0x0001000100010001),
+		"nibbleMask": vecConst(c, "nibbleMask", 0x0f0f0f0f0f0f0f0f),
+		"eights":     vecConst(c, "eights", 0x0808080808080808),
+	}
+	for _, k := range []blockKernel{q8_0Block, q4_0Block} {
+		c.Function("dot" + k.name + "AVX2")
+		c.Attributes(attr.NOSPLIT)
+		c.Pragma("noescape")
+		c.SignatureExpr("func(nb int, w, a []byte) float32")
+		c.Doc(
+			"dot"+k.name+"AVX2 is the dot product of nb blocks of w ("+k.name+") and a (Q8_0),",
+			"with ggml's AVX2 block arithmetic summed in two accumulators (see kern's",
+			"dispatch.go). It needs AVX2, FMA and F16C; a must not hold -128.",
+		)
+		dotRows(c, k, 1)
+
+		c.Function("dot" + k.name + "x4AVX2")
+		c.Attributes(attr.NOSPLIT)
+		c.Pragma("noescape")
+		c.SignatureExpr("func(nb int, w, a []byte, stride int, dst *[4]float32)")
+		c.Doc(
+			"dot"+k.name+"x4AVX2 sets dst[r] to dot"+k.name+"AVX2(nb, w, a[r*stride:]) for r < 4,",
+			"bit for bit, unpacking each weight block once for the four rows.",
+		)
+		dotRows(c, k, 4)
+	}
+	gemvQ4_0(c, 1)
+	gemvQ4_0(c, 4)
 
 	// A fixed header, whatever the output directory.
 	pc := printer.Config{Name: "codegen/goasm/gen/kerndot", Pkg: "kern"}
@@ -64,44 +91,31 @@ func run(dir string) error {
 	return nil
 }
 
-// broadcast32 fills a YMM register with the 32-bit constant v.
-func broadcast32(c *build.Context, v uint32) reg.VecVirtual {
-	t := c.GP32()
-	c.MOVL(U32(v), t)
-	x := c.XMM()
-	c.VMOVD(t, x)
-	y := c.YMM()
-	c.VPBROADCASTD(x, y)
-	return y
+// consts holds the 32-byte read-only vectors the kernels take as memory
+// operands (which keeps the 16 YMM registers for accumulators).
+var consts map[string]Mem
+
+// vecConst defines a 32-byte read-only vector of four copies of v.
+func vecConst(c *build.Context, name string, v uint64) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i := 0; i < 4; i++ {
+		c.AddDatum(8*i, U64(v))
+	}
+	return m
 }
 
 // blockScale returns a YMM register holding f16(x[0:2])*f16(y[0:2]) in every
 // lane: ggml's _mm256_set1_ps(FP16_TO_FP32(x.d) * FP16_TO_FP32(y.d)).
-func blockScale(c *build.Context, x, y reg.Register) reg.VecVirtual {
+func blockScale(c *build.Context, x, y Mem) reg.VecVirtual {
 	// vcvtph2ps reads four halves (8 bytes); both block types are longer.
 	dx, dy := c.XMM(), c.XMM()
-	c.VCVTPH2PS(Mem{Base: x}, dx)
-	c.VCVTPH2PS(Mem{Base: y}, dy)
+	c.VCVTPH2PS(x, dx)
+	c.VCVTPH2PS(y, dy)
 	c.VMULSS(dy, dx, dx)
 	d := c.YMM()
 	c.VBROADCASTSS(dx, d)
 	return d
-}
-
-// mulSumI8PairsFloat is ggml's mul_sum_i8_pairs_float: the products of the 32
-// signed byte pairs of qx and qy, summed in fours into eight int32 lanes
-// (exact) and converted to float. vpmaddubsw multiplies unsigned by signed
-// bytes, so it gets |qx| and qy with qx's sign; qy must not hold -128.
-func mulSumI8PairsFloat(c *build.Context, qx, qy, ones reg.VecVirtual) reg.VecVirtual {
-	ax, sy := c.YMM(), c.YMM()
-	c.VPSIGNB(qx, qx, ax) // ax = _mm256_sign_epi8(qx, qx)
-	c.VPSIGNB(qx, qy, sy) // sy = _mm256_sign_epi8(qy, qx)
-	dot := c.YMM()
-	c.VPMADDUBSW(sy, ax, dot)  // 16 int16: ax[2i]*sy[2i] + ax[2i+1]*sy[2i+1]
-	c.VPMADDWD(ones, dot, dot) // 8 int32
-	f := c.YMM()
-	c.VCVTDQ2PS(dot, f)
-	return f
 }
 
 // hsumFloat8 is ggml's hsum_float_8, leaving the sum in the low lane of an XMM
@@ -118,74 +132,124 @@ func hsumFloat8(c *build.Context, acc reg.VecVirtual) reg.VecVirtual {
 	return r
 }
 
-// dotLoop emits the loop over nb blocks; body adds one block's contribution
-// into acc and the pointers advance by xStride and yStride.
-func dotLoop(c *build.Context, name string, xStride, yStride int, body func(x, y reg.Register, acc reg.VecVirtual)) {
+// A blockKernel describes one weight format's block: its byte size and how to
+// load its 32 weights as signed bytes into a YMM register. The activation
+// blocks are always Q8_0 (34 bytes: f16 scale, 32 int8).
+type blockKernel struct {
+	name   string // Q8_0, Q4_0
+	wBytes int
+	load   func(c *build.Context, x Mem) reg.VecVirtual
+}
+
+const aBytes = 34
+
+var q8_0Block = blockKernel{name: "Q8_0", wBytes: 34, load: func(c *build.Context, x Mem) reg.VecVirtual {
+	qx := c.YMM()
+	c.VMOVDQU(x.Offset(2), qx)
+	return qx
+}}
+
+var q4_0Block = blockKernel{name: "Q4_0", wBytes: 18, load: func(c *build.Context, x Mem) reg.VecVirtual {
+	// bytes_from_nibbles_32: low nibbles are elements 0..15, high 16..31.
+	lo, hi := c.XMM(), c.XMM()
+	c.VMOVDQU(x.Offset(2), lo)
+	c.VPSRLW(Imm(4), lo, hi)
+	qx := c.YMM()
+	c.VINSERTI128(Imm(1), hi, lo.AsY(), qx)
+	c.VPAND(consts["nibbleMask"], qx, qx)
+	return qx
+}}
+
+// dotRows emits the body of a kernel computing the dots of one weight row
+// with rows activation rows (1, or 4 at stride bytes apart).
+//
+// Order of the float sums: ggml's AVX2 block arithmetic (eight exact int32
+// lanes per block, FMA'd with f16(d_w)*f16(d_a)), but in two accumulators,
+// even blocks into the first and odd into the second, so that consecutive
+// FMAs do not wait on each other; the result is hsum_float_8(acc0 + acc1).
+// The one-row and four-row kernels share this order, so a row's dot does not
+// depend on how many rows were computed with it.
+func dotRows(c *build.Context, k blockKernel, rows int) {
+	lbl := func(s string) string { return fmt.Sprintf("%s_%d_%s", k.name, rows, s) }
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := c.Load(c.Param("a").Base(), c.GP64())
-	acc := c.YMM()
-	c.VXORPS(acc, acc, acc)
+	y := make([]reg.Register, rows)
+	y[0] = c.Load(c.Param("a").Base(), c.GP64())
+	if rows > 1 {
+		stride := c.Load(c.Param("stride"), c.GP64())
+		for r := 1; r < rows; r++ {
+			y[r] = c.GP64()
+			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
+		}
+	}
+	acc := make([][2]reg.VecVirtual, rows)
+	for r := range acc {
+		for j := range acc[r] {
+			acc[r][j] = c.YMM()
+			c.VXORPS(acc[r][j], acc[r][j], acc[r][j])
+		}
+	}
+	// block adds block i (0 or 1 past the pointers) into accumulator j.
+	block := func(i, j int) {
+		xm := Mem{Base: x, Disp: i * k.wBytes}
+		qx := k.load(c, xm)
+		if k.name == "Q4_0" {
+			c.VPSUBB(consts["eights"], qx, qx) // qx - 8
+		}
+		dw := c.XMM()
+		c.VCVTPH2PS(xm, dw)
+		ax := c.YMM()
+		c.VPSIGNB(qx, qx, ax) // |qx|
+		for r := 0; r < rows; r++ {
+			ym := Mem{Base: y[r], Disp: i * aBytes}
+			da := c.XMM()
+			c.VCVTPH2PS(ym, da)
+			c.VMULSS(da, dw, da) // f16(d_w) * f16(d_a)
+			d := c.YMM()
+			c.VBROADCASTSS(da, d)
+			sy := c.YMM()
+			c.VMOVDQU(ym.Offset(2), sy)
+			c.VPSIGNB(qx, sy, sy)              // qy with qx's sign
+			c.VPMADDUBSW(sy, ax, sy)           // 16 int16: |qx|·sy pairs
+			c.VPMADDWD(consts["ones"], sy, sy) // 8 exact int32 lanes
+			c.VCVTDQ2PS(sy, sy.AsY())
+			c.VFMADD231PS(sy, d, acc[r][j]) // acc = d*q + acc
+		}
+	}
+	advance := func(blocks int) {
+		c.ADDQ(U32(blocks*k.wBytes), x)
+		for r := range y {
+			c.ADDQ(U32(blocks*aBytes), y[r])
+		}
+	}
+	c.CMPQ(nb, Imm(2))
+	c.JL(LabelRef(lbl("tail")))
+	c.Label(lbl("pair"))
+	block(0, 0)
+	block(1, 1)
+	advance(2)
+	c.SUBQ(Imm(2), nb)
+	c.CMPQ(nb, Imm(2))
+	c.JGE(LabelRef(lbl("pair")))
+	c.Label(lbl("tail"))
 	c.TESTQ(nb, nb)
-	c.JZ(LabelRef(name + "_done"))
-	c.Label(name + "_loop")
-	body(x, y, acc)
-	c.ADDQ(U32(xStride), x)
-	c.ADDQ(U32(yStride), y)
-	c.DECQ(nb)
-	c.JNZ(LabelRef(name + "_loop"))
-	c.Label(name + "_done")
-	r := hsumFloat8(c, acc)
+	c.JZ(LabelRef(lbl("done")))
+	block(0, 0)
+	c.Label(lbl("done"))
+	if rows == 1 {
+		c.VADDPS(acc[0][1], acc[0][0], acc[0][0])
+		r := hsumFloat8(c, acc[0][0])
+		c.VZEROUPPER()
+		c.Store(r, c.ReturnIndex(0))
+		c.RET()
+		return
+	}
+	dst := c.Load(c.Param("dst"), c.GP64())
+	for r := 0; r < rows; r++ {
+		c.VADDPS(acc[r][1], acc[r][0], acc[r][0])
+		s := hsumFloat8(c, acc[r][0])
+		c.VMOVSS(s, Mem{Base: dst, Disp: 4 * r})
+	}
 	c.VZEROUPPER()
-	c.Store(r, c.ReturnIndex(0))
 	c.RET()
-}
-
-func dotQ8_0(c *build.Context) {
-	c.Function("dotQ8_0AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(nb int, w, a []byte) float32")
-	c.Doc(
-		"dotQ8_0AVX2 is ggml_vec_dot_q8_0_q8_0 (AVX2) over nb blocks of w (Q8_0)",
-		"and a (Q8_0). It needs AVX2, FMA and F16C; a must not hold -128.",
-	)
-	ones := broadcast32(c, 0x00010001)
-	dotLoop(c, "q8_0", 34, 34, func(x, y reg.Register, acc reg.VecVirtual) {
-		d := blockScale(c, x, y)
-		qx, qy := c.YMM(), c.YMM()
-		c.VMOVDQU(Mem{Base: x, Disp: 2}, qx)
-		c.VMOVDQU(Mem{Base: y, Disp: 2}, qy)
-		q := mulSumI8PairsFloat(c, qx, qy, ones)
-		c.VFMADD231PS(q, d, acc) // acc = d*q + acc
-	})
-}
-
-func dotQ4_0(c *build.Context) {
-	c.Function("dotQ4_0AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(nb int, w, a []byte) float32")
-	c.Doc(
-		"dotQ4_0AVX2 is ggml_vec_dot_q4_0_q8_0 (AVX2) over nb blocks of w (Q4_0)",
-		"and a (Q8_0). It needs AVX2, FMA and F16C; a must not hold -128.",
-	)
-	ones := broadcast32(c, 0x00010001)
-	lowMask := broadcast32(c, 0x0f0f0f0f)
-	off := broadcast32(c, 0x08080808)
-	dotLoop(c, "q4_0", 18, 34, func(x, y reg.Register, acc reg.VecVirtual) {
-		d := blockScale(c, x, y)
-		// bytes_from_nibbles_32: low nibbles are elements 0..15, high 16..31.
-		lo, hi := c.XMM(), c.XMM()
-		c.VMOVDQU(Mem{Base: x, Disp: 2}, lo)
-		c.VPSRLW(Imm(4), lo, hi)
-		qx := c.YMM()
-		c.VINSERTI128(Imm(1), hi, lo.AsY(), qx)
-		c.VPAND(lowMask, qx, qx)
-		c.VPSUBB(off, qx, qx) // qx - 8
-		qy := c.YMM()
-		c.VMOVDQU(Mem{Base: y, Disp: 2}, qy)
-		q := mulSumI8PairsFloat(c, qx, qy, ones)
-		c.VFMADD231PS(q, d, acc)
-	})
 }

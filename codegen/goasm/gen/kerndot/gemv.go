@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// Packed Q4_0 kernels: eight weight rows interleaved so that one YMM lane
+// (four bytes) belongs to one row. Layout of a group of eight rows (kern's
+// PackQ4_0x8), per 32-element block b, 144 bytes:
+//
+//	[0:16]    the eight rows' f16 scales, row r at 2r
+//	[16:144]  four 32-byte vectors t = 0..3; bytes 4r..4r+3 of vector t are
+//	          row r's quant bytes 4t..4t+3, whose low nibbles are elements
+//	          4t..4t+3 and high nibbles elements 16+4t..16+4t+3
+//
+// An activation row is a Q8_0 row of nb blocks (34 bytes each) followed by
+// nb pairs {int32 8·Σq, float32 d} (kern's QuantizePackedActs), so the kernel
+// multiplies unsigned nibbles by the activations and subtracts 8·Σq instead
+// of recentring every weight.
+//
+// Per row and block the integer dot is exact (pair sums ≤ 2·15·127, eight of
+// them per int16 lane ≤ 30,480), and each row accumulates
+// acc = fma(f16(d_w)·d_a, float(dot), acc) block after block, in one float32
+// chain per row. The one- and four-activation-row kernels share this order.
+const (
+	groupBlockBytes = 144
+	actBlockBytes   = 34
+	actSideBytes    = 8
+)
+
+func gemvQ4_0(c *build.Context, rows int) {
+	name := "gemvQ4_0x8AVX2"
+	sig := "func(nb int, w, a []byte, dst []float32)"
+	if rows > 1 {
+		name = fmt.Sprintf("gemmQ4_0x8x%dAVX2", rows)
+		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
+	}
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(sig)
+	if rows == 1 {
+		c.Doc(
+			name+" sets dst[0:8] to the dots of a group of eight packed Q4_0 rows (nb",
+			"blocks) with one packed Q8_0 activation row. It needs AVX2, FMA and F16C.",
+		)
+	} else {
+		c.Doc(
+			fmt.Sprintf("%s sets dst[r*ld:r*ld+8] to gemvQ4_0x8AVX2 of the group and", name),
+			fmt.Sprintf("activation row a[r*stride:], bit for bit, for r < %d, unpacking each", rows),
+			"weight block once.",
+		)
+	}
+	lbl := func(s string) string { return fmt.Sprintf("%s_%s", name, s) }
+
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := make([]reg.Register, rows)   // activation blocks of each row
+	side := make([]reg.Register, rows) // {8·Σq, d} of each row
+	y[0] = c.Load(c.Param("a").Base(), c.GP64())
+	var stride reg.Register
+	if rows > 1 {
+		stride = c.Load(c.Param("stride"), c.GP64())
+	}
+	for r := range rows {
+		if r > 0 {
+			y[r] = c.GP64()
+			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
+		}
+		side[r] = c.GP64()
+		c.IMUL3Q(U32(actBlockBytes), nb, side[r])
+		c.ADDQ(y[r], side[r])
+	}
+	acc := make([]reg.VecVirtual, rows)
+	for r := range acc {
+		acc[r] = c.YMM()
+		c.VXORPS(acc[r], acc[r], acc[r])
+	}
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	sum := make([]reg.VecVirtual, rows)
+	for t := 0; t < 4; t++ {
+		v := c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
+		lo, hi := c.YMM(), c.YMM()
+		c.VPAND(consts["nibbleMask"], v, lo)
+		c.VPSRLW(Imm(4), v, hi)
+		c.VPAND(consts["nibbleMask"], hi, hi)
+		for r := range rows {
+			for half, q := range []reg.VecVirtual{lo, hi} {
+				b := c.YMM()
+				c.VPBROADCASTD(Mem{Base: y[r], Disp: 2 + 16*half + 4*t}, b)
+				c.VPMADDUBSW(b, q, b) // 16 int16: pairs of nibble·activation
+				if t == 0 && half == 0 {
+					sum[r] = b
+				} else {
+					c.VPADDW(b, sum[r], sum[r])
+				}
+			}
+		}
+	}
+	dw := c.YMM()
+	c.VCVTPH2PS(Mem{Base: x}, dw) // the eight rows' scales
+	for r := range rows {
+		s := sum[r]
+		c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ nibble·q
+		corr := c.YMM()
+		c.VPBROADCASTD(Mem{Base: side[r]}, corr)
+		c.VPSUBD(corr, s, s) // Σ (nibble-8)·q, exact
+		c.VCVTDQ2PS(s, s)
+		d := c.YMM()
+		c.VBROADCASTSS(Mem{Base: side[r], Disp: 4}, d)
+		c.VMULPS(dw, d, d)          // f16(d_w)·d_a per row
+		c.VFMADD231PS(s, d, acc[r]) // acc = d·dot + acc
+	}
+	c.ADDQ(U32(groupBlockBytes), x)
+	for r := range rows {
+		c.ADDQ(U32(actBlockBytes), y[r])
+		c.ADDQ(U32(actSideBytes), side[r])
+	}
+	c.DECQ(nb)
+	c.JNZ(LabelRef(lbl("block")))
+	c.Label(lbl("done"))
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	if rows == 1 {
+		c.VMOVUPS(acc[0], Mem{Base: dst})
+	} else {
+		ld := c.Load(c.Param("ld"), c.GP64())
+		c.SHLQ(Imm(2), ld) // bytes
+		for r := range rows {
+			if r > 0 {
+				c.ADDQ(ld, dst)
+			}
+			c.VMOVUPS(acc[r], Mem{Base: dst})
+		}
+	}
+	c.VZEROUPPER()
+	c.RET()
+}

@@ -1,0 +1,146 @@
+package kern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// Packed is a weight matrix with its rows interleaved in groups of eight for
+// the active variant's group kernels: one SIMD lane per row, so a block's
+// scales of eight rows load as one vector and each activation value is
+// broadcast once for eight rows. In decode this cuts the instructions per
+// weight block about threefold (the kernel then waits on memory, not on
+// arithmetic); in prefill the unpacked weights are reused for four
+// activation rows.
+//
+// The group kernels sum a row's blocks in one float chain (see
+// codegen/goasm/gen/kerndot/gemv.go), so their results differ from Dot's in
+// the last bits; all group kernels of a type agree bit for bit.
+type Packed struct {
+	wt     ir.DType
+	n, k   int
+	groups []byte // n/8 groups
+	rest   []byte // the last n%8 rows, in the original layout
+	rb     int    // bytes of one original row
+	v      *variant
+}
+
+// PackedSupported reports whether the active variant has group kernels for wt.
+func PackedSupported(wt ir.DType) bool {
+	return wt == ir.Q4_0 && active.Load().gemvQ4_0 != nil
+}
+
+// Pack interleaves an n×k weight matrix (data: n rows of wt) for the active
+// variant's group kernels. It returns nil when the variant has none for wt or
+// k is not a whole number of blocks.
+func Pack(wt ir.DType, n, k int, data []byte) *Packed {
+	v := active.Load()
+	if wt != ir.Q4_0 || v.gemvQ4_0 == nil || k <= 0 || k%32 != 0 || n <= 0 {
+		return nil
+	}
+	nb := k / 32
+	rb := nb * 18
+	if len(data) < n*rb {
+		panic(fmt.Sprintf("kern: Pack: %d bytes for %d×%d %s", len(data), n, k, wt))
+	}
+	g := n / 8
+	p := &Packed{wt: wt, n: n, k: k, rb: rb, v: v, groups: make([]byte, g*nb*144), rest: data[g*8*rb : n*rb]}
+	for gi := 0; gi < g; gi++ {
+		for b := 0; b < nb; b++ {
+			dst := p.groups[(gi*nb+b)*144:][:144]
+			for r := 0; r < 8; r++ {
+				src := data[(gi*8+r)*rb+b*18:][:18]
+				copy(dst[2*r:], src[:2])
+				for t := 0; t < 4; t++ {
+					copy(dst[16+32*t+4*r:][:4], src[2+4*t:][:4])
+				}
+			}
+		}
+	}
+	return p
+}
+
+// Rows is the number of weight rows.
+func (p *Packed) Rows() int { return p.n }
+
+// PackedActBytes is the byte length of one activation row of n elements in
+// the group kernels' format: Q8_0 blocks followed by {int32 8·Σq, float32 d}
+// per block. Its first ActBytes(Q4_0, n) bytes are the plain Q8_0 row, so Dot
+// reads it too.
+func PackedActBytes(n int) int { return n/32*34 + n/32*8 }
+
+// QuantizePackedActs encodes x (len a multiple of 32) as PackedActBytes.
+func QuantizePackedActs(x []float32, dst []byte) {
+	nb := len(x) / 32
+	dst = dst[:PackedActBytes(len(x))]
+	quantQ8_0(x, dst[:nb*34])
+	side := dst[nb*34:]
+	for b := 0; b < nb; b++ {
+		blk := dst[b*34:][:34]
+		var s int32
+		for _, q := range blk[2:] {
+			s += int32(int8(q))
+		}
+		binary.LittleEndian.PutUint32(side[8*b:], uint32(8*s))
+		binary.LittleEndian.PutUint32(side[8*b+4:], math.Float32bits(f16(blk)))
+	}
+}
+
+// Dots computes rows [row0, row0+8·groups) — row0 a multiple of 8 — or, past
+// the last whole group, single rows, against R activation rows in the
+// packed format (stride bytes apart): dst[r*ld + j] = dot of row row0+j with
+// activation row r, for j < count.
+func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, ld int) {
+	nb := p.k / 32
+	ab := PackedActBytes(p.k)
+	if stride < ab || R <= 0 {
+		if R <= 0 {
+			return
+		}
+		panic(fmt.Sprintf("kern: Packed.Dots stride %d < %d", stride, ab))
+	}
+	a = a[:(R-1)*stride+ab]
+	gb := nb * 144
+	j := 0
+	for ; j < count && row0+j+8 <= p.n-p.n%8; j += 8 {
+		if (row0+j)%8 != 0 {
+			panic("kern: Packed.Dots: row0 not a multiple of 8")
+		}
+		w := p.groups[(row0+j)/8*gb:][:gb]
+		d, dld := dst[j:], ld
+		if count-j < 8 {
+			// A partial group: compute all eight rows into a temporary
+			// (allocated; callers ask for whole groups).
+			d, dld = make([]float32, 8*R), 8
+		}
+		if R > 1 {
+			// The kernels' last write ends at dst[(R-1)*ld+8].
+			_ = d[(R-1)*dld+7]
+		}
+		r := 0
+		for ; r+4 <= R; r += 4 {
+			p.v.gemmQ4_0x4(nb, w, a[r*stride:], stride, d[r*dld:][:3*dld+8], dld)
+		}
+		for ; r < R; r++ {
+			p.v.gemvQ4_0(nb, w, a[r*stride:], d[r*dld:][:8])
+		}
+		if count-j < 8 {
+			for r := 0; r < R; r++ {
+				copy(dst[r*ld+j:][:count-j], d[r*8:])
+			}
+		}
+	}
+	for ; j < count; j++ {
+		row := row0 + j - (p.n - p.n%8)
+		if row < 0 {
+			panic("kern: Packed.Dots: rows past the matrix")
+		}
+		w := p.rest[row*p.rb:][:p.rb]
+		for r := 0; r < R; r++ {
+			dst[r*ld+j] = Dot(p.wt, p.k, w, a[r*stride:])
+		}
+	}
+}
