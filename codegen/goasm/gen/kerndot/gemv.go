@@ -60,7 +60,7 @@ func gemvQ4_0(c *build.Context, rows int) {
 
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := make([]reg.Register, rows)   // activation blocks of each row
+	y := make([]reg.Register, rows)    // activation blocks of each row
 	side := make([]reg.Register, rows) // {8·Σq, d} of each row
 	y[0] = c.Load(c.Param("a").Base(), c.GP64())
 	var stride reg.Register
