@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/internal/golden"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
 )
@@ -145,4 +149,118 @@ func requireSameAsPlainFloat(t *testing.T, c *golden.Case, s *runtime.Session) {
 		gen = append(gen, r[0])
 	}
 	check("gen_logits", gen, c.GenLogits, ef.GenLogits.Rows)
+}
+
+// zeroSinks serves a model's weights with every attn_sinks tensor replaced by
+// zeros (f32): the sink logit becomes 0 instead of the learned value.
+type zeroSinks struct{ w eval.Weights }
+
+func (z zeroSinks) WeightBytes(name string) ([]byte, error) {
+	b, err := z.w.WeightBytes(name)
+	if err != nil || !strings.HasSuffix(name, ".attn_sinks.weight") {
+		return b, err
+	}
+	return make([]byte, len(b)), nil
+}
+
+// teacherForcedError is RequireTeacherForced without the bound: the worst
+// per-row relative error over the prompt rows and the stored generated rows.
+func teacherForcedError(t *testing.T, c *golden.Case, s *runtime.Session) float64 {
+	t.Helper()
+	rows, err := s.Eval(c.PromptTokens)
+	require.NoError(t, err)
+	worst := 0.0
+	for i, ref := range c.LogitsAll {
+		worst = max(worst, golden.RelErr(rows[i], ref))
+	}
+	last := rows[len(rows)-1]
+	for i, ref := range c.GenLogits {
+		worst = max(worst, golden.RelErr(last, ref))
+		r, err := s.Eval([]int32{c.GenTokens[i]})
+		require.NoError(t, err)
+		last = r[0]
+	}
+	return worst
+}
+
+// TestGPTOSSMechanisms shows that each gpt-oss mechanism matters: with one of
+// them left out or done the llama way, the logits of the golden cases move
+// beyond the fixture's tolerance, so TestGoldenGPTOSS would catch its
+// omission. The unmodified graph passes (a row of its own, for contrast).
+// The 16-token prompt makes the positions cross the window of 8.
+func TestGPTOSSMechanisms(t *testing.T) {
+	forEach := func(g *ir.Graph, op ir.Op, f func(v *ir.Value)) {
+		for _, v := range g.Values {
+			if v.Op == op {
+				f(v)
+			}
+		}
+	}
+	yarnKeys := []string{"ext_factor", "attn_factor", "beta_fast", "beta_slow", "orig_ctx"}
+	ablations := []struct {
+		name   string
+		change func(g *ir.Graph, w eval.Weights) eval.Weights
+		intact bool
+	}{
+		{"as built", func(_ *ir.Graph, w eval.Weights) eval.Weights { return w }, true},
+		{"sinks zeroed", func(_ *ir.Graph, w eval.Weights) eval.Weights { return zeroSinks{w} }, false},
+		{"sinks left out of the softmax", func(g *ir.Graph, w eval.Weights) eval.Weights {
+			forEach(g, ir.OpAttention, func(v *ir.Value) { v.Args = v.Args[:4] })
+			return w
+		}, false},
+		{"no sliding window", func(g *ir.Graph, w eval.Weights) eval.Weights {
+			forEach(g, ir.OpAttention, func(v *ir.Value) { delete(v.Attrs, "window") })
+			return w
+		}, false},
+		{"window on every layer", func(g *ir.Graph, w eval.Weights) eval.Weights {
+			forEach(g, ir.OpAttention, func(v *ir.Value) { v.Attrs["window"] = int64(8) })
+			return w
+		}, false},
+		{"YaRN dropped (plain rope)", func(g *ir.Graph, w eval.Weights) eval.Weights {
+			forEach(g, ir.OpRoPE, func(v *ir.Value) {
+				for _, k := range yarnKeys {
+					delete(v.Attrs, k)
+				}
+				v.Attrs["freq_scale"] = 1.0
+			})
+			return w
+		}, false},
+		{"YaRN without its attention factor", func(g *ir.Graph, w eval.Weights) eval.Weights {
+			forEach(g, ir.OpRoPE, func(v *ir.Value) {
+				v.Attrs["attn_factor"] = 1 / (1 + 0.1*math.Log(1/v.Attrs.Float("freq_scale", 1)))
+			})
+			return w
+		}, false},
+		{"rope pairs adjacent, not NEOX", func(g *ir.Graph, w eval.Weights) eval.Weights {
+			forEach(g, ir.OpRoPE, func(v *ir.Value) { v.Attrs["mode"] = "normal" })
+			return w
+		}, false},
+		{"SwiGLU not clamped", func(g *ir.Graph, w eval.Weights) eval.Weights {
+			forEach(g, ir.OpMoE, func(v *ir.Value) { v.Attrs["limit"] = 1e30 })
+			return w
+		}, false},
+	}
+	cases := golden.Cases(t, "index-gptoss.json")
+	for _, c := range cases {
+		if !strings.Contains(c.Name, "little_dog") {
+			continue
+		}
+		tol := c.GPTOSSTolerance(false)
+		for _, a := range ablations {
+			t.Run(c.Name+"/"+a.name, func(t *testing.T) {
+				m, _ := openModel(t, c.ModelPath)
+				w := a.change(m.Graph, m.Weights)
+				require.NoError(t, ir.Verify(m.Graph))
+				s, err := runtime.NewSession(m.Graph, w, len(c.PromptTokens)+c.NGen)
+				require.NoError(t, err)
+				e := teacherForcedError(t, c, s)
+				t.Logf("%s, %s: worst logits error %.3g (tolerance %.0e)", c.Name, a.name, e, tol)
+				if a.intact {
+					require.LessOrEqual(t, e, tol)
+				} else {
+					require.Greater(t, e, tol, "leaving this out goes unnoticed by the golden test")
+				}
+			})
+		}
+	}
 }
