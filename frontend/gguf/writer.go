@@ -27,6 +27,9 @@ type Writer struct {
 type wtensor struct {
 	info TensorInfo
 	data []byte
+	// produce, when set instead of data, writes the tensor's bytes at
+	// WriteTo time (AddTensorFunc).
+	produce func(io.Writer) error
 }
 
 // NewWriter starts a file of the given version (2 or 3; anything else makes
@@ -123,35 +126,34 @@ func (w *Writer) AddTensor(name string, typ ir.DType, dims []uint64, data []byte
 	return err
 }
 
-func (w *Writer) addTensor(name string, typ ir.DType, dims []uint64, data []byte) error {
-	if w.names[name] {
-		return fmt.Errorf("gguf: duplicate tensor name %q", name)
+// AddTensorFunc appends a tensor whose bytes produce writes during WriteTo,
+// so that a file larger than memory (a synthetic 20B model) can be written
+// one tensor, or one slice of a tensor, at a time. produce must write
+// exactly the bytes dims and typ call for; WriteTo fails otherwise.
+func (w *Writer) AddTensorFunc(name string, typ ir.DType, dims []uint64, produce func(io.Writer) error) error {
+	if produce == nil {
+		err := fmt.Errorf("gguf: tensor %q: nil producer", name)
+		w.fail(err)
+		return err
 	}
-	if !typ.Known() {
-		return fmt.Errorf("gguf: tensor %q: unknown type %d", name, uint32(typ))
-	}
-	if len(dims) == 0 || len(dims) > maxDims {
-		return fmt.Errorf("gguf: tensor %q: %d dims, want 1..%d", name, len(dims), maxDims)
-	}
-	elements := uint64(1)
-	for j, ne := range dims {
-		if ne == 0 || ne > math.MaxInt64 || elements > math.MaxInt64/ne {
-			return fmt.Errorf("gguf: tensor %q: dim %d = %d is zero or overflows the element count", name, j, ne)
-		}
-		elements *= ne
-	}
-	if dims[0]%uint64(typ.BlockSize()) != 0 {
-		return fmt.Errorf("gguf: tensor %q: row length %d is not a multiple of the %s block size %d", name, dims[0], typ, typ.BlockSize())
-	}
-	rowBytes, err := typ.RowBytes(int64(dims[0]))
+	size, err := w.checkTensor(name, typ, dims)
 	if err != nil {
-		return fmt.Errorf("gguf: tensor %q: %v", name, err)
+		w.fail(err)
+		return err
 	}
-	rows := elements / dims[0]
-	if rows > math.MaxInt64/uint64(rowBytes) {
-		return fmt.Errorf("gguf: tensor %q: size overflows", name)
+	w.names[name] = true
+	w.tensors = append(w.tensors, wtensor{
+		info:    TensorInfo{Name: name, Dims: append([]uint64(nil), dims...), Type: typ, Size: size},
+		produce: produce,
+	})
+	return nil
+}
+
+func (w *Writer) addTensor(name string, typ ir.DType, dims []uint64, data []byte) error {
+	size, err := w.checkTensor(name, typ, dims)
+	if err != nil {
+		return err
 	}
-	size := rows * uint64(rowBytes)
 	if uint64(len(data)) != size {
 		return fmt.Errorf("gguf: tensor %q: %d bytes of data, want %d for %s %v", name, len(data), size, typ, dims)
 	}
@@ -161,6 +163,39 @@ func (w *Writer) addTensor(name string, typ ir.DType, dims []uint64, data []byte
 		data: data,
 	})
 	return nil
+}
+
+// checkTensor validates a new tensor's name, type and dims and returns its
+// size in bytes.
+func (w *Writer) checkTensor(name string, typ ir.DType, dims []uint64) (uint64, error) {
+	if w.names[name] {
+		return 0, fmt.Errorf("gguf: duplicate tensor name %q", name)
+	}
+	if !typ.Known() {
+		return 0, fmt.Errorf("gguf: tensor %q: unknown type %d", name, uint32(typ))
+	}
+	if len(dims) == 0 || len(dims) > maxDims {
+		return 0, fmt.Errorf("gguf: tensor %q: %d dims, want 1..%d", name, len(dims), maxDims)
+	}
+	elements := uint64(1)
+	for j, ne := range dims {
+		if ne == 0 || ne > math.MaxInt64 || elements > math.MaxInt64/ne {
+			return 0, fmt.Errorf("gguf: tensor %q: dim %d = %d is zero or overflows the element count", name, j, ne)
+		}
+		elements *= ne
+	}
+	if dims[0]%uint64(typ.BlockSize()) != 0 {
+		return 0, fmt.Errorf("gguf: tensor %q: row length %d is not a multiple of the %s block size %d", name, dims[0], typ, typ.BlockSize())
+	}
+	rowBytes, err := typ.RowBytes(int64(dims[0]))
+	if err != nil {
+		return 0, fmt.Errorf("gguf: tensor %q: %v", name, err)
+	}
+	rows := elements / dims[0]
+	if rows > math.MaxInt64/uint64(rowBytes) {
+		return 0, fmt.Errorf("gguf: tensor %q: size overflows", name)
+	}
+	return rows * uint64(rowBytes), nil
 }
 
 // WriteTo writes the file: header, metadata, tensor infos, padding, then each
@@ -214,7 +249,15 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	}
 	for i := range w.tensors {
 		t := &w.tensors[i]
-		if _, err := bw.Write(t.data); err != nil {
+		if t.produce != nil {
+			pw := &countingWriter{w: bw}
+			if err := t.produce(pw); err != nil {
+				return cw.n, fmt.Errorf("gguf: tensor %q: %w", t.info.Name, err)
+			}
+			if uint64(pw.n) != t.info.Size {
+				return cw.n, fmt.Errorf("gguf: tensor %q: producer wrote %d bytes, want %d", t.info.Name, pw.n, t.info.Size)
+			}
+		} else if _, err := bw.Write(t.data); err != nil {
 			return cw.n, err
 		}
 		end := t.info.Offset + t.info.Size
