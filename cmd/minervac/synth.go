@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -13,10 +14,10 @@ import (
 )
 
 type synthCmd struct {
-	Arch   string `help:"Architecture family." default:"llama" enum:"llama"`
-	Preset string `help:"Shape: stories15m, tinyllama-1.1b or llama-7b." required:""`
-	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4." default:"q4_0"`
-	Vocab  string `help:"Take the vocabulary of this GGUF (its size replaces the preset's)." type:"path"`
+	Arch   string `help:"Architecture family: llama or gpt-oss." default:"llama" enum:"llama,gpt-oss"`
+	Preset string `help:"Shape: stories15m, tinyllama-1.1b or llama-7b (llama); gpt-oss-20b, gpt-oss-120b or gpt-oss-tiny (gpt-oss)." required:""`
+	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4. For gpt-oss the expert matrices (the other large ones are then q8_0, as in the real files)." default:"q4_0"`
+	Vocab  string `help:"Take the vocabulary of this GGUF (its size replaces the preset's): SentencePiece for llama, byte-level BPE for gpt-oss." type:"path"`
 	Seed   uint64 `help:"Random seed." default:"1"`
 	Output string `short:"o" help:"Output file." required:"" type:"path"`
 }
@@ -25,6 +26,9 @@ func (c *synthCmd) Run() error {
 	dt, ok := ir.ParseDType(c.Quant)
 	if !ok || !quant.CanQuantize(dt) {
 		return usageError{fmt.Sprintf("--quant %s: not a dtype minervac can write", c.Quant)}
+	}
+	if c.Arch == "gpt-oss" {
+		return c.runGPTOSS(dt)
 	}
 	spec, err := synth.Preset(c.Preset, dt, c.Seed)
 	if err != nil {
@@ -45,6 +49,45 @@ func (c *synthCmd) Run() error {
 		}
 		spec.Tokens, spec.Scores, spec.Types = v.Tokens, v.Scores, v.Types
 	}
+	return c.write(spec, spec.Name, dt)
+}
+
+// runGPTOSS writes a gpt-oss preset; dt is the dtype of its experts.
+func (c *synthCmd) runGPTOSS(dt ir.DType) error {
+	spec, err := synth.GPTOSSPreset(c.Preset, dt, c.Seed)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if c.Vocab != "" {
+		f, err := openGGUF(c.Vocab)
+		if err != nil {
+			return err
+		}
+		v, err := arch.LoadVocab(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Vocab, err)
+		}
+		if v.Model != "gpt2" || len(v.Merges) == 0 || v.EOS < 0 {
+			return fmt.Errorf("%s: --vocab for gpt-oss needs a byte-level BPE (gpt2) vocabulary with merges and an EOS id", c.Vocab)
+		}
+		spec.Tokens, spec.Merges, spec.EOT = v.Tokens, v.Merges, int(v.EOS)
+		spec.Types = v.Types
+		if spec.Types == nil {
+			spec.Types = make([]int32, len(v.Tokens))
+			for i := range spec.Types {
+				spec.Types[i] = 1
+			}
+		}
+	}
+	return c.write(spec, spec.Name, dt)
+}
+
+// write writes spec to the output file through a temporary file, so that an
+// interrupted run leaves no truncated model behind.
+func (c *synthCmd) write(spec interface {
+	Write(io.Writer) (int64, error)
+}, name string, dt ir.DType) error {
 	tmp := c.Output + ".partial"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -67,7 +110,7 @@ func (c *synthCmd) Run() error {
 	if err := os.Rename(tmp, c.Output); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "minervac: wrote %s: %s, %s matrices, %d bytes\n", c.Output, spec.Name, dt, n)
+	fmt.Fprintf(os.Stderr, "minervac: wrote %s: %s, %s matrices, %d bytes\n", c.Output, name, dt, n)
 	return nil
 }
 
