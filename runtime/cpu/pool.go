@@ -1,41 +1,110 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pool is a persistent set of workers: started once per Program, each call
 // of run hands out work items 0..n-1 through an atomic counter. The caller
 // takes part as worker 0. Which worker computes an item never changes what
 // the item computes, so results do not depend on the number of workers.
+//
+// A decode step makes a few hundred runs of some tens of microseconds each.
+// Waking a parked goroutine for every one (a futex round trip, slow on
+// virtual machines) left a helper idle for a good part of each run, so both
+// sides poll for a while before they park:
+//
+//   - a helper, after its work, polls gen for the next run for up to spinFor,
+//     then announces itself asleep (sleeping) and parks on its wake channel;
+//     run increments gen before it reads sleeping, the helper sets sleeping
+//     before it reads gen again, so one of them sees the other (Go's atomics
+//     are sequentially consistent) and no wake-up is lost;
+//   - the caller, after its own share, polls pending (the helpers not yet
+//     done) and parks on done by the same protocol with waiting.
+//
+// A wake-up token that arrives when its receiver already saw the change is
+// left in the channel (capacity 1); receivers therefore re-check their
+// condition after every wake-up, so a stale token costs one extra loop.
+// Every helper takes part in every run (finding no items left is cheap), so
+// gen never advances by more than one while a helper is behind.
 type pool struct {
-	n     int
-	start []chan struct{}
-	done  sync.WaitGroup
-	fn    func(w, i int)
-	items int64
-	next  atomic.Int64
-	once  sync.Once
+	n        int
+	gen      atomic.Uint64 // run sequence number
+	stopped  atomic.Bool
+	pending  atomic.Int64 // helpers not done with the current run
+	waiting  atomic.Bool  // the caller is parked (or about to park) on done
+	done     chan struct{}
+	helpers  []helper
+	fn       func(w, i int)
+	items    int64
+	next     atomic.Int64
+	stopOnce sync.Once
 }
 
+type helper struct {
+	sleeping atomic.Bool
+	wake     chan struct{}
+	_        [48]byte // keep helpers' flags on separate cache lines
+}
+
+// spinFor is how long a side polls before it parks.
+const spinFor = 100 * time.Microsecond
+
 func newPool(n int) *pool {
-	if n < 1 {
-		n = 1
-	}
-	p := &pool{n: n}
+	n = max(n, 1)
+	p := &pool{n: n, done: make(chan struct{}, 1), helpers: make([]helper, n)}
 	for w := 1; w < n; w++ {
-		ch := make(chan struct{}, 1)
-		p.start = append(p.start, ch)
-		go p.worker(w, ch)
+		p.helpers[w].wake = make(chan struct{}, 1)
+		go p.worker(w)
 	}
 	return p
 }
 
-func (p *pool) worker(w int, ch chan struct{}) {
-	for range ch {
+// poll calls cond until it returns true or spinFor has passed, and reports
+// whether it did.
+func poll(cond func() bool) bool {
+	var t0 time.Time
+	for i := 1; ; i++ {
+		if cond() {
+			return true
+		}
+		if i&255 == 0 {
+			if t0.IsZero() {
+				t0 = time.Now()
+			} else if time.Since(t0) > spinFor {
+				return false
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+func (p *pool) worker(w int) {
+	h := &p.helpers[w]
+	var seen uint64
+	for {
+		changed := func() bool { return p.gen.Load() != seen || p.stopped.Load() }
+		if !poll(changed) {
+			h.sleeping.Store(true)
+			for !changed() {
+				<-h.wake
+			}
+			h.sleeping.Store(false)
+		}
+		if p.stopped.Load() {
+			return
+		}
+		seen = p.gen.Load()
 		p.loop(w)
-		p.done.Done()
+		if p.pending.Add(-1) == 0 && p.waiting.Load() {
+			select {
+			case p.done <- struct{}{}:
+			default: // a stale token is already there; the caller re-checks
+			}
+		}
 	}
 }
 
@@ -63,21 +132,38 @@ func (p *pool) run(n int, fn func(w, i int)) {
 	}
 	p.fn, p.items = fn, int64(n)
 	p.next.Store(0)
-	helpers := min(p.n-1, n-1)
-	p.done.Add(helpers)
-	for _, ch := range p.start[:helpers] {
-		ch <- struct{}{}
+	p.pending.Store(int64(p.n - 1))
+	p.gen.Add(1)
+	for w := 1; w < p.n; w++ {
+		p.wakeHelper(w)
 	}
 	p.loop(0)
-	p.done.Wait()
+	finished := func() bool { return p.pending.Load() == 0 }
+	if !poll(finished) {
+		p.waiting.Store(true)
+		for !finished() {
+			<-p.done
+		}
+		p.waiting.Store(false)
+	}
 	p.fn = nil
 }
 
-// stop ends the workers.
+func (p *pool) wakeHelper(w int) {
+	if p.helpers[w].sleeping.Load() {
+		select {
+		case p.helpers[w].wake <- struct{}{}:
+		default: // a token is already there
+		}
+	}
+}
+
+// stop ends the workers. Calls of run must not follow or overlap it.
 func (p *pool) stop() {
-	p.once.Do(func() {
-		for _, ch := range p.start {
-			close(ch)
+	p.stopOnce.Do(func() {
+		p.stopped.Store(true)
+		for w := 1; w < p.n; w++ {
+			p.wakeHelper(w)
 		}
 	})
 }

@@ -1,0 +1,73 @@
+package cpu
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPoolRunsEveryItemOnce: every item of every run is computed exactly
+// once, by a valid worker, and run returns only after all of them — over
+// runs of 0 to 40 items, with pauses that let helpers park between runs
+// (the parked path) and back-to-back runs (the polling path).
+func TestPoolRunsEveryItemOnce(t *testing.T) {
+	for _, workers := range []int{1, 2, 3, 8} {
+		p := newPool(workers)
+		r := rand.New(rand.NewPCG(uint64(workers), 1))
+		for run := 0; run < 1000; run++ {
+			n := r.IntN(41)
+			hits := make([]atomic.Int32, n)
+			var bad atomic.Int32
+			p.run(n, func(w, i int) {
+				if w < 0 || w >= workers {
+					bad.Add(1)
+				}
+				if r := i % 7; r == 0 {
+					time.Sleep(time.Microsecond)
+				}
+				hits[i].Add(1)
+			})
+			for i := range hits {
+				require.EqualValues(t, 1, hits[i].Load(), "workers %d run %d item %d", workers, run, i)
+			}
+			require.Zero(t, bad.Load())
+			if run%500 == 0 {
+				time.Sleep(2 * spinFor) // helpers park
+			}
+		}
+		p.stop()
+	}
+}
+
+// TestPoolsConcurrent: several pools driven at once from their own
+// goroutines (as parallel sessions do) all finish, and stopping a parked
+// pool ends its helpers.
+func TestPoolsConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := 0; g < 6; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newPool(3)
+			defer p.stop()
+			var sum atomic.Int64
+			for run := 0; run < 2000; run++ {
+				p.run(5, func(_, i int) { sum.Add(int64(i)) })
+			}
+			if sum.Load() != 2000*10 {
+				t.Errorf("sum %d, want %d", sum.Load(), 2000*10)
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatal("pools did not finish in 60 s")
+	}
+}
