@@ -22,8 +22,8 @@ type variant struct {
 	q8_0, q4_0     func(nb int, w, a []byte) float32
 	q8_0x4, q4_0x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
 	// Group kernels over eight interleaved rows (see Packed).
-	gemvQ4_0   func(nb int, w, a []byte, dst []float32)
-	gemmQ4_0x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	gemvQ4_0, gemvQ8_0     func(nb int, w, a []byte, dst []float32)
+	gemmQ4_0x4, gemmQ8_0x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 }
 
 var genericVariant = &variant{name: "generic"}

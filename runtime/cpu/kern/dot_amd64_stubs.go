@@ -42,3 +42,16 @@ func gemvQ4_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
 //
 //go:noescape
 func gemmQ4_0x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemvQ8_0x8AVX2 sets dst[0:8] to the dots of a group of eight packed Q8_0 rows (nb
+// blocks) with one packed Q8_0 activation row. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func gemvQ8_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ8_0x8x4AVX2 sets dst[r*ld:r*ld+8] to gemvQ8_0x8AVX2 of the group and
+// activation row a[r*stride:], bit for bit, for r < 4, unpacking each
+// weight block once.
+//
+//go:noescape
+func gemmQ8_0x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)

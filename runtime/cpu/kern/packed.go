@@ -25,36 +25,52 @@ type Packed struct {
 	groups []byte // n/8 groups
 	rest   []byte // the last n%8 rows, in the original layout
 	rb     int    // bytes of one original row
-	v      *variant
+	gemv   func(nb int, w, a []byte, dst []float32)
+	gemm4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
+}
+
+// groupKernels returns v's group kernels for wt, nil when it has none.
+func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []float32), func(nb int, w, a []byte, stride int, dst []float32, ld int)) {
+	switch wt {
+	case ir.Q4_0:
+		return v.gemvQ4_0, v.gemmQ4_0x4
+	case ir.Q8_0:
+		return v.gemvQ8_0, v.gemmQ8_0x4
+	}
+	return nil, nil
 }
 
 // PackedSupported reports whether the active variant has group kernels for wt.
 func PackedSupported(wt ir.DType) bool {
-	return wt == ir.Q4_0 && active.Load().gemvQ4_0 != nil
+	gemv, gemm4 := groupKernels(active.Load(), wt)
+	return gemv != nil && gemm4 != nil
 }
 
 // Pack interleaves an n×k weight matrix (data: n rows of wt) for the active
 // variant's group kernels. It returns nil when the variant has none for wt or
 // k is not a whole number of blocks.
 func Pack(wt ir.DType, n, k int, data []byte) *Packed {
-	v := active.Load()
-	if wt != ir.Q4_0 || v.gemvQ4_0 == nil || k <= 0 || k%32 != 0 || n <= 0 {
+	gemv, gemm4 := groupKernels(active.Load(), wt)
+	if gemv == nil || gemm4 == nil || k <= 0 || k%32 != 0 || n <= 0 {
 		return nil
 	}
 	nb := k / 32
-	rb := nb * 18
+	bb := wt.BlockBytes() // 18 or 34: f16 scale, then 16 or 32 quant bytes
+	rb := nb * bb
 	if len(data) < n*rb {
 		panic(fmt.Sprintf("kern: Pack: %d bytes for %d×%d %s", len(data), n, k, wt))
 	}
 	g := n / 8
-	p := &Packed{wt: wt, n: n, k: k, rb: rb, v: v, groups: make([]byte, g*nb*144), rest: data[g*8*rb : n*rb]}
+	gbb := 8 * bb // a group's block
+	p := &Packed{wt: wt, n: n, k: k, rb: rb, gemv: gemv, gemm4: gemm4,
+		groups: make([]byte, g*nb*gbb), rest: data[g*8*rb : n*rb]}
 	for gi := 0; gi < g; gi++ {
 		for b := 0; b < nb; b++ {
-			dst := p.groups[(gi*nb+b)*144:][:144]
+			dst := p.groups[(gi*nb+b)*gbb:][:gbb]
 			for r := 0; r < 8; r++ {
-				src := data[(gi*8+r)*rb+b*18:][:18]
+				src := data[(gi*8+r)*rb+b*bb:][:bb]
 				copy(dst[2*r:], src[:2])
-				for t := 0; t < 4; t++ {
+				for t := 0; t < (bb-2)/4; t++ {
 					copy(dst[16+32*t+4*r:][:4], src[2+4*t:][:4])
 				}
 			}
@@ -67,9 +83,9 @@ func Pack(wt ir.DType, n, k int, data []byte) *Packed {
 func (p *Packed) Rows() int { return p.n }
 
 // PackedActBytes is the byte length of one activation row of n elements in
-// the group kernels' format: Q8_0 blocks followed by {int32 8·Σq, float32 d}
-// per block. Its first ActBytes(Q4_0, n) bytes are the plain Q8_0 row, so Dot
-// reads it too.
+// the group kernels' format (Q4_0 and Q8_0 weights alike): Q8_0 blocks
+// followed by {int32 8·Σq, float32 d} per block. Its first ActBytes(Q4_0, n)
+// bytes are the plain Q8_0 row, so Dot reads it too.
 func PackedActBytes(n int) int { return n/32*34 + n/32*8 }
 
 // QuantizePackedActs encodes x (len a multiple of 32) as PackedActBytes.
@@ -103,7 +119,7 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 		panic(fmt.Sprintf("kern: Packed.Dots stride %d < %d", stride, ab))
 	}
 	a = a[:(R-1)*stride+ab]
-	gb := nb * 144
+	gb := nb * 8 * p.wt.BlockBytes()
 	j := 0
 	for ; j < count && row0+j+8 <= p.n-p.n%8; j += 8 {
 		if (row0+j)%8 != 0 {
@@ -122,10 +138,10 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 		}
 		r := 0
 		for ; r+4 <= R; r += 4 {
-			p.v.gemmQ4_0x4(nb, w, a[r*stride:], stride, d[r*dld:][:3*dld+8], dld)
+			p.gemm4(nb, w, a[r*stride:], stride, d[r*dld:][:3*dld+8], dld)
 		}
 		for ; r < R; r++ {
-			p.v.gemvQ4_0(nb, w, a[r*stride:], d[r*dld:][:8])
+			p.gemv(nb, w, a[r*stride:], d[r*dld:][:8])
 		}
 		if count-j < 8 {
 			for r := 0; r < R; r++ {

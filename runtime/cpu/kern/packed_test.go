@@ -14,11 +14,11 @@ import (
 // row (original layout) and one packed activation row, in scalar Go: per
 // block the exact integer dot, then acc = fma(f16(d_w)·d_a, dot, acc).
 // It also returns Σ|terms| for tolerance bounds.
-func emulateGroup(nb int, w, a []byte) (float32, float64) {
+func emulateGroup(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 	var acc float32
 	var mag float64
 	for b := 0; b < nb; b++ {
-		qw, dw := elemsQ(ir.Q4_0, w, b)
+		qw, dw := elemsQ(wt, w, b)
 		y := a[b*34:]
 		da := h16(y)
 		var dot int32
@@ -34,49 +34,51 @@ func emulateGroup(nb int, w, a []byte) (float32, float64) {
 	return acc, mag
 }
 
-// TestPackedQ4_0 checks the group kernels against the emulated order bit for
+// TestPacked checks the group kernels against the emulated order bit for
 // bit and against the generic Dot within 1e-5·Σ|terms|, for row counts with
 // and without a partial group, one to nine activation rows (the four-row
 // kernel and the one-row tail), and padded strides.
-func TestPackedQ4_0(t *testing.T) {
+func TestPacked(t *testing.T) {
 	useVariant(t, "avx2")
-	for _, n := range []int{8, 13, 64, 1} {
-		for _, k := range []int{32, 96, 2048, 5632} {
-			t.Run(fmt.Sprintf("%dx%d", n, k), func(t *testing.T) {
-				nb := k / 32
-				rb := nb * 18
-				data := make([]byte, n*rb)
-				for i := 0; i < n; i++ {
-					w, _ := makeWeights(t, ir.Q4_0, k, uint64(1000*n+i))
-					copy(data[i*rb:], w)
-				}
-				p := Pack(ir.Q4_0, n, k, data)
-				require.NotNil(t, p)
-				ab := PackedActBytes(k)
-				for _, R := range []int{1, 4, 5, 9} {
-					stride := ab + 16*(R%2)
-					a := make([]byte, R*stride)
-					for r := 0; r < R; r++ {
-						QuantizePackedActs(randRow(k, []float64{1, 0.02, 25}[r%3], uint64(r+7*R)), a[r*stride:])
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+		for _, n := range []int{8, 13, 64, 1} {
+			for _, k := range []int{32, 96, 2048, 5632} {
+				t.Run(fmt.Sprintf("%s/%dx%d", wt, n, k), func(t *testing.T) {
+					nb := k / 32
+					rb := nb * wt.BlockBytes()
+					data := make([]byte, n*rb)
+					for i := 0; i < n; i++ {
+						w, _ := makeWeights(t, wt, k, uint64(1000*n+i))
+						copy(data[i*rb:], w)
 					}
-					dst := make([]float32, R*n)
-					p.Dots(0, n, a, stride, R, dst, n)
-					for r := 0; r < R; r++ {
-						for j := 0; j < n; j++ {
-							w, act := data[j*rb:][:rb], a[r*stride:][:ab]
-							got := dst[r*n+j]
-							gen := dotWith("generic", ir.Q4_0, k, w, act)
-							if j < n-n%8 {
-								emu, mag := emulateGroup(nb, w, act)
-								require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "row %d act %d: kernel %v, emulated %v", j, r, got, emu)
-								require.LessOrEqual(t, math.Abs(float64(got-gen)), 1e-5*mag+1e-30, "row %d act %d", j, r)
-							} else {
-								require.Equal(t, Dot(ir.Q4_0, k, w, act), got, "tail row %d", j)
+					p := Pack(wt, n, k, data)
+					require.NotNil(t, p)
+					ab := PackedActBytes(k)
+					for _, R := range []int{1, 4, 5, 9} {
+						stride := ab + 16*(R%2)
+						a := make([]byte, R*stride)
+						for r := 0; r < R; r++ {
+							QuantizePackedActs(randRow(k, []float64{1, 0.02, 25}[r%3], uint64(r+7*R)), a[r*stride:])
+						}
+						dst := make([]float32, R*n)
+						p.Dots(0, n, a, stride, R, dst, n)
+						for r := 0; r < R; r++ {
+							for j := 0; j < n; j++ {
+								w, act := data[j*rb:][:rb], a[r*stride:][:ab]
+								got := dst[r*n+j]
+								gen := dotWith("generic", wt, k, w, act)
+								if j < n-n%8 {
+									emu, mag := emulateGroup(wt, nb, w, act)
+									require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "row %d act %d: kernel %v, emulated %v", j, r, got, emu)
+									require.LessOrEqual(t, math.Abs(float64(got-gen)), 1e-5*mag+1e-30, "row %d act %d", j, r)
+								} else {
+									require.Equal(t, Dot(wt, k, w, act), got, "tail row %d", j)
+								}
 							}
 						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -105,16 +107,23 @@ func TestPackNilWithoutKernels(t *testing.T) {
 	useVariant(t, "generic")
 	require.Nil(t, Pack(ir.Q4_0, 8, 32, make([]byte, 8*18)))
 	require.False(t, PackedSupported(ir.Q4_0))
+	require.False(t, PackedSupported(ir.Q8_0))
 }
 
 // BenchmarkPackedQ4_0: weight GB/s of the group kernels against Dot, one
 // activation row (decode) and 32 (prefill, counted per activation row).
-func BenchmarkPackedQ4_0(b *testing.B) {
+func BenchmarkPacked(b *testing.B) {
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+		b.Run(wt.String(), func(b *testing.B) { benchPacked(b, wt) })
+	}
+}
+
+func benchPacked(b *testing.B, wt ir.DType) {
 	const n, k = 256, 2048
-	rb := k / 32 * 18
+	rb := k / 32 * wt.BlockBytes()
 	data := make([]byte, n*rb)
 	for i := 0; i < n; i++ {
-		w, _ := makeWeights(b, ir.Q4_0, k, uint64(i))
+		w, _ := makeWeights(b, wt, k, uint64(i))
 		copy(data[i*rb:], w)
 	}
 	for _, R := range []int{1, 32} {
@@ -125,7 +134,7 @@ func BenchmarkPackedQ4_0(b *testing.B) {
 		dst := make([]float32, R*n)
 		b.Run(fmt.Sprintf("packed/R=%d", R), func(b *testing.B) {
 			useVariant(b, "avx2")
-			p := Pack(ir.Q4_0, n, k, data)
+			p := Pack(wt, n, k, data)
 			for b.Loop() {
 				p.Dots(0, n, a, PackedActBytes(k), R, dst, n)
 			}
@@ -135,7 +144,7 @@ func BenchmarkPackedQ4_0(b *testing.B) {
 			useVariant(b, "avx2")
 			for b.Loop() {
 				for j := 0; j < n; j++ {
-					DotRows(ir.Q4_0, k, data[j*rb:][:rb], a, PackedActBytes(k), dst[:R])
+					DotRows(wt, k, data[j*rb:][:rb], a, PackedActBytes(k), dst[:R])
 				}
 			}
 			b.ReportMetric(float64(len(data))*float64(R)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")

@@ -9,35 +9,43 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// Packed Q4_0 kernels: eight weight rows interleaved so that one YMM lane
-// (four bytes) belongs to one row. Layout of a group of eight rows (kern's
-// PackQ4_0x8), per 32-element block b, 144 bytes:
+// Packed kernels: eight weight rows interleaved so that one YMM lane (four
+// bytes) belongs to one row. Layout of a group of eight rows (kern's Pack),
+// per 32-element block:
 //
-//	[0:16]    the eight rows' f16 scales, row r at 2r
-//	[16:144]  four 32-byte vectors t = 0..3; bytes 4r..4r+3 of vector t are
-//	          row r's quant bytes 4t..4t+3, whose low nibbles are elements
-//	          4t..4t+3 and high nibbles elements 16+4t..16+4t+3
+//	[0:16]  the eight rows' f16 scales, row r at 2r
+//	then    32-byte vectors t = 0, 1, ...; bytes 4r..4r+3 of vector t are
+//	        row r's quant bytes 4t..4t+3.
+//
+// Q4_0 (144 bytes a block): four vectors, whose bytes' low nibbles are
+// elements 4t..4t+3 and high nibbles elements 16+4t..16+4t+3. Q8_0 (272
+// bytes): eight vectors of signed elements 4t..4t+3.
 //
 // An activation row is a Q8_0 row of nb blocks (34 bytes each) followed by
-// nb pairs {int32 8·Σq, float32 d} (kern's QuantizePackedActs), so the kernel
-// multiplies unsigned nibbles by the activations and subtracts 8·Σq instead
-// of recentring every weight.
+// nb pairs {int32 8·Σq, float32 d} (kern's QuantizePackedActs), so the Q4_0
+// kernel multiplies unsigned nibbles by the activations and subtracts 8·Σq
+// instead of recentring every weight. The Q8_0 kernel moves each weight's
+// sign onto the activation (vpsignb) to use the unsigned×signed vpmaddubsw.
 //
-// Per row and block the integer dot is exact (pair sums ≤ 2·15·127, eight of
-// them per int16 lane ≤ 30,480), and each row accumulates
+// Per row and block the integer dot is exact (Q4_0: pair sums ≤ 2·15·127,
+// eight of them per int16 lane ≤ 30,480; Q8_0: pair sums ≤ 2·128·127
+// widened to int32 at once), and each row accumulates
 // acc = fma(f16(d_w)·d_a, float(dot), acc) block after block, in one float32
 // chain per row. The one- and four-activation-row kernels share this order.
 const (
-	groupBlockBytes = 144
-	actBlockBytes   = 34
-	actSideBytes    = 8
+	actBlockBytes = 34
+	actSideBytes  = 8
 )
 
-func gemvQ4_0(c *build.Context, rows int) {
-	name := "gemvQ4_0x8AVX2"
+func gemv(c *build.Context, typ string, rows int) {
+	groupBlockBytes, vectors := 144, 4
+	if typ == "Q8_0" {
+		groupBlockBytes, vectors = 272, 8
+	}
+	name := "gemv" + typ + "x8AVX2"
 	sig := "func(nb int, w, a []byte, dst []float32)"
 	if rows > 1 {
-		name = fmt.Sprintf("gemmQ4_0x8x%dAVX2", rows)
+		name = fmt.Sprintf("gemm%sx8x%dAVX2", typ, rows)
 		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
 	}
 	c.Function(name)
@@ -46,12 +54,12 @@ func gemvQ4_0(c *build.Context, rows int) {
 	c.SignatureExpr(sig)
 	if rows == 1 {
 		c.Doc(
-			name+" sets dst[0:8] to the dots of a group of eight packed Q4_0 rows (nb",
+			name+" sets dst[0:8] to the dots of a group of eight packed "+typ+" rows (nb",
 			"blocks) with one packed Q8_0 activation row. It needs AVX2, FMA and F16C.",
 		)
 	} else {
 		c.Doc(
-			fmt.Sprintf("%s sets dst[r*ld:r*ld+8] to gemvQ4_0x8AVX2 of the group and", name),
+			fmt.Sprintf("%s sets dst[r*ld:r*ld+8] to gemv%sx8AVX2 of the group and", name, typ),
 			fmt.Sprintf("activation row a[r*stride:], bit for bit, for r < %d, unpacking each", rows),
 			"weight block once.",
 		)
@@ -85,23 +93,43 @@ func gemvQ4_0(c *build.Context, rows int) {
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
 	sum := make([]reg.VecVirtual, rows)
-	for t := 0; t < 4; t++ {
-		v := c.YMM()
-		c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
-		lo, hi := c.YMM(), c.YMM()
-		c.VPAND(consts["nibbleMask"], v, lo)
-		c.VPSRLW(Imm(4), v, hi)
-		c.VPAND(consts["nibbleMask"], hi, hi)
-		for r := range rows {
-			for half, q := range []reg.VecVirtual{lo, hi} {
-				b := c.YMM()
-				c.VPBROADCASTD(Mem{Base: y[r], Disp: 2 + 16*half + 4*t}, b)
-				c.VPMADDUBSW(b, q, b) // 16 int16: pairs of nibble·activation
-				if t == 0 && half == 0 {
-					sum[r] = b
-				} else {
-					c.VPADDW(b, sum[r], sum[r])
+	// add accumulates partial sums into sum[r] (the first one initializes it).
+	add := func(r int, first bool, v reg.VecVirtual, op func(...Op)) {
+		if first {
+			sum[r] = v
+		} else {
+			op(v, sum[r], sum[r])
+		}
+	}
+	if typ == "Q4_0" {
+		for t := 0; t < vectors; t++ {
+			v := c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
+			lo, hi := c.YMM(), c.YMM()
+			c.VPAND(consts["nibbleMask"], v, lo)
+			c.VPSRLW(Imm(4), v, hi)
+			c.VPAND(consts["nibbleMask"], hi, hi)
+			for r := range rows {
+				for half, q := range []reg.VecVirtual{lo, hi} {
+					b := c.YMM()
+					c.VPBROADCASTD(Mem{Base: y[r], Disp: 2 + 16*half + 4*t}, b)
+					c.VPMADDUBSW(b, q, b) // 16 int16: pairs of nibble·activation
+					add(r, t == 0 && half == 0, b, c.VPADDW)
 				}
+			}
+		}
+	} else {
+		for t := 0; t < vectors; t++ {
+			q, aq := c.YMM(), c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, q)
+			c.VPABSB(q, aq)
+			for r := range rows {
+				b := c.YMM()
+				c.VPBROADCASTD(Mem{Base: y[r], Disp: 2 + 4*t}, b)
+				c.VPSIGNB(q, b, b)               // activation with the weight's sign
+				c.VPMADDUBSW(b, aq, b)           // 16 int16: |w|·±a pairs
+				c.VPMADDWD(consts["ones"], b, b) // 8 int32
+				add(r, t == 0, b, c.VPADDD)
 			}
 		}
 	}
@@ -109,10 +137,12 @@ func gemvQ4_0(c *build.Context, rows int) {
 	c.VCVTPH2PS(Mem{Base: x}, dw) // the eight rows' scales
 	for r := range rows {
 		s := sum[r]
-		c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ nibble·q
-		corr := c.YMM()
-		c.VPBROADCASTD(Mem{Base: side[r]}, corr)
-		c.VPSUBD(corr, s, s) // Σ (nibble-8)·q, exact
+		if typ == "Q4_0" {
+			c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ nibble·q
+			corr := c.YMM()
+			c.VPBROADCASTD(Mem{Base: side[r]}, corr)
+			c.VPSUBD(corr, s, s) // Σ (nibble-8)·q, exact
+		}
 		c.VCVTDQ2PS(s, s)
 		d := c.YMM()
 		c.VBROADCASTSS(Mem{Base: side[r], Disp: 4}, d)

@@ -62,8 +62,10 @@ func run(dir string) error {
 		)
 		dotRows(c, k, 4)
 	}
-	gemvQ4_0(c, 1)
-	gemvQ4_0(c, 4)
+	for _, typ := range []string{"Q4_0", "Q8_0"} {
+		gemv(c, typ, 1)
+		gemv(c, typ, 4)
+	}
 
 	// A fixed header, whatever the output directory.
 	pc := printer.Config{Name: "codegen/goasm/gen/kerndot", Pkg: "kern"}
