@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
+
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -153,12 +155,8 @@ func dotF16(a []float32, b []uint16, tab []float32) float32 {
 	return s0 + s1
 }
 
-func axpy(dst []float32, a float32, x []float32) {
-	x = x[:len(dst)]
-	for i := range dst {
-		dst[i] += a * x[i]
-	}
-}
+// axpy is kern.Axpy: dst += a·x.
+func axpy(dst []float32, a float32, x []float32) { kern.Axpy(dst, a, x) }
 
 func axpyF16(dst []float32, a float32, x []uint16, tab []float32) {
 	x = x[:len(dst)]

@@ -182,10 +182,7 @@ func (e *exec) matmul(nd *node) error {
 			wr.dots(j0, cnt, acts, ab, R, g, cnt, tmp)
 			wr.dots(F+j0, cnt, acts, ab, R, u, cnt, tmp)
 			for r := 0; r < R; r++ {
-				o := out[r*F+j0:][:cnt]
-				for j := range o {
-					o[j] = float32(silu(float64(g[r*cnt+j]))) * u[r*cnt+j]
-				}
+				kern.SiLUMul(out[r*F+j0:][:cnt], g[r*cnt:], u[r*cnt:])
 			}
 		})
 	case ir.OpQKVRoPE:

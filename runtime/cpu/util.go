@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/minerva-llm/minerva/quant"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // alignedBytes allocates n bytes aligned for float32 (and 8-byte) access.
@@ -38,21 +39,8 @@ func bytesOfF32(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
 }
 
-func dotF32(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
+// dotF32 is kern.DotF32 (AVX2 where the kernels run, else plain Go).
+func dotF32(a, b []float32) float32 { return kern.DotF32(a, b) }
 
 var (
 	f16Once  sync.Once

@@ -1,0 +1,237 @@
+// Command kernvec generates runtime/cpu/kern/vec_amd64.s and
+// vec_amd64_stubs.go: AVX2+FMA kernels over float32 vectors for the CPU
+// backend's non-matmul work — the attention dot and axpy, and the SwiGLU
+// epilogue silu(g)·u with a vectorized exp.
+//
+// The kernels handle whole vectors of 8 (32 for the dot); kern's Go
+// wrappers finish the tail.
+//
+// Usage (from runtime/cpu/kern, see its go:generate line in vec.go):
+//
+//	go run ../../../codegen/goasm/gen/kernvec -dir .
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/pass"
+	"github.com/mmcloughlin/avo/printer"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	dir := flag.String("dir", ".", "directory that receives vec_amd64.s and vec_amd64_stubs.go")
+	flag.Parse()
+	if err := run(*dir); err != nil {
+		fmt.Fprintln(os.Stderr, "kernvec:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string) error {
+	c := build.NewContext()
+	c.ConstraintExpr("amd64")
+	dotF32(c)
+	axpyF32(c)
+	siluMul(c)
+
+	pc := printer.Config{Name: "codegen/goasm/gen/kernvec", Pkg: "kern"}
+	asm, err := os.Create(filepath.Join(dir, "vec_amd64.s"))
+	if err != nil {
+		return err
+	}
+	defer asm.Close()
+	stubs, err := os.Create(filepath.Join(dir, "vec_amd64_stubs.go"))
+	if err != nil {
+		return err
+	}
+	defer stubs.Close()
+	cfg := &build.Config{
+		ErrOut:    os.Stderr,
+		MaxErrors: 10,
+		Passes: []pass.Interface{
+			pass.Compile,
+			&pass.Output{Writer: asm, Printer: printer.NewGoAsm(pc)},
+			&pass.Output{Writer: stubs, Printer: printer.NewStubs(pc)},
+		},
+	}
+	if build.Main(cfg, c) != 0 {
+		return fmt.Errorf("generation failed")
+	}
+	return nil
+}
+
+// f32Const defines a 32-byte read-only vector of eight copies of v.
+func f32Const(c *build.Context, name string, v float32) Mem {
+	return u32Const(c, name, math.Float32bits(v))
+}
+
+func u32Const(c *build.Context, name string, v uint32) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i := 0; i < 8; i++ {
+		c.AddDatum(4*i, U32(v))
+	}
+	return m
+}
+
+// dotF32 emits func dotF32AVX2(a, b []float32) float32 over the first
+// len(a)&^31 elements: four accumulators of eight lanes, element i in
+// accumulator (i/8)%4 lane i%8, summed as ((acc0+acc1)+(acc2+acc3)) and then
+// lanes (hi+lo), pairs, singles.
+func dotF32(c *build.Context) {
+	c.Function("dotF32AVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(a, b []float32) float32")
+	c.Doc("dotF32AVX2 is the dot product of a[:len(a)&^31] and b. It needs AVX2 and FMA.")
+	n := c.Load(c.Param("a").Len(), c.GP64())
+	x := c.Load(c.Param("a").Base(), c.GP64())
+	y := c.Load(c.Param("b").Base(), c.GP64())
+	c.SHRQ(Imm(5), n)
+	var acc [4]reg.VecVirtual
+	for i := range acc {
+		acc[i] = c.YMM()
+		c.VXORPS(acc[i], acc[i], acc[i])
+	}
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("dot_done"))
+	c.Label("dot_loop")
+	for i := range acc {
+		v := c.YMM()
+		c.VMOVUPS(Mem{Base: x, Disp: 32 * i}, v)
+		c.VFMADD231PS(Mem{Base: y, Disp: 32 * i}, v, acc[i])
+	}
+	c.ADDQ(U32(128), x)
+	c.ADDQ(U32(128), y)
+	c.DECQ(n)
+	c.JNZ(LabelRef("dot_loop"))
+	c.Label("dot_done")
+	c.VADDPS(acc[1], acc[0], acc[0])
+	c.VADDPS(acc[3], acc[2], acc[2])
+	c.VADDPS(acc[2], acc[0], acc[0])
+	r := c.XMM()
+	c.VEXTRACTF128(Imm(1), acc[0], r)
+	c.VADDPS(acc[0].AsX(), r, r)
+	h := c.XMM()
+	c.VMOVHLPS(r, r, h)
+	c.VADDPS(h, r, r)
+	c.VMOVSHDUP(r, h)
+	c.VADDSS(h, r, r)
+	c.VZEROUPPER()
+	c.Store(r, c.ReturnIndex(0))
+	c.RET()
+}
+
+// axpyF32 emits func axpyF32AVX2(dst []float32, alpha float32, x []float32):
+// dst[i] = fma(alpha, x[i], dst[i]) for i < len(dst)&^7.
+func axpyF32(c *build.Context) {
+	c.Function("axpyF32AVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(dst []float32, alpha float32, x []float32)")
+	c.Doc("axpyF32AVX2 adds alpha·x to dst[:len(dst)&^7] (fused). It needs AVX2 and FMA.")
+	n := c.Load(c.Param("dst").Len(), c.GP64())
+	d := c.Load(c.Param("dst").Base(), c.GP64())
+	x := c.Load(c.Param("x").Base(), c.GP64())
+	a := c.Load(c.Param("alpha"), c.XMM())
+	al := c.YMM()
+	c.VBROADCASTSS(a, al)
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("axpy_done"))
+	c.Label("axpy_loop")
+	v := c.YMM()
+	c.VMOVUPS(Mem{Base: d}, v)
+	c.VFMADD231PS(Mem{Base: x}, al, v)
+	c.VMOVUPS(v, Mem{Base: d})
+	c.ADDQ(U32(32), d)
+	c.ADDQ(U32(32), x)
+	c.DECQ(n)
+	c.JNZ(LabelRef("axpy_loop"))
+	c.Label("axpy_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// siluMul emits func siluMulAVX2(dst, g, u []float32): dst[i] =
+// g/(1+exp(-g))·u for i < len(dst)&^7, with Cephes' expf (range reduction
+// by ln 2 in two parts, a degree-5 polynomial, 2^n built in the exponent
+// bits): within 2 ulp of exp over the clamped range ±88.376.
+func siluMul(c *build.Context) {
+	c.Function("siluMulAVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(dst, g, u []float32)")
+	c.Doc("siluMulAVX2 sets dst[i] = silu(g[i])·u[i] for i < len(dst)&^7. It needs AVX2 and FMA.")
+	k := map[string]Mem{
+		"hi":    f32Const(c, "expHi", 88.3762626647949),
+		"lo":    f32Const(c, "expLo", -88.3762626647949),
+		"log2e": f32Const(c, "expLog2e", 1.44269504088896341),
+		"half":  f32Const(c, "expHalf", 0.5),
+		"one":   f32Const(c, "expOne", 1),
+		"c1":    f32Const(c, "expC1", 0.693359375),
+		"c2":    f32Const(c, "expC2", -2.12194440e-4),
+		"p0":    f32Const(c, "expP0", 1.9875691500e-4),
+		"p1":    f32Const(c, "expP1", 1.3981999507e-3),
+		"p2":    f32Const(c, "expP2", 8.3334519073e-3),
+		"p3":    f32Const(c, "expP3", 4.1665795894e-2),
+		"p4":    f32Const(c, "expP4", 1.6666665459e-1),
+		"p5":    f32Const(c, "expP5", 5.0000001201e-1),
+		"bias":  u32Const(c, "expBias", 127),
+		"sign":  u32Const(c, "expSign", 0x80000000),
+	}
+	n := c.Load(c.Param("dst").Len(), c.GP64())
+	d := c.Load(c.Param("dst").Base(), c.GP64())
+	gp := c.Load(c.Param("g").Base(), c.GP64())
+	up := c.Load(c.Param("u").Base(), c.GP64())
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("silu_done"))
+	c.Label("silu_loop")
+	g := c.YMM()
+	c.VMOVUPS(Mem{Base: gp}, g)
+	x := c.YMM()
+	c.VXORPS(k["sign"], g, x) // x = -g
+	c.VMINPS(k["hi"], x, x)
+	c.VMAXPS(k["lo"], x, x)
+	fx := c.YMM()
+	c.VMOVAPS(k["half"], fx)
+	c.VFMADD231PS(k["log2e"], x, fx) // fx = x·log2e + 0.5
+	c.VROUNDPS(Imm(1), fx, fx)       // floor
+	c.VFNMADD231PS(k["c1"], fx, x)   // x -= fx·c1
+	c.VFNMADD231PS(k["c2"], fx, x)   // x -= fx·c2
+	z := c.YMM()
+	c.VMULPS(x, x, z)
+	y := c.YMM()
+	c.VMOVAPS(k["p0"], y)
+	for _, p := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		c.VFMADD213PS(k[p], x, y) // y = y·x + p
+	}
+	c.VFMADD213PS(x, z, y) // y = y·z + x
+	c.VADDPS(k["one"], y, y)
+	e := c.YMM()
+	c.VCVTTPS2DQ(fx, e)
+	c.VPADDD(k["bias"], e, e)
+	c.VPSLLD(Imm(23), e, e) // 2^n
+	c.VMULPS(e, y, y)       // exp(-g)
+	c.VADDPS(k["one"], y, y)
+	c.VDIVPS(y, g, g) // g / (1 + exp(-g))
+	c.VMULPS(Mem{Base: up}, g, g)
+	c.VMOVUPS(g, Mem{Base: d})
+	c.ADDQ(U32(32), d)
+	c.ADDQ(U32(32), gp)
+	c.ADDQ(U32(32), up)
+	c.DECQ(n)
+	c.JNZ(LabelRef("silu_loop"))
+	c.Label("silu_done")
+	c.VZEROUPPER()
+	c.RET()
+}

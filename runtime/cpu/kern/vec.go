@@ -1,0 +1,68 @@
+package kern
+
+//go:generate go run ../../../codegen/goasm/gen/kernvec -dir .
+
+import "math"
+
+// The float32 vector kernels of the CPU backend's non-matmul work. With a
+// SIMD variant active (MINERVA_CPU other than generic) they run the AVX2
+// code from vec_amd64.s on whole vectors and finish the tail here; the
+// generic variant keeps the plain Go loops, so forcing it reproduces the
+// earlier results bit for bit.
+
+// useVec reports whether the SIMD vector kernels run.
+func useVec() bool { return vecAsm && active.Load() != genericVariant }
+
+// DotF32 returns Σ a[i]·b[i] over len(a) elements (b at least as long).
+func DotF32(a, b []float32) float32 {
+	b = b[:len(a)]
+	if useVec() && len(a) >= 32 {
+		n := len(a) &^ 31
+		s := dotF32AVX2(a[:n], b[:n])
+		for i := n; i < len(a); i++ {
+			s += a[i] * b[i]
+		}
+		return s
+	}
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// Axpy adds alpha·x[i] to dst[i] for i < len(dst).
+func Axpy(dst []float32, alpha float32, x []float32) {
+	x = x[:len(dst)]
+	i := 0
+	if useVec() {
+		i = len(dst) &^ 7
+		axpyF32AVX2(dst[:i], alpha, x[:i])
+	}
+	for ; i < len(dst); i++ {
+		dst[i] += alpha * x[i]
+	}
+}
+
+// SiLUMul sets dst[i] = silu(g[i])·u[i] = g/(1+e^-g)·u for i < len(dst).
+// The generic variant evaluates silu in float64 and rounds once; the SIMD
+// kernel uses a float32 exp within 2 ulp, so it may differ in the last bits.
+func SiLUMul(dst, g, u []float32) {
+	g, u = g[:len(dst)], u[:len(dst)]
+	i := 0
+	if useVec() {
+		i = len(dst) &^ 7
+		siluMulAVX2(dst[:i], g[:i], u[:i])
+	}
+	for ; i < len(dst); i++ {
+		x := float64(g[i])
+		dst[i] = float32(x/(1+math.Exp(-x))) * u[i]
+	}
+}

@@ -1,0 +1,3 @@
+package kern
+
+const vecAsm = true

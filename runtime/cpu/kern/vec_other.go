@@ -1,0 +1,11 @@
+//go:build !amd64
+
+package kern
+
+const vecAsm = false
+
+func dotF32AVX2(a, b []float32) float32 { panic("kern: no AVX2 kernels on this architecture") }
+func axpyF32AVX2(dst []float32, alpha float32, x []float32) {
+	panic("kern: no AVX2 kernels on this architecture")
+}
+func siluMulAVX2(dst, g, u []float32) { panic("kern: no AVX2 kernels on this architecture") }
