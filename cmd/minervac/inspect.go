@@ -59,6 +59,10 @@ func (c *inspectCmd) Run() error {
 		cfg.NLayer, cfg.NEmbd, cfg.NHead, cfg.NHeadKV, cfg.HeadDim, cfg.NRot, cfg.NFF)
 	fmt.Fprintf(w, "  vocabulary %d (%s), context %d, rope base %g, rope freq scale %g, rms eps %g, tied output %v\n",
 		cfg.NVocab, m.Vocab.Model, cfg.ContextLength, cfg.RopeBase, cfg.RopeFreqScale, cfg.RMSEps, cfg.TiedOutput)
+	if cfg.NExpert > 0 {
+		fmt.Fprintf(w, "  experts %d (%d used per token, feed-forward %d), sliding window %d on layers %v, rope scaling %s (original context %d)\n",
+			cfg.NExpert, cfg.NExpertUsed, cfg.NFFExp, cfg.SlidingWindow, cfg.SlidingLayers, cfg.RopeScaling, cfg.RopeOrigCtx)
+	}
 	fmt.Fprintf(w, "  graph: %d values, %d outputs\n", len(m.Graph.Values), len(m.Graph.Outputs))
 	return nil
 }
