@@ -12,11 +12,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/tokenizer"
 )
 
 // gptossBackends are the ways a gpt-oss golden case is run: a backend, and
@@ -33,9 +36,17 @@ var gptossBackends = []struct {
 	// emulating: the backend rounds activations and the V cache as the
 	// reference engine does, and is held to the tighter tolerance.
 	emulating bool
+	// vcache is the V cache type (0: f32, as K); the reference engine ran
+	// with an f16 V cache.
+	vcache ir.DType
+	// validation names the case.json record of the README's float64
+	// implementation with the same settings, which a plain float backend
+	// must reproduce row by row ("" for an emulating backend).
+	validation string
 }{
-	{"reference", "reference", false, false},
-	{"reference-fused", "reference", true, false},
+	{"reference", "reference", false, false, 0, "exact_float"},
+	{"reference-fused", "reference", true, false, 0, "exact_float"},
+	{"reference-vf16", "reference", false, false, ir.F16, "emulating_v_f16_only"},
 }
 
 // TestGoldenGPTOSS runs the gpt-oss cases of ../shared/golden/e2e
@@ -52,7 +63,13 @@ func TestGoldenGPTOSS(t *testing.T) {
 				t.Run(c.Name, func(t *testing.T) {
 					tol := c.GPTOSSTolerance(be.emulating)
 					require.NotZero(t, tol, "no tolerance for the fixture of %s", c.Name)
-					m, tok := openModel(t, c.ModelPath)
+					f, err := gguf.Open(c.ModelPath)
+					require.NoError(t, err)
+					t.Cleanup(func() { f.Close() })
+					m, err := arch.Load(f, arch.Options{VCacheType: be.vcache})
+					require.NoError(t, err)
+					tok, err := tokenizer.New(m.Vocab)
+					require.NoError(t, err)
 					require.Equal(t, "gpt-oss", m.Config.Arch)
 					if c.PromptText != nil {
 						require.Equal(t, c.PromptTokens, tok.Encode(*c.PromptText, c.AddBOS), "prompt tokenization")
@@ -76,8 +93,8 @@ func TestGoldenGPTOSS(t *testing.T) {
 
 					worst := c.RequireTeacherForced(t, session(), tol)
 					t.Logf("%s on %s: worst logits error %.3g (tolerance %.0e)", c.Name, be.name, worst, tol)
-					if !be.emulating {
-						requireSameAsPlainFloat(t, c, session())
+					if be.validation != "" {
+						requireSameAsPlainFloat(t, c, be.validation, session())
 					}
 
 					res, err := runtime.Generate(context.Background(), session(), c.PromptTokens, runtime.GenerateOptions{
@@ -101,31 +118,32 @@ func TestGoldenGPTOSS(t *testing.T) {
 // requireSameAsPlainFloat checks a plain float backend much more tightly
 // than the tolerance: case.json records, per stored row, how far the
 // README's independent float64 implementation (exact dequantization, float
-// activations, F32 KV: validation.exact_float) is from the reference engine,
+// activations, F32 KV: validation.exact_float; the same with an f16 V
+// cache: validation.emulating_v_f16_only) is from the reference engine,
 // as max|d| over the row / max|ref| over the file. The difference is the
 // engine's 8-bit activation rounding, which a plain implementation does not
 // do; our error must be that same number, row by row, within 2e-4 (the
 // recorded values have 3 significant digits, and float32 against float64
 // moves the last one). A wrong sink, window, rope or router would move these
 // by far more (see TestGPTOSSMechanisms).
-func requireSameAsPlainFloat(t *testing.T, c *golden.Case, s *runtime.Session) {
+func requireSameAsPlainFloat(t *testing.T, c *golden.Case, validation string, s *runtime.Session) {
 	t.Helper()
+	type rowErrs struct {
+		Rows []float64 `json:"row_rel_to_max"`
+	}
 	var cj struct {
-		Validation struct {
-			ExactFloat struct {
-				LogitsAll struct {
-					Rows []float64 `json:"row_rel_to_max"`
-				} `json:"logits_all"`
-				GenLogits struct {
-					Rows []float64 `json:"row_rel_to_max"`
-				} `json:"gen_logits"`
-			} `json:"exact_float"`
-		} `json:"validation"`
+		Validation map[string]json.RawMessage `json:"validation"`
 	}
 	b, err := os.ReadFile(filepath.Join(c.Dir, "case.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &cj))
-	ef := cj.Validation.ExactFloat
+	raw, ok := cj.Validation[validation]
+	require.True(t, ok, "case.json has no validation.%s", validation)
+	var ef struct {
+		LogitsAll rowErrs `json:"logits_all"`
+		GenLogits rowErrs `json:"gen_logits"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &ef))
 	require.Len(t, ef.LogitsAll.Rows, len(c.LogitsAll), "validation rows of logits_all")
 	require.Len(t, ef.GenLogits.Rows, len(c.GenLogits), "validation rows of gen_logits")
 
