@@ -16,3 +16,9 @@ func File(fh *os.File, size int) ([]byte, func() error, error) {
 	}
 	return data, func() error { return nil }, nil
 }
+
+// Anon allocates n zeroed bytes on the Go heap where anonymous mappings are
+// not available here.
+func Anon(n int) ([]byte, func() error, error) {
+	return make([]byte, n), func() error { return nil }, nil
+}

@@ -16,3 +16,20 @@ func File(fh *os.File, size int) ([]byte, func() error, error) {
 	}
 	return data, func() error { return syscall.Munmap(data) }, nil
 }
+
+// Anon returns n zeroed bytes of anonymous memory outside the Go heap, and
+// the function that releases them. On Linux the range is advised for
+// transparent huge pages: repacked weights (hundreds of MB, written once,
+// then streamed every token) fault in 2 MB at a time instead of 4 KB and
+// need 512 times fewer TLB entries.
+func Anon(n int) ([]byte, func() error, error) {
+	if n <= 0 {
+		return nil, func() error { return nil }, nil
+	}
+	data, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("mmap", err)
+	}
+	adviseHuge(data)
+	return data, func() error { return syscall.Munmap(data) }, nil
+}

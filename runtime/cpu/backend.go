@@ -373,6 +373,12 @@ func (p *program) Close() error {
 	}
 	p.closed = true
 	p.pool.stop()
+	for _, c := range p.consts {
+		if c != nil && c.packed != nil {
+			c.packed.Free()
+			c.packed = nil
+		}
+	}
 	p.states, p.consts, p.vals, p.bufs = nil, nil, nil, nil
 	return nil
 }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package mmap
+
+func adviseHuge([]byte) {}
