@@ -1,0 +1,40 @@
+package mmap
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestAnonZeroedWritable(t *testing.T) {
+	for _, n := range []int{1, 4096, 3<<20 + 17} {
+		b, free, err := Anon(n)
+		require.NoError(t, err)
+		require.Len(t, b, n)
+		for i := 0; i < n; i += 997 {
+			require.Zero(t, b[i])
+			b[i] = byte(i)
+		}
+		require.Equal(t, byte(n-1), func() byte { b[n-1] = byte(n - 1); return b[n-1] }())
+		require.NoError(t, free())
+	}
+	b, free, err := Anon(0)
+	require.NoError(t, err)
+	require.Empty(t, b)
+	require.NoError(t, free())
+}
+
+func TestFileMapsContents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	want := []byte("minerva mapped bytes")
+	require.NoError(t, os.WriteFile(path, want, 0o644))
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	got, unmap, err := File(fh, len(want))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.NoError(t, unmap())
+}
