@@ -24,6 +24,8 @@ type variant struct {
 	// Group kernels over eight interleaved rows (see Packed).
 	gemvQ4_0, gemvQ8_0     func(nb int, w, a []byte, dst []float32)
 	gemmQ4_0x4, gemmQ8_0x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	// K-quant weights against Q8_K activations, nb super-blocks of 256.
+	q4_K, q5_K, q6_K func(nb int, w, a []byte) float32
 }
 
 var genericVariant = &variant{name: "generic"}

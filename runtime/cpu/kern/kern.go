@@ -109,6 +109,21 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 				return f(nb, w, a)
 			}
 			return dotQ8_0(nb, w, a)
+		case ir.Q4_K:
+			if f := active.Load().q4_K; f != nil && n&255 == 0 {
+				nb >>= 3
+				return f(nb, w[:nb*144], a[:nb*292])
+			}
+		case ir.Q5_K:
+			if f := active.Load().q5_K; f != nil && n&255 == 0 {
+				nb >>= 3
+				return f(nb, w[:nb*176], a[:nb*292])
+			}
+		case ir.Q6_K:
+			if f := active.Load().q6_K; f != nil && n&255 == 0 {
+				nb >>= 3
+				return f(nb, w[:nb*210], a[:nb*292])
+			}
 		}
 	}
 	w = w[:rowBytes(wt, n)]

@@ -66,6 +66,7 @@ func run(dir string) error {
 		gemv(c, typ, 1)
 		gemv(c, typ, 4)
 	}
+	kquants(c)
 
 	// A fixed header, whatever the output directory.
 	pc := printer.Config{Name: "codegen/goasm/gen/kerndot", Pkg: "kern"}

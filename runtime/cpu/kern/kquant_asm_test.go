@@ -1,0 +1,311 @@
+package kern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+var kquantTypes = []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K}
+
+// kquantBlocks are the super-block counts the k-quant kernels are checked at.
+var kquantBlocks = []int{1, 2, 3, 11, 5632 / 256, 11008 / 256}
+
+// kqBlock is one decoded k-quant super-block: the stored (unsigned) quants,
+// the scale of each element's 16-element group, and for Q4_K/Q5_K the minima
+// of the eight 32-element sub-blocks. Q6_K values are q-32.
+type kqBlock struct {
+	q     [256]int32
+	sc    [16]int32
+	mn    [8]int32
+	d, dm float32 // f16 d and dmin of the weights
+}
+
+func decodeKQ(wt ir.DType, x []byte) (b kqBlock) {
+	switch wt {
+	case ir.Q4_K, ir.Q5_K:
+		for s := 0; s < 8; s++ {
+			sc, mn := k4scale(x[4:16], s)
+			b.sc[2*s], b.sc[2*s+1], b.mn[s] = sc, sc, mn
+		}
+		qs := x[16:]
+		if wt == ir.Q5_K {
+			qs = x[48:]
+		}
+		for e := range b.q {
+			g, r := e/64, e%64
+			v := int32(qs[32*g+r%32])
+			if r < 32 {
+				v &= 15
+			} else {
+				v >>= 4
+			}
+			if wt == ir.Q5_K {
+				v |= int32(x[16+r%32]>>(2*g+r/32)&1) << 4
+			}
+			b.q[e] = v
+		}
+		b.d, b.dm = h16(x[0:]), h16(x[2:])
+	case ir.Q6_K:
+		for e := range b.q {
+			n, k, l := e/128, e%128/32, e%32
+			lo := int32(x[64*n+32*(k&1)+l]>>(4*(k>>1))) & 15
+			hi := int32(x[128+32*n+l]>>(2*k)) & 3
+			b.q[e] = lo | hi<<4
+		}
+		for j := range b.sc {
+			b.sc[j] = int32(int8(x[192+j]))
+		}
+		b.d = h16(x[208:])
+	default:
+		panic(wt)
+	}
+	return b
+}
+
+// hsum8 is hsum_float_8.
+func hsum8(acc *[8]float32) float32 {
+	var r [4]float32
+	for k := range r {
+		r[k] = acc[k+4] + acc[k]
+	}
+	return (r[0] + r[2]) + (r[1] + r[3])
+}
+
+// emulateKQuant computes what dotQ{4,5,6}_KAVX2 compute, in scalar Go (the
+// order described in codegen/goasm/gen/kerndot/kquants.go): per super-block
+// eight exact int32 lanes (lane k: elements ≡ 4k..4k+3 mod 32, each times
+// its scale; Q6_K less 32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1])) FMA'd with
+// d_y·d_w into eight float lanes; Q4_K/Q5_K minima per pair of sub-blocks
+// FMA'd with -(d_y·dmin_w) into four float lanes. It also returns
+// Σ|terms| for tolerance bounds.
+func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
+	bb := wt.BlockBytes()
+	var acc [8]float32
+	var accm [4]float32
+	var mag float64
+	for i := 0; i < nb; i++ {
+		b := decodeKQ(wt, w[i*bb:])
+		y := (*[292]byte)(a[i*292:])
+		yd := q8kD(y)
+		d := yd * b.d
+		var lanes [8]int64
+		var sumAbs int64
+		for e, q := range b.q {
+			p := int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
+			lanes[e%32/4] += p
+			v := q
+			if wt == ir.Q6_K {
+				v -= 32
+			}
+			p = int64(b.sc[e/16]) * int64(v) * int64(i8(y[4+e]))
+			sumAbs += max(p, -p)
+		}
+		mag += math.Abs(float64(d)) * float64(sumAbs)
+		if wt == ir.Q6_K {
+			for k := range lanes {
+				lanes[k] -= 32 * (int64(b.sc[2*k])*int64(bsum(y, 2*k)) + int64(b.sc[2*k+1])*int64(bsum(y, 2*k+1)))
+			}
+		} else {
+			dmin := yd * b.dm
+			var mAbs int64
+			for j := range accm {
+				prod := int32(0)
+				for s := 2 * j; s < 2*j+2; s++ {
+					prod += b.mn[s] * (bsum(y, 2*s) + bsum(y, 2*s+1))
+				}
+				accm[j] = fma32(-dmin, float32(prod), accm[j])
+			}
+			for e := 0; e < 256; e++ {
+				p := int64(b.mn[e/32]) * int64(i8(y[4+e]))
+				mAbs += max(p, -p)
+			}
+			mag += math.Abs(float64(dmin)) * float64(mAbs)
+		}
+		for k, l := range lanes {
+			if l != int64(int32(l)) {
+				panic("lane overflows int32")
+			}
+			acc[k] = fma32(d, float32(int32(l)), acc[k])
+		}
+	}
+	r := hsum8(&acc)
+	if wt != ir.Q6_K {
+		r += (accm[0] + accm[2]) + (accm[1] + accm[3])
+	}
+	return r, mag
+}
+
+func TestAVX2KQuantMatchesGeneric(t *testing.T) {
+	useVariant(t, "avx2")
+	for _, wt := range kquantTypes {
+		for _, nb := range kquantBlocks {
+			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
+				n := 256 * nb
+				for trial := range 3 {
+					seed := uint64(nb)*977 + uint64(wt)*13 + uint64(trial)
+					w, _ := makeWeights(t, wt, n, seed)
+					x := randRow(n, []float64{1, 0.01, 40}[trial], seed+1)
+					a := make([]byte, ActBytes(wt, n))
+					QuantizeActs(ActType(wt), x, a)
+
+					got := Dot(wt, n, w, a)
+					gen := dotWith("generic", wt, n, w, a)
+					emu, mag := emulateKQuant(wt, nb, w, a)
+					require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "avx2 %v, emulated %v", got, emu)
+					require.LessOrEqual(t, math.Abs(float64(got)-float64(gen)), 1e-5*mag, "avx2 %v generic %v Σ|terms| %v", got, gen, mag)
+				}
+			})
+		}
+	}
+}
+
+// TestAVX2KQuantExactInts: with d_y = d_w = dmin_w = 1 every float step is
+// exact as long as Σ|terms| < 2^24, so both the AVX2 and the generic kernels
+// must return the integer dot. Random scale bytes cover all scales and
+// minima; the first super-block has an extreme sub-block (largest quants
+// and scales against ±127), the second a zero activation block.
+func TestAVX2KQuantExactInts(t *testing.T) {
+	useVariant(t, "avx2")
+	for _, wt := range kquantTypes {
+		for _, nb := range kquantBlocks {
+			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(nb), uint64(wt)))
+				n := 256 * nb
+				bb := wt.BlockBytes()
+				// |activation| bound keeping Σ|terms| < 2^24.
+				ymax := map[ir.DType]int{ir.Q4_K: 200, ir.Q5_K: 90, ir.Q6_K: 50}[wt] / nb
+				ymax = max(1, min(127, ymax))
+				w := make([]byte, nb*bb)
+				a := make([]byte, ActBytes(wt, n))
+				for i := 0; i < nb; i++ {
+					x, y := w[i*bb:(i+1)*bb], a[i*292:(i+1)*292]
+					for j := range x {
+						x[j] = byte(r.IntN(256))
+					}
+					const one = 0x3c00 // f16 1.0
+					if wt == ir.Q6_K {
+						binary.LittleEndian.PutUint16(x[208:], one)
+					} else {
+						binary.LittleEndian.PutUint16(x[0:], one)
+						binary.LittleEndian.PutUint16(x[2:], one)
+					}
+					binary.LittleEndian.PutUint32(y, math.Float32bits(1))
+					for j := 0; j < 256; j++ {
+						y[4+j] = byte(int8(r.IntN(2*ymax+1) - ymax))
+					}
+				}
+				if nb <= 3 {
+					x, y := w, a
+					switch wt {
+					case ir.Q4_K, ir.Q5_K: // sub-block 0: scale 63, quants 15 (31), acts 127
+						x[4] |= 63
+						for l := 0; l < 32; l++ {
+							x[bb-128+l] |= 15
+							y[4+l] = 127
+						}
+						if wt == ir.Q5_K {
+							for l := 0; l < 32; l++ {
+								x[16+l] |= 1
+							}
+						}
+					case ir.Q6_K: // group 0: scale -128, quants 0 (value -32), acts -127
+						x[192] = 0x80
+						for l := 0; l < 16; l++ {
+							x[l] &^= 15
+							x[128+l] &^= 3
+							y[4+l] = 0x81 // -127
+						}
+					}
+				}
+				if nb >= 2 {
+					clear(a[292+4 : 2*292])
+				}
+				// bsums of the activations as built.
+				for i := 0; i < nb; i++ {
+					y := a[i*292:]
+					for j := 0; j < 16; j++ {
+						var s int32
+						for l := 0; l < 16; l++ {
+							s += i8(y[4+16*j+l])
+						}
+						binary.LittleEndian.PutUint16(y[260+2*j:], uint16(int16(s)))
+					}
+				}
+				var want, mag int64
+				for i := 0; i < nb; i++ {
+					b := decodeKQ(wt, w[i*bb:])
+					for e, q := range b.q {
+						yv := int64(i8(a[i*292+4+e]))
+						if wt == ir.Q6_K {
+							q -= 32
+						}
+						p := int64(b.sc[e/16]) * int64(q) * yv
+						want += p
+						mag += max(p, -p)
+						if wt != ir.Q6_K {
+							p = int64(b.mn[e/32]) * yv
+							want -= p
+							mag += max(p, -p)
+						}
+					}
+				}
+				require.Less(t, mag, int64(1<<24))
+				require.Equal(t, float32(want), Dot(wt, n, w, a), "integer dot")
+				require.Equal(t, float32(want), dotWith("generic", wt, n, w, a), "generic integer dot")
+				emu, _ := emulateKQuant(wt, nb, w, a)
+				require.Equal(t, float32(want), emu, "emulated integer dot")
+			})
+		}
+	}
+}
+
+// TestAVX2KQuantZeroActs: a zero activation row gives 0, and Dot does not
+// allocate.
+func TestAVX2KQuantZeroActs(t *testing.T) {
+	useVariant(t, "avx2")
+	for _, wt := range kquantTypes {
+		n := 1024
+		w, _ := makeWeights(t, wt, n, 5)
+		a := make([]byte, ActBytes(wt, n))
+		QuantizeActs(ActType(wt), make([]float32, n), a)
+		require.Zero(t, Dot(wt, n, w, a), "%s", wt)
+		x := randRow(n, 1, 10)
+		allocs := testing.AllocsPerRun(10, func() {
+			QuantizeActs(ActType(wt), x, a)
+			_ = Dot(wt, n, w, a)
+		})
+		require.Zero(t, allocs, "%s", wt)
+	}
+}
+
+// BenchmarkDotKQuant: weight bytes per second of the k-quant kernels; compare
+// each type's avx2 with its generic.
+func BenchmarkDotKQuant(b *testing.B) {
+	for _, wt := range kquantTypes {
+		for _, v := range []string{"generic", "avx2"} {
+			for _, n := range []int{4096, 11008} {
+				b.Run(fmt.Sprintf("%s_%s/%d", wt, v, n), func(b *testing.B) {
+					useVariant(b, v)
+					w, _ := makeWeights(b, wt, n, 1)
+					x := randRow(n, 1, 2)
+					a := make([]byte, ActBytes(wt, n))
+					QuantizeActs(ActType(wt), x, a)
+					b.SetBytes(int64(len(w)))
+					var s float32
+					for b.Loop() {
+						s += Dot(wt, n, w, a)
+					}
+					_ = s
+					b.ReportMetric(float64(len(w))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}
