@@ -200,3 +200,14 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 	// alive until the last kernel has returned.
 	runtime.KeepAlive(p)
 }
+
+// flipQ8Signs turns the packed Q8_0 quants of g (nb blocks of a group) into
+// w+128 (unsigned bytes), the form the VNNI kernels multiply.
+func flipQ8Signs(g []byte, nb int) {
+	for b := 0; b < nb; b++ {
+		q := g[b*272+16:][:256]
+		for i := range q {
+			q[i] ^= 0x80
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package kern
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/cpu"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// TestVNNIKernelsMatchAVX2 runs the VNNI group kernels on groups packed for
+// AVX2 (Q8_0 sign-flipped for VNNI) and requires the AVX2 kernels' results
+// bit for bit: the integer block sums are exact either way and the float
+// steps are the same.
+func TestVNNIKernelsMatchAVX2(t *testing.T) {
+	if !(cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
+		t.Skip("no AVX-512 VNNI")
+	}
+	useVariant(t, "avx2")
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+		for _, k := range []int{32, 64, 96, 2048, 5632} {
+			t.Run(fmt.Sprintf("%s/%d", wt, k), func(t *testing.T) {
+				nb := k / 32
+				rb := nb * wt.BlockBytes()
+				data := make([]byte, 8*rb)
+				for i := 0; i < 8; i++ {
+					w, _ := makeWeights(t, wt, k, uint64(k+i))
+					copy(data[i*rb:], w)
+				}
+				p := Pack(wt, 8, k, data)
+				g := p.groups
+				gemv, gemm := gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI
+				if wt == ir.Q8_0 {
+					gemv, gemm = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
+					g = append([]byte(nil), g...)
+					flipQ8Signs(g, nb)
+				}
+				ab := PackedActBytes(k)
+				const R = 4
+				a := make([]byte, R*ab)
+				for r := 0; r < R; r++ {
+					x := randRow(k, []float64{1, 0.02, 25, 3}[r], uint64(r))
+					if r == 3 { // extreme activations: ±127 after quantization
+						for i := range x {
+							x[i] = float32(1 - 2*(i%2))
+						}
+					}
+					QuantizePackedActs(x, a[r*ab:])
+				}
+				want := make([]float32, R*8)
+				p.Dots(0, 8, a, ab, R, want, 8)
+				got := make([]float32, R*8)
+				gemm(nb, g, a, ab, got, 8)
+				for r := 0; r < R; r++ {
+					one := make([]float32, 8)
+					gemv(nb, g, a[r*ab:], one)
+					for j := 0; j < 8; j++ {
+						require.Equal(t, math.Float32bits(want[r*8+j]), math.Float32bits(got[r*8+j]), "gemm row %d act %d", j, r)
+						require.Equal(t, math.Float32bits(want[r*8+j]), math.Float32bits(one[j]), "gemv row %d act %d", j, r)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGroupKernels: weight GB/s (per activation row) of the AVX2 and
+// VNNI group kernels on one 256×2048 matrix, one and four activation rows.
+func BenchmarkGroupKernels(b *testing.B) {
+	if !(cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
+		b.Skip("no AVX-512 VNNI")
+	}
+	const n, k = 256, 2048
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+		nb := k / 32
+		rb := nb * wt.BlockBytes()
+		data := make([]byte, n*rb)
+		for i := 0; i < n; i++ {
+			w, _ := makeWeights(b, wt, k, uint64(i))
+			copy(data[i*rb:], w)
+		}
+		useVariant(b, "avx2")
+		p := Pack(wt, n, k, data)
+		ab := PackedActBytes(k)
+		a := make([]byte, 4*ab)
+		for r := 0; r < 4; r++ {
+			QuantizePackedActs(randRow(k, 1, uint64(r)), a[r*ab:])
+		}
+		gb := nb * 8 * wt.BlockBytes()
+		out := make([]float32, 4*8)
+		kernels := map[string][2]any{
+			"avx2": {p.gemv, p.gemm4},
+			"vnni": {gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI},
+		}
+		if wt == ir.Q8_0 {
+			kernels["vnni"] = [2]any{gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI}
+		}
+		for _, name := range []string{"avx2", "vnni"} {
+			gemv := kernels[name][0].(func(int, []byte, []byte, []float32))
+			gemm := kernels[name][1].(func(int, []byte, []byte, int, []float32, int))
+			b.Run(fmt.Sprintf("%s/%s/R=1", wt, name), func(b *testing.B) {
+				for b.Loop() {
+					for g := 0; g < n/8; g++ {
+						gemv(nb, p.groups[g*gb:][:gb], a, out)
+					}
+				}
+				b.ReportMetric(float64(len(data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+			b.Run(fmt.Sprintf("%s/%s/R=4", wt, name), func(b *testing.B) {
+				for b.Loop() {
+					for g := 0; g < n/8; g++ {
+						gemm(nb, p.groups[g*gb:][:gb], a, ab, out, 8)
+					}
+				}
+				b.ReportMetric(4*float64(len(data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}
