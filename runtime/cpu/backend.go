@@ -118,6 +118,7 @@ type program struct {
 	acts    []byte
 	xnorm   []float32
 	part    []float32
+	moeBuf  *moeBuffers
 	closed  bool
 }
 
@@ -211,6 +212,7 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 			p.nodes = append(p.nodes, nd)
 		}
 	}
+	p.dropPackedSources()
 	p.logits = p.index[g.Output("logits")]
 	if p.consts[p.logits] != nil {
 		return nil, fmt.Errorf("logits do not depend on the tokens")
@@ -219,6 +221,35 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 	p.scratch = make([][]float32, p.pool.n)
 	goruntime.AddCleanup(p, func(pl *pool) { pl.stop() }, p.pool)
 	return p, nil
+}
+
+// dropPackedSources forgets the original bytes of matrices that are read
+// only through their packed form (whole groups of eight rows, no other op
+// reading them raw), so that folded copies (the concatenated q/k/v and
+// gate/up matrices, a third of a llama's weights) can be collected; mmapped
+// bytes stay in the page cache either way.
+func (p *program) dropPackedSources() {
+	raw := map[*cval]bool{}
+	for _, nd := range p.nodes {
+		for j, a := range nd.args {
+			c := p.consts[a]
+			if c == nil {
+				continue
+			}
+			switch nd.v.Op {
+			case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+				if j == 1 && c.packed != nil {
+					continue
+				}
+			}
+			raw[c] = true
+		}
+	}
+	for _, c := range p.consts {
+		if c != nil && c.packed != nil && !raw[c] && c.packed.Rows()%8 == 0 {
+			c.data = nil
+		}
+	}
 }
 
 // loadWeight resolves a weight's bytes once: kept as given (mmapped), no copy.
@@ -279,7 +310,10 @@ func (p *program) prepare(nd *node) error {
 		if nd.st < 0 {
 			return fmt.Errorf("the cache must be a state")
 		}
-	case ir.OpRMSNorm, ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU, ir.OpSoftmax, ir.OpRoPE, ir.OpReshape, ir.OpConcat:
+	case ir.OpMoE:
+		return p.prepareMoE(nd)
+	case ir.OpRMSNorm, ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU, ir.OpSoftmax, ir.OpRoPE, ir.OpReshape, ir.OpConcat,
+		ir.OpTopKSoftmax:
 	default:
 		return fmt.Errorf("op %s is not supported by the %s backend", v.Op, Name)
 	}

@@ -73,8 +73,11 @@ func Pack(wt ir.DType, n, k int, data []byte) *Packed {
 	if err != nil {
 		groups, unmap = make([]byte, g*nb*gbb), func() error { return nil }
 	}
-	p := &Packed{wt: wt, n: n, k: k, rb: rb, gemv: gemv, gemm4: gemm4,
-		groups: groups, rest: data[g*8*rb : n*rb]}
+	p := &Packed{wt: wt, n: n, k: k, rb: rb, gemv: gemv, gemm4: gemm4, groups: groups}
+	if n%8 != 0 {
+		// Only a partial group keeps the original bytes alive.
+		p.rest = data[g*8*rb : n*rb]
+	}
 	p.free = sync.OnceFunc(func() { _ = unmap() })
 	runtime.AddCleanup(p, func(f func()) { f() }, p.free)
 	// Groups are independent: pack them on all CPUs (a 1B-parameter model
