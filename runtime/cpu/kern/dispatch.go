@@ -26,6 +26,8 @@ type variant struct {
 	gemmQ4_0x4, gemmQ8_0x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	// K-quant weights against Q8_K activations, nb super-blocks of 256.
 	q4_K, q5_K, q6_K func(nb int, w, a []byte) float32
+	// unsignedQ8: the group kernels take packed Q8_0 weights as w+128.
+	unsignedQ8 bool
 }
 
 var genericVariant = &variant{name: "generic"}
@@ -50,7 +52,8 @@ func init() {
 	}
 }
 
-// Variant is the name of the kernel variant Dot uses: "generic" or "avx2".
+// Variant is the name of the kernel variant Dot uses: "generic", "avx2" or
+// "avx512".
 func Variant() string { return active.Load().name }
 
 // Variants lists the kernel variants this CPU can run, sorted.
@@ -63,8 +66,9 @@ func Variants() []string {
 	return names
 }
 
-// SetVariant makes Dot use the named kernel variant ("generic", or "avx2" on
-// amd64 CPUs with AVX2, FMA and F16C). It is safe to call concurrently with
+// SetVariant makes Dot use the named kernel variant ("generic"; "avx2" on
+// amd64 CPUs with AVX2, FMA and F16C; "avx512" on those with AVX-512 VNNI
+// and VL too). It is safe to call concurrently with
 // Dot. The environment variable MINERVA_CPU selects the variant at start-up;
 // the default is the fastest the CPU runs.
 func SetVariant(name string) error {
@@ -79,4 +83,6 @@ func SetVariant(name string) error {
 	return nil
 }
 
-func knownVariant(name string) bool { return name == "generic" || name == "avx2" }
+func knownVariant(name string) bool {
+	return name == "generic" || name == "avx2" || name == "avx512"
+}

@@ -12,5 +12,17 @@ func archVariants() {
 			q4_K: dotQ4_KAVX2, q5_K: dotQ5_KAVX2, q6_K: dotQ6_KAVX2}
 		variants[avx2.name] = avx2
 		best = avx2
+		// AVX-512 VNNI: the AVX2 kernels, with vpdpbusd in the group
+		// kernels (256-bit vectors, same layout except Q8_0's sign bit,
+		// same results bit for bit).
+		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI {
+			v := *avx2
+			v.name = "avx512"
+			v.gemvQ4_0, v.gemmQ4_0x4 = gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI
+			v.gemvQ8_0, v.gemmQ8_0x4 = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
+			v.unsignedQ8 = true
+			variants[v.name] = &v
+			best = &v
+		}
 	}
 }

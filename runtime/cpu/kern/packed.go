@@ -54,7 +54,8 @@ func PackedSupported(wt ir.DType) bool {
 // variant's group kernels. It returns nil when the variant has none for wt or
 // k is not a whole number of blocks.
 func Pack(wt ir.DType, n, k int, data []byte) *Packed {
-	gemv, gemm4 := groupKernels(active.Load(), wt)
+	v := active.Load()
+	gemv, gemm4 := groupKernels(v, wt)
 	if gemv == nil || gemm4 == nil || k <= 0 || k%32 != 0 || n <= 0 {
 		return nil
 	}
@@ -89,7 +90,11 @@ func Pack(wt ir.DType, n, k int, data []byte) *Packed {
 		go func() {
 			defer wg.Done()
 			for gi := w * g / workers; gi < (w+1)*g/workers; gi++ {
-				packGroup(p.groups[gi*nb*gbb:][:nb*gbb], data[gi*8*rb:][:8*rb], nb, bb, rb)
+				dst := p.groups[gi*nb*gbb:][:nb*gbb]
+				packGroup(dst, data[gi*8*rb:][:8*rb], nb, bb, rb)
+				if wt == ir.Q8_0 && v.unsignedQ8 {
+					flipQ8Signs(dst, nb)
+				}
 			}
 		}()
 	}

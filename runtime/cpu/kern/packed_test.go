@@ -39,7 +39,13 @@ func emulateGroup(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 // and without a partial group, one to nine activation rows (the four-row
 // kernel and the one-row tail), and padded strides.
 func TestPacked(t *testing.T) {
-	useVariant(t, "avx2")
+	for _, v := range []string{"avx2", "avx512"} {
+		t.Run(v, func(t *testing.T) { testPacked(t, v) })
+	}
+}
+
+func testPacked(t *testing.T, variant string) {
+	useVariant(t, variant)
 	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
 		for _, n := range []int{8, 13, 64, 1} {
 			for _, k := range []int{32, 96, 2048, 5632} {
