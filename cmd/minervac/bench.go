@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -32,6 +33,7 @@ type benchReport struct {
 	Model               string       `json:"model"`
 	Target              string       `json:"target"`
 	Threads             int          `json:"threads"`
+	Kernels             string       `json:"kernels,omitempty"`
 	PromptTokens        int          `json:"prompt_tokens"`
 	DecodeTokens        int          `json:"decode_tokens"`
 	PrefillTokensS      float64      `json:"prefill_tokens_s"`
@@ -122,6 +124,7 @@ func (c *benchCmd) Run() error {
 	}
 	r := benchReport{
 		Model: displayName(c.Model), Target: m.target, Threads: threads,
+		Kernels:      kernelsOf(m.target),
 		PromptTokens: c.P, DecodeTokens: c.N,
 		PrefillTokensS: round(res.PrefillTokensS, 2), DecodeTokensS: round(res.DecodeTokensS, 2),
 		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
@@ -134,6 +137,9 @@ func (c *benchCmd) Run() error {
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "model\t%s (%s, %d threads)\n", r.Model, r.Target, r.Threads)
+	if r.Kernels != "" {
+		fmt.Fprintf(w, "kernels\t%s\n", r.Kernels)
+	}
 	fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %.1f GB/s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, r.BandwidthGBs)
 	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)
 	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, r.DecodeP50Ms, r.DecodeP99Ms)
@@ -141,6 +147,15 @@ func (c *benchCmd) Run() error {
 	fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of read bandwidth)\n", 100*eff)
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
 	return w.Flush()
+}
+
+// kernelsOf names the CPU kernel variant the goasm target runs (MINERVA_CPU
+// or the best this CPU has); other targets have none.
+func kernelsOf(target string) string {
+	if target != "goasm" {
+		return ""
+	}
+	return kern.Variant()
 }
 
 func msOf(d time.Duration) float64 { return round(d.Seconds()*1e3, 3) }
