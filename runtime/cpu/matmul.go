@@ -219,28 +219,34 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	rope := newRope(a, pos)
 	out := e.out(nd)
 	qd := H * hd
-	p.pool.run(H+2*Hkv, func(w, h int) {
-		buf := p.scratchFor(w, R*hd+R)
-		tmp := buf[:R*hd]
-		wr.dots(h*hd, hd, acts, ab, R, tmp, hd, buf[R*hd:])
-		if bias != nil {
+	// Work items are runs of whole heads, long enough to stream well (see
+	// chunkRows), up to eight per worker.
+	heads := H + 2*Hkv
+	hpi := max(1, (p.chunkRows(heads*hd, wr.k, R)+hd-1)/hd)
+	p.pool.run((heads+hpi-1)/hpi, func(w, it int) {
+		h0, h1 := it*hpi, min(heads, (it+1)*hpi)
+		rows := (h1 - h0) * hd
+		buf := p.scratchFor(w, R*rows+R)
+		all := buf[:R*rows]
+		wr.dots(h0*hd, rows, acts, ab, R, all, rows, buf[R*rows:])
+		for h := h0; h < h1; h++ {
 			for r := 0; r < R; r++ {
-				for j := 0; j < hd; j++ {
-					tmp[r*hd+j] += bias[h*hd+j]
+				hv := all[r*rows+(h-h0)*hd:][:hd]
+				if bias != nil {
+					for j := range hv {
+						hv[j] += bias[h*hd+j]
+					}
 				}
-			}
-		}
-		for r := 0; r < R; r++ {
-			hv := tmp[r*hd : (r+1)*hd]
-			switch {
-			case h < H:
-				rope.apply(r, hv)
-				copy(out[r*qd+h*hd:r*qd+(h+1)*hd], hv)
-			case h < H+Hkv:
-				rope.apply(r, hv)
-				writeRow(kst, kbase+int(pos[r])*kw+(h-H)*hd, hv)
-			default:
-				writeRow(vst, vbase+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)
+				switch {
+				case h < H:
+					rope.apply(r, hv)
+					copy(out[r*qd+h*hd:r*qd+(h+1)*hd], hv)
+				case h < H+Hkv:
+					rope.apply(r, hv)
+					writeRow(kst, kbase+int(pos[r])*kw+(h-H)*hd, hv)
+				default:
+					writeRow(vst, vbase+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)
+				}
 			}
 		}
 	})

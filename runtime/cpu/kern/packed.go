@@ -150,10 +150,11 @@ func QuantizePackedActs(x []float32, dst []byte) {
 	}
 }
 
-// Dots computes rows [row0, row0+8·groups) — row0 a multiple of 8 — or, past
-// the last whole group, single rows, against R activation rows in the
+// Dots computes rows [row0, row0+count) against R activation rows in the
 // packed format (stride bytes apart): dst[r*ld + j] = dot of row row0+j with
-// activation row r, for j < count.
+// activation row r. Ranges that start and end on multiples of 8 run the
+// group kernels straight into dst; a partly wanted group is computed whole
+// into a temporary.
 func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, ld int) {
 	nb := p.k / 32
 	ab := PackedActBytes(p.k)
@@ -165,20 +166,21 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 	}
 	a = a[:(R-1)*stride+ab]
 	gb := nb * 8 * p.wt.BlockBytes()
+	full := p.n - p.n%8 // rows in whole groups
 	j := 0
-	for ; j < count && row0+j+8 <= p.n-p.n%8; j += 8 {
-		if (row0+j)%8 != 0 {
-			panic("kern: Packed.Dots: row0 not a multiple of 8")
-		}
-		w := p.groups[(row0+j)/8*gb:][:gb]
+	for j < count && row0+j < full {
+		g := (row0 + j) / 8
+		off := row0 + j - 8*g // first wanted row of the group
+		take := min(8-off, count-j)
+		w := p.groups[g*gb:][:gb]
 		d, dld := dst[j:], ld
-		if count-j < 8 {
-			// A partial group: compute all eight rows into a temporary
-			// (allocated; callers ask for whole groups).
+		if take < 8 {
+			// Part of a group: compute all eight rows into a temporary
+			// (allocated; the backend asks for whole groups).
 			d, dld = make([]float32, 8*R), 8
 		}
 		if R > 1 {
-			// The kernels' last write ends at dst[(R-1)*ld+8].
+			// The kernels' last write ends at d[(R-1)*dld+8].
 			_ = d[(R-1)*dld+7]
 		}
 		r := 0
@@ -188,11 +190,12 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 		for ; r < R; r++ {
 			p.gemv(nb, w, a[r*stride:], d[r*dld:][:8])
 		}
-		if count-j < 8 {
+		if take < 8 {
 			for r := 0; r < R; r++ {
-				copy(dst[r*ld+j:][:count-j], d[r*8:])
+				copy(dst[r*ld+j:][:take], d[r*8+off:])
 			}
 		}
+		j += take
 	}
 	for ; j < count; j++ {
 		row := row0 + j - (p.n - p.n%8)
