@@ -280,7 +280,7 @@ func TestGeneratedAsmUpToDate(t *testing.T) {
 		t.Skip("no go command")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(gobin, "run", "../../../codegen/goasm/gen/kerndot", "-dir", dir)
+	cmd := generatorCmd(gobin, "../../../codegen/goasm/gen/kerndot", dir)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	for _, f := range []string{"dot_amd64.s", "dot_amd64_stubs.go"} {

@@ -73,7 +73,7 @@ func TestGeneratedVecAsmUpToDate(t *testing.T) {
 		t.Skip("no go command")
 	}
 	dir := t.TempDir()
-	out, err := exec.Command(gobin, "run", "../../../codegen/goasm/gen/kernvec", "-dir", dir).CombinedOutput()
+	out, err := generatorCmd(gobin, "../../../codegen/goasm/gen/kernvec", dir).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	for _, f := range []string{"vec_amd64.s", "vec_amd64_stubs.go"} {
 		want, err := os.ReadFile(filepath.Join(dir, f))

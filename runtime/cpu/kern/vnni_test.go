@@ -21,7 +21,7 @@ func TestGeneratedVNNIAsmUpToDate(t *testing.T) {
 		t.Skip("no go command")
 	}
 	dir := t.TempDir()
-	out, err := exec.Command(gobin, "run", "../../../codegen/goasm/gen/kernvnni", "-dir", dir).CombinedOutput()
+	out, err := generatorCmd(gobin, "../../../codegen/goasm/gen/kernvnni", dir).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	for _, f := range []string{"vnni_amd64.s", "vnni_amd64_stubs.go"} {
 		want, err := os.ReadFile(filepath.Join(dir, f))
