@@ -38,6 +38,16 @@ type Graph struct {
 	Attrs Attrs
 }
 
+// Graph attribute act_rounding: how a backend that quantizes matmul
+// activations should round them, for graphs whose reference engine does not
+// round as ggml's quantize_row_q8_0 does. Absent means ggml's way.
+const (
+	AttrActRounding = "act_rounding"
+	// ActRoundingQ8_2 is ik_llama.cpp's Q8_2 recipe (the gpt-oss reference
+	// engine): per 32-block d = bf16(amax/127), q = rint(x/d), ties to even.
+	ActRoundingQ8_2 = "q8_2"
+)
+
 // Lookup returns the leaf value of the given op and name, or nil.
 func (g *Graph) Lookup(op Op, name string) *Value {
 	for _, v := range g.Values {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/minerva-llm/minerva/runtime"
+	_ "github.com/minerva-llm/minerva/runtime/cpu" // registers the CPU backend, "goasm"
 )
 
 // storiesPath is the tiny stories model of the shared test data, as seen
@@ -164,7 +165,7 @@ func ExampleBackend() {
 		fmt.Printf("slot %d: %q\n", slot, tok.Decode([]int32{next[slot], runtime.Argmax(rows[0])}))
 	}
 	// Output:
-	// [reference]
+	// [goasm reference]
 	// KV cache: 163840 bytes for 2 slots of 64 positions
 	// slot 0: ", there"
 	// slot 1: " and Lily"

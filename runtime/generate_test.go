@@ -290,7 +290,7 @@ func TestEngineSessions(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrClosed)
 
 	_, err = m.NewEngine(runtime.EngineOptions{Backend: "nope"})
-	require.ErrorContains(t, err, `unknown backend "nope" (available: [reference])`)
+	require.ErrorContains(t, err, `unknown backend "nope" (available: [goasm reference])`)
 }
 
 // A model loaded with f16 caches, and one transformed at load.

@@ -19,6 +19,7 @@ import (
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
+	_ "github.com/minerva-llm/minerva/runtime/cpu" // registers "goasm"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
@@ -27,8 +28,7 @@ import (
 // interpreter runs both the frontend's graph and the fused one, so a fusion
 // that mishandles sinks, windows, biases or the MoE ops fails here against
 // the reference engine, not only against the interpreter. The CPU backend
-// ("goasm", with fused = true and emulating = true once its MXFP4 × Q8
-// kernels land) is one more row.
+// ("goasm") runs both too, emulating the engine's roundings.
 var gptossBackends = []struct {
 	name    string
 	backend string
@@ -40,13 +40,20 @@ var gptossBackends = []struct {
 	// with an f16 V cache.
 	vcache ir.DType
 	// validation names the case.json record of the README's float64
-	// implementation with the same settings, which a plain float backend
-	// must reproduce row by row ("" for an emulating backend).
+	// implementation with the same settings, which the backend must
+	// reproduce row by row: plain float for the interpreter; for the CPU
+	// backend the one that emulates the reference's roundings, whose rows
+	// with a one-step rounding flip the backend must flip the same way.
 	validation string
 }{
 	{"reference", "reference", false, false, 0, "exact_float"},
 	{"reference-fused", "reference", true, false, 0, "exact_float"},
 	{"reference-vf16", "reference", false, false, ir.F16, "emulating_v_f16_only"},
+	// The CPU backend rounds the activations of every Q8_0 and MXFP4 matmul
+	// as the reference engine does (runtime/cpu/refround.go) and runs with
+	// the engine's f16 V cache: the emulating tolerance.
+	{"goasm", "goasm", true, true, ir.F16, "emulating_reference_roundings"},
+	{"goasm-unfused", "goasm", false, true, ir.F16, "emulating_reference_roundings"},
 }
 
 // TestGoldenGPTOSS runs the gpt-oss cases of ../shared/golden/e2e
@@ -115,8 +122,9 @@ func TestGoldenGPTOSS(t *testing.T) {
 	}
 }
 
-// requireSameAsPlainFloat checks a plain float backend much more tightly
-// than the tolerance: case.json records, per stored row, how far the
+// requireSameAsPlainFloat checks a backend much more tightly than the
+// tolerance (named for its first use; an emulating backend is held to the
+// validation.emulating_reference_roundings record the same way): case.json records, per stored row, how far the
 // README's independent float64 implementation (exact dequantization, float
 // activations, F32 KV: validation.exact_float; the same with an f16 V
 // cache: validation.emulating_v_f16_only) is from the reference engine,

@@ -242,7 +242,18 @@ func gptossGraph(f *gguf.File, c Config, opts Options) (*ir.Graph, error) {
 		return nil, firstErr
 	}
 	b.Output("logits", b.MatMul(x, out, nil))
-	return b.Finish()
+	g, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	// The goldens' engine (ik_llama.cpp) rounds the activations of its
+	// Q8_0 and MXFP4 matmuls with its Q8_2 recipe, not ggml's Q8_0 one; a
+	// backend that quantizes activations follows this to match it.
+	if g.Attrs == nil {
+		g.Attrs = ir.Attrs{}
+	}
+	g.Attrs[ir.AttrActRounding] = ir.ActRoundingQ8_2
+	return g, nil
 }
 
 // float reads a required float.

@@ -120,13 +120,23 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 // WeightBytesPerToken is the number of weight bytes one decode step reads:
 // the byte size of the weight operand of every matmul-family op (counted
 // once per op that reads it; merged constants at their merged size), plus
-// one row of every embedding table.
+// one row of every embedding table, plus for every moe op the gate, up and
+// down matrices of the experts one token uses: k of E when the route
+// weights come from topk_softmax (a backend reads only those), all E
+// otherwise.
 func WeightBytesPerToken(g *ir.Graph) (int64, error) {
 	var total int64
 	for _, v := range g.Values {
 		var w *ir.Value
 		rowOnly := false
 		switch v.Op {
+		case ir.OpMoE:
+			b, err := moeBytesPerToken(v)
+			if err != nil {
+				return 0, fmt.Errorf("%v: %w", v, err)
+			}
+			total += b
+			continue
 		case ir.OpMatMul:
 			if len(v.Args) < 2 {
 				return 0, fmt.Errorf("%v: matmul with %d operands", v, len(v.Args))
@@ -252,4 +262,28 @@ func parseHWM(status string) int64 {
 		return kb * 1024
 	}
 	return 0
+}
+
+// moeBytesPerToken is the expert weight bytes a moe op reads for one token.
+func moeBytesPerToken(v *ir.Value) (int64, error) {
+	if len(v.Args) < 5 {
+		return 0, fmt.Errorf("moe with %d operands", len(v.Args))
+	}
+	var total int64
+	for _, w := range v.Args[2:5] {
+		shape, err := w.Type.Shape.Bind(nil)
+		if err != nil || len(shape) != 3 || shape[0] <= 0 {
+			return 0, fmt.Errorf("expert weight %v is not a constant-shaped [E, N, K]", w)
+		}
+		used := shape[0]
+		if r := v.Args[1]; r.Op == ir.OpTopKSoftmax {
+			used = min(used, r.Attrs.Int("k", used))
+		}
+		b, err := w.Type.DType.RowBytes(shape[1] * shape[2])
+		if err != nil {
+			return 0, fmt.Errorf("%v: %w", w, err)
+		}
+		total += used * b
+	}
+	return total, nil
 }

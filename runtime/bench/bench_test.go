@@ -67,3 +67,46 @@ func TestWeightBytesPerToken(t *testing.T) {
 	q8 := int64(64 * 2 * 34) // 64 rows of two Q8_0 blocks
 	require.Equal(t, 64*4+2*q8+100*64*4, got)
 }
+
+// A moe op counts only the experts a token uses (k of E when routed by
+// topk_softmax), each at its matrices' full size; with another route all E.
+func TestWeightBytesPerTokenMoE(t *testing.T) {
+	const D, F, E, V = 64, 96, 8, 50
+	cases := []struct {
+		name   string
+		topk   bool
+		k      int
+		expert ir.DType
+		want   int64 // expert bytes alone
+	}{
+		{"mxfp4 top-2 of 8", true, 2, ir.MXFP4, 2 * 3 * (F * D / 32 * 17)},
+		{"q8_0 top-4 of 8", true, 4, ir.Q8_0, 4 * 3 * (F * D / 32 * 34)},
+		{"f32 dense route", false, 0, ir.F32, E * 3 * (F * D * 4)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := ir.NewBuilder("t")
+			tok := b.Input("tokens", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+			emb := b.Weight("emb", ir.Type{DType: ir.F32, Shape: ir.S(V, D)})
+			router := b.Weight("router", ir.Type{DType: ir.F32, Shape: ir.S(E, D)})
+			x := b.Embed(emb, tok)
+			route := b.MatMul(x, router, nil)
+			if c.topk {
+				route = b.TopKSoftmax(route, c.k)
+			}
+			ew := ir.MoEWeights{
+				Gate: b.Weight("gate", ir.Type{DType: c.expert, Shape: ir.S(E, F, D)}),
+				Up:   b.Weight("up", ir.Type{DType: c.expert, Shape: ir.S(E, F, D)}),
+				Down: b.Weight("down", ir.Type{DType: c.expert, Shape: ir.S(E, D, F)}),
+			}
+			y := b.MoE(x, route, ew, ir.Attrs{"act": ir.MoEActSiLU})
+			b.Output("logits", b.MatMul(y, emb, nil))
+			g, err := b.Finish()
+			require.NoError(t, err)
+			got, err := WeightBytesPerToken(g)
+			require.NoError(t, err)
+			dense := int64(D*4 + E*D*4 + V*D*4) // embedding row, router, output
+			require.Equal(t, dense+c.want, got)
+		})
+	}
+}

@@ -119,7 +119,10 @@ type program struct {
 	xnorm   []float32
 	part    []float32
 	moeBuf  *moeBuffers
-	closed  bool
+	// q82: round Q8_0 activations with ik_llama.cpp's Q8_2 recipe (the
+	// graph's act_rounding attribute; refround.go).
+	q82    bool
+	closed bool
 }
 
 func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Program, error) {
@@ -137,6 +140,9 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 		return nil, err
 	}
 	p := &program{cfg: cfg, sig: sig, g: g, index: map[*ir.Value]int{}, tokIdx: -1, posIdx: -1}
+	if p.q82, err = actRounding(g); err != nil {
+		return nil, err
+	}
 	n := len(g.Values)
 	p.consts = make([]*cval, n)
 	p.stOf = make([]int, n)
@@ -294,7 +300,7 @@ func (p *program) prepare(nd *node) error {
 		if err != nil {
 			return err
 		}
-		if c.packed == nil && kern.PackedSupported(c.dt) && n%8 == 0 {
+		if c.packed == nil && !p.q82 && kern.PackedSupported(c.dt) && n%8 == 0 {
 			c.packed = kern.Pack(c.dt, n, k, c.data)
 		}
 	case ir.OpEmbed:

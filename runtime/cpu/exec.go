@@ -68,6 +68,9 @@ func (e *exec) run(nd *node) error {
 		w := int(v.Type.Shape.Last().N)
 		rmsnormRows(x, out, w, v.Attrs.Float("eps", 0), gain)
 	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+		if e.p.q82 {
+			return e.matmulRef(nd)
+		}
 		return e.matmul(nd)
 	case ir.OpAdd, ir.OpMul:
 		a, b := e.f32(nd.args[0]), e.f32(nd.args[1])
@@ -131,6 +134,10 @@ func (e *exec) run(nd *node) error {
 		}
 	case ir.OpAttention, ir.OpFlashAttention:
 		return e.attention(nd)
+	case ir.OpTopKSoftmax:
+		return e.topkSoftmax(nd)
+	case ir.OpMoE:
+		return e.moe(nd)
 	case ir.OpReshape:
 		if nd.st < 0 {
 			e.p.vals[nd.idx] = e.f32(nd.args[0])

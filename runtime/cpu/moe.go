@@ -1,0 +1,403 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
+)
+
+// Mixture of experts on the CPU: topk_softmax (the router's selection) and
+// moe (the selected experts' clamped SwiGLU blocks and their weighted sum).
+//
+// moe reads only the weight rows of the experts some token of the step
+// selected: with gpt-oss-20b's 32 experts and 4 used, a decode step touches
+// an eighth of the expert bytes, which is what makes the model fast on a
+// CPU at all. The work is laid out expert-major: every (token, expert)
+// pair with a non-zero route weight gets a row, the rows of one expert are
+// contiguous, and work items are (expert, chunk of output rows), so a
+// weight row is read once per step however many tokens chose its expert.
+
+// topkSoftmax is ir.OpTopKSoftmax: per row the k largest logits, lower index
+// first on equal logits, replaced by their softmax (float64, in that order,
+// as the interpreter sums it); every other entry is 0.
+func (e *exec) topkSoftmax(nd *node) error {
+	x := e.f32(nd.args[0])
+	out := e.out(nd)
+	w := int(nd.v.Type.Shape.Last().N)
+	k := int(nd.v.Attrs.Int("k", 0))
+	if w <= 0 || k <= 0 || k > w {
+		return fmt.Errorf("k = %d is outside 1..%d", k, w)
+	}
+	rows := len(x) / w
+	top := make([]int, 0, k)
+	for r := 0; r < rows; r++ {
+		row, o := x[r*w:(r+1)*w], out[r*w:(r+1)*w]
+		top = topK(row, k, top[:0])
+		clear(o)
+		m := float64(row[top[0]])
+		var sum float64
+		for _, j := range top {
+			sum += math.Exp(float64(row[j]) - m)
+		}
+		for _, j := range top {
+			o[j] = float32(math.Exp(float64(row[j])-m) / sum)
+		}
+	}
+	return nil
+}
+
+// topK appends to top the indices of row's k largest values in descending
+// order; on equal values the lower index comes first (a stable sort's
+// order). An insertion into a k-long list: k is 2…4 for real routers.
+// NaN logits are taken only while the list is not full, and in index order,
+// so bad input gives NaN weights, never an out-of-range index.
+func topK(row []float32, k int, top []int) []int {
+	for j, v := range row {
+		if len(top) == k && !(v > row[top[k-1]]) {
+			continue
+		}
+		if len(top) < k {
+			top = append(top, j)
+		} else {
+			top[k-1] = j
+		}
+		for i := len(top) - 1; i > 0 && v > row[top[i-1]]; i-- {
+			top[i], top[i-1] = top[i-1], top[i]
+		}
+	}
+	return top
+}
+
+// moeAct is the gated activation of a moe op, computed in float64 as the
+// interpreter does and rounded once.
+type moeAct struct {
+	oai          bool
+	alpha, limit float64
+}
+
+func (a moeAct) apply(g, u float32) float32 {
+	gf, uf := float64(g), float64(u)
+	if !a.oai {
+		return float32(silu(gf) * uf)
+	}
+	gf = math.Min(gf, a.limit)
+	uf = math.Max(-a.limit, math.Min(uf, a.limit))
+	return float32(gf / (1 + math.Exp(-a.alpha*gf)) * (uf + 1))
+}
+
+// moeWeights is one of the three expert tensors: E matrices of n rows of k
+// elements, expert-major.
+type moeWeights struct {
+	dt    ir.DType
+	n, k  int
+	rb    int // bytes per row
+	data  []byte
+	act   ir.DType // the activation format its dots read
+	actRB int      // bytes per activation row
+}
+
+func (m moeWeights) row(e, j int) []byte {
+	off := (e*m.n + j) * m.rb
+	return m.data[off : off+m.rb]
+}
+
+// expertWeights checks one expert tensor and describes it.
+func expertWeights(c *cval, what string, e, n, k int) (moeWeights, error) {
+	if c == nil {
+		return moeWeights{}, fmt.Errorf("the %s weights must be constant", what)
+	}
+	if len(c.shape) != 3 || c.shape[0] != int64(e) || c.shape[1] != int64(n) || c.shape[2] != int64(k) {
+		return moeWeights{}, fmt.Errorf("%s weights have shape %v, want [%d %d %d]", what, c.shape, e, n, k)
+	}
+	if !kernSupported(c.dt) {
+		return moeWeights{}, fmt.Errorf("%s weights of type %s are not supported", what, c.dt)
+	}
+	rb, err := c.dt.RowBytes(int64(k))
+	if err != nil {
+		return moeWeights{}, fmt.Errorf("%s weights: %w", what, err)
+	}
+	at := actType(c.dt)
+	arb, err := at.RowBytes(int64(k))
+	if err != nil {
+		return moeWeights{}, fmt.Errorf("%s weights: activations of %d elements as %s: %w", what, k, at, err)
+	}
+	if int64(len(c.data)) != int64(e)*int64(n)*rb {
+		return moeWeights{}, fmt.Errorf("%s weights have %d bytes, want %d", what, len(c.data), int64(e)*int64(n)*rb)
+	}
+	return moeWeights{dt: c.dt, n: n, k: k, rb: int(rb), data: c.data, act: at, actRB: int(arb)}, nil
+}
+
+// prepareMoE checks a moe node at compile time: constant expert tensors of
+// a dtype the kernels handle, row lengths the activation formats can
+// encode, a known activation; the other constant operands (biases) get
+// their float32 form.
+func (p *program) prepareMoE(nd *node) error {
+	v := nd.v
+	if len(nd.args) != 5 && len(nd.args) != 8 {
+		return fmt.Errorf("moe takes 5 or 8 operands, got %d", len(nd.args))
+	}
+	if _, err := moeActOf(v.Attrs); err != nil {
+		return err
+	}
+	_, err := p.moeShape(nd)
+	if err != nil {
+		return err
+	}
+	for j, a := range nd.args {
+		if c := p.consts[a]; c != nil && (j < 2 || j > 4) {
+			if err := c.ensureF32(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func moeActOf(a ir.Attrs) (moeAct, error) {
+	switch act := a.Str("act", ""); act {
+	case ir.MoEActSiLU:
+		return moeAct{}, nil
+	case ir.MoEActSwiGLUOAI:
+		return moeAct{oai: true, alpha: a.Float("alpha", 0), limit: a.Float("limit", 0)}, nil
+	default:
+		return moeAct{}, fmt.Errorf("unknown moe activation %q", act)
+	}
+}
+
+// moeDims are a moe node's sizes and expert tensors.
+type moeDims struct {
+	E, F, D        int
+	gate, up, down moeWeights
+}
+
+func (p *program) moeShape(nd *node) (moeDims, error) {
+	gc := p.consts[nd.args[2]]
+	if gc == nil || len(gc.shape) != 3 {
+		return moeDims{}, fmt.Errorf("the gate weights must be a constant [E, F, D]")
+	}
+	E, F, D := int(gc.shape[0]), int(gc.shape[1]), int(gc.shape[2])
+	d := moeDims{E: E, F: F, D: D}
+	var err error
+	if d.gate, err = expertWeights(gc, "gate", E, F, D); err != nil {
+		return d, err
+	}
+	if d.up, err = expertWeights(p.consts[nd.args[3]], "up", E, F, D); err != nil {
+		return d, err
+	}
+	if d.down, err = expertWeights(p.consts[nd.args[4]], "down", E, D, F); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// moeBuffers is a program's moe scratch, reused across steps and layers.
+type moeBuffers struct {
+	pairOf []int32     // [T][E]: the pair row of (token, expert), or -1
+	start  []int       // per active expert: its first pair row; one more at the end
+	expert []int       // per active expert: its index
+	tok    []int       // per pair row: the token
+	xg, xu []byte      // per pair row: the token's activations for gate / up
+	hid    []float32   // per pair row: act(gate, up), F floats
+	hq     []byte      // per pair row: hid encoded for down
+	y      []float32   // per pair row: down·hid + bias, D floats
+	acc    [][]float64 // per worker: one token's weighted sum
+}
+
+func growBytes(b []byte, n int) []byte {
+	if cap(b) < n {
+		return alignedBytes(n + n/4)[:n]
+	}
+	return b[:n]
+}
+
+// moe is ir.OpMoE. Steps: (1) list the (token, expert) pairs with a
+// non-zero route weight, expert-major; (2) encode each token's input once
+// per activation format and copy it to its pair rows, so that an expert's
+// rows are contiguous for kern.DotRows; (3) gate and up dots per (expert,
+// chunk of F rows), biases and the gated activation; (4) encode each pair's
+// hidden row for down; (5) down dots per (expert, chunk of D rows) with its
+// bias; (6) per token the route-weighted sum over its experts in expert
+// order, accumulated in float64 as the interpreter does.
+func (e *exec) moe(nd *node) error {
+	p := e.p
+	dims, err := p.moeShape(nd)
+	if err != nil {
+		return err
+	}
+	act, err := moeActOf(nd.v.Attrs)
+	if err != nil {
+		return err
+	}
+	E, F, D := dims.E, dims.F, dims.D
+	x, route := e.f32(nd.args[0]), e.f32(nd.args[1])
+	T := len(x) / D
+	if len(route) != T*E {
+		return fmt.Errorf("route has %d weights for %d tokens × %d experts", len(route), T, E)
+	}
+	var bg, bu, bd []float32
+	if len(nd.args) == 8 {
+		bg, bu, bd = e.f32(nd.args[5]), e.f32(nd.args[6]), e.f32(nd.args[7])
+		if len(bg) != E*F || len(bu) != E*F || len(bd) != E*D {
+			return fmt.Errorf("moe biases have %d, %d and %d values, want %d, %d and %d", len(bg), len(bu), len(bd), E*F, E*F, E*D)
+		}
+	}
+	if p.moeBuf == nil {
+		p.moeBuf = &moeBuffers{}
+	}
+	b := p.moeBuf
+
+	// (1) pairs, expert-major, tokens ascending within an expert.
+	b.pairOf = growI32(b.pairOf, T*E)
+	for i := range b.pairOf {
+		b.pairOf[i] = -1
+	}
+	b.start, b.expert, b.tok = b.start[:0], b.expert[:0], b.tok[:0]
+	for ex := 0; ex < E; ex++ {
+		first := len(b.tok)
+		for t := 0; t < T; t++ {
+			if route[t*E+ex] != 0 {
+				b.pairOf[t*E+ex] = int32(len(b.tok))
+				b.tok = append(b.tok, t)
+			}
+		}
+		if len(b.tok) > first {
+			b.start = append(b.start, first)
+			b.expert = append(b.expert, ex)
+		}
+	}
+	b.start = append(b.start, len(b.tok))
+	P, nAct := len(b.tok), len(b.expert)
+	out := e.out(nd)
+	if P == 0 {
+		clear(out)
+		return nil
+	}
+
+	// (2) inputs encoded once per token, then gathered into pair rows.
+	gRB, uRB := dims.gate.actRB, dims.up.actRB
+	sameAct := dims.gate.act == dims.up.act
+	if cap(p.acts) < T*(gRB+uRB) {
+		p.acts = alignedBytes(T * (gRB + uRB))
+	}
+	qg, qu := p.acts[:T*gRB], p.acts[T*gRB:T*(gRB+uRB)]
+	p.pool.run(T, func(_, t int) {
+		xr := x[t*D : (t+1)*D]
+		p.quantizeActs(dims.gate.act, xr, qg[t*gRB:(t+1)*gRB])
+		if !sameAct {
+			p.quantizeActs(dims.up.act, xr, qu[t*uRB:(t+1)*uRB])
+		}
+	})
+	if sameAct {
+		qu = qg
+	}
+	b.xg = growBytes(b.xg, P*gRB)
+	b.xu = growBytes(b.xu, P*uRB)
+	for r, t := range b.tok {
+		copy(b.xg[r*gRB:(r+1)*gRB], qg[t*gRB:])
+		copy(b.xu[r*uRB:(r+1)*uRB], qu[t*uRB:])
+	}
+
+	// (3) gate and up, the activation into hid.
+	b.hid = growF32(b.hid, P*F)
+	ch := p.moeChunk(F, D, P, nAct)
+	perE := (F + ch - 1) / ch
+	p.pool.run(nAct*perE, func(w, it int) {
+		i, j0 := it/perE, (it%perE)*ch
+		j1 := min(F, j0+ch)
+		ex, r0, r1 := b.expert[i], b.start[i], b.start[i+1]
+		R := r1 - r0
+		tmp := p.scratchFor(w, 2*R)
+		g, u := tmp[:R], tmp[R:]
+		xg, xu := b.xg[r0*gRB:r1*gRB], b.xu[r0*uRB:r1*uRB]
+		for j := j0; j < j1; j++ {
+			kern.DotRows(dims.gate.dt, D, dims.gate.row(ex, j), xg, gRB, g)
+			kern.DotRows(dims.up.dt, D, dims.up.row(ex, j), xu, uRB, u)
+			var gb, ub float32
+			if bg != nil {
+				gb, ub = bg[ex*F+j], bu[ex*F+j]
+			}
+			for r := 0; r < R; r++ {
+				b.hid[(r0+r)*F+j] = act.apply(g[r]+gb, u[r]+ub)
+			}
+		}
+	})
+
+	// (4) hidden rows encoded for down.
+	dRB := dims.down.actRB
+	b.hq = growBytes(b.hq, P*dRB)
+	p.pool.run(P, func(_, r int) {
+		p.quantizeActs(dims.down.act, b.hid[r*F:(r+1)*F], b.hq[r*dRB:(r+1)*dRB])
+	})
+
+	// (5) down with its bias into y.
+	b.y = growF32(b.y, P*D)
+	ch = p.moeChunk(D, F, P, nAct)
+	perE = (D + ch - 1) / ch
+	p.pool.run(nAct*perE, func(w, it int) {
+		i, j0 := it/perE, (it%perE)*ch
+		j1 := min(D, j0+ch)
+		ex, r0, r1 := b.expert[i], b.start[i], b.start[i+1]
+		R := r1 - r0
+		tmp := p.scratchFor(w, R)
+		hq := b.hq[r0*dRB : r1*dRB]
+		for j := j0; j < j1; j++ {
+			kern.DotRows(dims.down.dt, F, dims.down.row(ex, j), hq, dRB, tmp)
+			var db float32
+			if bd != nil {
+				db = bd[ex*D+j]
+			}
+			for r := 0; r < R; r++ {
+				b.y[(r0+r)*D+j] = tmp[r] + db
+			}
+		}
+	})
+
+	// (6) weighted sum per token, experts in index order.
+	if len(b.acc) < p.pool.n {
+		b.acc = make([][]float64, p.pool.n)
+	}
+	p.pool.run(T, func(w, t int) {
+		if cap(b.acc[w]) < D {
+			b.acc[w] = make([]float64, D)
+		}
+		acc := b.acc[w][:D]
+		clear(acc)
+		for ex := 0; ex < E; ex++ {
+			r := int(b.pairOf[t*E+ex])
+			if r < 0 {
+				continue
+			}
+			wt := float64(route[t*E+ex])
+			for i, yi := range b.y[r*D : (r+1)*D] {
+				acc[i] += wt * float64(yi)
+			}
+		}
+		o := out[t*D : (t+1)*D]
+		for i, s := range acc {
+			o[i] = float32(s)
+		}
+	})
+	return nil
+}
+
+// moeChunk is the output rows per work item for n×k expert matrices, r pair
+// rows and a active experts: about chunkWork elements × rows each, at least
+// rowChunk rows, and at least four items per worker while items of rowChunk
+// rows exist (in decode a gpt-oss layer has only 4 experts' worth of rows).
+func (p *program) moeChunk(n, k, r, a int) int {
+	perExpert := max(1, r/max(1, a))
+	c := max(rowChunk, chunkWork/max(1, k*perExpert))
+	if lim := n * a / (4 * p.pool.n); c > lim {
+		c = max(rowChunk, lim)
+	}
+	return min(c, n)
+}
+
+func growI32(b []int32, n int) []int32 {
+	if cap(b) < n {
+		return make([]int32, n, n+n/4)
+	}
+	return b[:n]
+}
