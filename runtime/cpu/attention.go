@@ -66,8 +66,9 @@ func (e *exec) attention(nd *node) error {
 		clear(acc)
 		m, l := float32(math.Inf(-1)), float32(0)
 		qv := q[t*nh*hd+h*hd : t*nh*hd+(h+1)*hd]
-		sc := growF32(p.scratch[w], tileKV)
-		p.scratch[w] = sc
+		buf := growF32(p.scratch[w], 2*tileKV)
+		p.scratch[w] = buf
+		sc, wt := buf[:tileKV], buf[tileKV:]
 		for j0 := from; j0 < to; j0 += tileKV {
 			j1 := min(j0+tileKV, to)
 			tm := float32(math.Inf(-1))
@@ -91,8 +92,9 @@ func (e *exec) attention(nd *node) error {
 				}
 				m = tm
 			}
+			kern.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
 			for j := j0; j < j1; j++ {
-				wgt := float32(math.Exp(float64(sc[j-j0] - m)))
+				wgt := wt[j-j0]
 				l += wgt
 				off := vbase + j*vw + kh*dv
 				if vst.f32 != nil {

@@ -66,3 +66,18 @@ func SiLUMul(dst, g, u []float32) {
 		dst[i] = float32(x/(1+math.Exp(-x))) * u[i]
 	}
 }
+
+// ExpSub sets dst[i] = exp(x[i] − m) for i < len(dst): the weights of an
+// attention tile against its running maximum. The generic variant evaluates
+// exp in float64 and rounds once; the SIMD kernel is within 2 ulp.
+func ExpSub(dst, x []float32, m float32) {
+	x = x[:len(dst)]
+	i := 0
+	if useVec() {
+		i = len(dst) &^ 7
+		expSubAVX2(dst[:i], x[:i], m)
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = float32(math.Exp(float64(x[i] - m)))
+	}
+}

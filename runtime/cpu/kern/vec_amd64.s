@@ -268,3 +268,48 @@ DATA expSign<>+20(SB)/4, $0x80000000
 DATA expSign<>+24(SB)/4, $0x80000000
 DATA expSign<>+28(SB)/4, $0x80000000
 GLOBL expSign<>(SB), RODATA|NOPTR, $32
+
+// func expSubAVX2(dst []float32, x []float32, m float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·expSubAVX2(SB), NOSPLIT, $0-52
+	MOVQ         dst_len+8(FP), AX
+	MOVQ         dst_base+0(FP), CX
+	MOVQ         x_base+24(FP), DX
+	MOVSS        m+48(FP), X0
+	VBROADCASTSS X0, Y0
+	SHRQ         $0x03, AX
+	TESTQ        AX, AX
+	JZ           expsub_done
+
+expsub_loop:
+	VMOVUPS      (DX), Y1
+	VSUBPS       Y0, Y1, Y1
+	VMINPS       expHi<>+0(SB), Y1, Y1
+	VMAXPS       expLo<>+0(SB), Y1, Y1
+	VMOVAPS      expHalf<>+0(SB), Y2
+	VFMADD231PS  expLog2e<>+0(SB), Y1, Y2
+	VROUNDPS     $0x01, Y2, Y2
+	VFNMADD231PS expC1<>+0(SB), Y2, Y1
+	VFNMADD231PS expC2<>+0(SB), Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVAPS      expP0<>+0(SB), Y4
+	VFMADD213PS  expP1<>+0(SB), Y1, Y4
+	VFMADD213PS  expP2<>+0(SB), Y1, Y4
+	VFMADD213PS  expP3<>+0(SB), Y1, Y4
+	VFMADD213PS  expP4<>+0(SB), Y1, Y4
+	VFMADD213PS  expP5<>+0(SB), Y1, Y4
+	VFMADD213PS  Y1, Y3, Y4
+	VADDPS       expOne<>+0(SB), Y4, Y4
+	VCVTTPS2DQ   Y2, Y1
+	VPADDD       expBias<>+0(SB), Y1, Y1
+	VPSLLD       $0x17, Y1, Y1
+	VMULPS       Y1, Y4, Y4
+	VMOVUPS      Y4, (CX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, DX
+	DECQ         AX
+	JNZ          expsub_loop
+
+expsub_done:
+	VZEROUPPER
+	RET

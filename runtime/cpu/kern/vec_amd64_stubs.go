@@ -18,3 +18,8 @@ func axpyF32AVX2(dst []float32, alpha float32, x []float32)
 //
 //go:noescape
 func siluMulAVX2(dst []float32, g []float32, u []float32)
+
+// expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.
+//
+//go:noescape
+func expSubAVX2(dst []float32, x []float32, m float32)

@@ -8,4 +8,5 @@ func dotF32AVX2(a, b []float32) float32 { panic("kern: no AVX2 kernels on this a
 func axpyF32AVX2(dst []float32, alpha float32, x []float32) {
 	panic("kern: no AVX2 kernels on this architecture")
 }
-func siluMulAVX2(dst, g, u []float32) { panic("kern: no AVX2 kernels on this architecture") }
+func siluMulAVX2(dst, g, u []float32)        { panic("kern: no AVX2 kernels on this architecture") }
+func expSubAVX2(dst, x []float32, m float32) { panic("kern: no AVX2 kernels on this architecture") }

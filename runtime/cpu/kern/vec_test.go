@@ -44,6 +44,18 @@ func TestVecKernels(t *testing.T) {
 					require.InDelta(t, ref[i], float64(dst[i]), 1.2e-7*(math.Abs(float64(before[i]))+math.Abs(0.37*float64(a[i])))+1e-30, "axpy %d", i)
 				}
 
+				e := make([]float32, n)
+				m := float32(1.5)
+				xs := randRow(n, 20, uint64(n)+4)
+				for i := range xs { // x ≤ m, as in a softmax; down to far below exp's range
+					xs[i] = m - float32(math.Abs(float64(xs[i])))
+				}
+				ExpSub(e, xs, m)
+				for i := range e {
+					r := math.Exp(float64(xs[i] - m))
+					require.InDelta(t, r, float64(e[i]), 1e-6*r+1e-37, "exp(%v-%v)", xs[i], m)
+				}
+
 				g := randRow(n, 4, uint64(n)+3)
 				for i, x := range []float32{100, -100, 88.5, -88.5, 87, -87, 0, 1e-20, -1e-20, 30, -30} {
 					if i < n {

@@ -41,6 +41,7 @@ func run(dir string) error {
 	dotF32(c)
 	axpyF32(c)
 	siluMul(c)
+	expSub(c)
 
 	pc := printer.Config{Name: "codegen/goasm/gen/kernvec", Pkg: "kern"}
 	asm, err := os.Create(filepath.Join(dir, "vec_amd64.s"))
@@ -171,7 +172,40 @@ func siluMul(c *build.Context) {
 	c.Pragma("noescape")
 	c.SignatureExpr("func(dst, g, u []float32)")
 	c.Doc("siluMulAVX2 sets dst[i] = silu(g[i])·u[i] for i < len(dst)&^7. It needs AVX2 and FMA.")
-	k := map[string]Mem{
+	k := expConsts(c)
+	n := c.Load(c.Param("dst").Len(), c.GP64())
+	d := c.Load(c.Param("dst").Base(), c.GP64())
+	gp := c.Load(c.Param("g").Base(), c.GP64())
+	up := c.Load(c.Param("u").Base(), c.GP64())
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("silu_done"))
+	c.Label("silu_loop")
+	g := c.YMM()
+	c.VMOVUPS(Mem{Base: gp}, g)
+	x := c.YMM()
+	c.VXORPS(k["sign"], g, x) // x = -g
+	y := expInto(c, k, x)     // exp(-g)
+	c.VADDPS(k["one"], y, y)
+	c.VDIVPS(y, g, g) // g / (1 + exp(-g))
+	c.VMULPS(Mem{Base: up}, g, g)
+	c.VMOVUPS(g, Mem{Base: d})
+	c.ADDQ(U32(32), d)
+	c.ADDQ(U32(32), gp)
+	c.ADDQ(U32(32), up)
+	c.DECQ(n)
+	c.JNZ(LabelRef("silu_loop"))
+	c.Label("silu_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// expConsts defines the constants of expInto (once per generated file).
+func expConsts(c *build.Context) map[string]Mem {
+	if expK != nil {
+		return expK
+	}
+	expK = map[string]Mem{
 		"hi":    f32Const(c, "expHi", 88.3762626647949),
 		"lo":    f32Const(c, "expLo", -88.3762626647949),
 		"log2e": f32Const(c, "expLog2e", 1.44269504088896341),
@@ -188,18 +222,16 @@ func siluMul(c *build.Context) {
 		"bias":  u32Const(c, "expBias", 127),
 		"sign":  u32Const(c, "expSign", 0x80000000),
 	}
-	n := c.Load(c.Param("dst").Len(), c.GP64())
-	d := c.Load(c.Param("dst").Base(), c.GP64())
-	gp := c.Load(c.Param("g").Base(), c.GP64())
-	up := c.Load(c.Param("u").Base(), c.GP64())
-	c.SHRQ(Imm(3), n)
-	c.TESTQ(n, n)
-	c.JZ(LabelRef("silu_done"))
-	c.Label("silu_loop")
-	g := c.YMM()
-	c.VMOVUPS(Mem{Base: gp}, g)
-	x := c.YMM()
-	c.VXORPS(k["sign"], g, x) // x = -g
+	return expK
+}
+
+var expK map[string]Mem
+
+// expInto returns a register holding exp(x) for the eight lanes of x (x is
+// overwritten): Cephes' expf — x clamped to ±88.376, n = floor(x·log2e+½),
+// r = x − n·ln2 in two parts, a degree-5 polynomial in r, times 2^n built
+// in the exponent bits.
+func expInto(c *build.Context, k map[string]Mem, x reg.VecVirtual) reg.VecVirtual {
 	c.VMINPS(k["hi"], x, x)
 	c.VMAXPS(k["lo"], x, x)
 	fx := c.YMM()
@@ -221,17 +253,40 @@ func siluMul(c *build.Context) {
 	c.VCVTTPS2DQ(fx, e)
 	c.VPADDD(k["bias"], e, e)
 	c.VPSLLD(Imm(23), e, e) // 2^n
-	c.VMULPS(e, y, y)       // exp(-g)
-	c.VADDPS(k["one"], y, y)
-	c.VDIVPS(y, g, g) // g / (1 + exp(-g))
-	c.VMULPS(Mem{Base: up}, g, g)
-	c.VMOVUPS(g, Mem{Base: d})
+	c.VMULPS(e, y, y)
+	return y
+}
+
+// expSub emits func expSubAVX2(dst, x []float32, m float32): dst[i] =
+// exp(x[i] − m) for i < len(dst)&^7 (the softmax weights of an attention
+// tile).
+func expSub(c *build.Context) {
+	c.Function("expSubAVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(dst, x []float32, m float32)")
+	c.Doc("expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.")
+	k := expConsts(c)
+	n := c.Load(c.Param("dst").Len(), c.GP64())
+	d := c.Load(c.Param("dst").Base(), c.GP64())
+	xp := c.Load(c.Param("x").Base(), c.GP64())
+	ms := c.Load(c.Param("m"), c.XMM())
+	mv := c.YMM()
+	c.VBROADCASTSS(ms, mv)
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("expsub_done"))
+	c.Label("expsub_loop")
+	x := c.YMM()
+	c.VMOVUPS(Mem{Base: xp}, x)
+	c.VSUBPS(mv, x, x)
+	y := expInto(c, k, x)
+	c.VMOVUPS(y, Mem{Base: d})
 	c.ADDQ(U32(32), d)
-	c.ADDQ(U32(32), gp)
-	c.ADDQ(U32(32), up)
+	c.ADDQ(U32(32), xp)
 	c.DECQ(n)
-	c.JNZ(LabelRef("silu_loop"))
-	c.Label("silu_done")
+	c.JNZ(LabelRef("expsub_loop"))
+	c.Label("expsub_done")
 	c.VZEROUPPER()
 	c.RET()
 }
