@@ -148,12 +148,35 @@ func planCacheDir() (string, error) {
 
 // cacheKey names the cached plan of a model: the model's identity (size and
 // the SHA-256 of its header and tensor table, which plan.Identify computes
-// and Open re-checks), the compiler version and every option that changes
-// the plan.
+// and Open re-checks), the compiler version and build, and every option that
+// changes the plan.
 func cacheKey(ref plan.ModelRef, o compileOptions) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00%d\x00%s", compilerVersion, ref.HeaderSHA256, ref.Size, o.Target, o.Ctx, o.CacheType)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%d\x00%s", compilerVersion, compilerBuild(), ref.HeaderSHA256, ref.Size, o.Target, o.Ctx, o.CacheType)
 	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// compilerBuild identifies this executable: the SHA-256 of its file, or ""
+// when it cannot be read. compilerVersion alone is the same for every
+// development build, so a plan cached by an older build (say, before a
+// frontend started marking gpt-oss graphs for the reference engine's
+// activation rounding) would silently be reused by a newer one; hashing the
+// binary (about 10 ms) makes every rebuild compile afresh.
+func compilerBuild() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // timer prints phase times on stderr with -v.

@@ -300,7 +300,7 @@ func (p *program) prepare(nd *node) error {
 		if err != nil {
 			return err
 		}
-		if c.packed == nil && !p.q82 && kern.PackedSupported(c.dt) && n%8 == 0 {
+		if c.packed == nil && kern.PackedSupported(c.dt) && n%8 == 0 {
 			c.packed = kern.Pack(c.dt, n, k, c.data)
 		}
 	case ir.OpEmbed:

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -72,10 +73,29 @@ func quantizeQ8_2(x []float32, dst []byte) {
 	}
 }
 
+// quantizeQ8_2Packed encodes x as kern.PackedActBytes for the packed group
+// kernels, rounded as quantizeQ8_2: that format is the plain Q8_0 row
+// followed by {int32 8·Σq, float32 d} per block, which
+// kern.QuantizePackedActs derives from its own Q8_0 row the same way.
+// TestQ8_2PackedMatchesUnpacked holds the two paths together.
+func quantizeQ8_2Packed(x []float32, dst []byte) {
+	nb := len(x) / 32
+	quantizeQ8_2(x, dst[:nb*34])
+	side := dst[nb*34 : nb*42]
+	for b := 0; b < nb; b++ {
+		blk := dst[b*34 : (b+1)*34]
+		var s int32
+		for _, q := range blk[2:] {
+			s += int32(int8(q))
+		}
+		binary.LittleEndian.PutUint32(side[8*b:], uint32(8*s))
+		binary.LittleEndian.PutUint32(side[8*b+4:], math.Float32bits(quant.F16ToF32(uint16(blk[0])|uint16(blk[1])<<8)))
+	}
+}
+
 // matmulRef is matmul for programs with Q8_2 rounding: the same prologue,
-// dots and epilogues, but activations encoded by quantizeQ8_2 and weights
-// read unpacked (the packed kernels take their own activation encoding;
-// prepare does not pack for these programs).
+// dots and epilogues, with activations rounded by quantizeQ8_2 (in the
+// packed kernels' format where the weights are packed).
 func (e *exec) matmulRef(nd *node) error {
 	v := nd.v
 	var parts ir.Parts
@@ -97,7 +117,6 @@ func (e *exec) matmulRef(nd *node) error {
 		return err
 	}
 	wr := c.rows()
-	wr.packed = nil
 	x := e.f32(p.index[parts.X])
 	R := len(x) / K
 	if parts.Norm {
@@ -111,12 +130,18 @@ func (e *exec) matmulRef(nd *node) error {
 		x = xn
 	}
 	at := actType(wr.dt)
-	ab := actBytes(wr.dt, K)
+	ab := wr.actBytes()
 	if cap(p.acts) < R*ab {
 		p.acts = alignedBytes(R * ab)
 	}
 	acts := p.acts[:R*ab]
-	p.pool.run(R, func(_, r int) { p.quantizeActs(at, x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab]) })
+	p.pool.run(R, func(_, r int) {
+		if wr.packed != nil {
+			quantizeQ8_2Packed(x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab])
+			return
+		}
+		p.quantizeActs(at, x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab])
+	})
 	var bias []float32
 	if parts.Bias != nil {
 		bias = e.f32(p.index[parts.Bias])
