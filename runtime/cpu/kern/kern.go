@@ -257,6 +257,11 @@ func amaxQ8(x *[32]float32) float32 {
 
 // quantQ8_0 is quantize_row_q8_0_ref.
 func quantQ8_0(x []float32, dst []byte) {
+	if useVec() && len(x) >= 32 {
+		nb := len(x) / 32
+		quantQ8_0AVX2(x[:nb*32], dst[:nb*34], nil)
+		return
+	}
 	for i := 0; i < len(x)/32; i++ {
 		xb := (*[32]float32)(x[i*32:])
 		b := (*[34]byte)(dst[i*34:])

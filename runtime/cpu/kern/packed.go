@@ -144,6 +144,10 @@ func PackedActBytes(n int) int { return n/32*34 + n/32*8 }
 func QuantizePackedActs(x []float32, dst []byte) {
 	nb := len(x) / 32
 	dst = dst[:PackedActBytes(len(x))]
+	if useVec() && nb > 0 {
+		quantQ8_0AVX2(x[:nb*32], dst[:nb*34], dst[nb*34:])
+		return
+	}
 	quantQ8_0(x, dst[:nb*34])
 	side := dst[nb*34:]
 	for b := 0; b < nb; b++ {

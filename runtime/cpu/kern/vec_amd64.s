@@ -313,3 +313,176 @@ expsub_loop:
 expsub_done:
 	VZEROUPPER
 	RET
+
+// func quantQ8_0AVX2(x []float32, dst []byte, side []byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantQ8_0AVX2(SB), NOSPLIT, $0-72
+	MOVQ  x_len+8(FP), AX
+	MOVQ  x_base+0(FP), CX
+	MOVQ  dst_base+24(FP), DX
+	MOVQ  side_base+48(FP), BX
+	MOVQ  side_len+56(FP), SI
+	SHRQ  $0x05, AX
+	TESTQ AX, AX
+	JZ    q8_done
+	MOVL  $0x42fe0000, DI
+	VMOVD DI, X0
+
+q8_block:
+	VMOVUPS      (CX), Y1
+	VMOVUPS      32(CX), Y2
+	VMOVUPS      64(CX), Y3
+	VMOVUPS      96(CX), Y4
+	VANDPS       q8AbsMask<>+0(SB), Y1, Y5
+	VANDPS       q8AbsMask<>+0(SB), Y2, Y6
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       q8AbsMask<>+0(SB), Y3, Y6
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       q8AbsMask<>+0(SB), Y4, Y6
+	VMAXPS       Y6, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X6
+	VMAXPS       X6, X5, X6
+	VMOVHLPS     X6, X6, X5
+	VMAXPS       X5, X6, X6
+	VMOVSHDUP    X6, X5
+	VMAXSS       X5, X6, X6
+	VDIVSS       X0, X6, X5
+	VCVTPS2PH    $0x00, X5, X6
+	VMOVD        X6, DI
+	MOVW         DI, (DX)
+	VMOVSS       q8One<>+0(SB), X7
+	VDIVSS       X5, X7, X7
+	VXORPS       X8, X8, X8
+	VCMPSS       $0x04, X8, X5, X5
+	VANDPS       X5, X7, X7
+	VBROADCASTSS X7, Y5
+	VMULPS       Y5, Y1, Y1
+	VROUNDPS     $0x03, Y1, Y7
+	VSUBPS       Y7, Y1, Y8
+	VANDPS       q8AbsMask<>+0(SB), Y8, Y8
+	VCMPPS       $0x0d, q8Half<>+0(SB), Y8, Y8
+	VANDPS       q8SignMask<>+0(SB), Y1, Y1
+	VORPS        q8One<>+0(SB), Y1, Y1
+	VANDPS       Y8, Y1, Y1
+	VADDPS       Y1, Y7, Y7
+	VCVTTPS2DQ   Y7, Y1
+	VPSLLD       $0x18, Y1, Y1
+	VPSRAD       $0x18, Y1, Y1
+	VMULPS       Y5, Y2, Y2
+	VROUNDPS     $0x03, Y2, Y7
+	VSUBPS       Y7, Y2, Y8
+	VANDPS       q8AbsMask<>+0(SB), Y8, Y8
+	VCMPPS       $0x0d, q8Half<>+0(SB), Y8, Y8
+	VANDPS       q8SignMask<>+0(SB), Y2, Y2
+	VORPS        q8One<>+0(SB), Y2, Y2
+	VANDPS       Y8, Y2, Y2
+	VADDPS       Y2, Y7, Y7
+	VCVTTPS2DQ   Y7, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       Y5, Y3, Y3
+	VROUNDPS     $0x03, Y3, Y7
+	VSUBPS       Y7, Y3, Y8
+	VANDPS       q8AbsMask<>+0(SB), Y8, Y8
+	VCMPPS       $0x0d, q8Half<>+0(SB), Y8, Y8
+	VANDPS       q8SignMask<>+0(SB), Y3, Y3
+	VORPS        q8One<>+0(SB), Y3, Y3
+	VANDPS       Y8, Y3, Y3
+	VADDPS       Y3, Y7, Y7
+	VCVTTPS2DQ   Y7, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       Y5, Y4, Y4
+	VROUNDPS     $0x03, Y4, Y5
+	VSUBPS       Y5, Y4, Y7
+	VANDPS       q8AbsMask<>+0(SB), Y7, Y7
+	VCMPPS       $0x0d, q8Half<>+0(SB), Y7, Y7
+	VANDPS       q8SignMask<>+0(SB), Y4, Y4
+	VORPS        q8One<>+0(SB), Y4, Y4
+	VANDPS       Y7, Y4, Y4
+	VADDPS       Y4, Y5, Y5
+	VCVTTPS2DQ   Y5, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VPACKSSDW    Y2, Y1, Y5
+	VPACKSSDW    Y4, Y3, Y7
+	VPACKSSWB    Y7, Y5, Y5
+	VMOVDQU      q8Perm<>+0(SB), Y7
+	VPERMD       Y5, Y7, Y5
+	VMOVDQU      Y5, 2(DX)
+	TESTQ        SI, SI
+	JZ           q8_next
+	VPADDD       Y2, Y1, Y1
+	VPADDD       Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X1, X2, X2
+	VPSHUFD      $0x4e, X2, X1
+	VPADDD       X1, X2, X2
+	VPSHUFD      $0xb1, X2, X1
+	VPADDD       X1, X2, X2
+	VPSLLD       $0x03, X2, X2
+	VMOVD        X2, (BX)
+	VCVTPH2PS    X6, X1
+	VMOVSS       X1, 4(BX)
+	ADDQ         $0x08, BX
+
+q8_next:
+	ADDQ $0x00000080, CX
+	ADDQ $0x00000022, DX
+	DECQ AX
+	JNZ  q8_block
+
+q8_done:
+	VZEROUPPER
+	RET
+
+DATA q8AbsMask<>+0(SB)/4, $0x7fffffff
+DATA q8AbsMask<>+4(SB)/4, $0x7fffffff
+DATA q8AbsMask<>+8(SB)/4, $0x7fffffff
+DATA q8AbsMask<>+12(SB)/4, $0x7fffffff
+DATA q8AbsMask<>+16(SB)/4, $0x7fffffff
+DATA q8AbsMask<>+20(SB)/4, $0x7fffffff
+DATA q8AbsMask<>+24(SB)/4, $0x7fffffff
+DATA q8AbsMask<>+28(SB)/4, $0x7fffffff
+GLOBL q8AbsMask<>(SB), RODATA|NOPTR, $32
+
+DATA q8SignMask<>+0(SB)/4, $0x80000000
+DATA q8SignMask<>+4(SB)/4, $0x80000000
+DATA q8SignMask<>+8(SB)/4, $0x80000000
+DATA q8SignMask<>+12(SB)/4, $0x80000000
+DATA q8SignMask<>+16(SB)/4, $0x80000000
+DATA q8SignMask<>+20(SB)/4, $0x80000000
+DATA q8SignMask<>+24(SB)/4, $0x80000000
+DATA q8SignMask<>+28(SB)/4, $0x80000000
+GLOBL q8SignMask<>(SB), RODATA|NOPTR, $32
+
+DATA q8Half<>+0(SB)/4, $0x3f000000
+DATA q8Half<>+4(SB)/4, $0x3f000000
+DATA q8Half<>+8(SB)/4, $0x3f000000
+DATA q8Half<>+12(SB)/4, $0x3f000000
+DATA q8Half<>+16(SB)/4, $0x3f000000
+DATA q8Half<>+20(SB)/4, $0x3f000000
+DATA q8Half<>+24(SB)/4, $0x3f000000
+DATA q8Half<>+28(SB)/4, $0x3f000000
+GLOBL q8Half<>(SB), RODATA|NOPTR, $32
+
+DATA q8One<>+0(SB)/4, $0x3f800000
+DATA q8One<>+4(SB)/4, $0x3f800000
+DATA q8One<>+8(SB)/4, $0x3f800000
+DATA q8One<>+12(SB)/4, $0x3f800000
+DATA q8One<>+16(SB)/4, $0x3f800000
+DATA q8One<>+20(SB)/4, $0x3f800000
+DATA q8One<>+24(SB)/4, $0x3f800000
+DATA q8One<>+28(SB)/4, $0x3f800000
+GLOBL q8One<>(SB), RODATA|NOPTR, $32
+
+DATA q8Perm<>+0(SB)/4, $0x00000000
+DATA q8Perm<>+4(SB)/4, $0x00000004
+DATA q8Perm<>+8(SB)/4, $0x00000001
+DATA q8Perm<>+12(SB)/4, $0x00000005
+DATA q8Perm<>+16(SB)/4, $0x00000002
+DATA q8Perm<>+20(SB)/4, $0x00000006
+DATA q8Perm<>+24(SB)/4, $0x00000003
+DATA q8Perm<>+28(SB)/4, $0x00000007
+GLOBL q8Perm<>(SB), RODATA|NOPTR, $32

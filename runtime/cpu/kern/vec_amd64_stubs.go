@@ -23,3 +23,9 @@ func siluMulAVX2(dst []float32, g []float32, u []float32)
 //
 //go:noescape
 func expSubAVX2(dst []float32, x []float32, m float32)
+
+// quantQ8_0AVX2 is quantize_row_q8_0_ref on x (len a multiple of 32) into dst,
+// plus {8Σq, f16(d)} per block into side unless side is empty. It needs AVX2, FMA, F16C.
+//
+//go:noescape
+func quantQ8_0AVX2(x []float32, dst []byte, side []byte)

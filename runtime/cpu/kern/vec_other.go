@@ -10,3 +10,6 @@ func axpyF32AVX2(dst []float32, alpha float32, x []float32) {
 }
 func siluMulAVX2(dst, g, u []float32)        { panic("kern: no AVX2 kernels on this architecture") }
 func expSubAVX2(dst, x []float32, m float32) { panic("kern: no AVX2 kernels on this architecture") }
+func quantQ8_0AVX2(x []float32, dst, side []byte) {
+	panic("kern: no AVX2 kernels on this architecture")
+}

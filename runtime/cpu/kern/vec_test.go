@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/ir"
 )
 
 // vecSizes covers empty, below one vector, the tails after 8 and 32, and
@@ -106,6 +108,62 @@ func BenchmarkSiLUMul(b *testing.B) {
 				SiLUMul(dst, g, u)
 			}
 			b.ReportMetric(float64(len(g))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		})
+	}
+}
+
+// TestQuantQ8_0SIMD: the SIMD Q8_0 quantizer writes quantize_row_q8_0_ref's
+// bytes exactly (the generic Go encoder is the reference), ties rounded half
+// away from zero, zero and tiny blocks included, and the packed side data.
+func TestQuantQ8_0SIMD(t *testing.T) {
+	for _, v := range Variants() {
+		for _, n := range []int{32, 64, 96, 2048, 5632} {
+			t.Run(fmt.Sprintf("%s/%d", v, n), func(t *testing.T) {
+				x := randRow(n, []float64{1, 1e-3, 300}[n%3], uint64(n))
+				// Ties: with amax 127, d = 1 and x·id = x exactly.
+				if n >= 64 {
+					x[32] = 127
+					for i, v := range []float32{2.5, -2.5, 0.5, -0.5, 126.5, -3.5, 0.49999997} {
+						x[33+i] = v
+					}
+				}
+				if n >= 96 {
+					clear(x[64:96]) // a zero block
+				}
+				if n >= 2048 {
+					for i := 96; i < 128; i++ {
+						x[i] = float32(i-110) * 1e-40 // subnormal inputs
+					}
+				}
+				want := make([]byte, PackedActBytes(n))
+				useVariant(t, "generic")
+				QuantizePackedActs(x, want)
+				wantPlain := make([]byte, n/32*34)
+				QuantizeActs(ir.Q8_0, x, wantPlain)
+				useVariant(t, v)
+				got := make([]byte, PackedActBytes(n))
+				QuantizePackedActs(x, got)
+				require.Equal(t, want, got, "packed activations")
+				gotPlain := make([]byte, n/32*34)
+				QuantizeActs(ir.Q8_0, x, gotPlain)
+				require.Equal(t, wantPlain, gotPlain, "Q8_0 activations")
+			})
+		}
+	}
+}
+
+// BenchmarkQuantizePackedActs: activation values per second of the packed
+// Q8_0 encoder in each variant.
+func BenchmarkQuantizePackedActs(b *testing.B) {
+	for _, v := range Variants() {
+		b.Run(v, func(b *testing.B) {
+			useVariant(b, v)
+			x := randRow(5632, 1, 1)
+			dst := make([]byte, PackedActBytes(len(x)))
+			for b.Loop() {
+				QuantizePackedActs(x, dst)
+			}
+			b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 		})
 	}
 }

@@ -42,6 +42,7 @@ func run(dir string) error {
 	axpyF32(c)
 	siluMul(c)
 	expSub(c)
+	quantQ8_0(c)
 
 	pc := printer.Config{Name: "codegen/goasm/gen/kernvec", Pkg: "kern"}
 	asm, err := os.Create(filepath.Join(dir, "vec_amd64.s"))
@@ -287,6 +288,142 @@ func expSub(c *build.Context) {
 	c.DECQ(n)
 	c.JNZ(LabelRef("expsub_loop"))
 	c.Label("expsub_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// quantQ8_0 emits func quantQ8_0AVX2(x []float32, dst, side []byte):
+// ggml's quantize_row_q8_0_ref on len(x)/32 blocks, byte for byte — amax,
+// d = amax/127 stored as f16 (round to nearest even), id = 1/d (0 for d =
+// 0), q = roundf(x·id) rounded half away from zero — and, when side is not
+// empty, kern's packed-activation side data {int32 8Σq, float32 f16(d)} per
+// block.
+func quantQ8_0(c *build.Context) {
+	c.Function("quantQ8_0AVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(x []float32, dst, side []byte)")
+	c.Doc("quantQ8_0AVX2 is quantize_row_q8_0_ref on x (len a multiple of 32) into dst,",
+		"plus {8Σq, f16(d)} per block into side unless side is empty. It needs AVX2, FMA, F16C.")
+	absMask := u32Const(c, "q8AbsMask", 0x7fffffff)
+	signMask := u32Const(c, "q8SignMask", 0x80000000)
+	half := f32Const(c, "q8Half", 0.5)
+	one := f32Const(c, "q8One", 1)
+	perm := c.StaticGlobal("q8Perm")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		c.AddDatum(4*i, U32(v))
+	}
+	n := c.Load(c.Param("x").Len(), c.GP64())
+	xp := c.Load(c.Param("x").Base(), c.GP64())
+	dp := c.Load(c.Param("dst").Base(), c.GP64())
+	sp := c.Load(c.Param("side").Base(), c.GP64())
+	sl := c.Load(c.Param("side").Len(), c.GP64())
+	c.SHRQ(Imm(5), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("q8_done"))
+	c127 := c.XMM()
+	t := c.GP32()
+	c.MOVL(U32(0x42fe0000), t) // 127.0
+	c.VMOVD(t, c127)
+	c.Label("q8_block")
+	var xs [4]reg.VecVirtual
+	for i := range xs {
+		xs[i] = c.YMM()
+		c.VMOVUPS(Mem{Base: xp, Disp: 32 * i}, xs[i])
+	}
+	// amax, exact: max of |x| across the 32 values.
+	m0, m1 := c.YMM(), c.YMM()
+	c.VANDPS(absMask, xs[0], m0)
+	c.VANDPS(absMask, xs[1], m1)
+	c.VMAXPS(m1, m0, m0)
+	c.VANDPS(absMask, xs[2], m1)
+	c.VMAXPS(m1, m0, m0)
+	c.VANDPS(absMask, xs[3], m1)
+	c.VMAXPS(m1, m0, m0)
+	h := c.XMM()
+	c.VEXTRACTF128(Imm(1), m0, h)
+	c.VMAXPS(h, m0.AsX(), h)
+	h2 := c.XMM()
+	c.VMOVHLPS(h, h, h2)
+	c.VMAXPS(h2, h, h)
+	c.VMOVSHDUP(h, h2)
+	c.VMAXSS(h2, h, h) // amax in lane 0
+	d := c.XMM()
+	c.VDIVSS(c127, h, d) // d = amax/127
+	dh := c.XMM()
+	c.VCVTPS2PH(Imm(0), d, dh) // f16(d), nearest even
+	w := c.GP32()
+	c.VMOVD(dh, w)
+	c.MOVW(w.As16(), Mem{Base: dp})
+	// id = 1/d, or 0 when d = 0.
+	id := c.XMM()
+	c.VMOVSS(one.Offset(0), id)
+	c.VDIVSS(d, id, id)
+	z := c.XMM()
+	c.VXORPS(z, z, z)
+	nz := c.XMM()
+	c.VCMPSS(Imm(4), z, d, nz) // d != 0
+	c.VANDPS(nz, id, id)
+	idv := c.YMM()
+	c.VBROADCASTSS(id, idv)
+	var qs [4]reg.VecVirtual
+	for i := range qs {
+		y := c.YMM()
+		c.VMULPS(idv, xs[i], y)
+		tr := c.YMM()
+		c.VROUNDPS(Imm(3), y, tr) // trunc
+		f := c.YMM()
+		c.VSUBPS(tr, y, f) // exact fraction
+		c.VANDPS(absMask, f, f)
+		c.VCMPPS(Imm(13), half, f, f) // |frac| >= 0.5
+		sg := c.YMM()
+		c.VANDPS(signMask, y, sg)
+		c.VORPS(one, sg, sg) // ±1
+		c.VANDPS(f, sg, sg)
+		c.VADDPS(sg, tr, tr) // roundf: half away from zero
+		qs[i] = c.YMM()
+		c.VCVTTPS2DQ(tr, qs[i])
+		// Keep the low byte, sign-extended: Go's (and C's usual)
+		// int8(int32(v)). Only blocks whose d underflows to a subnormal
+		// (id = +Inf) have values outside int8.
+		c.VPSLLD(Imm(24), qs[i], qs[i])
+		c.VPSRAD(Imm(24), qs[i], qs[i])
+	}
+	a, b := c.YMM(), c.YMM()
+	c.VPACKSSDW(qs[1], qs[0], a)
+	c.VPACKSSDW(qs[3], qs[2], b)
+	c.VPACKSSWB(b, a, a)
+	pm := c.YMM()
+	c.VMOVDQU(perm, pm)
+	c.VPERMD(a, pm, a) // undo the packs' lane interleave
+	c.VMOVDQU(a, Mem{Base: dp, Disp: 2})
+	c.TESTQ(sl, sl)
+	c.JZ(LabelRef("q8_next"))
+	// side: 8Σq and f16(d) as float32.
+	c.VPADDD(qs[1], qs[0], qs[0])
+	c.VPADDD(qs[3], qs[2], qs[2])
+	c.VPADDD(qs[2], qs[0], qs[0])
+	hs := c.XMM()
+	c.VEXTRACTI128(Imm(1), qs[0], hs)
+	c.VPADDD(qs[0].AsX(), hs, hs)
+	hs2 := c.XMM()
+	c.VPSHUFD(Imm(0x4e), hs, hs2)
+	c.VPADDD(hs2, hs, hs)
+	c.VPSHUFD(Imm(0xb1), hs, hs2)
+	c.VPADDD(hs2, hs, hs)
+	c.VPSLLD(Imm(3), hs, hs)
+	c.VMOVD(hs, Mem{Base: sp})
+	df := c.XMM()
+	c.VCVTPH2PS(dh, df)
+	c.VMOVSS(df, Mem{Base: sp, Disp: 4})
+	c.ADDQ(Imm(8), sp)
+	c.Label("q8_next")
+	c.ADDQ(U32(128), xp)
+	c.ADDQ(U32(34), dp)
+	c.DECQ(n)
+	c.JNZ(LabelRef("q8_block"))
+	c.Label("q8_done")
 	c.VZEROUPPER()
 	c.RET()
 }
