@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/minerva-llm/minerva/runtime/cpu"
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 	"os"
 	goruntime "runtime"
@@ -18,7 +19,7 @@ type benchCmd struct {
 	Model      string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
 	P          int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
 	N          int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
-	Threads    int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = all cores)." default:"0"`
+	Threads    int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = the physical cores)." default:"0"`
 	JSON       bool   `help:"Print one JSON object instead of a table."`
 	Target     string `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter)." default:"goasm"`
 	CacheType  string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
@@ -75,7 +76,7 @@ func (c *benchCmd) Run() error {
 		threads, _ = strconv.Atoi(s)
 	}
 	if threads <= 0 {
-		threads = goruntime.GOMAXPROCS(0)
+		threads = cpu.DefaultThreads()
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()

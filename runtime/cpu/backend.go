@@ -28,7 +28,8 @@ const Name = "goasm"
 func init() { runtime.RegisterBackend(Backend{}) }
 
 // Backend compiles graphs for the CPU. Threads is the number of workers of
-// each program: 0 means $MINERVA_THREADS when set, else GOMAXPROCS.
+// each program: 0 means $MINERVA_THREADS when set, else DefaultThreads (the
+// physical cores).
 type Backend struct {
 	Threads int
 }
@@ -45,8 +46,12 @@ func (b Backend) threads() int {
 			return n
 		}
 	}
-	return goruntime.GOMAXPROCS(0)
+	return DefaultThreads()
 }
+
+// DefaultThreads is the worker count when neither Backend.Threads nor
+// MINERVA_THREADS sets one: the physical cores among GOMAXPROCS CPUs.
+func DefaultThreads() int { return physicalCores() }
 
 // cval is a value that depends on weights only: raw bytes in dtype dt
 // (mmapped for plain weights), and its float32 form when some op needs it.
