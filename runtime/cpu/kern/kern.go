@@ -129,6 +129,12 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	w = w[:rowBytes(wt, n)]
 	a = a[:ActBytes(wt, n)]
 	switch wt {
+	case ir.F32, ir.F16, ir.BF16:
+		if useVec() && n >= 32 {
+			return dotFloatSIMD(wt, n, w, a)
+		}
+	}
+	switch wt {
 	case ir.F32:
 		return dotF32(n, w, a)
 	case ir.F16:

@@ -2,7 +2,12 @@ package kern
 
 //go:generate go run ../../../codegen/goasm/gen/kernvec -dir .
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/minerva-llm/minerva/ir"
+)
 
 // The float32 vector kernels of the CPU backend's non-matmul work. With a
 // SIMD variant active (MINERVA_CPU other than generic) they run the AVX2
@@ -80,4 +85,29 @@ func ExpSub(dst, x []float32, m float32) {
 	for ; i < len(dst); i++ {
 		dst[i] = float32(math.Exp(float64(x[i] - m)))
 	}
+}
+
+// dotFloatSIMD is Dot for F32, F16 and BF16 weights with the SIMD kernels:
+// whole runs of 32 elements in float32 FMA lanes, the tail in float32 here.
+func dotFloatSIMD(wt ir.DType, n int, w, a []byte) float32 {
+	m := n &^ 31
+	var s float32
+	switch wt {
+	case ir.F32:
+		s = dotF32BytesAVX2(m, w, a)
+		for i := m; i < n; i++ {
+			s += math.Float32frombits(binary.LittleEndian.Uint32(w[4*i:])) * math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:]))
+		}
+	case ir.F16:
+		s = dotF16BytesAVX2(m, w, a)
+		for i := m; i < n; i++ {
+			s += f16(w[2*i:]) * f16(a[2*i:])
+		}
+	case ir.BF16:
+		s = dotBF16BytesAVX2(m, w, a)
+		for i := m; i < n; i++ {
+			s += bf16(w[2*i:]) * bf16(a[2*i:])
+		}
+	}
+	return s
 }

@@ -486,3 +486,149 @@ DATA q8Perm<>+20(SB)/4, $0x00000006
 DATA q8Perm<>+24(SB)/4, $0x00000003
 DATA q8Perm<>+28(SB)/4, $0x00000007
 GLOBL q8Perm<>(SB), RODATA|NOPTR, $32
+
+// func dotF32BytesAVX2(n int, w []byte, a []byte) float32
+// Requires: AVX, FMA3, SSE
+TEXT ·dotF32BytesAVX2(SB), NOSPLIT, $0-60
+	MOVQ   n+0(FP), AX
+	MOVQ   w_base+8(FP), CX
+	MOVQ   a_base+32(FP), DX
+	SHRQ   $0x05, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  AX, AX
+	JZ     dotF32_done
+
+dotF32_loop:
+	VMOVUPS     (CX), Y4
+	VMOVUPS     (DX), Y5
+	VFMADD231PS Y5, Y4, Y0
+	VMOVUPS     32(CX), Y4
+	VMOVUPS     32(DX), Y5
+	VFMADD231PS Y5, Y4, Y1
+	VMOVUPS     64(CX), Y4
+	VMOVUPS     64(DX), Y5
+	VFMADD231PS Y5, Y4, Y2
+	VMOVUPS     96(CX), Y4
+	VMOVUPS     96(DX), Y5
+	VFMADD231PS Y5, Y4, Y3
+	ADDQ        $0x00000080, CX
+	ADDQ        $0x00000080, DX
+	DECQ        AX
+	JNZ         dotF32_loop
+
+dotF32_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+56(FP)
+	RET
+
+// func dotF16BytesAVX2(n int, w []byte, a []byte) float32
+// Requires: AVX, F16C, FMA3, SSE
+TEXT ·dotF16BytesAVX2(SB), NOSPLIT, $0-60
+	MOVQ   n+0(FP), AX
+	MOVQ   w_base+8(FP), CX
+	MOVQ   a_base+32(FP), DX
+	SHRQ   $0x05, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  AX, AX
+	JZ     dotF16_done
+
+dotF16_loop:
+	VCVTPH2PS   (CX), Y4
+	VCVTPH2PS   (DX), Y5
+	VFMADD231PS Y5, Y4, Y0
+	VCVTPH2PS   16(CX), Y4
+	VCVTPH2PS   16(DX), Y5
+	VFMADD231PS Y5, Y4, Y1
+	VCVTPH2PS   32(CX), Y4
+	VCVTPH2PS   32(DX), Y5
+	VFMADD231PS Y5, Y4, Y2
+	VCVTPH2PS   48(CX), Y4
+	VCVTPH2PS   48(DX), Y5
+	VFMADD231PS Y5, Y4, Y3
+	ADDQ        $0x00000040, CX
+	ADDQ        $0x00000040, DX
+	DECQ        AX
+	JNZ         dotF16_loop
+
+dotF16_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+56(FP)
+	RET
+
+// func dotBF16BytesAVX2(n int, w []byte, a []byte) float32
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·dotBF16BytesAVX2(SB), NOSPLIT, $0-60
+	MOVQ   n+0(FP), AX
+	MOVQ   w_base+8(FP), CX
+	MOVQ   a_base+32(FP), DX
+	SHRQ   $0x05, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  AX, AX
+	JZ     dotBF16_done
+
+dotBF16_loop:
+	VPMOVZXWD   (CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   (DX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y0
+	VPMOVZXWD   16(CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   16(DX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	VPMOVZXWD   32(CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   32(DX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y2
+	VPMOVZXWD   48(CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   48(DX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y3
+	ADDQ        $0x00000040, CX
+	ADDQ        $0x00000040, DX
+	DECQ        AX
+	JNZ         dotBF16_loop
+
+dotBF16_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+56(FP)
+	RET

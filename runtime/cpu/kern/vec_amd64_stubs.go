@@ -29,3 +29,21 @@ func expSubAVX2(dst []float32, x []float32, m float32)
 //
 //go:noescape
 func quantQ8_0AVX2(x []float32, dst []byte, side []byte)
+
+// dotF32BytesAVX2 is the dot of n (a multiple of 32) F32 weights and F32 activations in float32
+// with FMA. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func dotF32BytesAVX2(n int, w []byte, a []byte) float32
+
+// dotF16BytesAVX2 is the dot of n (a multiple of 32) F16 weights and F16 activations in float32
+// with FMA. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func dotF16BytesAVX2(n int, w []byte, a []byte) float32
+
+// dotBF16BytesAVX2 is the dot of n (a multiple of 32) BF16 weights and BF16 activations in float32
+// with FMA. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func dotBF16BytesAVX2(n int, w []byte, a []byte) float32

@@ -13,3 +13,8 @@ func expSubAVX2(dst, x []float32, m float32) { panic("kern: no AVX2 kernels on t
 func quantQ8_0AVX2(x []float32, dst, side []byte) {
 	panic("kern: no AVX2 kernels on this architecture")
 }
+func dotF32BytesAVX2(n int, w, a []byte) float32 { panic("kern: no AVX2 kernels on this architecture") }
+func dotF16BytesAVX2(n int, w, a []byte) float32 { panic("kern: no AVX2 kernels on this architecture") }
+func dotBF16BytesAVX2(n int, w, a []byte) float32 {
+	panic("kern: no AVX2 kernels on this architecture")
+}

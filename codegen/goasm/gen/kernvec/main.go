@@ -43,6 +43,9 @@ func run(dir string) error {
 	siluMul(c)
 	expSub(c)
 	quantQ8_0(c)
+	for _, t := range []string{"F32", "F16", "BF16"} {
+		dotWeights(c, t)
+	}
 
 	pc := printer.Config{Name: "codegen/goasm/gen/kernvec", Pkg: "kern"}
 	asm, err := os.Create(filepath.Join(dir, "vec_amd64.s"))
@@ -425,5 +428,73 @@ func quantQ8_0(c *build.Context) {
 	c.JNZ(LabelRef("q8_block"))
 	c.Label("q8_done")
 	c.VZEROUPPER()
+	c.RET()
+}
+
+// dotWeights emits func dot<T>BytesAVX2(n int, w, a []byte) float32: the dot
+// of n (a multiple of 32) float weights of type T (F32, F16 or BF16, little
+// endian, any alignment) with activations of the same type, widened to
+// float32 and summed with FMA in four accumulators of eight lanes (element i
+// in accumulator (i/8)%4), then ((acc0+acc1)+(acc2+acc3)) and the lanes as
+// dotF32AVX2 does. ggml's SIMD float dots work the same way; its generic ones
+// sum in double, so results differ from the generic variant in the last bits.
+func dotWeights(c *build.Context, t string) {
+	name := "dot" + t + "BytesAVX2"
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(n int, w, a []byte) float32")
+	c.Doc(name+" is the dot of n (a multiple of 32) "+t+" weights and "+t+" activations in float32",
+		"with FMA. It needs AVX2, FMA and F16C.")
+	size := map[string]int{"F32": 4, "F16": 2, "BF16": 2}[t]
+	n := c.Load(c.Param("n"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := c.Load(c.Param("a").Base(), c.GP64())
+	c.SHRQ(Imm(5), n)
+	var acc [4]reg.VecVirtual
+	for i := range acc {
+		acc[i] = c.YMM()
+		c.VXORPS(acc[i], acc[i], acc[i])
+	}
+	load := func(m Mem) reg.VecVirtual {
+		v := c.YMM()
+		switch t {
+		case "F32":
+			c.VMOVUPS(m, v)
+		case "F16":
+			c.VCVTPH2PS(m, v)
+		case "BF16":
+			c.VPMOVZXWD(m, v)
+			c.VPSLLD(Imm(16), v, v)
+		}
+		return v
+	}
+	lbl := func(s string) string { return "dot" + t + "_" + s }
+	c.TESTQ(n, n)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("loop"))
+	for i := range acc {
+		wv := load(Mem{Base: x, Disp: 8 * size * i})
+		av := load(Mem{Base: y, Disp: 8 * size * i})
+		c.VFMADD231PS(av, wv, acc[i])
+	}
+	c.ADDQ(U32(32*size), x)
+	c.ADDQ(U32(32*size), y)
+	c.DECQ(n)
+	c.JNZ(LabelRef(lbl("loop")))
+	c.Label(lbl("done"))
+	c.VADDPS(acc[1], acc[0], acc[0])
+	c.VADDPS(acc[3], acc[2], acc[2])
+	c.VADDPS(acc[2], acc[0], acc[0])
+	r := c.XMM()
+	c.VEXTRACTF128(Imm(1), acc[0], r)
+	c.VADDPS(acc[0].AsX(), r, r)
+	h := c.XMM()
+	c.VMOVHLPS(r, r, h)
+	c.VADDPS(h, r, r)
+	c.VMOVSHDUP(r, h)
+	c.VADDSS(h, r, r)
+	c.VZEROUPPER()
+	c.Store(r, c.ReturnIndex(0))
 	c.RET()
 }
