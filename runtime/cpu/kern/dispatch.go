@@ -84,5 +84,5 @@ func SetVariant(name string) error {
 }
 
 func knownVariant(name string) bool {
-	return name == "generic" || name == "avx2" || name == "avx512"
+	return name == "generic" || name == "avx2" || name == "avx512" || name == "neon"
 }

@@ -1,6 +1,6 @@
-//go:build !amd64
+//go:build !amd64 && !arm64
 
 package kern
 
-// archVariants: only the generic kernels outside amd64.
+// archVariants: only the generic kernels outside amd64 and arm64.
 func archVariants() {}

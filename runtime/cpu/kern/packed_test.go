@@ -39,7 +39,7 @@ func emulateGroup(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 // and without a partial group, one to nine activation rows (the four-row
 // kernel and the one-row tail), and padded strides.
 func TestPacked(t *testing.T) {
-	for _, v := range []string{"avx2", "avx512"} {
+	for _, v := range []string{"avx2", "avx512", "neon"} {
 		t.Run(v, func(t *testing.T) { testPacked(t, v) })
 	}
 }

@@ -1,0 +1,66 @@
+package main
+
+import "fmt"
+
+// Encodings of the AdvSIMD instructions Go's arm64 assembler lacks; the
+// kernels emit them as WORD. Each helper takes register numbers 0..31 (V0..V31)
+// and panics on operands the instruction cannot encode. Field layouts are the
+// ARM ARM's (A64 "Advanced SIMD vector x indexed element", "two-register
+// miscellaneous" and "three same" classes); enc_test.go checks them against
+// an assembler's output.
+
+func checkReg(regs ...int) {
+	for _, r := range regs {
+		if r < 0 || r > 31 {
+			panic(fmt.Sprintf("kernneon: vector register V%d out of range", r))
+		}
+	}
+}
+
+func checkLane(lane int) {
+	if lane < 0 || lane > 3 {
+		panic(fmt.Sprintf("kernneon: lane %d of a 4-lane element index out of range", lane))
+	}
+}
+
+// indexed32 fills the operands of a by-element instruction with 32-bit
+// elements (size or sz selects S; index = H:L; Rm = M:Rm, all 32 registers).
+func indexed32(base uint32, vd, vn, vm, lane int) uint32 {
+	checkReg(vd, vn, vm)
+	checkLane(lane)
+	l, h := uint32(lane&1), uint32(lane>>1)
+	return base | l<<21 | uint32(vm)<<16 | h<<11 | uint32(vn)<<5 | uint32(vd)
+}
+
+// sdotElem encodes SDOT Vd.4S, Vn.16B, Vm.4B[lane] (ARMv8.2 dotprod): lane i
+// of Vd += Σ_j Vn.b[4i+j]·Vm.b[4·lane+j], signed bytes.
+// 0 Q=1 U=0 01111 size=10 L M Rm 1110 H 0 Rn Rd.
+func sdotElem(vd, vn, vm, lane int) uint32 {
+	return indexed32(0x4f80e000, vd, vn, vm, lane)
+}
+
+// fmulElem encodes FMUL Vd.4S, Vn.4S, Vm.S[lane]: Vd = Vn·Vm[lane], each
+// product rounded once.
+// 0 Q=1 0 01111 1 sz=0 L M Rm 1001 H 0 Rn Rd.
+func fmulElem(vd, vn, vm, lane int) uint32 {
+	return indexed32(0x4f809000, vd, vn, vm, lane)
+}
+
+// twoReg fills a two-register-miscellaneous instruction.
+func twoReg(base uint32, vd, vn int) uint32 {
+	checkReg(vd, vn)
+	return base | uint32(vn)<<5 | uint32(vd)
+}
+
+// scvtf4S encodes SCVTF Vd.4S, Vn.4S: int32 to float32, rounded to nearest
+// (FPCR.RMode, which Go leaves at round to nearest even).
+// 0 Q=1 U=0 01110 0 sz=0 10000 11101 10 Rn Rd.
+func scvtf4S(vd, vn int) uint32 { return twoReg(0x4e21d800, vd, vn) }
+
+// fcvtl encodes FCVTL Vd.4S, Vn.4H: the low four halves of Vn to float32
+// (exact).
+// 0 Q=0 0 01110 0 sz=0 10000 10111 10 Rn Rd.
+func fcvtl(vd, vn int) uint32 { return twoReg(0x0e217800, vd, vn) }
+
+// fcvtl2 encodes FCVTL2 Vd.4S, Vn.8H: the high four halves of Vn to float32.
+func fcvtl2(vd, vn int) uint32 { return twoReg(0x4e217800, vd, vn) }

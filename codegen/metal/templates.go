@@ -1,0 +1,370 @@
+package metal
+
+// The renderer is a table: kernel family → MSL template. Every template
+// sees a params value (see kernels.go) whose fields are the shapes and
+// attributes baked into that kernel; step sizes (T, and through pos the
+// cache positions) arrive as arguments.
+//
+// Conventions every kernel follows, so that a runtime (and the CPU
+// emulation in the tests) can launch any of them the same way:
+//   - buffers come first, numbered from 0 in the order of Kernel.Params;
+//   - then `constant uint& T`, the tokens of this step;
+//   - then the thread-position built-ins, always the same four;
+//   - control flow around simd_* calls and barriers is uniform in a
+//     threadgroup (no early return before them), as Metal requires of
+//     simdgroup functions and as the emulation's barriers need.
+
+const preludeSource = `#include <metal_stdlib>
+using namespace metal;
+
+// ld_f16 reads a little-endian IEEE half at any even byte offset.
+inline float ld_f16(device const uchar* p) {
+    return float(as_type<half>(ushort(uint(p[0]) | (uint(p[1]) << 8))));
+}
+`
+
+const dqTemplate = `
+// dq_{{.Name}} decodes unit u ({{.Unit}} elements) of a {{.Name}} row into registers.
+inline void dq_{{.Name}}(device const uchar* row, uint u, thread float* w) {{"{"}}{{.Body}}
+}
+`
+
+// kernelSig is the shared tail of every kernel's parameter list.
+const sigTail = `    constant uint& T [[buffer({{.TSlot}})]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]])`
+
+// normPrologue computes the RMSNorm scale of row xr with the simdgroup.
+const normPrologue = `{{if .Norm}}
+    // RMSNorm prologue: every simdgroup reduces the row itself (K is small
+    // beside the weight rows it then streams), so no threadgroup memory.
+    float ss = 0.0f;
+    for (uint i = tiisg; i < {{.K}}u; i += 32) {
+        ss += xr[i] * xr[i];
+    }
+    ss = simd_sum(ss);
+    const float scale = rsqrt(ss / {{.K}}.0f + {{.Eps}});{{end}}`
+
+// dotLoop accumulates the dot of weight row `row` with the (normalised)
+// input row into the named accumulator; lanes stride over units.
+const dotLoop = `{{define "dot"}}
+        for (uint u = tiisg; u < {{$.NU}}u; u += 32) {
+            float wv[{{$.Unit}}];
+            dq_{{$.DT}}(w + (ulong)({{.Row}}) * {{$.RowBytes}}u, u, wv);
+            for (uint k = 0; k < {{$.Unit}}u; ++k) {
+                {{.Acc}} += wv[k] * xr[u * {{$.Unit}}u + k]{{if $.Gain}} * gain[u * {{$.Unit}}u + k]{{end}};
+            }
+        }{{end}}`
+
+var familyTemplates = map[string]string{
+	// embed: one thread per unit of the output row; the table row is the token's.
+	"embed": `
+// {{.Name}}: out[t, :] = dequant(table[ids[t], :]), table {{.DT}}[{{.V}}, {{.D}}].
+kernel void {{.Name}}(
+    device const uchar* table [[buffer(0)]],
+    device const int* ids [[buffer(1)]],
+    device float* out [[buffer(2)]],
+` + sigTail + ` {
+    const uint t = tgpig.y, u = tgpig.x * {{.Threads}}u + tiitg;
+    if (t >= T || u >= {{.NU}}u) {
+        return;
+    }
+    const int id = ids[t];
+    if (id < 0 || id >= {{.V}}) {
+        return; // the runtime checks ids before the step; never read outside the table
+    }
+    float wv[{{.Unit}}];
+    dq_{{.DT}}(table + (ulong)id * {{.RowBytes}}u, u, wv);
+    for (uint k = 0; k < {{.Unit}}u; ++k) {
+        out[(ulong)t * {{.D}}u + u * {{.Unit}}u + k] = wv[k];
+    }
+}
+`,
+	// matvec: fused_matmul and matmul. One simdgroup per output feature,
+	// {{.NSG}} per threadgroup; grid (ceil(N/NSG), rows).
+	"matvec": dotLoop + `
+// {{.Name}}: out[r, j] = {{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}} · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[r, j]{{end}}, w {{.DT}}[{{.N}}, {{.K}}].
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+{{- range .Extra}}
+    device const float* {{.Name}} [[buffer({{.Slot}})]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint r = tgpig.y, j = tgpig.x * {{.NSG}}u + sgitg;
+    device const float* xr = x + (ulong)r * {{.K}}u;` + normPrologue + `
+    float acc = 0.0f;
+    if (j < {{.N}}u) {{"{"}}{{template "dot" (dotArgs . "j" "acc")}}
+    }
+    acc = simd_sum(acc);
+    if (j < {{.N}}u && tiisg == 0) {
+        out[(ulong)r * {{.N}}u + j] = {{if .Norm}}acc * scale{{else}}acc{{end}}{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[(ulong)r * {{.N}}u + j]{{end}};
+    }
+}
+`,
+	// swiglu: simdgroup j computes gate row j and up row F+j.
+	"swiglu": dotLoop + `
+// {{.Name}}: h = {{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}} · wᵀ, out[r, j] = silu(h[j]) · h[{{.F}} + j], w {{.DT}}[{{.N}}, {{.K}}].
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+{{- range .Extra}}
+    device const float* {{.Name}} [[buffer({{.Slot}})]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint r = tgpig.y, j = tgpig.x * {{.NSG}}u + sgitg;
+    device const float* xr = x + (ulong)r * {{.K}}u;` + normPrologue + `
+    float g = 0.0f, up = 0.0f;
+    if (j < {{.F}}u) {{"{"}}{{template "dot" (dotArgs . "j" "g")}}{{template "dot" (dotArgs . .UpRow "up")}}
+    }
+    g = simd_sum(g);
+    up = simd_sum(up);
+    if (j < {{.F}}u && tiisg == 0) {{"{"}}{{if .Norm}}
+        g *= scale;
+        up *= scale;{{end}}
+        out[(ulong)r * {{.F}}u + j] = g / (1.0f + exp(-g)) * up;
+    }
+}
+`,
+	// qkv_rope: simdgroup p computes the pair of columns RoPE rotates
+	// together, rotates it (q and k blocks), and stores q into out and k, v
+	// into the caches at row pos[t].
+	"qkv_rope": dotLoop + `
+// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+constant float2 {{.Name}}_freq[{{.Half}}] = { {{- .Freqs -}} };
+
+// {{.Name}}: h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ{{if .Bias}} + bias{{end}}; q, k, v = h's blocks of {{.QD}}, {{.KVD}}, {{.KVD}};
+// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const int* pos [[buffer(2)]],
+    device {{.CacheT}}* kcache [[buffer(3)]],
+    device {{.CacheT}}* vcache [[buffer(4)]],
+{{- range .Extra}}
+    device const float* {{.Name}} [[buffer({{.Slot}})]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint t = tgpig.y, p = tgpig.x * {{.NSG}}u + sgitg;
+    device const float* xr = x + (ulong)t * {{.K}}u;` + normPrologue + `
+    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
+    const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
+    uint c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
+    if (i < {{.Half}}u) {
+        c0 = i;
+        c1 = i + {{.Half}}u;
+    }{{end}}
+    c0 += head * {{.HD}}u;
+    c1 += head * {{.HD}}u;
+    float a0 = 0.0f, a1 = 0.0f;
+    if (p < {{.Pairs}}u) {{"{"}}{{template "dot" (dotArgs . "c0" "a0")}}{{template "dot" (dotArgs . "c1" "a1")}}
+    }
+    a0 = simd_sum(a0);
+    a1 = simd_sum(a1);
+    if (p < {{.Pairs}}u && tiisg == 0) {{"{"}}{{if .Norm}}
+        a0 *= scale;
+        a1 *= scale;{{end}}{{if .Bias}}
+        a0 += bias[c0];
+        a1 += bias[c1];{{end}}
+        const int ps = pos[t];
+        if (c0 < {{.QKD}}u && i < {{.Half}}u) {
+            // θ = ps·freq[i] reduced modulo 2π in extended precision
+            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
+            const float2 f = {{.Name}}_freq[i];
+            const float pf = float(ps);
+            const float ph = pf * f.x;
+            const float pl = fma(pf, f.x, -ph) + pf * f.y;
+            const float kq = rint(ph * 0.15915494309189535f);
+            float th = fma(-kq, 6.28318548202514648f, ph);
+            th = fma(-kq, -1.7484556000744487e-07f, th) + pl;
+            const float cs = cos(th){{.MScale}}, sn = sin(th){{.MScale}};
+            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+            a0 = r0;
+            a1 = r1;
+        }
+        if (c0 < {{.QD}}u) {
+            out[(ulong)t * {{.QD}}u + c0] = a0;
+            out[(ulong)t * {{.QD}}u + c1] = a1;
+        } else if (c0 < {{.QKD}}u) {
+            kcache[(ulong)ps * {{.KVD}}u + c0 - {{.QD}}u] = {{.CacheT}}(a0);
+            kcache[(ulong)ps * {{.KVD}}u + c1 - {{.QD}}u] = {{.CacheT}}(a1);
+        } else {
+            vcache[(ulong)ps * {{.KVD}}u + c0 - {{.QKD}}u] = {{.CacheT}}(a0);
+            vcache[(ulong)ps * {{.KVD}}u + c1 - {{.QKD}}u] = {{.CacheT}}(a1);
+        }
+    }
+}
+`,
+	// attn_split: one simdgroup per (head, KV split, query). Each lane
+	// walks every 32nd visible cache row of its split with its own online
+	// softmax (m, l, acc); the lanes are then merged with simd_max/simd_sum
+	// and the split's partial (m, l, acc[DV]) is stored for attn_merge.
+	"attn_split": `
+// {{.Name}}: partial attention of query t, head h over KV split s of {{.Splits}}, head_dim {{.HD}}, Dv {{.DV}}, GQA group {{.Group}}{{if .Window}}, window {{.Window}}{{end}}.
+kernel void {{.Name}}(
+    device const float* q [[buffer(0)]],
+    device const {{.CacheT}}* kc [[buffer(1)]],
+    device const {{.CacheT}}* vc [[buffer(2)]],
+    device const int* pos [[buffer(3)]],
+    device float* part [[buffer(4)]],
+` + sigTail + ` {
+    const uint h = tgpig.x, s = tgpig.y, t = tgpig.z, kh = h / {{.Group}}u;
+    const int p = pos[t];
+    int lo = 0;{{if .Window}}
+    lo = max(0, p - {{.Window}} + 1);{{end}}
+    const int n = p + 1 - lo;
+    const int from = lo + n * int(s) / {{.Splits}}, to = lo + n * (int(s) + 1) / {{.Splits}};
+    device const float* qv = q + (ulong)t * {{.QW}}u + h * {{.HD}}u;
+    // -3e38 rather than -INFINITY: fast math may assume no infinities, and
+    // exp(-3e38 - x) is 0 just the same.
+    float m = -3.0e38f, l = 0.0f;
+    float acc[{{.DV}}];
+    for (uint d = 0; d < {{.DV}}u; ++d) {
+        acc[d] = 0.0f;
+    }
+    for (int j = from + int(tiisg); j < to; j += 32) {
+        device const {{.CacheT}}* kr = kc + (ulong)j * {{.KW}}u + kh * {{.HD}}u;
+        float dot = 0.0f;
+        for (uint i = 0; i < {{.HD}}u; ++i) {
+            dot += qv[i] * float(kr[i]);
+        }
+        const float sc = dot * {{.Scale}};
+        if (sc > m) {
+            const float rs = exp(m - sc);
+            l *= rs;
+            for (uint d = 0; d < {{.DV}}u; ++d) {
+                acc[d] *= rs;
+            }
+            m = sc;
+        }
+        const float wt = exp(sc - m);
+        l += wt;
+        device const {{.CacheT}}* vr = vc + (ulong)j * {{.VW}}u + kh * {{.DV}}u;
+        for (uint d = 0; d < {{.DV}}u; ++d) {
+            acc[d] += wt * float(vr[d]);
+        }
+    }
+    const float mm = simd_max(m);
+    const float rs = exp(m - mm);
+    l = simd_sum(l * rs);
+    device float* o = part + (((ulong)t * {{.H}}u + h) * {{.Splits}}u + s) * {{.PartW}}u;
+    for (uint d = 0; d < {{.DV}}u; ++d) {
+        const float a = simd_sum(acc[d] * rs);
+        if (tiisg == 0) {
+            o[2 + d] = a;
+        }
+    }
+    if (tiisg == 0) {
+        o[0] = mm;
+        o[1] = l;
+    }
+}
+`,
+	// attn_merge: thread d of (head, query) merges the splits' partials
+	// (and the sink, one more part without a value row).
+	"attn_merge": `
+// {{.Name}}: out[t, h·{{.DV}} + d] = merge of {{.Splits}} partials{{if .Sinks}} and sink[h]{{end}}.
+kernel void {{.Name}}(
+    device const float* part [[buffer(0)]],
+{{- if .Sinks}}
+    device const float* sinks [[buffer(1)]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint h = tgpig.x, t = tgpig.y, d = tiitg;
+    device const float* pt = part + ((ulong)t * {{.H}}u + h) * {{.Splits}}u * {{.PartW}}u;
+    float m = -3.0e38f;
+    for (uint s = 0; s < {{.Splits}}u; ++s) {
+        m = max(m, pt[s * {{.PartW}}u]);
+    }{{if .Sinks}}
+    m = max(m, sinks[h]);{{end}}
+    float l = 0.0f, a = 0.0f;
+    for (uint s = 0; s < {{.Splits}}u; ++s) {
+        device const float* ps = pt + s * {{.PartW}}u;
+        if (ps[1] > 0.0f) {
+            const float r = exp(ps[0] - m);
+            l += ps[1] * r;
+            a += ps[2 + d] * r;
+        }
+    }{{if .Sinks}}
+    l += exp(sinks[h] - m);{{end}}
+    if (d < {{.DV}}u) {
+        out[(ulong)t * {{.OW}}u + h * {{.DV}}u + d] = a / l;
+    }
+}
+`,
+	// rmsnorm: one simdgroup per row.
+	"rmsnorm": `
+// {{.Name}}: out[r] = x[r] / sqrt(mean(x[r]²) + eps){{if .Gain}} · gain{{end}}, width {{.K}}.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+{{- if .Gain}}
+    device const float* gain [[buffer(1)]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint r = tgpig.y;
+    device const float* xr = x + (ulong)r * {{.K}}u;` + `
+    float ss = 0.0f;
+    for (uint i = tiisg; i < {{.K}}u; i += 32) {
+        ss += xr[i] * xr[i];
+    }
+    ss = simd_sum(ss);
+    const float scale = rsqrt(ss / {{.K}}.0f + {{.Eps}});
+    for (uint i = tiisg; i < {{.K}}u; i += 32) {
+        out[(ulong)r * {{.K}}u + i] = xr[i] * scale{{if .Gain}} * gain[i]{{end}};
+    }
+}
+`,
+	// softmax: one simdgroup per row.
+	"softmax": `
+// {{.Name}}: out[r] = softmax(x[r]), width {{.K}}.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device float* out [[buffer(1)]],
+` + sigTail + ` {
+    const uint r = tgpig.y;
+    device const float* xr = x + (ulong)r * {{.K}}u;
+    device float* o = out + (ulong)r * {{.K}}u;
+    float m = -3.0e38f;
+    for (uint i = tiisg; i < {{.K}}u; i += 32) {
+        m = max(m, xr[i]);
+    }
+    m = simd_max(m);
+    float sum = 0.0f;
+    for (uint i = tiisg; i < {{.K}}u; i += 32) {
+        sum += exp(xr[i] - m);
+    }
+    sum = simd_sum(sum);
+    for (uint i = tiisg; i < {{.K}}u; i += 32) {
+        o[i] = exp(xr[i] - m) / sum;
+    }
+}
+`,
+	// eltwise: add, mul (b broadcast over a's leading dims), silu, gelu; one thread per element.
+	"eltwise": `
+// {{.Name}}: out[i] = {{.Expr}}, {{.K}} elements per row.
+kernel void {{.Name}}(
+    device const float* a [[buffer(0)]],
+{{- if .Binary}}
+    device const float* b [[buffer(1)]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint i = tgpig.x * {{.Threads}}u + tiitg, r = tgpig.y;
+    if (i >= {{.K}}u) {
+        return;
+    }
+    const ulong at = (ulong)r * {{.K}}u + i;
+    const float x = a[at];{{if .Binary}}
+    const float y = b[{{.BIndex}}];{{end}}
+    out[at] = {{.Expr}};
+}
+`,
+}

@@ -1,0 +1,3 @@
+package kern
+
+//go:generate go run ../../../codegen/goasm/gen/kernneon -dir .

@@ -1,0 +1,82 @@
+package kern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// TestNEONGroupKernelsExtremes runs the NEON group kernels on arbitrary
+// bytes — every quant value (Q8_0 weights and activations -128 included),
+// f16 scales of any finite exponent (subnormals included), blocks of
+// saturated quants — and requires the emulated order bit for bit, for one
+// to five activation rows with a padded stride.
+func TestNEONGroupKernelsExtremes(t *testing.T) {
+	useVariant(t, "neon")
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+		for _, nb := range []int{1, 3, 64} {
+			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(nb), 7))
+				scale := func(b []byte) {
+					h := uint16(rng.IntN(0x7c00)) | uint16(rng.IntN(2))<<15
+					binary.LittleEndian.PutUint16(b, h)
+				}
+				bb := wt.BlockBytes()
+				rb := nb * bb
+				data := make([]byte, 8*rb)
+				for b := 0; b < 8*nb; b++ {
+					blk := data[b*bb:][:bb]
+					scale(blk)
+					fill := byte(rng.IntN(256))
+					for i := range blk[2:] {
+						switch b % 3 {
+						case 0:
+							blk[2+i] = byte(rng.IntN(256))
+						default: // saturated: all 0x00, 0xff, 0x80, 0x7f, ...
+							blk[2+i] = fill
+						}
+					}
+				}
+				p := Pack(wt, 8, 32*nb, data)
+				require.NotNil(t, p)
+				ab := PackedActBytes(32 * nb)
+				const R = 5
+				stride := ab + 12
+				a := make([]byte, R*stride)
+				for r := 0; r < R; r++ {
+					row := a[r*stride:][:ab]
+					for b := 0; b < nb; b++ {
+						blk := row[b*34:][:34]
+						scale(blk)
+						var s int32
+						for i := range blk[2:] {
+							q := int8(rng.IntN(256))
+							if r == 1 {
+								q = int8(-128 + 255*(i%2)) // -128, 127, ...
+							}
+							blk[2+i] = byte(q)
+							s += int32(q)
+						}
+						side := row[nb*34+8*b:]
+						binary.LittleEndian.PutUint32(side, uint32(8*s))
+						binary.LittleEndian.PutUint32(side[4:], math.Float32bits(h16(blk)))
+					}
+				}
+				dst := make([]float32, R*11)
+				p.Dots(0, 8, a, stride, R, dst, 11)
+				for r := 0; r < R; r++ {
+					for j := 0; j < 8; j++ {
+						emu, _ := emulateGroup(wt, nb, data[j*rb:][:rb], a[r*stride:][:ab])
+						require.Equal(t, math.Float32bits(emu), math.Float32bits(dst[r*11+j]), "row %d act %d: kernel %v, emulated %v", j, r, dst[r*11+j], emu)
+					}
+				}
+			})
+		}
+	}
+}
