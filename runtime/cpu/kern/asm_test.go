@@ -69,6 +69,14 @@ func elemsQ(wt ir.DType, w []byte, i int) (q [32]int32, d float32) {
 			q[j+16] = int32(b[2+j]>>4) - 8
 		}
 		return q, h16(b)
+	case ir.MXFP4:
+		b := w[i*17:]
+		kv := [16]int32{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+		for j := 0; j < 16; j++ {
+			q[j] = kv[b[1+j]&15]
+			q[j+16] = kv[b[1+j]>>4]
+		}
+		return q, e8m0h(b[0])
 	}
 	panic(wt)
 }

@@ -28,6 +28,9 @@ type variant struct {
 	q4_K, q5_K, q6_K func(nb int, w, a []byte) float32
 	// unsignedQ8: the group kernels take packed Q8_0 weights as w+128.
 	unsignedQ8 bool
+	// MXFP4 weights against Q8_0 activations (one row, four rows).
+	mxfp4   func(nb int, w, a []byte) float32
+	mxfp4x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
 }
 
 var genericVariant = &variant{name: "generic"}

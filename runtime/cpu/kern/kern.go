@@ -109,6 +109,12 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 				return f(nb, w, a)
 			}
 			return dotQ8_0(nb, w, a)
+		case ir.MXFP4:
+			w, a = w[:nb*17], a[:nb*34]
+			if f := active.Load().mxfp4; f != nil {
+				return f(nb, w, a)
+			}
+			return dotMXFP4(nb, w, a)
 		case ir.Q4_K:
 			if f := active.Load().q4_K; f != nil && n&255 == 0 {
 				nb >>= 3
@@ -187,6 +193,8 @@ func DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []float32) {
 			x4, w = v.q4_0x4, w[:nb*18]
 		case ir.Q8_0:
 			x4, w = v.q8_0x4, w[:nb*34]
+		case ir.MXFP4:
+			x4, w = v.mxfp4x4, w[:nb*17]
 		}
 		if x4 != nil {
 			for ; r+4 <= R; r += 4 {

@@ -40,7 +40,9 @@ func run(dir string) error {
 		"nibbleMask": vecConst(c, "nibbleMask", 0x0f0f0f0f0f0f0f0f),
 		"eights":     vecConst(c, "eights", 0x0808080808080808),
 	}
-	for _, k := range []blockKernel{q8_0Block, q4_0Block} {
+	consts["mxfp4Values"] = mxfp4Values(c)
+	consts["e8m0Half"] = e8m0HalfTable(c)
+	for _, k := range []blockKernel{q8_0Block, q4_0Block, mxfp4Block} {
 		c.Function("dot" + k.name + "AVX2")
 		c.Attributes(attr.NOSPLIT)
 		c.Pragma("noescape")
@@ -135,13 +137,67 @@ func hsumFloat8(c *build.Context, acc reg.VecVirtual) reg.VecVirtual {
 	return r
 }
 
-// A blockKernel describes one weight format's block: its byte size and how to
-// load its 32 weights as signed bytes into a YMM register. The activation
-// blocks are always Q8_0 (34 bytes: f16 scale, 32 int8).
+// A blockKernel describes one weight format's block: its byte size, how to
+// load its 32 weights as signed bytes into a YMM register and its scale as
+// float32 into the low lane of an XMM register (nil: an f16 at the block's
+// start). The activation blocks are always Q8_0 (34 bytes: f16 scale, 32
+// int8).
 type blockKernel struct {
-	name   string // Q8_0, Q4_0
+	name   string // Q8_0, Q4_0, MXFP4
 	wBytes int
 	load   func(c *build.Context, x Mem) reg.VecVirtual
+	scale  func(c *build.Context, x Mem) reg.VecVirtual
+}
+
+// mxfp4Block: {u8 e (E8M0); u8 qs[16]} — codes looked up in ggml's
+// kvalues_mxfp4 (twice the E2M1 values, as int8) with vpshufb, the scale
+// ggml_e8m0_to_fp32_half(e) = 2^(e-128) read from a 256-entry table.
+var mxfp4Block = blockKernel{name: "MXFP4", wBytes: 17,
+	load: func(c *build.Context, x Mem) reg.VecVirtual {
+		lo, hi := c.XMM(), c.XMM()
+		c.VMOVDQU(x.Offset(1), lo)
+		c.VPSRLW(Imm(4), lo, hi)
+		qx := c.YMM()
+		c.VINSERTI128(Imm(1), hi, lo.AsY(), qx)
+		c.VPAND(consts["nibbleMask"], qx, qx)
+		lut := c.YMM()
+		c.VBROADCASTI128(consts["mxfp4Values"], lut)
+		c.VPSHUFB(qx, lut, qx) // code → int8 value
+		return qx
+	},
+	scale: func(c *build.Context, x Mem) reg.VecVirtual {
+		e := c.GP64()
+		c.MOVBQZX(x, e)
+		tab := c.GP64()
+		c.LEAQ(consts["e8m0Half"], tab)
+		d := c.XMM()
+		c.VMOVSS(Mem{Base: tab, Index: e, Scale: 4}, d)
+		return d
+	},
+}
+
+// mxfp4Values defines ggml's kvalues_mxfp4 as 16 bytes.
+func mxfp4Values(c *build.Context) Mem {
+	m := c.StaticGlobal("mxfp4Values")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i, v := range []int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12} {
+		c.AddDatum(i, U8(uint8(v)))
+	}
+	return m
+}
+
+// e8m0HalfTable defines ggml_e8m0_to_fp32_half(e) for every byte e.
+func e8m0HalfTable(c *build.Context) Mem {
+	m := c.StaticGlobal("e8m0Half")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for e := 0; e < 256; e++ {
+		bits := uint32(e-1) << 23
+		if e < 2 {
+			bits = 0x00200000 << e
+		}
+		c.AddDatum(4*e, U32(bits))
+	}
+	return m
 }
 
 const aBytes = 34
@@ -199,15 +255,20 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 		if k.name == "Q4_0" {
 			c.VPSUBB(consts["eights"], qx, qx) // qx - 8
 		}
-		dw := c.XMM()
-		c.VCVTPH2PS(xm, dw)
+		var dw reg.VecVirtual
+		if k.scale != nil {
+			dw = k.scale(c, xm)
+		} else {
+			dw = c.XMM()
+			c.VCVTPH2PS(xm, dw)
+		}
 		ax := c.YMM()
 		c.VPSIGNB(qx, qx, ax) // |qx|
 		for r := 0; r < rows; r++ {
 			ym := Mem{Base: y[r], Disp: i * aBytes}
 			da := c.XMM()
 			c.VCVTPH2PS(ym, da)
-			c.VMULSS(da, dw, da) // f16(d_w) * f16(d_a)
+			c.VMULSS(da, dw, da) // d_w * f16(d_a)
 			d := c.YMM()
 			c.VBROADCASTSS(da, d)
 			sy := c.YMM()
