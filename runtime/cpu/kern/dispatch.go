@@ -55,8 +55,8 @@ func init() {
 	}
 }
 
-// Variant is the name of the kernel variant Dot uses: "generic", "avx2" or
-// "avx512".
+// Variant is the name of the kernel variant Dot uses: "generic", "avx2",
+// "avx512" or "neon".
 func Variant() string { return active.Load().name }
 
 // Variants lists the kernel variants this CPU can run, sorted.
@@ -71,7 +71,7 @@ func Variants() []string {
 
 // SetVariant makes Dot use the named kernel variant ("generic"; "avx2" on
 // amd64 CPUs with AVX2, FMA and F16C; "avx512" on those with AVX-512 VNNI
-// and VL too). It is safe to call concurrently with
+// and VL too; "neon" on arm64 CPUs with the dot product extension). It is safe to call concurrently with
 // Dot. The environment variable MINERVA_CPU selects the variant at start-up;
 // the default is the fastest the CPU runs.
 func SetVariant(name string) error {
