@@ -155,6 +155,7 @@ func requireSameAsPlainFloat(t *testing.T, c *golden.Case, validation string, s 
 	require.Len(t, ef.LogitsAll.Rows, len(c.LogitsAll), "validation rows of logits_all")
 	require.Len(t, ef.GenLogits.Rows, len(c.GenLogits), "validation rows of gen_logits")
 
+	flips := strings.HasPrefix(validation, "emulating_reference")
 	check := func(what string, got, ref [][]float32, want []float64) {
 		scale := 0.0
 		for _, r := range ref {
@@ -162,6 +163,15 @@ func requireSameAsPlainFloat(t *testing.T, c *golden.Case, validation string, s 
 		}
 		for i, r := range ref {
 			e := golden.RelErr(got[i], r) * golden.MaxAbs(r) / scale
+			if flips && want[i] > 1e-4 {
+				// A row where the recorded emulation sits across a one-step
+				// rounding flip from the engine (README-gptoss.md): float32
+				// noise decides which side an emulating implementation
+				// lands on, so it may also match the engine; it must not be
+				// further off than the record.
+				require.LessOrEqualf(t, e, want[i]+2e-4, "%s row %d (a rounding-flip row): error against the engine %.4g, the emulation's %.4g", what, i, e, want[i])
+				continue
+			}
 			require.InDeltaf(t, want[i], e, 2e-4, "%s row %d: error against the engine %.4g, the plain float64 implementation's %.4g", what, i, e, want[i])
 		}
 	}
