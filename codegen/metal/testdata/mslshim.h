@@ -1,0 +1,251 @@
+// mslshim.h: just enough of the Metal Shading Language, as C++17, for the
+// kernels codegen/metal emits, so that Linux CI can
+//   1. type-check them: clang++ -std=c++17 -fsyntax-only -include mslshim.h
+//      (any syntax or type error in an emitted kernel fails the test), and
+//   2. run them on the CPU: one std::thread per Metal thread of a
+//      threadgroup, a real barrier for threadgroup_barrier, and the simd_*
+//      reductions done over the 32 threads of a simdgroup through that
+//      barrier (mslemu::launch below).
+// It declares only what the emitter uses; a kernel that needs more fails
+// here first, which is the point. What it cannot check: Metal-only rules
+// (address-space casts, argument-buffer limits, fast-math semantics), which
+// only Apple's compiler sees.
+#ifndef MSLSHIM_H
+#define MSLSHIM_H
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
+
+// half: IEEE binary16 storage (2 bytes, so device half* addresses real f16
+// data), converting to and from float with round-to-nearest-even.
+struct half {
+    ushort bits;
+    half() = default;
+    half(float f) : bits(from_float(f)) {}
+    operator float() const { return to_float(bits); }
+    static float to_float(ushort h) {
+        uint sign = uint(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
+        uint out;
+        if (exp == 0) {
+            if (man == 0) {
+                out = sign;
+            } else { // subnormal: normalise
+                int e = -1;
+                do {
+                    ++e;
+                    man <<= 1;
+                } while ((man & 1024) == 0);
+                out = sign | uint(127 - 15 - e) << 23 | (man & 1023) << 13;
+            }
+        } else if (exp == 31) {
+            out = sign | 0x7f800000u | man << 13;
+        } else {
+            out = sign | (exp + 112) << 23 | man << 13;
+        }
+        float f;
+        std::memcpy(&f, &out, 4);
+        return f;
+    }
+    static ushort from_float(float f) {
+        uint x;
+        std::memcpy(&x, &f, 4);
+        uint sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
+        if (ax >= 0x7f800000u) { // inf or nan
+            return ushort(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+        }
+        if (ax >= 0x477ff000u) { // rounds to >= 65520: infinity
+            return ushort(sign | 0x7c00);
+        }
+        if (ax < 0x38800000u) { // below the smallest normal: subnormal or zero
+            float a;
+            std::memcpy(&a, &ax, 4);
+            return ushort(sign | uint(std::nearbyint(a * 16777216.0f))); // a / 2^-24, RNE
+        }
+        uint r = ax + 0xfff + ((ax >> 13) & 1) - 0x38000000u; // rebias, RNE
+        return ushort(sign | (r >> 13));
+    }
+};
+
+struct float2 {
+    float x, y;
+    float2() = default;
+    constexpr float2(float a, float b) : x(a), y(b) {}
+};
+struct uint2 {
+    uint x, y;
+    uint2() = default;
+    constexpr uint2(uint a, uint b) : x(a), y(b) {}
+};
+struct uint3 {
+    uint x, y, z;
+    uint3() = default;
+    constexpr uint3(uint a, uint b, uint c) : x(a), y(b), z(c) {}
+};
+
+template <class To, class From>
+inline To as_type(From f) {
+    static_assert(sizeof(To) == sizeof(From), "as_type needs equal sizes");
+    To t;
+    std::memcpy(&t, &f, sizeof t);
+    return t;
+}
+
+namespace mslemu {
+// Barrier is a reusable barrier for n threads (C++17 has no std::barrier).
+struct Barrier {
+    explicit Barrier(uint n) : n(n) {}
+    void wait() {
+        std::unique_lock<std::mutex> lk(mu);
+        const unsigned long gen = generation;
+        if (++arrived == n) {
+            arrived = 0;
+            ++generation;
+            cv.notify_all();
+            return;
+        }
+        cv.wait(lk, [&] { return generation != gen; });
+    }
+    uint n, arrived = 0;
+    unsigned long generation = 0;
+    std::mutex mu;
+    std::condition_variable cv;
+};
+
+// The threadgroup a thread runs in, for the simdgroup reductions.
+inline thread_local Barrier* tl_bar;
+inline thread_local float* tl_slots;
+inline thread_local uint tl_tid, tl_n;
+
+// reduce combines x over the 32 threads of the caller's simdgroup. All
+// threads of the threadgroup must call it together (the emitted kernels'
+// control flow around simd_* is uniform, as Metal requires anyway).
+template <class Op>
+inline float reduce(float x, Op op) {
+    tl_slots[tl_tid] = x;
+    tl_bar->wait();
+    const uint base = tl_tid & ~31u, end = std::min(base + 32, tl_n);
+    float r = tl_slots[base];
+    for (uint i = base + 1; i < end; ++i) {
+        r = op(r, tl_slots[i]);
+    }
+    tl_bar->wait(); // nobody overwrites a slot before everyone has read
+    return r;
+}
+
+// launch runs fn(threadgroup position, thread index in threadgroup, index in
+// simdgroup, simdgroup index) for every thread of a (gx, gy, gz) grid of
+// threadgroups of `threads` threads: one std::thread per Metal thread,
+// walking the threadgroups in order with a barrier between them.
+template <class F>
+inline void launch(uint gx, uint gy, uint gz, uint threads, F fn) {
+    Barrier bar(threads);
+    std::vector<float> slots(threads);
+    std::vector<std::thread> ts;
+    for (uint tid = 0; tid < threads; ++tid) {
+        ts.emplace_back([&, tid] {
+            tl_bar = &bar;
+            tl_slots = slots.data();
+            tl_tid = tid;
+            tl_n = threads;
+            for (uint z = 0; z < gz; ++z) {
+                for (uint y = 0; y < gy; ++y) {
+                    for (uint x = 0; x < gx; ++x) {
+                        fn(uint3(x, y, z), tid, tid % 32, tid / 32);
+                        bar.wait();
+                    }
+                }
+            }
+        });
+    }
+    for (auto& t : ts) {
+        t.join();
+    }
+}
+
+// Buf is a buffer read from and written back to a file.
+struct Buf {
+    std::vector<unsigned char> data;
+    // ptr converts to whatever pointer the kernel parameter wants.
+    struct Ptr {
+        void* p;
+        template <class T>
+        operator T*() const { return static_cast<T*>(p); }
+    };
+    Ptr ptr() { return Ptr{data.data()}; }
+};
+
+inline Buf load(const char* path) {
+    Buf b;
+    FILE* f = std::fopen(path, "rb");
+    if (!f) {
+        std::fprintf(stderr, "mslemu: cannot open %s\n", path);
+        std::exit(2);
+    }
+    std::fseek(f, 0, SEEK_END);
+    long n = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    b.data.resize(size_t(n) + 64); // slack: a stray read past the end stays in bounds
+    if (n > 0 && std::fread(b.data.data(), 1, size_t(n), f) != size_t(n)) {
+        std::fprintf(stderr, "mslemu: short read of %s\n", path);
+        std::exit(2);
+    }
+    b.data.resize(size_t(n));
+    std::fclose(f);
+    return b;
+}
+
+inline void save(const char* path, const Buf& b) {
+    FILE* f = std::fopen(path, "wb");
+    if (!f || std::fwrite(b.data.data(), 1, b.data.size(), f) != b.data.size()) {
+        std::fprintf(stderr, "mslemu: cannot write %s\n", path);
+        std::exit(2);
+    }
+    std::fclose(f);
+}
+} // namespace mslemu
+
+// The metal namespace: the built-ins the kernels call, float overloads so
+// the emulation computes in float as the GPU does.
+namespace metal {
+inline float exp(float x) { return std::exp(x); }
+inline float cos(float x) { return std::cos(x); }
+inline float sin(float x) { return std::sin(x); }
+inline float tanh(float x) { return std::tanh(x); }
+inline float rint(float x) { return std::nearbyint(x); }
+inline float fma(float a, float b, float c) { return std::fma(a, b, c); }
+inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
+template <class T>
+inline T max(T a, T b) { return a > b ? a : b; }
+template <class T>
+inline T min(T a, T b) { return a < b ? a : b; }
+inline float simd_sum(float x) { return mslemu::reduce(x, [](float a, float b) { return a + b; }); }
+inline float simd_max(float x) { return mslemu::reduce(x, [](float a, float b) { return a > b ? a : b; }); }
+enum class mem_flags { mem_none, mem_device, mem_threadgroup };
+inline void threadgroup_barrier(mem_flags) { mslemu::tl_bar->wait(); }
+} // namespace metal
+
+// Address spaces and function qualifiers: plain C++ memory on the CPU.
+// Defined last, so that they cannot change the standard headers or the code
+// above (`thread` would break std::thread).
+#define kernel extern "C"
+#define device
+#define constant
+#define thread
+// threadgroup is deliberately not defined: the kernels keep no threadgroup
+// memory yet, and a `static` stand-in would be wrong for concurrent groups.
+
+#endif
