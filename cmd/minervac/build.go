@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	mslgen "github.com/minerva-llm/minerva/codegen/metal"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
-	_ "github.com/minerva-llm/minerva/runtime/cpu" // the "goasm" backend
+	_ "github.com/minerva-llm/minerva/runtime/cpu"   // the "goasm" backend
+	_ "github.com/minerva-llm/minerva/runtime/metal" // the "metal" backend (runs only on darwin)
 	"github.com/minerva-llm/minerva/runtime/plan"
 )
 
@@ -76,6 +79,19 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		Config:   m.model.Config,
 		Context:  ctx,
 		Sampling: plan.Sampling{TopP: 1, RepeatPenalty: 1},
+	}
+	if o.Target == "metal" {
+		// The kernels section holds the emitted MSL library and its launch
+		// schedule as JSON (codegen/metal.Library).
+		lib, err := mslgen.Emit(m.model.Graph)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(lib)
+		if err != nil {
+			return nil, err
+		}
+		p.Kernels = map[string][]byte{"metal": b}
 	}
 	if path != "" {
 		abs, err := filepath.Abs(path)
