@@ -25,8 +25,10 @@ type Options struct {
 	Decode int    // single-token steps after the prefill
 	Vocab  int    // random token ids are drawn from [0, Vocab)
 	Seed   uint64 // seed of the token ids
-	// Warmup runs one single-token step and resets the session first, so
-	// that mmapped weights are paged in before timing.
+	// Warmup runs one step of the prompt's length and one single-token
+	// step, then resets the session, so that mmapped weights are paged in
+	// and the backend's buffers for both step sizes exist before timing
+	// (llama-bench warms up the same way).
 	Warmup bool
 }
 
@@ -66,8 +68,10 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		return t
 	}
 	if o.Warmup {
-		if _, err := sess.Eval(ids(1)); err != nil {
-			return nil, err
+		for _, n := range []int{o.Prompt, 1} {
+			if _, err := sess.Eval(ids(n)); err != nil {
+				return nil, err
+			}
 		}
 		sess.Reset()
 	}
