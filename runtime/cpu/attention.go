@@ -72,17 +72,20 @@ func (e *exec) attention(nd *node) error {
 		for j0 := from; j0 < to; j0 += tileKV {
 			j1 := min(j0+tileKV, to)
 			tm := float32(math.Inf(-1))
-			for j := j0; j < j1; j++ {
-				off := kbase + j*kw + kh*hd
-				var d float32
-				if kst.f32 != nil {
-					d = dotF32(qv, kst.f32[off:off+hd])
-				} else {
-					d = dotF16(qv, kst.f16[off:off+hd], tab)
+			if kst.f32 != nil {
+				// The tile's scores in one kernel call (rows kw apart).
+				kern.Scores(qv, kst.f32[kbase+j0*kw+kh*hd:], kw, sc[:j1-j0])
+				for j := range sc[:j1-j0] {
+					sc[j] *= scale
+					tm = max(tm, sc[j])
 				}
-				d *= scale
-				sc[j-j0] = d
-				tm = max(tm, d)
+			} else {
+				for j := j0; j < j1; j++ {
+					off := kbase + j*kw + kh*hd
+					d := dotF16(qv, kst.f16[off:off+hd], tab) * scale
+					sc[j-j0] = d
+					tm = max(tm, d)
+				}
 			}
 			if tm > m {
 				r := float32(math.Exp(float64(m - tm)))
@@ -93,14 +96,16 @@ func (e *exec) attention(nd *node) error {
 				m = tm
 			}
 			kern.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
-			for j := j0; j < j1; j++ {
-				wgt := wt[j-j0]
+			for _, wgt := range wt[:j1-j0] {
 				l += wgt
-				off := vbase + j*vw + kh*dv
-				if vst.f32 != nil {
-					axpy(acc, wgt, vst.f32[off:off+dv])
-				} else {
-					axpyF16(acc, wgt, vst.f16[off:off+dv], tab)
+			}
+			if vst.f32 != nil {
+				// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
+				kern.AxpyRows(acc, wt[:j1-j0], vst.f32[vbase+j0*vw+kh*dv:], vw)
+			} else {
+				for j := j0; j < j1; j++ {
+					off := vbase + j*vw + kh*dv
+					axpyF16(acc, wt[j-j0], vst.f16[off:off+dv], tab)
 				}
 			}
 		}

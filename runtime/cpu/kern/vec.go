@@ -111,3 +111,35 @@ func dotFloatSIMD(wt ir.DType, n int, w, a []byte) float32 {
 	}
 	return s
 }
+
+// Scores sets out[j] = q · k[j*stride : j*stride+len(q)] for j < len(out):
+// one attention tile's scores against cache rows stride floats apart.
+func Scores(q, k []float32, stride int, out []float32) {
+	if len(out) == 0 {
+		return
+	}
+	_ = k[(len(out)-1)*stride+len(q)-1]
+	if useVec() && len(q)%8 == 0 && len(q) > 0 {
+		scoresF32AVX2(q, k, stride, out)
+		return
+	}
+	for j := range out {
+		out[j] = DotF32(q, k[j*stride:j*stride+len(q)])
+	}
+}
+
+// AxpyRows adds w[j]·v[j*stride : j*stride+len(acc)] to acc for every
+// j < len(w), rows in order: one attention tile's weighted values.
+func AxpyRows(acc, w, v []float32, stride int) {
+	if len(w) == 0 {
+		return
+	}
+	_ = v[(len(w)-1)*stride+len(acc)-1]
+	if useVec() && len(acc)%8 == 0 && len(acc) > 0 {
+		axpyRowsF32AVX2(acc, w, v, stride)
+		return
+	}
+	for j, wj := range w {
+		Axpy(acc, wj, v[j*stride:j*stride+len(acc)])
+	}
+}

@@ -632,3 +632,127 @@ dotBF16_done:
 	VZEROUPPER
 	MOVSS        X1, ret+56(FP)
 	RET
+
+// func scoresF32AVX2(q []float32, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32AVX2(SB), NOSPLIT, $0-80
+	MOVQ  q_len+8(FP), AX
+	MOVQ  q_base+0(FP), CX
+	MOVQ  k_base+24(FP), DX
+	MOVQ  stride+48(FP), BX
+	SHLQ  $0x02, BX
+	MOVQ  out_len+64(FP), SI
+	MOVQ  out_base+56(FP), DI
+	SHRQ  $0x03, AX
+	TESTQ SI, SI
+	JZ    scores_done
+
+scores_row:
+	VXORPS Y0, Y0, Y0
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   DX, R10
+
+scores_col:
+	VMOVUPS      (R9), Y1
+	VFMADD231PS  (R10), Y1, Y0
+	ADDQ         $0x00000020, R9
+	ADDQ         $0x00000020, R10
+	DECQ         R8
+	JNZ          scores_col
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (DI)
+	ADDQ         $0x00000004, DI
+	ADDQ         BX, DX
+	DECQ         SI
+	JNZ          scores_row
+
+scores_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32AVX2(acc []float32, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32AVX2(SB), NOSPLIT, $0-80
+	MOVQ  acc_len+8(FP), AX
+	MOVQ  acc_base+0(FP), CX
+	MOVQ  w_base+24(FP), DX
+	MOVQ  w_len+32(FP), BX
+	MOVQ  v_base+48(FP), SI
+	MOVQ  stride+72(FP), DI
+	SHLQ  $0x02, DI
+	SHRQ  $0x03, AX
+	TESTQ BX, BX
+	JZ    axr_done
+
+axr_chunk:
+	TESTQ   AX, AX
+	JZ      axr_done
+	CMPQ    AX, $0x08
+	JL      axr_small
+	VMOVUPS (CX), Y0
+	VMOVUPS 32(CX), Y1
+	VMOVUPS 64(CX), Y2
+	VMOVUPS 96(CX), Y3
+	VMOVUPS 128(CX), Y4
+	VMOVUPS 160(CX), Y5
+	VMOVUPS 192(CX), Y6
+	VMOVUPS 224(CX), Y7
+	MOVQ    BX, R8
+	MOVQ    DX, R9
+	MOVQ    SI, R10
+
+axr_row:
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  (R10), Y8, Y0
+	VFMADD231PS  32(R10), Y8, Y1
+	VFMADD231PS  64(R10), Y8, Y2
+	VFMADD231PS  96(R10), Y8, Y3
+	VFMADD231PS  128(R10), Y8, Y4
+	VFMADD231PS  160(R10), Y8, Y5
+	VFMADD231PS  192(R10), Y8, Y6
+	VFMADD231PS  224(R10), Y8, Y7
+	ADDQ         $0x00000004, R9
+	ADDQ         DI, R10
+	DECQ         R8
+	JNZ          axr_row
+	VMOVUPS      Y0, (CX)
+	VMOVUPS      Y1, 32(CX)
+	VMOVUPS      Y2, 64(CX)
+	VMOVUPS      Y3, 96(CX)
+	VMOVUPS      Y4, 128(CX)
+	VMOVUPS      Y5, 160(CX)
+	VMOVUPS      Y6, 192(CX)
+	VMOVUPS      Y7, 224(CX)
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, SI
+	SUBQ         $0x08, AX
+	JMP          axr_chunk
+
+axr_small:
+	VMOVUPS (CX), Y0
+	MOVQ    BX, R8
+	MOVQ    DX, R9
+	MOVQ    SI, R10
+
+axr_row1:
+	VBROADCASTSS (R9), Y1
+	VFMADD231PS  (R10), Y1, Y0
+	ADDQ         $0x00000004, R9
+	ADDQ         DI, R10
+	DECQ         R8
+	JNZ          axr_row1
+	VMOVUPS      Y0, (CX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, SI
+	DECQ         AX
+	JMP          axr_chunk
+
+axr_done:
+	VZEROUPPER
+	RET

@@ -47,3 +47,15 @@ func dotF16BytesAVX2(n int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotBF16BytesAVX2(n int, w []byte, a []byte) float32
+
+// scoresF32AVX2 sets out[j] to the dot of q (len a multiple of 8) with row j of k
+// (rows stride floats apart). It needs AVX2 and FMA.
+//
+//go:noescape
+func scoresF32AVX2(q []float32, k []float32, stride int, out []float32)
+
+// axpyRowsF32AVX2 adds w[j]·(row j of v, rows stride floats apart) to acc (len a
+// multiple of 8) for every j, in row order with FMA. It needs AVX2 and FMA.
+//
+//go:noescape
+func axpyRowsF32AVX2(acc []float32, w []float32, v []float32, stride int)

@@ -18,3 +18,9 @@ func dotF16BytesAVX2(n int, w, a []byte) float32 { panic("kern: no AVX2 kernels 
 func dotBF16BytesAVX2(n int, w, a []byte) float32 {
 	panic("kern: no AVX2 kernels on this architecture")
 }
+func scoresF32AVX2(q, k []float32, stride int, out []float32) {
+	panic("kern: no AVX2 kernels on this architecture")
+}
+func axpyRowsF32AVX2(acc, w, v []float32, stride int) {
+	panic("kern: no AVX2 kernels on this architecture")
+}

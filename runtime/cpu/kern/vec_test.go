@@ -223,3 +223,49 @@ func BenchmarkFloatDots(b *testing.B) {
 		}
 	}
 }
+
+// TestAttentionTileKernels: Scores and AxpyRows in every variant against
+// float64, for head sizes that are and are not multiples of 8 (the SIMD
+// kernels and the Go loops), one to 70 rows, padded strides, and head sizes
+// over 64 (the weighted sum keeps 64 floats in registers per pass).
+func TestAttentionTileKernels(t *testing.T) {
+	for _, v := range Variants() {
+		for _, hd := range []int{8, 12, 64, 80, 128, 200} {
+			for _, n := range []int{1, 7, 70} {
+				t.Run(fmt.Sprintf("%s/hd%d/n%d", v, hd, n), func(t *testing.T) {
+					useVariant(t, v)
+					stride := hd*3 + 5
+					q := randRow(hd, 1, uint64(hd))
+					k := randRow((n-1)*stride+hd, 1, uint64(n))
+					out := make([]float32, n)
+					Scores(q, k, stride, out)
+					for j := range out {
+						var want, mag float64
+						for i := range q {
+							p := float64(q[i]) * float64(k[j*stride+i])
+							want += p
+							mag += math.Abs(p)
+						}
+						require.InDelta(t, want, float64(out[j]), 1e-6*mag+1e-30, "score %d", j)
+					}
+					w := randRow(n, 1, 3)
+					acc := randRow(hd, 1, 4)
+					want := make([]float64, hd)
+					mag := make([]float64, hd)
+					for i := range acc {
+						want[i], mag[i] = float64(acc[i]), math.Abs(float64(acc[i]))
+						for j := range w {
+							p := float64(w[j]) * float64(k[j*stride+i])
+							want[i] += p
+							mag[i] += math.Abs(p)
+						}
+					}
+					AxpyRows(acc, w, k, stride)
+					for i := range acc {
+						require.InDelta(t, want[i], float64(acc[i]), 1e-6*mag[i]+1e-30, "acc %d", i)
+					}
+				})
+			}
+		}
+	}
+}

@@ -46,6 +46,8 @@ func run(dir string) error {
 	for _, t := range []string{"F32", "F16", "BF16"} {
 		dotWeights(c, t)
 	}
+	scoresF32(c)
+	axpyRowsF32(c)
 
 	pc := printer.Config{Name: "codegen/goasm/gen/kernvec", Pkg: "kern"}
 	asm, err := os.Create(filepath.Join(dir, "vec_amd64.s"))
@@ -496,5 +498,140 @@ func dotWeights(c *build.Context, t string) {
 	c.VADDSS(h, r, r)
 	c.VZEROUPPER()
 	c.Store(r, c.ReturnIndex(0))
+	c.RET()
+}
+
+// scoresF32 emits func scoresF32AVX2(q, k []float32, stride int, out
+// []float32): out[j] = q · k[j*stride : j*stride+len(q)] for j < len(out),
+// len(q) a multiple of 8 — one attention tile's scores against f32 cache
+// rows stride floats apart, in one call. Each dot runs in one accumulator of
+// eight lanes (element i in lane i%8), then the lanes as dotF32AVX2 does.
+func scoresF32(c *build.Context) {
+	c.Function("scoresF32AVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(q, k []float32, stride int, out []float32)")
+	c.Doc("scoresF32AVX2 sets out[j] to the dot of q (len a multiple of 8) with row j of k",
+		"(rows stride floats apart). It needs AVX2 and FMA.")
+	d := c.Load(c.Param("q").Len(), c.GP64())
+	qp := c.Load(c.Param("q").Base(), c.GP64())
+	kp := c.Load(c.Param("k").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	c.SHLQ(Imm(2), st)
+	n := c.Load(c.Param("out").Len(), c.GP64())
+	op := c.Load(c.Param("out").Base(), c.GP64())
+	c.SHRQ(Imm(3), d)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("scores_done"))
+	c.Label("scores_row")
+	acc := c.YMM()
+	c.VXORPS(acc, acc, acc)
+	i, qi, ki := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(d, i)
+	c.MOVQ(qp, qi)
+	c.MOVQ(kp, ki)
+	c.Label("scores_col")
+	v := c.YMM()
+	c.VMOVUPS(Mem{Base: qi}, v)
+	c.VFMADD231PS(Mem{Base: ki}, v, acc)
+	c.ADDQ(U32(32), qi)
+	c.ADDQ(U32(32), ki)
+	c.DECQ(i)
+	c.JNZ(LabelRef("scores_col"))
+	r := c.XMM()
+	c.VEXTRACTF128(Imm(1), acc, r)
+	c.VADDPS(acc.AsX(), r, r)
+	h := c.XMM()
+	c.VMOVHLPS(r, r, h)
+	c.VADDPS(h, r, r)
+	c.VMOVSHDUP(r, h)
+	c.VADDSS(h, r, r)
+	c.VMOVSS(r, Mem{Base: op})
+	c.ADDQ(U32(4), op)
+	c.ADDQ(st, kp)
+	c.DECQ(n)
+	c.JNZ(LabelRef("scores_row"))
+	c.Label("scores_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// axpyRowsF32 emits func axpyRowsF32AVX2(acc, w, v []float32, stride int):
+// acc += Σ_j w[j]·v[j*stride : j*stride+len(acc)] for j < len(w), len(acc) a
+// multiple of 8 — one attention tile's weighted values. acc is held in
+// registers 64 floats at a time while the tile's rows stream past; each
+// element is a chain of fused multiply-adds in row order.
+func axpyRowsF32(c *build.Context) {
+	c.Function("axpyRowsF32AVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(acc, w, v []float32, stride int)")
+	c.Doc("axpyRowsF32AVX2 adds w[j]·(row j of v, rows stride floats apart) to acc (len a",
+		"multiple of 8) for every j, in row order with FMA. It needs AVX2 and FMA.")
+	d := c.Load(c.Param("acc").Len(), c.GP64())
+	ap := c.Load(c.Param("acc").Base(), c.GP64())
+	wp0 := c.Load(c.Param("w").Base(), c.GP64())
+	n0 := c.Load(c.Param("w").Len(), c.GP64())
+	vp0 := c.Load(c.Param("v").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	c.SHLQ(Imm(2), st)
+	c.SHRQ(Imm(3), d) // vectors of 8
+	c.TESTQ(n0, n0)
+	c.JZ(LabelRef("axr_done"))
+	// One pass per chunk of up to 8 vectors (64 floats) of acc.
+	c.Label("axr_chunk")
+	c.TESTQ(d, d)
+	c.JZ(LabelRef("axr_done"))
+	c.CMPQ(d, Imm(8))
+	c.JL(LabelRef("axr_small"))
+	var r [8]reg.VecVirtual
+	for i := range r {
+		r[i] = c.YMM()
+		c.VMOVUPS(Mem{Base: ap, Disp: 32 * i}, r[i])
+	}
+	n, wp, vp := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(n0, n)
+	c.MOVQ(wp0, wp)
+	c.MOVQ(vp0, vp)
+	c.Label("axr_row")
+	wv := c.YMM()
+	c.VBROADCASTSS(Mem{Base: wp}, wv)
+	for i := range r {
+		c.VFMADD231PS(Mem{Base: vp, Disp: 32 * i}, wv, r[i])
+	}
+	c.ADDQ(U32(4), wp)
+	c.ADDQ(st, vp)
+	c.DECQ(n)
+	c.JNZ(LabelRef("axr_row"))
+	for i := range r {
+		c.VMOVUPS(r[i], Mem{Base: ap, Disp: 32 * i})
+	}
+	c.ADDQ(U32(256), ap)
+	c.ADDQ(U32(256), vp0)
+	c.SUBQ(Imm(8), d)
+	c.JMP(LabelRef("axr_chunk"))
+	// Fewer than 8 vectors left: one vector at a time.
+	c.Label("axr_small")
+	one := c.YMM()
+	c.VMOVUPS(Mem{Base: ap}, one)
+	n2, wp2, vp2 := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(n0, n2)
+	c.MOVQ(wp0, wp2)
+	c.MOVQ(vp0, vp2)
+	c.Label("axr_row1")
+	w1 := c.YMM()
+	c.VBROADCASTSS(Mem{Base: wp2}, w1)
+	c.VFMADD231PS(Mem{Base: vp2}, w1, one)
+	c.ADDQ(U32(4), wp2)
+	c.ADDQ(st, vp2)
+	c.DECQ(n2)
+	c.JNZ(LabelRef("axr_row1"))
+	c.VMOVUPS(one, Mem{Base: ap})
+	c.ADDQ(U32(32), ap)
+	c.ADDQ(U32(32), vp0)
+	c.DECQ(d)
+	c.JMP(LabelRef("axr_chunk"))
+	c.Label("axr_done")
+	c.VZEROUPPER()
 	c.RET()
 }
