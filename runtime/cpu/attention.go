@@ -51,7 +51,7 @@ func (e *exec) attention(nd *node) error {
 	p.part = growF32(p.part, items*stride)
 	part := p.part
 	tab := f16Tab()
-	p.pool.run(items, func(w, it int) {
+	p.runChunked(items, func(w, it int) {
 		t, h, s := it/(nh*S), (it/S)%nh, it%S
 		kh := h / group
 		pp := int(pos[t])
@@ -111,7 +111,7 @@ func (e *exec) attention(nd *node) error {
 		}
 		pr[0], pr[1] = m, l
 	})
-	p.pool.run(T*nh, func(_, th int) {
+	p.runChunked(T*nh, func(_, th int) {
 		t, h := th/nh, th%nh
 		m := math.Inf(-1)
 		for s := 0; s < S; s++ {
@@ -146,6 +146,20 @@ func (e *exec) attention(nd *node) error {
 		}
 	})
 	return nil
+}
+
+// runChunked is pool.run for many small items: they are handed out in runs
+// of consecutive items, about 16 runs per worker, so that the shared item
+// counter (one cache line both cores fight over) is touched a few hundred
+// times per op instead of once per (token, head, KV split) — 16K times per
+// layer in a 128-token prefill.
+func (p *program) runChunked(n int, fn func(w, i int)) {
+	per := max(1, n/(16*p.pool.n))
+	p.pool.run((n+per-1)/per, func(w, c int) {
+		for i := c * per; i < min(n, (c+1)*per); i++ {
+			fn(w, i)
+		}
+	})
 }
 
 func dotF16(a []float32, b []uint16, tab []float32) float32 {
