@@ -121,6 +121,7 @@ type program struct {
 	bufs    [][]float32 // owned buffers by value index
 	scratch [][]float32 // per worker
 	acts    []byte
+	bounds  []int // matmul work item boundaries (splitRows)
 	xnorm   []float32
 	part    []float32
 	moeBuf  *moeBuffers

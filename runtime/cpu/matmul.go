@@ -41,6 +41,24 @@ func (p *program) chunkRows(n, k, r int) int {
 	return max(rowChunk, (c+7)&^7)
 }
 
+// splitRows cuts n output features into work items for guided scheduling:
+// large items first (a quarter of what is left per worker's share: long
+// streaming runs), shrinking to half of chunkRows' size at the end, so that
+// the workers finish within a small item of each other. It returns the item
+// boundaries (items+1 values) in p.bounds, valid until the next call.
+func (p *program) splitRows(n, k, r int) []int {
+	w := p.pool.n
+	least := max(rowChunk, (p.chunkRows(n, k, r)/2+7)&^7)
+	b := append(p.bounds[:0], 0)
+	for at := 0; at < n; {
+		c := max(least, ((n-at+2*w-1)/(2*w)+7)&^7)
+		at = min(n, at+c)
+		b = append(b, at)
+	}
+	p.bounds = b
+	return b
+}
+
 // chunkElems is the least number of weight elements of a work item (see
 // chunkRows): 147 KB of Q4_0, 272 KB of Q8_0.
 const chunkElems = 1 << 18
@@ -159,10 +177,10 @@ func (e *exec) matmul(nd *node) error {
 			res = e.f32(p.index[parts.Residual])
 		}
 		out := e.out(nd)
-		ch := p.chunkRows(N, K, R)
-		p.pool.run((N+ch-1)/ch, func(w, it int) {
-			j0 := it * ch
-			cnt := min(N, j0+ch) - j0
+		b := p.splitRows(N, K, R)
+		p.pool.run(len(b)-1, func(w, it int) {
+			j0 := b[it]
+			cnt := b[it+1] - j0
 			wr.dots(j0, cnt, acts, ab, R, out[j0:], N, p.scratchFor(w, R))
 			if bias == nil && res == nil {
 				return
@@ -184,10 +202,10 @@ func (e *exec) matmul(nd *node) error {
 	case ir.OpSwiGLU:
 		F := N / 2
 		out := e.out(nd)
-		ch := p.chunkRows(F, 2*K, R)
-		p.pool.run((F+ch-1)/ch, func(w, it int) {
-			j0 := it * ch
-			cnt := min(F, j0+ch) - j0
+		b := p.splitRows(F, 2*K, R)
+		p.pool.run(len(b)-1, func(w, it int) {
+			j0 := b[it]
+			cnt := b[it+1] - j0
 			buf := p.scratchFor(w, 2*R*cnt+R)
 			g, u, tmp := buf[:R*cnt], buf[R*cnt:2*R*cnt], buf[2*R*cnt:]
 			wr.dots(j0, cnt, acts, ab, R, g, cnt, tmp)
