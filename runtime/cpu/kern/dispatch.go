@@ -28,6 +28,8 @@ type variant struct {
 	q4_K, q5_K, q6_K func(nb int, w, a []byte) float32
 	// unsignedQ8: the group kernels take packed Q8_0 weights as w+128.
 	unsignedQ8 bool
+	// Eight-activation-row group kernels (nil: the four-row ones serve).
+	gemmQ4_0x8, gemmQ8_0x8 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	// MXFP4 weights against Q8_0 activations (one row, four rows).
 	mxfp4   func(nb int, w, a []byte) float32
 	mxfp4x4 func(nb int, w, a []byte, stride int, dst *[4]float32)

@@ -21,6 +21,7 @@ func archVariants() {
 			v.name = "avx512"
 			v.gemvQ4_0, v.gemmQ4_0x4 = gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI
 			v.gemvQ8_0, v.gemmQ8_0x4 = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
+			v.gemmQ4_0x8, v.gemmQ8_0x8 = gemmQ4_0x8x8VNNI, gemmQ8_0x8x8VNNI
 			v.unsignedQ8 = true
 			variants[v.name] = &v
 			best = &v

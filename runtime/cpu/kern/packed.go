@@ -31,6 +31,7 @@ type Packed struct {
 	rb     int    // bytes of one original row
 	gemv   func(nb int, w, a []byte, dst []float32)
 	gemm4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	gemm8  func(nb int, w, a []byte, stride int, dst []float32, ld int) // may be nil
 	free   func()
 }
 
@@ -76,6 +77,12 @@ func Pack(wt ir.DType, n, k int, data []byte) *Packed {
 		groups, unmap = make([]byte, g*nb*gbb), func() error { return nil }
 	}
 	p := &Packed{wt: wt, n: n, k: k, rb: rb, gemv: gemv, gemm4: gemm4, groups: groups}
+	switch wt {
+	case ir.Q4_0:
+		p.gemm8 = v.gemmQ4_0x8
+	case ir.Q8_0:
+		p.gemm8 = v.gemmQ8_0x8
+	}
 	if n%8 != 0 {
 		// Only a partial group keeps the original bytes alive.
 		p.rest = data[g*8*rb : n*rb]
@@ -195,6 +202,11 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 			_ = d[(R-1)*dld+7]
 		}
 		r := 0
+		if p.gemm8 != nil {
+			for ; r+8 <= R; r += 8 {
+				p.gemm8(nb, w, a[r*stride:], stride, d[r*dld:][:7*dld+8], dld)
+			}
+		}
 		for ; r+4 <= R; r += 4 {
 			p.gemm4(nb, w, a[r*stride:], stride, d[r*dld:][:3*dld+8], dld)
 		}

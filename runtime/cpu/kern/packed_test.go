@@ -60,7 +60,7 @@ func testPacked(t *testing.T, variant string) {
 					p := Pack(wt, n, k, data)
 					require.NotNil(t, p)
 					ab := PackedActBytes(k)
-					for _, R := range []int{1, 4, 5, 9} {
+					for _, R := range []int{1, 4, 5, 9, 8, 17} {
 						stride := ab + 16*(R%2)
 						a := make([]byte, R*stride)
 						for r := 0; r < R; r++ {

@@ -16,6 +16,12 @@ func gemvQ4_0x8VNNI(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ4_0x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemmQ4_0x8x8VNNI sets dst[r*ld:r*ld+8] to gemvQ4_0x8VNNI of the group and
+// activation row a[r*stride:] for r < 8, bit for bit, unpacking each weight block once.
+//
+//go:noescape
+func gemmQ4_0x8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ8_0x8VNNI is gemv/gemmQ8_0x8AVX2 (1 activation rows) with vpdpbusd, for
 // VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
 //
@@ -27,3 +33,9 @@ func gemvQ8_0x8VNNI(nb int, w []byte, a []byte, dst []float32)
 //
 //go:noescape
 func gemmQ8_0x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ8_0x8x8VNNI sets dst[r*ld:r*ld+8] to gemvQ8_0x8VNNI of the group and
+// activation row a[r*stride:] for r < 8, bit for bit, unpacking each weight block once.
+//
+//go:noescape
+func gemmQ8_0x8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)

@@ -32,17 +32,17 @@ func TestVNNIKernelsMatchAVX2(t *testing.T) {
 				}
 				p := Pack(wt, 8, k, data)
 				g := p.groups
-				gemv, gemm := gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI
+				gemv, gemm, gemm8 := gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI, gemmQ4_0x8x8VNNI
 				if wt == ir.Q8_0 {
-					gemv, gemm = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
+					gemv, gemm, gemm8 = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI, gemmQ8_0x8x8VNNI
 					g = append([]byte(nil), g...)
 					flipQ8Signs(g, nb)
 				}
 				ab := PackedActBytes(k)
-				const R = 4
+				const R = 8
 				a := make([]byte, R*ab)
 				for r := 0; r < R; r++ {
-					x := randRow(k, []float64{1, 0.02, 25, 3}[r], uint64(r))
+					x := randRow(k, []float64{1, 0.02, 25, 3}[r%4], uint64(r))
 					if r == 3 { // extreme activations: ±127 after quantization
 						for i := range x {
 							x[i] = float32(1 - 2*(i%2))
@@ -54,6 +54,10 @@ func TestVNNIKernelsMatchAVX2(t *testing.T) {
 				p.Dots(0, 8, a, ab, R, want, 8)
 				got := make([]float32, R*8)
 				gemm(nb, g, a, ab, got, 8)
+				gemm(nb, g, a[4*ab:], ab, got[32:], 8)
+				got8 := make([]float32, R*8)
+				gemm8(nb, g, a, ab, got8, 8)
+				require.Equal(t, got, got8, "gemm8 against gemm4")
 				for r := 0; r < R; r++ {
 					one := make([]float32, 8)
 					gemv(nb, g, a[r*ab:], one)
@@ -85,19 +89,29 @@ func BenchmarkGroupKernels(b *testing.B) {
 		useVariant(b, "avx2")
 		p := Pack(wt, n, k, data)
 		ab := PackedActBytes(k)
-		a := make([]byte, 4*ab)
-		for r := 0; r < 4; r++ {
+		a := make([]byte, 8*ab)
+		for r := 0; r < 8; r++ {
 			QuantizePackedActs(randRow(k, 1, uint64(r)), a[r*ab:])
 		}
 		gb := nb * 8 * wt.BlockBytes()
-		out := make([]float32, 4*8)
+		out := make([]float32, 8*8)
 		kernels := map[string][2]any{
 			"avx2": {p.gemv, p.gemm4},
 			"vnni": {gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI},
 		}
+		g8 := gemmQ4_0x8x8VNNI
 		if wt == ir.Q8_0 {
 			kernels["vnni"] = [2]any{gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI}
+			g8 = gemmQ8_0x8x8VNNI
 		}
+		b.Run(fmt.Sprintf("%s/vnni/R=8", wt), func(b *testing.B) {
+			for b.Loop() {
+				for g := 0; g < n/8; g++ {
+					g8(nb, p.groups[g*gb:][:gb], a, ab, out, 8)
+				}
+			}
+			b.ReportMetric(8*float64(len(data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
 		for _, name := range []string{"avx2", "vnni"} {
 			gemv := kernels[name][0].(func(int, []byte, []byte, []float32))
 			gemm := kernels[name][1].(func(int, []byte, []byte, int, []float32, int))

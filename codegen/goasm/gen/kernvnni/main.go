@@ -56,6 +56,7 @@ func run(dir string) error {
 	for _, typ := range []string{"Q4_0", "Q8_0"} {
 		gemv(c, typ, 1, mask)
 		gemv(c, typ, 4, mask)
+		gemm8(c, typ, mask)
 	}
 	pc := printer.Config{Name: "codegen/goasm/gen/kernvnni", Pkg: "kern"}
 	asm, err := os.Create(filepath.Join(dir, "vnni_amd64.s"))
@@ -228,6 +229,141 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 			}
 			c.VMOVUPS(acc[r], Mem{Base: dst})
 		}
+	}
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// gemm8 emits gemm<T>x8x8VNNI: eight activation rows per weight group, each
+// block's weights unpacked once for all eight (prefill). Eight block sums
+// and the weights fill the sixteen YMM registers, so the rows' float
+// accumulators live in the stack frame; the float steps are the other
+// kernels' (one fma per row and block, in block order), so results are
+// theirs bit for bit.
+func gemm8(c *build.Context, typ string, mask Mem) {
+	const rows = 8
+	groupBlockBytes, vectors := 144, 4
+	if typ == "Q8_0" {
+		groupBlockBytes, vectors = 272, 8
+	}
+	name := fmt.Sprintf("gemm%sx8x8VNNI", typ)
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(nb int, w, a []byte, stride int, dst []float32, ld int)")
+	c.Doc(fmt.Sprintf("%s sets dst[r*ld:r*ld+8] to gemv%sx8VNNI of the group and", name, typ),
+		"activation row a[r*stride:] for r < 8, bit for bit, unpacking each weight block once.")
+	lbl := func(s string) string { return name + "_" + s }
+	acc := c.AllocLocal(32 * rows)
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	s := c.Load(c.Param("stride"), c.GP64())
+	// Rows 0..7 at yA, yA+s, yA+2s, yB=yA+3s, yA+4s, yB+2s, yC=yA+6s, yB+4s;
+	// their side data at the same offsets from sA, sB, sC (+34·nb).
+	yA := c.Load(c.Param("a").Base(), c.GP64())
+	yB, yC := c.GP64(), c.GP64()
+	c.LEAQ(Mem{Base: yA, Index: s, Scale: 2}, yB)
+	c.ADDQ(s, yB)
+	c.LEAQ(Mem{Base: yB, Index: s, Scale: 2}, yC)
+	c.ADDQ(s, yC)
+	k := c.GP64()
+	c.IMUL3Q(U32(actBlockBytes), nb, k)
+	sA, sB, sC := c.GP64(), c.GP64(), c.GP64()
+	for i, pr := range [][2]reg.GPVirtual{{sA, yA.(reg.GPVirtual)}, {sB, yB}, {sC, yC}} {
+		_ = i
+		c.LEAQ(Mem{Base: pr[1], Index: k, Scale: 1}, pr[0])
+	}
+	at := func(base [3]reg.Register, r, disp int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: base[0], Disp: disp}
+		case 1:
+			return Mem{Base: base[0], Index: s, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base[0], Index: s, Scale: 2, Disp: disp}
+		case 3:
+			return Mem{Base: base[1], Disp: disp}
+		case 4:
+			return Mem{Base: base[0], Index: s, Scale: 4, Disp: disp}
+		case 5:
+			return Mem{Base: base[1], Index: s, Scale: 2, Disp: disp}
+		case 6:
+			return Mem{Base: base[2], Disp: disp}
+		}
+		return Mem{Base: base[1], Index: s, Scale: 4, Disp: disp}
+	}
+	ys := [3]reg.Register{yA, yB, yC}
+	ss := [3]reg.Register{sA, sB, sC}
+	z := c.YMM()
+	c.VXORPS(z, z, z)
+	for r := 0; r < rows; r++ {
+		c.VMOVUPS(z, acc.Offset(32*r))
+	}
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	sum := make([]reg.VecVirtual, rows)
+	for r := range sum {
+		sum[r] = c.YMM()
+		c.VPXOR(sum[r], sum[r], sum[r])
+	}
+	for t := 0; t < vectors; t++ {
+		if typ == "Q4_0" {
+			v, lo, hi := c.YMM(), c.YMM(), c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
+			c.VPAND(mask, v, lo)
+			c.VPSRLW(Imm(4), v, hi)
+			c.VPAND(mask, hi, hi)
+			for r := 0; r < rows; r++ {
+				vpdpbusdBcst(c, at(ys, r, 2+4*t), lo, sum[r])
+				vpdpbusdBcst(c, at(ys, r, 18+4*t), hi, sum[r])
+			}
+		} else {
+			q := c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, q)
+			for r := 0; r < rows; r++ {
+				vpdpbusdBcst(c, at(ys, r, 2+4*t), q, sum[r])
+			}
+		}
+	}
+	dw := c.YMM()
+	c.VCVTPH2PS(Mem{Base: x}, dw)
+	for r := 0; r < rows; r++ {
+		corr := c.YMM()
+		c.VPBROADCASTD(at(ss, r, 0), corr) // 8Σq
+		if typ == "Q8_0" {
+			c.VPSLLD(Imm(4), corr, corr) // 128Σq
+		}
+		c.VPSUBD(corr, sum[r], sum[r])
+		c.VCVTDQ2PS(sum[r], sum[r])
+		d := c.YMM()
+		c.VBROADCASTSS(at(ss, r, 4), d)
+		c.VMULPS(dw, d, d)
+		a := c.YMM()
+		c.VMOVUPS(acc.Offset(32*r), a)
+		c.VFMADD231PS(sum[r], d, a)
+		c.VMOVUPS(a, acc.Offset(32*r))
+	}
+	c.ADDQ(U32(groupBlockBytes), x)
+	for _, y := range ys {
+		c.ADDQ(U32(actBlockBytes), y)
+	}
+	for _, sd := range ss {
+		c.ADDQ(U32(actSideBytes), sd)
+	}
+	c.DECQ(nb)
+	c.JNZ(LabelRef(lbl("block")))
+	c.Label(lbl("done"))
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	ld := c.Load(c.Param("ld"), c.GP64())
+	c.SHLQ(Imm(2), ld)
+	for r := 0; r < rows; r++ {
+		if r > 0 {
+			c.ADDQ(ld, dst)
+		}
+		v := c.YMM()
+		c.VMOVUPS(acc.Offset(32*r), v)
+		c.VMOVUPS(v, Mem{Base: dst})
 	}
 	c.VZEROUPPER()
 	c.RET()
