@@ -53,10 +53,21 @@ func dequantMXFP4(src []byte, dst []float32) {
 
 // bestIndexMXFP4 is ggml's best_index_mxfp4: the code whose value, scaled by
 // e, is closest to x; the lowest index wins ties (so 0 is +0, never -0).
+//
+// Only codes of x's sign (and code 0) can win: a code of the other sign is
+// further from x than 0 is, and its error ties code 0's only when both are
+// zero, where code 0 has the lower index. So the search covers codes 0..7
+// for x ≥ 0 and 0, 9..15 for x < 0, in index order with ggml's arithmetic:
+// the same answer in half the comparisons (synthesising a 12 GB MXFP4 model
+// spends most of its time here).
 func bestIndexMXFP4(x, e float32) uint8 {
 	best := uint8(0)
 	bestErr := abs32(float32(float32(kvaluesMXFP4[0])*e) - x)
-	for i := 1; i < 16; i++ {
+	lo, hi := 1, 8
+	if x < 0 {
+		lo, hi = 9, 16
+	}
+	for i := lo; i < hi; i++ {
 		if err := abs32(float32(float32(kvaluesMXFP4[i])*e) - x); err < bestErr {
 			best, bestErr = uint8(i), err
 		}
