@@ -383,13 +383,15 @@ func (e *exec) moe(nd *node) error {
 }
 
 // moeChunk is the output rows per work item for n×k expert matrices, r pair
-// rows and a active experts: about chunkWork elements × rows each, at least
-// rowChunk rows, and at least four items per worker while items of rowChunk
-// rows exist (in decode a gpt-oss layer has only 4 experts' worth of rows).
+// rows and a active experts: items of about chunkElems weight elements per
+// pair row (each item streams its rows from memory in one run; see
+// chunkRows), at least rowChunk rows, and at least two items per worker
+// while items of rowChunk rows exist (in decode a gpt-oss layer has only 4
+// experts' worth of rows).
 func (p *program) moeChunk(n, k, r, a int) int {
 	perExpert := max(1, r/max(1, a))
-	c := max(rowChunk, chunkWork/max(1, k*perExpert))
-	if lim := n * a / (4 * p.pool.n); c > lim {
+	c := max(rowChunk, (chunkElems+k*perExpert-1)/max(1, k*perExpert))
+	if lim := n * a / (2 * p.pool.n); c > lim {
 		c = max(rowChunk, lim)
 	}
 	return min(c, n)
