@@ -269,7 +269,7 @@ func emuCases() []emuCase {
 				}
 			}})
 	}
-	return cases
+	return append(cases, moeEmuCases(&seed)...)
 }
 
 // TestEmulate runs every case's kernels on the CPU through the shim and

@@ -1,8 +1,10 @@
 package metal_test
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +24,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.metal from the emitt
 var fixtures = []struct{ golden, model string }{
 	{"stories260K.metal", "../../../shared/models/gguf/stories260K.gguf"},
 	{"llama-p-Q4_0.metal", "../../../shared/models/gguf/synthetic/llama-p-Q4_0.gguf"},
+	{"gptoss-g1-mxfp4.metal", "../../../shared/models/gguf/synthetic/gptoss-g1-mxfp4.gguf"},
 }
 
 // fusedGraph loads a model and runs the pass pipeline on it, as
@@ -73,6 +76,61 @@ func TestGolden(t *testing.T) {
 			if !strings.HasPrefix(lib.Source, "// Code generated") {
 				t.Errorf("generated source does not say so on its first line")
 			}
+		})
+	}
+}
+
+// TestGoldenFixturesEmit emits (and, with clang, type-checks) the library
+// of every model any golden end-to-end case uses (../shared/golden/e2e's
+// index.json and index-gptoss.json): the acceptance that every kernel a
+// golden fixture needs exists for Metal.
+func TestGoldenFixturesEmit(t *testing.T) {
+	root := "../../../shared"
+	var models []string
+	seen := map[string]bool{}
+	for _, index := range []string{"index.json", "index-gptoss.json"} {
+		b, err := os.ReadFile(filepath.Join(root, "golden", "e2e", index))
+		if err != nil {
+			t.Skipf("golden index not available: %v", err)
+		}
+		var idx struct {
+			Cases []struct {
+				Model string `json:"model"`
+			} `json:"cases"`
+		}
+		if err := json.Unmarshal(b, &idx); err != nil {
+			t.Fatalf("%s: %v", index, err)
+		}
+		for _, c := range idx.Cases {
+			if !seen[c.Model] {
+				seen[c.Model] = true
+				models = append(models, c.Model)
+			}
+		}
+	}
+	if len(models) == 0 {
+		t.Fatal("the golden indexes list no models")
+	}
+	for _, m := range models {
+		t.Run(filepath.Base(m), func(t *testing.T) {
+			t.Parallel()
+			lib, err := metal.Emit(fusedGraph(t, filepath.Join(root, m)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			families := map[string]int{}
+			for _, k := range lib.Kernels {
+				families[k.Family]++
+			}
+			t.Logf("%d kernels, %d launches per step; families %v", len(lib.Kernels), len(lib.Launches), families)
+			if _, err := exec.LookPath("clang++"); err != nil {
+				return
+			}
+			path := filepath.Join(t.TempDir(), "lib.metal")
+			if err := os.WriteFile(path, []byte(lib.Source), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			typeCheck(t, clangOrSkip(t), path)
 		})
 	}
 }

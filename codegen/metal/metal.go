@@ -33,7 +33,7 @@ type Library struct {
 // Kernel describes one emitted kernel function.
 type Kernel struct {
 	Name   string `json:"name"`
-	Family string `json:"family"`          // embed, matvec, swiglu, qkv_rope, attn_split, attn_merge, rmsnorm, softmax, eltwise
+	Family string `json:"family"`          // embed, matvec, swiglu, qkv_rope, attn_split, attn_merge, rmsnorm, softmax, eltwise, topk_softmax, moe_up, moe_down
 	DType  string `json:"dtype,omitempty"` // weight (or KV cache) dtype the kernel decodes
 }
 
@@ -192,11 +192,34 @@ type params struct {
 	// eltwise
 	Expr, BIndex string
 	Binary       bool
+
+	// topk_softmax, moe_up, moe_down
+	E, TopK, Slots, ExpBytes int64
+	Act, ActBody             string
+
+	// element types ("float" or "half") of small weight operands
+	GainT, SinkT, BT, BiasT string
 }
 
+// slotName is an optional operand of the matrix-vector kernels: its
+// parameter name, buffer slot and element type (float or half).
 type slotName struct {
 	Name string
 	Slot int
+	T    string
+}
+
+// operandType is the MSL element type a kernel reads a small float operand
+// (gain, bias, sink, broadcast factor) as: f32 and f16 are read as stored,
+// so f16 operands need no conversion at load.
+func operandType(what string, v *ir.Value) (string, error) {
+	switch v.Type.DType {
+	case ir.F32:
+		return "float", nil
+	case ir.F16:
+		return "half", nil
+	}
+	return "", fmt.Errorf("%s must be f32 or f16 for Metal, got %s", what, v.Type)
 }
 
 // dotArgs passes a row expression and an accumulator name to the "dot"
@@ -291,6 +314,10 @@ func (e *emitter) node(v *ir.Value) error {
 		return e.softmax(v)
 	case ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU:
 		return e.eltwise(v)
+	case ir.OpTopKSoftmax:
+		return e.topkSoftmax(v)
+	case ir.OpMoE:
+		return e.moe(v)
 	}
 	return fmt.Errorf("no Metal kernel for op %s yet", v.Op)
 }
@@ -392,15 +419,15 @@ func (e *emitter) matmul(v *ir.Value) error {
 		name string
 	}{{parts.Gain, "gain"}, {parts.Bias, "bias"}, {parts.Residual, "res"}} {
 		if x.v != nil {
-			p.Extra = append(p.Extra, slotName{x.name, len(args)})
+			t, err := operandType(x.name, x.v)
+			if err != nil {
+				return err
+			}
+			if x.name == "res" && t != "float" {
+				return fmt.Errorf("residual must be f32, got %s", x.v.Type)
+			}
+			p.Extra = append(p.Extra, slotName{x.name, len(args), t})
 			args = append(args, val(x.v))
-		}
-	}
-	for _, x := range []*ir.Value{parts.Gain, parts.Bias} {
-		if x != nil && x.Type.DType != ir.F32 {
-			// Gains and biases are read as float; an f16 one would be
-			// converted at load, which runtime/metal does not do yet.
-			return fmt.Errorf("gain and bias must be f32 for Metal, got %s", x.Type)
 		}
 	}
 	p.OutSlot, p.TSlot = len(args), len(args)+1
@@ -423,6 +450,11 @@ func (e *emitter) matmul(v *ir.Value) error {
 		}
 	}
 	p.Name = fmt.Sprintf("%s%s_%s_%dx%d", kind, flags(p), r.name, n, k)
+	for _, x := range p.Extra {
+		if x.T == "half" {
+			p.Name += "_" + x.Name + "f16"
+		}
+	}
 	if v.Op == ir.OpQKVRoPE {
 		p.Name += "_" + p.CacheT
 	}
@@ -443,9 +475,6 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 	if hd%2 != 0 {
 		return 0, fmt.Errorf("head_dim %d is odd", hd)
 	}
-	if a.Float("ext_factor", 0) != 0 {
-		return 0, fmt.Errorf("YaRN RoPE (ext_factor %v) has no Metal kernel yet", a.Float("ext_factor", 0))
-	}
 	kc, vc := v.Args[3], v.Args[4]
 	if kc.Type.DType != vc.Type.DType {
 		return 0, fmt.Errorf("K and V caches differ in dtype: %s, %s", kc.Type.DType, vc.Type.DType)
@@ -461,9 +490,27 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 	p.Mode = a.Str("mode", "normal")
 	p.Neox = p.Mode == "neox"
 	base, fs := a.Float("base", 10000), a.Float("freq_scale", 1)
+	// YaRN (ext_factor ≠ 0, ggml's rope_yarn as in ir/eval) blends, per
+	// dimension pair, the interpolated angle fs·θ and the extrapolated θ by
+	// a ramp over the correction dims; both are pos times a constant, so the
+	// blend is one more per-pair frequency, and the magnitude scale
+	// attn_factor·(1 + 0.1·ln(1/fs)) is one more constant.
+	ext, mscale := a.Float("ext_factor", 0), a.Float("attn_factor", 1)
+	var corr [2]float64
+	if ext != 0 {
+		if fs <= 0 {
+			return 0, fmt.Errorf("YaRN needs a positive freq_scale, got %v", fs)
+		}
+		corr = yarnCorrDims(nrot, a.Int("orig_ctx", 0), base, a.Float("beta_fast", 32), a.Float("beta_slow", 1))
+		mscale *= 1 + 0.1*math.Log(1/fs)
+	}
 	var fr []string
 	for i := int64(0); i < nrot/2; i++ {
 		f := fs * math.Pow(base, -2*float64(i)/float64(nrot))
+		if ext != 0 {
+			mix := yarnRamp(corr[0], corr[1], 2*i) * ext
+			f = f*(1-mix) + math.Pow(base, -2*float64(i)/float64(nrot))*mix
+		}
 		hi := float32(f)
 		lo := float32(f - float64(hi))
 		h, err1 := flit(float64(hi))
@@ -474,14 +521,32 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 		fr = append(fr, fmt.Sprintf("float2(%s, %s)", h, l))
 	}
 	p.Freqs = strings.Join(fr, ", ")
-	if af := a.Float("attn_factor", 1); af != 1 {
-		s, err := flit(af)
+	if mscale != 1 {
+		s, err := flit(mscale)
 		if err != nil {
 			return 0, err
 		}
 		p.MScale = " * " + s
 	}
 	return p.Pairs, nil
+}
+
+// yarnCorrDims is ggml_rope_yarn_corr_dims (ir/eval's yarnCorrDims): the
+// range of rotary dims over which YaRN ramps from extrapolation to
+// interpolation.
+func yarnCorrDims(nDims, origCtx int64, base, betaFast, betaSlow float64) [2]float64 {
+	corrDim := func(nRot float64) float64 {
+		return float64(nDims) * math.Log(float64(origCtx)/(nRot*2*math.Pi)) / (2 * math.Log(base))
+	}
+	start := math.Floor(corrDim(betaFast))
+	end := math.Ceil(corrDim(betaSlow))
+	return [2]float64{math.Max(0, start), math.Min(float64(nDims-1), end)}
+}
+
+// yarnRamp is 1 below low, 0 above high, linear between (rope_yarn_ramp).
+func yarnRamp(low, high float64, i0 int64) float64 {
+	y := (float64(i0)/2 - low) / math.Max(0.001, high-low)
+	return 1 - math.Min(1, math.Max(0, y))
 }
 
 func cacheType(dt ir.DType) (string, error) {
@@ -542,8 +607,8 @@ func (e *emitter) attention(v *ir.Value) error {
 	m := &params{H: nh, DV: dv, Splits: splits, PartW: dv + 2, OW: nh * dv, Sinks: p.Sinks, OutSlot: 1}
 	args := []Arg{scratch}
 	if m.Sinks {
-		if v.Args[4].Type.DType != ir.F32 {
-			return fmt.Errorf("sinks must be f32 for Metal, got %s", v.Args[4].Type)
+		if m.SinkT, err = operandType("sinks", v.Args[4]); err != nil {
+			return err
 		}
 		m.OutSlot = 2
 		args = append(args, val(v.Args[4]))
@@ -553,6 +618,9 @@ func (e *emitter) attention(v *ir.Value) error {
 	m.Name = fmt.Sprintf("attn_merge_h%dv%d_s%d", nh, dv, splits)
 	if m.Sinks {
 		m.Name += "_sinks"
+		if m.SinkT == "half" {
+			m.Name += "_f16"
+		}
 	}
 	merge, err := e.add("attn_merge", "", m)
 	if err != nil {
@@ -573,15 +641,19 @@ func (e *emitter) rmsnorm(v *ir.Value) error {
 		return err
 	}
 	args := []Arg{val(v.Args[0])}
+	p.GainT = "float"
 	if p.Gain {
-		if v.Args[1].Type.DType != ir.F32 {
-			return fmt.Errorf("gain must be f32 for Metal, got %s", v.Args[1].Type)
+		if p.GainT, err = operandType("gain", v.Args[1]); err != nil {
+			return err
 		}
 		args = append(args, val(v.Args[1]))
 		p.OutSlot = 2
 	}
 	p.TSlot = p.OutSlot + 1
 	p.Name = fmt.Sprintf("rmsnorm%s_%d", map[bool]string{true: "_gain"}[p.Gain], k)
+	if p.GainT == "half" {
+		p.Name += "_f16"
+	}
 	return e.rowKernel(v, "rmsnorm", p, append(args, val(v)))
 }
 
@@ -621,8 +693,8 @@ func (e *emitter) eltwise(v *ir.Value) error {
 	switch v.Op {
 	case ir.OpAdd, ir.OpMul:
 		b := v.Args[1]
-		if b.Type.DType != ir.F32 {
-			return fmt.Errorf("right operand must be f32 for Metal, got %s", b.Type)
+		if p.BT, err = operandType("right operand", b); err != nil {
+			return err
 		}
 		p.Binary, p.OutSlot, p.TSlot = true, 2, 3
 		args = append(args, val(b))
@@ -651,6 +723,9 @@ func (e *emitter) eltwise(v *ir.Value) error {
 		p.Expr = "0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)))"
 		p.Name = fmt.Sprintf("gelu_%d", k)
 	}
+	if p.BT == "half" {
+		p.Name += "_f16"
+	}
 	rows, err := rowsOf(v.Type)
 	if err != nil {
 		return err
@@ -661,5 +736,170 @@ func (e *emitter) eltwise(v *ir.Value) error {
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: 32, Args: append(args, val(v)),
 		Grid: [3]GridDim{{N: ceilDiv(k, 32)}, rows, {N: 1}}})
+	return nil
+}
+
+// topkSoftmax: one simdgroup per row (kernel topk_softmax).
+func (e *emitter) topkSoftmax(v *ir.Value) error {
+	n, err := lastConst(v.Type)
+	if err != nil {
+		return err
+	}
+	if n >= 1<<24 {
+		return fmt.Errorf("%d experts: indices must stay below 2^24", n)
+	}
+	k := v.Attrs.Int("k", 0)
+	if k <= 0 || k > n {
+		return fmt.Errorf("k = %d is outside 1..%d", k, n)
+	}
+	p := &params{Name: fmt.Sprintf("topk_softmax_%d_k%d", n, k), E: n, TopK: k, OutSlot: 1, TSlot: 2}
+	return e.rowKernel(v, "topk_softmax", p, []Arg{val(v.Args[0]), val(v)})
+}
+
+// moeWeights checks a [E, rows, cols] expert tensor and returns its
+// decoder, the bytes of one row and of one expert.
+func (e *emitter) moeWeights(w *ir.Value) (dtypeRender, int64, int64, error) {
+	r, ok := dtypeTable[w.Type.DType]
+	if !ok {
+		return r, 0, 0, fmt.Errorf("expert dtype %s has no Metal decoder", w.Type.DType)
+	}
+	s := w.Type.Shape
+	if len(s) != 3 || !s[0].IsConst() || !s[1].IsConst() || !s[2].IsConst() {
+		return r, 0, 0, fmt.Errorf("expert weights must be a constant [E, N, K] tensor, got %s", w.Type)
+	}
+	rb, err := w.Type.DType.RowBytes(s[2].N)
+	if err != nil {
+		return r, 0, 0, err
+	}
+	if s[2].N%int64(r.unit) != 0 {
+		return r, 0, 0, fmt.Errorf("expert row length %d is not a multiple of the %s unit %d", s[2].N, w.Type.DType, r.unit)
+	}
+	e.dtypes[w.Type.DType] = true
+	return r, rb, rb * s[1].N, nil
+}
+
+// moeActBody renders the gated activation of moe's act attribute as MSL
+// statements that set h from g and up (ir/eval's moeAct).
+func moeActBody(a ir.Attrs) (string, error) {
+	switch act := a.Str("act", ""); act {
+	case ir.MoEActSiLU:
+		return `
+        const float h = g / (1.0f + exp(-g)) * up;`, nil
+	case ir.MoEActSwiGLUOAI:
+		alpha, err := flit(a.Float("alpha", 0))
+		if err != nil {
+			return "", err
+		}
+		limit, err := flit(a.Float("limit", 0))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf(`
+        // clamped SwiGLU: g' = min(g, limit), u' = clamp(u, -limit, limit), g'·σ(alpha·g')·(u' + 1)
+        g = min(g, %[2]s);
+        up = max(-%[2]s, min(up, %[2]s));
+        const float h = g / (1.0f + exp(-%[1]s * g)) * (up + 1.0f);`, alpha, limit), nil
+	}
+	return "", fmt.Errorf("moe act %q has no Metal kernel", a.Str("act", ""))
+}
+
+// moe lowers a mixture-of-experts block to two dispatches through the
+// step's scratch: moe_up (gate and up products and the activation of each
+// selected expert, grid (column blocks, slots, T)) and moe_down (the down
+// products, weighted by the route and summed, grid (column blocks, T)). A
+// threadgroup finds its expert from the route row, so only the selected
+// experts' rows are read. The slots are k when the route is a
+// topk_softmax's output (at most k non-zero weights per row), else E.
+func (e *emitter) moe(v *ir.Value) error {
+	x, route, gate, up, down := v.Args[0], v.Args[1], v.Args[2], v.Args[3], v.Args[4]
+	if gate.Type.DType != up.Type.DType {
+		return fmt.Errorf("gate and up experts differ in dtype: %s, %s", gate.Type.DType, up.Type.DType)
+	}
+	ru, rbu, ebu, err := e.moeWeights(gate)
+	if err != nil {
+		return err
+	}
+	if _, _, _, err := e.moeWeights(up); err != nil {
+		return err
+	}
+	rd, rbd, ebd, err := e.moeWeights(down)
+	if err != nil {
+		return err
+	}
+	gs := gate.Type.Shape
+	E, F, D := gs[0].N, gs[1].N, gs[2].N
+	slots := E
+	if route.Op == ir.OpTopKSoftmax {
+		slots = min(E, route.Attrs.Int("k", E))
+	}
+	bias := len(v.Args) == 8
+	biasT := "float"
+	if bias {
+		for i, b := range v.Args[5:] {
+			t, err := operandType([]string{"gate bias", "up bias", "down bias"}[i], b)
+			if err != nil {
+				return err
+			}
+			if i > 0 && t != biasT {
+				return fmt.Errorf("moe biases differ in dtype")
+			}
+			biasT = t
+		}
+	}
+	actBody, err := moeActBody(v.Attrs)
+	if err != nil {
+		return err
+	}
+	act := v.Attrs.Str("act", "")
+	bsuf := ""
+	if bias {
+		bsuf = "_bias"
+		if biasT == "half" {
+			bsuf += "f16"
+		}
+	}
+	scratch := Arg{Value: -1, ScratchPerToken: 4 * slots * F}
+
+	pu := &params{DT: ru.name, Unit: int64(ru.unit), NU: D / int64(ru.unit), RowBytes: rbu, ExpBytes: ebu,
+		K: D, F: F, E: E, Slots: slots, Bias: bias, BiasT: biasT, Act: act, ActBody: actBody,
+		NSG: nsg, Threads: 32 * nsg, OutSlot: 4}
+	args := []Arg{val(x), val(route), val(gate), val(up)}
+	if bias {
+		pu.OutSlot = 6
+		args = append(args, val(v.Args[5]), val(v.Args[6]))
+	}
+	pu.TSlot = pu.OutSlot + 1
+	if act == ir.MoEActSwiGLUOAI {
+		act = "oai" // alpha and limit are baked in; add renames a kernel whose constants differ
+	}
+	pu.Name = fmt.Sprintf("moe_up_%s%s_%s_e%dk%d_%dx%d", act, bsuf, ru.name, E, slots, F, D)
+	up1, err := e.add("moe_up", gate.Type.DType.String(), pu)
+	if err != nil {
+		return err
+	}
+	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: up1, Threads: pu.Threads,
+		Args: append(args, scratch),
+		Grid: [3]GridDim{{N: ceilDiv(F, nsg)}, {N: slots}, {N: 1, PerToken: true}}})
+
+	pd := &params{DT: rd.name, Unit: int64(rd.unit), NU: F / int64(rd.unit), RowBytes: rbd, ExpBytes: ebd,
+		K: F, D: D, E: E, Slots: slots, Bias: bias, BiasT: biasT, NSG: nsg, Threads: 32 * nsg, OutSlot: 3}
+	args = []Arg{scratch, val(route), val(down)}
+	if bias {
+		pd.OutSlot = 4
+		args = append(args, val(v.Args[7]))
+	}
+	pd.TSlot = pd.OutSlot + 1
+	pd.Name = fmt.Sprintf("moe_down%s_%s_e%dk%d_%dx%d", bsuf, rd.name, E, slots, D, F)
+	dn, err := e.add("moe_down", down.Type.DType.String(), pd)
+	if err != nil {
+		return err
+	}
+	rows, err := rowsOf(v.Type)
+	if err != nil {
+		return err
+	}
+	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: dn, Threads: pd.Threads,
+		Args: append(args, val(v)),
+		Grid: [3]GridDim{{N: ceilDiv(D, nsg)}, rows, {N: 1}}})
 	return nil
 }

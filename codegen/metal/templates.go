@@ -90,7 +90,7 @@ kernel void {{.Name}}(
     device const float* x [[buffer(0)]],
     device const uchar* w [[buffer(1)]],
 {{- range .Extra}}
-    device const float* {{.Name}} [[buffer({{.Slot}})]],
+    device const {{.T}}* {{.Name}} [[buffer({{.Slot}})]],
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
@@ -112,7 +112,7 @@ kernel void {{.Name}}(
     device const float* x [[buffer(0)]],
     device const uchar* w [[buffer(1)]],
 {{- range .Extra}}
-    device const float* {{.Name}} [[buffer({{.Slot}})]],
+    device const {{.T}}* {{.Name}} [[buffer({{.Slot}})]],
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
@@ -147,7 +147,7 @@ kernel void {{.Name}}(
     device {{.CacheT}}* kcache [[buffer(3)]],
     device {{.CacheT}}* vcache [[buffer(4)]],
 {{- range .Extra}}
-    device const float* {{.Name}} [[buffer({{.Slot}})]],
+    device const {{.T}}* {{.Name}} [[buffer({{.Slot}})]],
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
@@ -273,7 +273,7 @@ kernel void {{.Name}}(
 kernel void {{.Name}}(
     device const float* part [[buffer(0)]],
 {{- if .Sinks}}
-    device const float* sinks [[buffer(1)]],
+    device const {{.SinkT}}* sinks [[buffer(1)]],
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
@@ -283,7 +283,7 @@ kernel void {{.Name}}(
     for (uint s = 0; s < {{.Splits}}u; ++s) {
         m = max(m, pt[s * {{.PartW}}u]);
     }{{if .Sinks}}
-    m = max(m, sinks[h]);{{end}}
+    m = max(m, float(sinks[h]));{{end}}
     float l = 0.0f, a = 0.0f;
     for (uint s = 0; s < {{.Splits}}u; ++s) {
         device const float* ps = pt + s * {{.PartW}}u;
@@ -293,9 +293,151 @@ kernel void {{.Name}}(
             a += ps[2 + d] * r;
         }
     }{{if .Sinks}}
-    l += exp(sinks[h] - m);{{end}}
+    l += exp(float(sinks[h]) - m);{{end}}
     if (d < {{.DV}}u) {
         out[(ulong)t * {{.OW}}u + h * {{.DV}}u + d] = a / l;
+    }
+}
+`,
+	// topk_softmax: one simdgroup per row of {{.E}} logits. K rounds of a
+	// simdgroup arg-max (simd_max of the value, then simd_min of the index
+	// among the lanes holding it, so equal logits pick the lower expert as
+	// ir/eval's stable sort does) select the experts; the softmax is then
+	// taken over the K selected logits and every other entry is 0.
+	"topk_softmax": `
+// {{.Name}}: out[r] = softmax over the {{.TopK}} largest of x[r] (ties → lower index), 0 elsewhere; {{.E}} experts.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device float* out [[buffer(1)]],
+` + sigTail + ` {
+    const uint r = tgpig.y;
+    device const float* xr = x + (ulong)r * {{.E}}u;
+    float sv[{{.TopK}}];
+    uint si[{{.TopK}}];
+    for (uint k = 0; k < {{.TopK}}u; ++k) {
+        float best = -3.0e38f;
+        uint bi = {{.E}}u;
+        for (uint i = tiisg; i < {{.E}}u; i += 32) {
+            bool taken = false;
+            for (uint q = 0; q < k; ++q) {
+                taken = taken || si[q] == i;
+            }
+            if (!taken && (bi == {{.E}}u || xr[i] > best)) {
+                best = xr[i];
+                bi = i;
+            }
+        }
+        const float m = simd_max(bi < {{.E}}u ? best : -3.0e38f);
+        // Indices are below 2^24, so they travel through float exactly.
+        const float cand = (bi < {{.E}}u && best == m) ? float(bi) : {{.E}}.0f;
+        sv[k] = m;
+        si[k] = uint(simd_min(cand));
+    }
+    float sum = 0.0f;
+    for (uint k = 0; k < {{.TopK}}u; ++k) {
+        sum += exp(sv[k] - sv[0]);
+    }
+    for (uint i = tiisg; i < {{.E}}u; i += 32) {
+        float o = 0.0f;
+        for (uint k = 0; k < {{.TopK}}u; ++k) {
+            if (si[k] == i) {
+                o = exp(sv[k] - sv[0]) / sum;
+            }
+        }
+        out[(ulong)r * {{.E}}u + i] = o;
+    }
+}
+`,
+	// moe_up: the gate and up products of one selected expert. Threadgroup
+	// (column block, slot s, token t) finds the expert of the s-th non-zero
+	// route weight of token t (none: the whole group returns, uniformly), so
+	// only selected experts' rows are read; simdgroup j computes gate row j
+	// and up row j and stores act(g, u) in the scratch at [t, s, j].
+	"moe_up": `
+// {{.Name}}_expert returns the expert of the s-th non-zero weight of a route row, or -1.
+inline int {{.Name}}_expert(device const float* rt, uint s) {
+    uint seen = 0;
+    for (uint i = 0; i < {{.E}}u; ++i) {
+        if (rt[i] != 0.0f) {
+            if (seen == s) {
+                return int(i);
+            }
+            ++seen;
+        }
+    }
+    return -1;
+}
+` + dotLoop + `
+// {{.Name}}: for the s-th selected expert e of token t, h[j] = {{.Act}}(gate_e[j]·x[t]{{if .Bias}} + bg[e, j]{{end}}, up_e[j]·x[t]{{if .Bias}} + bu[e, j]{{end}}),
+// stored at scratch[t, s, j]; gate, up {{.DT}}[{{.E}}, {{.F}}, {{.K}}], {{.Slots}} slots.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device const float* route [[buffer(1)]],
+    device const uchar* wg [[buffer(2)]],
+    device const uchar* wu [[buffer(3)]],
+{{- if .Bias}}
+    device const {{.BiasT}}* bg [[buffer(4)]],
+    device const {{.BiasT}}* bu [[buffer(5)]],
+{{- end}}
+    device float* act [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint j = tgpig.x * {{.NSG}}u + sgitg, s = tgpig.y, t = tgpig.z;
+    const int e = {{.Name}}_expert(route + (ulong)t * {{.E}}u, s);
+    if (e < 0) {
+        return; // fewer selected experts than slots: the same for every thread of the group
+    }
+    device const float* xr = x + (ulong)t * {{.K}}u;
+    float g = 0.0f, up = 0.0f;
+    if (j < {{.F}}u) {
+        device const uchar* w = wg + (ulong)e * {{.ExpBytes}}u;{{template "dot" (dotArgs . "j" "g")}}
+        w = wu + (ulong)e * {{.ExpBytes}}u;{{template "dot" (dotArgs . "j" "up")}}
+    }
+    g = simd_sum(g);
+    up = simd_sum(up);
+    if (j < {{.F}}u && tiisg == 0) {{"{"}}{{if .Bias}}
+        g += float(bg[(ulong)e * {{.F}}u + j]);
+        up += float(bu[(ulong)e * {{.F}}u + j]);{{end}}{{.ActBody}}
+        act[((ulong)t * {{.Slots}}u + s) * {{.F}}u + j] = h;
+    }
+}
+`,
+	// moe_down: simdgroup j of token t sums, over the selected experts in
+	// route order, route weight · (down_e[j]·h[t, s]{{if .Bias}} + bd[e, j]{{end}}).
+	"moe_down": dotLoop + `
+// {{.Name}}: out[t, j] = Σ over the selected experts e (slot s) of route[t, e]·(down_e[j]·h[t, s]{{if .Bias}} + bd[e, j]{{end}}),
+// down {{.DT}}[{{.E}}, {{.D}}, {{.K}}], {{.Slots}} slots.
+kernel void {{.Name}}(
+    device const float* act [[buffer(0)]],
+    device const float* route [[buffer(1)]],
+    device const uchar* wd [[buffer(2)]],
+{{- if .Bias}}
+    device const {{.BiasT}}* bd [[buffer(3)]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint j = tgpig.x * {{.NSG}}u + sgitg, t = tgpig.y;
+    device const float* rt = route + (ulong)t * {{.E}}u;
+    float acc = 0.0f;
+    uint s = 0;
+    // The loop bounds depend on the route row alone: uniform in the group.
+    for (uint e = 0; e < {{.E}}u && s < {{.Slots}}u; ++e) {
+        const float wt = rt[e];
+        if (wt == 0.0f) {
+            continue;
+        }
+        device const float* xr = act + ((ulong)t * {{.Slots}}u + s) * {{.K}}u;
+        float y = 0.0f;
+        if (j < {{.D}}u) {
+            device const uchar* w = wd + (ulong)e * {{.ExpBytes}}u;{{template "dot" (dotArgs . "j" "y")}}
+        }
+        y = simd_sum(y);
+        if (j < {{.D}}u) {
+            acc += wt * (y{{if .Bias}} + float(bd[(ulong)e * {{.D}}u + j]){{end}});
+        }
+        ++s;
+    }
+    if (j < {{.D}}u && tiisg == 0) {
+        out[(ulong)t * {{.D}}u + j] = acc;
     }
 }
 `,
@@ -305,7 +447,7 @@ kernel void {{.Name}}(
 kernel void {{.Name}}(
     device const float* x [[buffer(0)]],
 {{- if .Gain}}
-    device const float* gain [[buffer(1)]],
+    device const {{.GainT}}* gain [[buffer(1)]],
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
@@ -353,7 +495,7 @@ kernel void {{.Name}}(
 kernel void {{.Name}}(
     device const float* a [[buffer(0)]],
 {{- if .Binary}}
-    device const float* b [[buffer(1)]],
+    device const {{.BT}}* b [[buffer(1)]],
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {

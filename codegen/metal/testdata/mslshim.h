@@ -234,6 +234,7 @@ template <class T>
 inline T min(T a, T b) { return a < b ? a : b; }
 inline float simd_sum(float x) { return mslemu::reduce(x, [](float a, float b) { return a + b; }); }
 inline float simd_max(float x) { return mslemu::reduce(x, [](float a, float b) { return a > b ? a : b; }); }
+inline float simd_min(float x) { return mslemu::reduce(x, [](float a, float b) { return a < b ? a : b; }); }
 enum class mem_flags { mem_none, mem_device, mem_threadgroup };
 inline void threadgroup_barrier(mem_flags) { mslemu::tl_bar->wait(); }
 } // namespace metal
