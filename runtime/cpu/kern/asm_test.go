@@ -77,6 +77,19 @@ func elemsQ(wt ir.DType, w []byte, i int) (q [32]int32, d float32) {
 			q[j+16] = kv[b[1+j]>>4]
 		}
 		return q, e8m0h(b[0])
+	case ir.Q5_0, ir.Q4_1, ir.Q5_1: // Q4_1/Q5_1: the unsigned values, minimum not applied
+		// block bytes, offset of qs, of qh (-1: none), value offset
+		g := map[ir.DType][4]int{ir.Q5_0: {22, 6, 2, 16}, ir.Q4_1: {20, 4, -1, 0}, ir.Q5_1: {24, 8, 4, 0}}[wt]
+		b := w[i*g[0]:]
+		var h uint32
+		if g[2] >= 0 {
+			h = binary.LittleEndian.Uint32(b[g[2]:])
+		}
+		for j := 0; j < 16; j++ {
+			q[j] = int32(b[g[1]+j]&15) | int32(h>>j&1)<<4 - int32(g[3])
+			q[j+16] = int32(b[g[1]+j]>>4) | int32(h>>(j+16)&1)<<4 - int32(g[3])
+		}
+		return q, h16(b)
 	}
 	panic(wt)
 }

@@ -33,6 +33,10 @@ type variant struct {
 	// MXFP4 weights against Q8_0 activations (one row, four rows).
 	mxfp4   func(nb int, w, a []byte) float32
 	mxfp4x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
+	// Q5_0 weights against Q8_0 activations, Q4_1 and Q5_1 against Q8_1
+	// (one row, four rows).
+	q5_0, q4_1, q5_1       func(nb int, w, a []byte) float32
+	q5_0x4, q4_1x4, q5_1x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
 }
 
 var genericVariant = &variant{name: "generic"}

@@ -43,6 +43,45 @@ func dotMXFP4AVX2(nb int, w []byte, a []byte) float32
 //go:noescape
 func dotMXFP4x4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
 
+// dotQ5_0AVX2 is the dot product of nb blocks of w (Q5_0) and a (Q8_0),
+// with ggml's AVX2 block arithmetic summed in two accumulators (see kern's
+// dispatch.go). It needs AVX2, FMA and F16C; a must not hold -128.
+//
+//go:noescape
+func dotQ5_0AVX2(nb int, w []byte, a []byte) float32
+
+// dotQ5_0x4AVX2 sets dst[r] to dotQ5_0AVX2(nb, w, a[r*stride:]) for r < 4,
+// bit for bit, unpacking each weight block once for the four rows.
+//
+//go:noescape
+func dotQ5_0x4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
+// dotQ4_1AVX2 is the dot product of nb blocks of w (Q4_1) and a (Q8_1),
+// with ggml's AVX2 block arithmetic summed in two accumulators (see kern's
+// dispatch.go; the m·s terms in a third sum, added last). It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func dotQ4_1AVX2(nb int, w []byte, a []byte) float32
+
+// dotQ4_1x4AVX2 sets dst[r] to dotQ4_1AVX2(nb, w, a[r*stride:]) for r < 4,
+// bit for bit, unpacking each weight block once for the four rows.
+//
+//go:noescape
+func dotQ4_1x4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
+// dotQ5_1AVX2 is the dot product of nb blocks of w (Q5_1) and a (Q8_1),
+// with ggml's AVX2 block arithmetic summed in two accumulators (see kern's
+// dispatch.go; the m·s terms in a third sum, added last). It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func dotQ5_1AVX2(nb int, w []byte, a []byte) float32
+
+// dotQ5_1x4AVX2 sets dst[r] to dotQ5_1AVX2(nb, w, a[r*stride:]) for r < 4,
+// bit for bit, unpacking each weight block once for the four rows.
+//
+//go:noescape
+func dotQ5_1x4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
 // gemvQ4_0x8AVX2 sets dst[0:8] to the dots of a group of eight packed Q4_0 rows (nb
 // blocks) with one packed Q8_0 activation row. It needs AVX2, FMA and F16C.
 //

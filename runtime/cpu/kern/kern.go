@@ -115,6 +115,24 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 				return f(nb, w, a)
 			}
 			return dotMXFP4(nb, w, a)
+		case ir.Q5_0:
+			w, a = w[:nb*22], a[:nb*34]
+			if f := active.Load().q5_0; f != nil {
+				return f(nb, w, a)
+			}
+			return dotQ5_0(nb, w, a)
+		case ir.Q4_1:
+			w, a = w[:nb*20], a[:nb*36]
+			if f := active.Load().q4_1; f != nil {
+				return f(nb, w, a)
+			}
+			return dotQ4_1(nb, w, a)
+		case ir.Q5_1:
+			w, a = w[:nb*24], a[:nb*36]
+			if f := active.Load().q5_1; f != nil {
+				return f(nb, w, a)
+			}
+			return dotQ5_1(nb, w, a)
 		case ir.Q4_K:
 			if f := active.Load().q4_K; f != nil && n&255 == 0 {
 				nb >>= 3
@@ -195,6 +213,12 @@ func DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []float32) {
 			x4, w = v.q8_0x4, w[:nb*34]
 		case ir.MXFP4:
 			x4, w = v.mxfp4x4, w[:nb*17]
+		case ir.Q5_0:
+			x4, w = v.q5_0x4, w[:nb*22]
+		case ir.Q4_1:
+			x4, w = v.q4_1x4, w[:nb*20]
+		case ir.Q5_1:
+			x4, w = v.q5_1x4, w[:nb*24]
 		}
 		if x4 != nil {
 			for ; r+4 <= R; r += 4 {

@@ -1,7 +1,10 @@
 // Command kerndot generates runtime/cpu/kern/dot_amd64.s and
-// dot_amd64_stubs.go: AVX2+FMA+F16C dot products of Q8_0 and Q4_0 weight rows
-// with Q8_0 activation rows, computed as ggml's AVX2 ggml_vec_dot_q8_0_q8_0 /
-// ggml_vec_dot_q4_0_q8_0 do (same instructions, same float order).
+// dot_amd64_stubs.go: AVX2+FMA+F16C dot products of Q8_0, Q4_0, Q5_0 and MXFP4
+// weight rows with Q8_0 activation rows and of Q4_1 and Q5_1 weight rows with
+// Q8_1 activation rows, computed with ggml's AVX2 ggml_vec_dot_*_q8_0 /
+// ggml_vec_dot_*_q8_1 block arithmetic (see dotRows for the float order),
+// plus the k-quant kernels (kquants.go) and the Q4_0/Q8_0 group kernels
+// (gemv.go).
 //
 // Usage (from runtime/cpu/kern, see its go:generate line):
 //
@@ -42,15 +45,16 @@ func run(dir string) error {
 	}
 	consts["mxfp4Values"] = mxfp4Values(c)
 	consts["e8m0Half"] = e8m0HalfTable(c)
-	for _, k := range []blockKernel{q8_0Block, q4_0Block, mxfp4Block} {
+	legacyConsts(c)
+	for _, k := range []blockKernel{q8_0Block, q4_0Block, mxfp4Block, q5_0Block, q4_1Block, q5_1Block} {
 		c.Function("dot" + k.name + "AVX2")
 		c.Attributes(attr.NOSPLIT)
 		c.Pragma("noescape")
 		c.SignatureExpr("func(nb int, w, a []byte) float32")
 		c.Doc(
-			"dot"+k.name+"AVX2 is the dot product of nb blocks of w ("+k.name+") and a (Q8_0),",
+			"dot"+k.name+"AVX2 is the dot product of nb blocks of w ("+k.name+") and a ("+k.actName()+"),",
 			"with ggml's AVX2 block arithmetic summed in two accumulators (see kern's",
-			"dispatch.go). It needs AVX2, FMA and F16C; a must not hold -128.",
+			"dispatch.go"+k.orderNote()+"). It needs AVX2, FMA and F16C"+k.signNote()+".",
 		)
 		dotRows(c, k, 1)
 
@@ -140,13 +144,55 @@ func hsumFloat8(c *build.Context, acc reg.VecVirtual) reg.VecVirtual {
 // A blockKernel describes one weight format's block: its byte size, how to
 // load its 32 weights as signed bytes into a YMM register and its scale as
 // float32 into the low lane of an XMM register (nil: an f16 at the block's
-// start). The activation blocks are always Q8_0 (34 bytes: f16 scale, 32
-// int8).
+// start). The activation blocks are Q8_0 (34 bytes: f16 scale, 32 int8)
+// unless q8_1 is set (Q8_1, 36 bytes: f16 d, f16 s, 32 int8).
 type blockKernel struct {
-	name   string // Q8_0, Q4_0, MXFP4
+	name   string // Q8_0, Q4_0, MXFP4, Q5_0, Q4_1, Q5_1
 	wBytes int
 	load   func(c *build.Context, x Mem) reg.VecVirtual
 	scale  func(c *build.Context, x Mem) reg.VecVirtual
+	// unsigned: load gives unsigned bytes (0..31), multiplied with the
+	// activations by vpmaddubsw directly, without the vpsignb trick.
+	unsigned bool
+	// q8_1: Q8_1 activations, and an f16 minimum m at byte 2 of the weight
+	// block, whose m·s terms go into a separate float sum (see dotRows).
+	q8_1 bool
+}
+
+// aBytes and aQs are the activation block's size and its quants' offset.
+func (k blockKernel) aBytes() int {
+	if k.q8_1 {
+		return 36
+	}
+	return 34
+}
+
+func (k blockKernel) aQs() int {
+	if k.q8_1 {
+		return 4
+	}
+	return 2
+}
+
+func (k blockKernel) actName() string {
+	if k.q8_1 {
+		return "Q8_1"
+	}
+	return "Q8_0"
+}
+
+func (k blockKernel) signNote() string {
+	if k.unsigned {
+		return ""
+	}
+	return "; a must not hold -128"
+}
+
+func (k blockKernel) orderNote() string {
+	if k.q8_1 {
+		return "; the m·s terms in a third sum, added last"
+	}
+	return ""
 }
 
 // mxfp4Block: {u8 e (E8M0); u8 qs[16]} — codes looked up in ggml's
@@ -200,8 +246,6 @@ func e8m0HalfTable(c *build.Context) Mem {
 	return m
 }
 
-const aBytes = 34
-
 var q8_0Block = blockKernel{name: "Q8_0", wBytes: 34, load: func(c *build.Context, x Mem) reg.VecVirtual {
 	qx := c.YMM()
 	c.VMOVDQU(x.Offset(2), qx)
@@ -228,7 +272,17 @@ var q4_0Block = blockKernel{name: "Q4_0", wBytes: 18, load: func(c *build.Contex
 // FMAs do not wait on each other; the result is hsum_float_8(acc0 + acc1).
 // The one-row and four-row kernels share this order, so a row's dot does not
 // depend on how many rows were computed with it.
+//
+// Q4_1 and Q5_1 (Q8_1 activations) add ggml's summs: per row one float sum,
+// in block order and starting from 0, of the rounded products
+// f16(m_w)·f16(s_a) (vmulps then vaddps, no FMA; it sits in lane 1 of an
+// XMM register: vcvtph2ps of a block's first four halves gives {d, m, ·, ·}
+// for the weights and {d, s, ·, ·} for the activations, so one vmulps forms
+// d_w·d_a in lane 0 and m_w·s_a in lane 1; the other lanes are unused).
+// The result is hsum_float_8(acc0 + acc1) + summs, as ggml's
+// "sumf = hsum_float_8(acc) + summs".
 func dotRows(c *build.Context, k blockKernel, rows int) {
+	aBytes, aQs := k.aBytes(), k.aQs()
 	lbl := func(s string) string { return fmt.Sprintf("%s_%d_%s", k.name, rows, s) }
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
@@ -248,6 +302,14 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 			c.VXORPS(acc[r][j], acc[r][j], acc[r][j])
 		}
 	}
+	var summs []reg.VecVirtual
+	if k.q8_1 {
+		summs = make([]reg.VecVirtual, rows)
+		for r := range summs {
+			summs[r] = c.XMM()
+			c.VXORPS(summs[r], summs[r], summs[r])
+		}
+	}
 	// block adds block i (0 or 1 past the pointers) into accumulator j.
 	block := func(i, j int) {
 		xm := Mem{Base: x, Disp: i * k.wBytes}
@@ -262,19 +324,31 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 			dw = c.XMM()
 			c.VCVTPH2PS(xm, dw)
 		}
-		ax := c.YMM()
-		c.VPSIGNB(qx, qx, ax) // |qx|
+		var ax reg.VecVirtual
+		if !k.unsigned {
+			ax = c.YMM()
+			c.VPSIGNB(qx, qx, ax) // |qx|
+		}
 		for r := 0; r < rows; r++ {
 			ym := Mem{Base: y[r], Disp: i * aBytes}
 			da := c.XMM()
 			c.VCVTPH2PS(ym, da)
-			c.VMULSS(da, dw, da) // d_w * f16(d_a)
+			if k.q8_1 {
+				c.VMULPS(da, dw, da)             // {d_w·d_a, m_w·s_a, ·, ·}
+				c.VADDPS(da, summs[r], summs[r]) // summs += m_w·s_a (lane 1)
+			} else {
+				c.VMULSS(da, dw, da) // d_w * f16(d_a)
+			}
 			d := c.YMM()
 			c.VBROADCASTSS(da, d)
 			sy := c.YMM()
-			c.VMOVDQU(ym.Offset(2), sy)
-			c.VPSIGNB(qx, sy, sy)              // qy with qx's sign
-			c.VPMADDUBSW(sy, ax, sy)           // 16 int16: |qx|·sy pairs
+			if k.unsigned {
+				c.VPMADDUBSW(ym.Offset(aQs), qx, sy) // 16 int16: qx·qy pairs
+			} else {
+				c.VMOVDQU(ym.Offset(aQs), sy)
+				c.VPSIGNB(qx, sy, sy)    // qy with qx's sign
+				c.VPMADDUBSW(sy, ax, sy) // 16 int16: |qx|·sy pairs
+			}
 			c.VPMADDWD(consts["ones"], sy, sy) // 8 exact int32 lanes
 			c.VCVTDQ2PS(sy, sy.AsY())
 			c.VFMADD231PS(sy, d, acc[r][j]) // acc = d*q + acc
@@ -303,6 +377,7 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 	if rows == 1 {
 		c.VADDPS(acc[0][1], acc[0][0], acc[0][0])
 		r := hsumFloat8(c, acc[0][0])
+		addSumms(c, k, summs, 0, r)
 		c.VZEROUPPER()
 		c.Store(r, c.ReturnIndex(0))
 		c.RET()
@@ -312,8 +387,20 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 	for r := 0; r < rows; r++ {
 		c.VADDPS(acc[r][1], acc[r][0], acc[r][0])
 		s := hsumFloat8(c, acc[r][0])
+		addSumms(c, k, summs, r, s)
 		c.VMOVSS(s, Mem{Base: dst, Disp: 4 * r})
 	}
 	c.VZEROUPPER()
 	c.RET()
+}
+
+// addSumms adds lane 1 of row r's summs to the low lane of sum (Q8_1
+// kernels only).
+func addSumms(c *build.Context, k blockKernel, summs []reg.VecVirtual, r int, sum reg.VecVirtual) {
+	if !k.q8_1 {
+		return
+	}
+	m := c.XMM()
+	c.VMOVSHDUP(summs[r], m)
+	c.VADDSS(m, sum, sum)
 }
