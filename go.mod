@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/alecthomas/kong v1.17.0
+	github.com/ebitengine/purego v0.9.1
 	github.com/mmcloughlin/avo v0.5.0
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.49.0

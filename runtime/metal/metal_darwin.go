@@ -3,17 +3,302 @@
 package metal
 
 import (
-	"errors"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
 
+	"github.com/ebitengine/purego/objc"
+
+	"github.com/minerva-llm/minerva/codegen/metal"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
-// ErrNotImplemented is what Compile returns on darwin until the purego/objc
-// device runtime exists (see the package comment).
-var ErrNotImplemented = errors.New("metal: the GPU runtime is not implemented yet (kernels are emitted, type-checked and CPU-emulated only; run with -target goasm)")
+// maxStepTokens bounds the activation buffers: a longer prompt runs as
+// several steps (chunks).
+const maxStepTokens = 256
 
-func compile(*ir.Graph, eval.Weights, runtime.ProgramConfig) (runtime.Program, error) {
-	return nil, ErrNotImplemented
+// program is a plan's library on the GPU. NEVER RUN on Apple hardware: see
+// the package comment.
+type program struct {
+	mu      sync.Mutex
+	cfg     runtime.ProgramConfig
+	vocab   int
+	l       *layout
+	d       *device
+	p       *pipelines
+	bufs    []objc.ID
+	keep    [][]byte        // weight bytes wrapped without a copy: kept alive
+	icb     map[int]objc.ID // slot → recorded decode step (T = 1)
+	inputs  map[string]int  // input name → buffer
+	nDecode int             // commands in a decode ICB
+	closed  bool
+}
+
+func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Program, error) {
+	if cfg.Slots <= 0 {
+		cfg.Slots = 1
+	}
+	lib, err := metal.Emit(g)
+	if err != nil {
+		return nil, err
+	}
+	l, err := planLayout(g, lib, min(maxStepTokens, cfg.Context), cfg.Context, cfg.Slots)
+	if err != nil {
+		return nil, err
+	}
+	d, err := openDevice()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, k := range lib.Kernels {
+		names = append(names, k.Name)
+	}
+	p, err := d.compileLibrary(lib.Source, names, true)
+	if err != nil {
+		return nil, err
+	}
+	pr := &program{cfg: cfg, l: l, d: d, p: p, icb: map[int]objc.ID{}, inputs: map[string]int{}}
+	byID := map[int]*ir.Value{}
+	for _, v := range g.Values {
+		byID[v.ID] = v
+	}
+	if lv := byID[l.logits]; lv != nil {
+		pr.vocab = int(lv.Type.Shape.Last().N)
+	}
+	if err := pr.allocate(g, byID, w); err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return pr, nil
+}
+
+// allocate creates every buffer of the layout: weights wrapped without a
+// copy where weightRegions finds page-aligned regions Metal accepts (copied
+// otherwise), folded constants computed at load, the rest zeroed.
+func (pr *program) allocate(g *ir.Graph, byID map[int]*ir.Value, w eval.Weights) error {
+	l := pr.l
+	pr.bufs = make([]objc.ID, len(l.bufs))
+	raw := map[int][]byte{} // weight and folded bytes by value ID
+	var get func(v *ir.Value) ([]byte, error)
+	get = func(v *ir.Value) ([]byte, error) {
+		if b, ok := raw[v.ID]; ok {
+			return b, nil
+		}
+		var b []byte
+		var err error
+		if v.Op == ir.OpWeight {
+			b, err = w.WeightBytes(v.Name())
+		} else {
+			args := make([][]byte, len(v.Args))
+			for i, a := range v.Args {
+				if args[i], err = get(a); err != nil {
+					return nil, err
+				}
+			}
+			b, err = foldConst(v, args)
+		}
+		if err != nil {
+			return nil, err
+		}
+		raw[v.ID] = b
+		return b, nil
+	}
+	var spans []span
+	var spanBuf []int
+	for i, s := range l.bufs {
+		switch s.Kind {
+		case bufWeight, bufConst:
+			b, err := get(byID[s.Value])
+			if err != nil {
+				return err
+			}
+			if int64(len(b)) != s.Bytes {
+				return fmt.Errorf("metal: weight %s has %d bytes, want %d", s.Name, len(b), s.Bytes)
+			}
+			if s.Kind == bufWeight && len(b) > 0 {
+				spans = append(spans, span{Addr: uintptr(unsafe.Pointer(&b[0])), Len: uintptr(len(b))})
+				spanBuf = append(spanBuf, i)
+				continue
+			}
+			buf, err := pr.d.newBuffer(s.Bytes)
+			if err != nil {
+				return err
+			}
+			copy(bytesOf(buf, 0, s.Bytes), b)
+			pr.bufs[i] = buf
+		default:
+			buf, err := pr.d.newBuffer(s.Bytes)
+			if err != nil {
+				return err
+			}
+			pr.bufs[i] = buf
+			if s.Kind == bufInput {
+				pr.inputs[s.Name] = i
+			}
+		}
+	}
+	// Weights: one no-copy buffer per region; a weight bound at an offset
+	// into its region needs the region's buffer and the offset, which the
+	// layout expresses as the weight's own buffer — so each weight gets the
+	// region's buffer object and the dispatch offsets are shifted below.
+	regs, pls := weightRegions(spans, uintptr(os.Getpagesize()), pr.d.maxBuffer)
+	regBufs := make([]objc.ID, len(regs))
+	for i, r := range regs {
+		regBufs[i] = pr.d.wrap(r.Base, r.Len)
+	}
+	shift := map[int]int64{}
+	for k, pl := range pls {
+		i := spanBuf[k]
+		if pl.Region >= 0 && regBufs[pl.Region] != 0 {
+			pr.bufs[i] = regBufs[pl.Region]
+			shift[i] = pl.Offset
+			pr.keep = append(pr.keep, raw[l.bufs[i].Value])
+			continue
+		}
+		// Metal refused the wrap (or no page-aligned region fits): copy.
+		b := raw[l.bufs[i].Value]
+		buf, err := pr.d.newBuffer(int64(len(b)))
+		if err != nil {
+			return err
+		}
+		copy(bytesOf(buf, 0, int64(len(b))), b)
+		pr.bufs[i] = buf
+	}
+	l.weightShift = shift
+	return nil
+}
+
+func (pr *program) Config() runtime.ProgramConfig { return pr.cfg }
+func (pr *program) VocabSize() int                { return pr.vocab }
+
+func (pr *program) CacheBytes() int64 {
+	var n int64
+	for _, s := range pr.l.bufs {
+		if s.Kind == bufState {
+			n += s.Bytes
+		}
+	}
+	return n
+}
+
+// Step runs tokens in chunks of at most the layout's maxT; a one-token step
+// replays the slot's recorded indirect command buffer.
+func (pr *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return nil, runtime.ErrClosed
+	}
+	if len(tokens) == 0 || len(tokens) != len(pos) {
+		return nil, fmt.Errorf("metal: %d tokens and %d positions", len(tokens), len(pos))
+	}
+	var out [][]float32
+	for _, c := range chunks(len(tokens), pr.l.maxT) {
+		rows, err := pr.step(slot, tokens[c[0]:c[1]], pos[c[0]:c[1]])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
+	T := len(tokens)
+	for _, p := range pos {
+		if p < 0 || int(p) >= pr.cfg.Context {
+			return nil, fmt.Errorf("metal: position %d outside the context of %d", p, pr.cfg.Context)
+		}
+	}
+	for _, id := range tokens {
+		if id < 0 || int(id) >= pr.vocab {
+			return nil, fmt.Errorf("metal: token %d outside the vocabulary of %d", id, pr.vocab)
+		}
+	}
+	for name, vals := range map[string][]int32{"tokens": tokens, "pos": pos} {
+		i, ok := pr.inputs[name]
+		if !ok {
+			continue
+		}
+		b := bytesOf(pr.bufs[i], 0, int64(4*T))
+		for k, x := range vals {
+			binary.LittleEndian.PutUint32(b[4*k:], uint32(x))
+		}
+	}
+	binary.LittleEndian.PutUint32(bytesOf(pr.bufs[pr.l.tBuf], 0, 4), uint32(T))
+	ds, err := pr.l.dispatches(T, slot)
+	if err != nil {
+		return nil, err
+	}
+	pr.l.shiftWeights(ds)
+	if T == 1 {
+		icb, ok := pr.icb[slot]
+		if !ok {
+			if icb, err = pr.d.recordICB(pr.p, pr.bufs, ds, pr.l.maxBindings()); err != nil {
+				return nil, err
+			}
+			pr.icb[slot] = icb
+		}
+		err = pr.d.replay(icb, len(ds), pr.bufs)
+	} else {
+		err = pr.d.run(pr.p, pr.bufs, ds)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := pr.l.bind(pr.l.logits, T, slot)
+	if err != nil {
+		return nil, err
+	}
+	raw := bytesOf(pr.bufs[b.Buf], b.Offset, int64(4*T*pr.vocab))
+	rows := make([][]float32, T)
+	for t := range rows {
+		rows[t] = make([]float32, pr.vocab)
+		copy(rows[t], unsafe.Slice((*float32)(unsafe.Pointer(&raw[4*t*pr.vocab])), pr.vocab))
+	}
+	return rows, nil
+}
+
+func (pr *program) ResetSlot(slot int) error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return runtime.ErrClosed
+	}
+	if slot < 0 || slot >= pr.cfg.Slots {
+		return fmt.Errorf("metal: slot %d outside 0..%d", slot, pr.cfg.Slots-1)
+	}
+	for i, s := range pr.l.bufs {
+		if s.Kind == bufState {
+			rb := pr.l.stateRow[s.Value] * int64(pr.cfg.Context)
+			clear(bytesOf(pr.bufs[i], int64(slot)*rb, rb))
+		}
+	}
+	return nil
+}
+
+func (pr *program) Close() error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return nil
+	}
+	pr.closed = true
+	seen := map[objc.ID]bool{}
+	for _, b := range pr.bufs {
+		if b != 0 && !seen[b] {
+			seen[b] = true
+			release(b)
+		}
+	}
+	for _, icb := range pr.icb {
+		release(icb)
+	}
+	pr.keep = nil
+	return nil
 }
