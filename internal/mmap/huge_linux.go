@@ -8,3 +8,11 @@ const madvHugepage = 14
 // adviseHuge asks for transparent huge pages; a kernel without them
 // ignores the advice (the error is of no consequence).
 func adviseHuge(b []byte) { _ = syscall.Madvise(b, madvHugepage) }
+
+// madvPopulateRead is Linux's MADV_POPULATE_READ (5.14+).
+const madvPopulateRead = 22
+
+// populate maps every page of the page-aligned range b into the process's
+// page tables now (reading it into the page cache if needed). Older kernels
+// reject the advice; the caller then touches the pages itself.
+func populate(b []byte) error { return syscall.Madvise(b, madvPopulateRead) }

@@ -3,3 +3,5 @@
 package mmap
 
 func adviseHuge([]byte) {}
+
+func populate([]byte) error { return errNoPopulate }

@@ -38,3 +38,26 @@ func TestFileMapsContents(t *testing.T) {
 	require.Equal(t, want, got)
 	require.NoError(t, unmap())
 }
+
+// TestPopulate: populating a file mapping and a heap slice (unaligned, both
+// ends) leaves the bytes unchanged and does not fail.
+func TestPopulate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	want := make([]byte, 3*4096+123)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	require.NoError(t, os.WriteFile(path, want, 0o644))
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	got, unmap, err := File(fh, len(want))
+	require.NoError(t, err)
+	defer unmap()
+	Populate(got[5 : len(got)-7])
+	Populate(got[:0])
+	require.Equal(t, want, got)
+	heap := append([]byte(nil), want...)
+	Populate(heap[1:])
+	require.Equal(t, want, heap)
+}

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"math"
 
 	"github.com/minerva-llm/minerva/ir"
@@ -141,9 +142,15 @@ func (p *program) prepareMoE(nd *node) error {
 	if _, err := moeActOf(v.Attrs); err != nil {
 		return err
 	}
-	_, err := p.moeShape(nd)
+	dims, err := p.moeShape(nd)
 	if err != nil {
 		return err
+	}
+	// A step reads a few experts in no predictable order: map all their
+	// pages now, or every first read of a page during the first tens of
+	// tokens is a page fault (see mmap.Populate).
+	for _, m := range []moeWeights{dims.gate, dims.up, dims.down} {
+		mmap.Populate(m.data)
 	}
 	for j, a := range nd.args {
 		if c := p.consts[a]; c != nil && (j < 2 || j > 4) {
