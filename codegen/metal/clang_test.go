@@ -154,7 +154,7 @@ func emulate(t *testing.T, clang string, g *ir.Graph, lib *metal.Library, w weig
 		}
 		fmt.Fprintf(&m, "    mslemu::Buf %s = mslemu::load(%q);\n", varName(id), bufName(id))
 	}
-	for _, l := range lib.Launches {
+	for _, l := range lib.Step(T) {
 		var args []string
 		for _, a := range l.Args {
 			args = append(args, varName(a.Value)+".ptr()")

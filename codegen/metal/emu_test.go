@@ -3,6 +3,7 @@ package metal_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/metal"
@@ -92,18 +93,32 @@ func bit(b bool) int64 {
 func emuCases() []emuCase {
 	var cases []emuCase
 	seed := uint64(800)
-	// Matrix-vector products: every dtype with the full prologue and
-	// epilogue (norm, gain, bias, residual); F32 and Q4_0 also bare.
-	// N = 13 leaves a threadgroup with idle simdgroups; T = 3 rows.
+	// Matrix products: every dtype with the full prologue and epilogue
+	// (norm, gain, bias, residual); F32 and Q4_0 also bare. At T = 1 the
+	// schedule runs the matrix-vector kernels (N = 13 leaves a threadgroup
+	// with idle simdgroups); at T = 3 the tiled prefill kernels.
 	type mv struct {
 		dt                    ir.DType
 		norm, gain, bias, res bool
+		T, N, K               int
+		op                    ir.Op
 	}
 	var mvs []mv
 	for _, dt := range metal.WeightDTypes() {
-		mvs = append(mvs, mv{dt, true, true, true, true})
+		mvs = append(mvs, mv{dt, true, true, true, true, 1, 13, 256, ir.OpFusedMatMul}, mv{dt, true, true, true, true, 3, 13, 256, ir.OpFusedMatMul})
 	}
-	mvs = append(mvs, mv{ir.F32, false, false, false, false}, mv{ir.Q4_0, false, false, false, true}, mv{ir.Q8_0, true, false, false, false})
+	mvs = append(mvs, mv{ir.F32, false, false, false, false, 1, 13, 256, ir.OpFusedMatMul}, mv{ir.Q4_0, false, false, false, true, 1, 13, 256, ir.OpFusedMatMul},
+		mv{ir.Q8_0, true, false, false, false, 1, 13, 256, ir.OpFusedMatMul})
+	// The tiled kernels at T = 2, 9 (one partial token tile) and 33 (a full
+	// tile and a partial one), with odd output sizes (N = 45: a full feature
+	// tile and a partial one; N = 7: one partial), for F32 (also K = 100, a
+	// partial K chunk), Q4_0, Q8_0 and Q4_K; and plain matmul (bias only).
+	for _, T := range []int{2, 9, 33} {
+		for _, dt := range []ir.DType{ir.F32, ir.Q4_0, ir.Q8_0, ir.Q4_K} {
+			mvs = append(mvs, mv{dt, true, true, true, true, T, 45, 256, ir.OpFusedMatMul})
+		}
+		mvs = append(mvs, mv{ir.F32, true, false, false, true, T, 7, 100, ir.OpFusedMatMul}, mv{ir.Q8_0, false, false, true, false, T, 45, 128, ir.OpMatMul})
+	}
 	for _, c := range mvs {
 		seed++
 		s := seed
@@ -111,15 +126,18 @@ func emuCases() []emuCase {
 		if c.dt == ir.F32 {
 			tol = 1e-5
 		}
-		name := fmt.Sprintf("fused_matmul/%s/norm=%v,gain=%v,bias=%v,res=%v", c.dt, c.norm, c.gain, c.bias, c.res)
-		cases = append(cases, emuCase{name: name, ctx: 1, T: 3, tol: tol, build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-			const K, N = 256, 13
+		name := fmt.Sprintf("%s/%s/norm=%v,gain=%v,bias=%v,res=%v/T=%d,N=%d,K=%d", c.op, c.dt, c.norm, c.gain, c.bias, c.res, c.T, c.N, c.K)
+		cases = append(cases, emuCase{name: name, ctx: 1, T: c.T, tol: tol, build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
+			T, N, K := c.T, c.N, c.K
 			k := newKit(t, "mv", s)
 			x := k.b.Input("x", f32T("T", K))
 			args := []*ir.Value{x, k.weight("w", c.dt, 1, N, K)}
-			attrs := ir.Attrs{"norm": bit(c.norm), "gain": bit(c.gain), "bias": bit(c.bias), "residual": bit(c.res)}
-			if c.norm {
-				attrs["eps"] = 1e-5
+			var attrs ir.Attrs
+			if c.op == ir.OpFusedMatMul {
+				attrs = ir.Attrs{"norm": bit(c.norm), "gain": bit(c.gain), "bias": bit(c.bias), "residual": bit(c.res)}
+				if c.norm {
+					attrs["eps"] = 1e-5
+				}
 			}
 			if c.gain {
 				args = append(args, k.weight("gain", ir.F32, 1, K))
@@ -130,24 +148,29 @@ func emuCases() []emuCase {
 			if c.res {
 				args = append(args, k.b.Input("res", f32T("T", N)))
 			}
-			g := k.finish(k.b.Add(ir.OpFusedMatMul, attrs, nil, args...))
+			g := k.finish(k.b.Add(c.op, attrs, nil, args...))
 			return g, k.w, map[string]eval.Tensor{
-				"x":   {Shape: []int64{3, K}, F32: k.vals(3*K, 2)},
-				"res": {Shape: []int64{3, N}, F32: k.vals(3*N, 1)},
+				"x":   {Shape: []int64{int64(T), int64(K)}, F32: k.vals(T*K, 2)},
+				"res": {Shape: []int64{int64(T), int64(N)}, F32: k.vals(T*N, 1)},
 			}
 		}})
 	}
-	for _, dt := range []ir.DType{ir.F32, ir.Q4_K} {
+	// swiglu: matrix-vector at T = 1, tiled at T = 2 and 33 (F = 18 and 41:
+	// partial feature tiles).
+	for _, c := range []struct {
+		dt   ir.DType
+		T, F int
+	}{{ir.F32, 1, 18}, {ir.Q4_K, 1, 18}, {ir.F32, 2, 18}, {ir.Q4_K, 2, 18}, {ir.F32, 33, 41}, {ir.Q4_0, 33, 41}} {
 		seed++
 		s := seed
-		cases = append(cases, emuCase{name: "swiglu/" + dt.String(), ctx: 1, T: 2, tol: map[bool]float64{true: 1e-5, false: 1e-4}[dt == ir.F32],
+		cases = append(cases, emuCase{name: fmt.Sprintf("swiglu/%s/T=%d,F=%d", c.dt, c.T, c.F), ctx: 1, T: c.T, tol: map[bool]float64{true: 1e-5, false: 1e-4}[c.dt == ir.F32],
 			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-				const K, F = 256, 18
+				const K = 256
 				k := newKit(t, "swiglu", s)
 				x := k.b.Input("x", f32T("T", K))
 				out := k.b.Add(ir.OpSwiGLU, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1)}, nil,
-					x, k.weight("w", dt, 1, 2*F, K), k.weight("gain", ir.F32, 1, K))
-				return k.finish(out), k.w, map[string]eval.Tensor{"x": {Shape: []int64{2, K}, F32: k.vals(2*K, 2)}}
+					x, k.weight("w", c.dt, 1, 2*c.F, K), k.weight("gain", ir.F32, 1, K))
+				return k.finish(out), k.w, map[string]eval.Tensor{"x": {Shape: []int64{int64(c.T), K}, F32: k.vals(c.T*K, 2)}}
 			}})
 	}
 	// qkv_rope: normal and neox RoPE, f32 and f16 caches, a position past
@@ -299,6 +322,18 @@ func TestEmulate(t *testing.T) {
 			want, err := m.Run(used)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The schedule runs the matrix-vector kernels at T = 1 and the
+			// tiled ones for prefill, never both.
+			family := map[string]string{}
+			for _, k := range lib.Kernels {
+				family[k.Name] = k.Family
+			}
+			for _, l := range lib.Step(c.T) {
+				f := family[l.Kernel]
+				if c.T == 1 && strings.HasSuffix(f, "_tiled") || c.T > 1 && (f == "matvec" || f == "swiglu") {
+					t.Errorf("a step of %d tokens runs %s (%s)", c.T, l.Kernel, f)
+				}
 			}
 			got := emulate(t, clang, g, lib, w, used, c.ctx, c.T)
 			for _, o := range g.Outputs {

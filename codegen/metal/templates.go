@@ -59,6 +59,8 @@ const dotLoop = `{{define "dot"}}
         }{{end}}`
 
 var familyTemplates = map[string]string{
+	"matmul_tiled": tiledTemplate,
+	"swiglu_tiled": tiledTemplate,
 	// embed: one thread per unit of the output row; the table row is the token's.
 	"embed": `
 // {{.Name}}: out[t, :] = dequant(table[ids[t], :]), table {{.DT}}[{{.V}}, {{.D}}].
@@ -510,3 +512,120 @@ kernel void {{.Name}}(
 }
 `,
 }
+
+// tiledTemplate is the prefill matrix-matrix kernel of fused_matmul/matmul
+// (matmul_tiled) and, with .F set, of swiglu (swiglu_tiled). Threadgroup
+// (feature block, token block) computes out[t0 : t0+TileT, j0 : j0+TileN]:
+//   - prologue: the RMSNorm scale of each of its TileT token rows (one
+//     simdgroup per row, rows strided over the simdgroups);
+//   - per K chunk of TileK: load stage, where the threads decode the TileN weight
+//     rows' units of the chunk in registers (the dtype table's dq_*) into
+//     threadgroup memory, transposed (sw[k·TileN + j]), and copy the activation
+//     chunk (times the gain) into sx[t·TileK + k], zero past T, N and K; then
+//     simdgroup s multiplies 8×8 tiles: acc[i] += sx[8i.., k..] · sw[k.., 8s..];
+//   - the accumulators go through threadgroup memory (so) to the epilogue,
+//     which applies the scale, bias and residual (or SiLU(gate)·up) to the
+//     elements inside [T, N].
+//
+// Control flow around simd_sum, the simdgroup_matrix operations and the
+// barriers is uniform in the threadgroup.
+const tiledTemplate = `
+// {{.Name}}: {{if .F}}h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ, out[t, j] = silu(h[j]) · h[{{.F}} + j]{{else}}out[t, j] = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[t, j]{{end}}{{end}}, w {{.DT}}[{{.N}}, {{.K}}];
+// prefill: a {{.TileN}}-feature × {{.TileT}}-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+{{- range .Extra}}
+    device const {{.T}}* {{.Name}} [[buffer({{.Slot}})]],
+{{- end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    threadgroup float sw[{{.TileK}} * {{.TileN}}]; // weight chunk, transposed: sw[k * {{.TileN}} + j]{{if .F}}
+    threadgroup float su[{{.TileK}} * {{.TileN}}]; // up rows, likewise{{end}}
+    threadgroup float sx[{{.TileT}} * {{.TileK}}]; // activation chunk: sx[t * {{.TileK}} + k]
+    threadgroup float so[{{.TileT}} * {{.TileN}}]; // output tile: so[t * {{.TileN}} + j]{{if .F}}
+    threadgroup float sv[{{.TileT}} * {{.TileN}}]; // up output tile{{end}}{{if .Norm}}
+    threadgroup float sscale[{{.TileT}}];{{end}}
+    const uint j0 = tgpig.x * {{.TileN}}u, t0 = tgpig.y * {{.TileT}}u;{{if .Norm}}
+    // RMSNorm prologue: simdgroup s reduces token rows s, s + {{.NSG}}, ...
+    for (uint tt = sgitg; tt < {{.TileT}}u; tt += {{.NSG}}u) {
+        float ss = 0.0f;
+        if (t0 + tt < T) {
+            device const float* xr = x + (ulong)(t0 + tt) * {{.K}}u;
+            for (uint i = tiisg; i < {{.K}}u; i += 32) {
+                ss += xr[i] * xr[i];
+            }
+        }
+        ss = simd_sum(ss);
+        if (tiisg == 0) {
+            sscale[tt] = rsqrt(ss / {{.K}}.0f + {{.Eps}});
+        }
+    }{{end}}
+    simdgroup_float8x8 acc[{{.TileT}} / 8];{{if .F}}
+    simdgroup_float8x8 accu[{{.TileT}} / 8];{{end}}
+    for (uint i = 0; i < {{.TileT}}u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);{{if .F}}
+        accu[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);{{end}}
+    }
+    for (uint k0 = 0; k0 < {{.K}}u; k0 += {{.TileK}}u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < {{.TileN}}u * {{.UPC}}u; i += {{.Threads}}u) {
+            const uint jj = i / {{.UPC}}u, uu = i % {{.UPC}}u, j = j0 + jj, u = k0 / {{.Unit}}u + uu;
+            float wv[{{.Unit}}];{{if .F}}
+            float uv[{{.Unit}}];{{end}}
+            if (j < {{if .F}}{{.F}}{{else}}{{.N}}{{end}}u && u < {{.NU}}u) {
+                dq_{{.DT}}(w + (ulong)j * {{.RowBytes}}u, u, wv);{{if .F}}
+                dq_{{.DT}}(w + (ulong)(j + {{.F}}u) * {{.RowBytes}}u, u, uv);{{end}}
+            } else {
+                for (uint k = 0; k < {{.Unit}}u; ++k) {
+                    wv[k] = 0.0f;{{if .F}}
+                    uv[k] = 0.0f;{{end}}
+                }
+            }
+            for (uint k = 0; k < {{.Unit}}u; ++k) {
+                sw[(uu * {{.Unit}}u + k) * {{.TileN}}u + jj] = wv[k];{{if .F}}
+                su[(uu * {{.Unit}}u + k) * {{.TileN}}u + jj] = uv[k];{{end}}
+            }
+        }
+        for (uint i = tiitg; i < {{.TileT}}u * {{.TileK}}u; i += {{.Threads}}u) {
+            const uint t = t0 + i / {{.TileK}}u, k = k0 + i % {{.TileK}}u;
+            sx[i] = (t < T && k < {{.K}}u) ? x[(ulong)t * {{.K}}u + k]{{if .Gain}} * gain[k]{{end}} : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < {{.TileK}}u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * {{.TileN}}u + sgitg * 8, {{.TileN}});{{if .F}}
+            simdgroup_float8x8 bu;
+            simdgroup_load(bu, su + kk * {{.TileN}}u + sgitg * 8, {{.TileN}});{{end}}
+            for (uint i = 0; i < {{.TileT}}u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * {{.TileK}}u + kk, {{.TileK}});
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);{{if .F}}
+                simdgroup_multiply_accumulate(accu[i], a, bu, accu[i]);{{end}}
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < {{.TileT}}u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * {{.TileN}}u + sgitg * 8, {{.TileN}});{{if .F}}
+        simdgroup_store(accu[i], sv + i * 8 * {{.TileN}}u + sgitg * 8, {{.TileN}});{{end}}
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, {{if .F}}{{.F}}{{else}}{{.N}}{{end}}].
+    for (uint i = tiitg; i < {{.TileT}}u * {{.TileN}}u; i += {{.Threads}}u) {
+        const uint tt = i / {{.TileN}}u, t = t0 + tt, j = j0 + i % {{.TileN}}u;
+{{- if .F}}
+        if (t < T && j < {{.F}}u) {
+            float g = so[i], up = sv[i];{{if .Norm}}
+            g *= sscale[tt];
+            up *= sscale[tt];{{end}}
+            out[(ulong)t * {{.F}}u + j] = g / (1.0f + exp(-g)) * up;
+        }
+{{- else}}
+        if (t < T && j < {{.N}}u) {
+            out[(ulong)t * {{.N}}u + j] = {{if .Norm}}so[i] * sscale[tt]{{else}}so[i]{{end}}{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[(ulong)t * {{.N}}u + j]{{end}};
+        }
+{{- end}}
+    }
+}
+`

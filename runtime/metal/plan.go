@@ -271,8 +271,9 @@ func (l *layout) dispatches(T, slot int) ([]dispatch, error) {
 	if slot < 0 || slot >= l.slots {
 		return nil, fmt.Errorf("metal: slot %d outside 0..%d", slot, l.slots-1)
 	}
-	out := make([]dispatch, 0, len(l.lib.Launches))
-	for _, ln := range l.lib.Launches {
+	step := l.lib.Step(T) // the matrix-vector or the tiled launch of each product
+	out := make([]dispatch, 0, len(step))
+	for _, ln := range step {
 		d := dispatch{Kernel: ln.Kernel, Threads: uint64(ln.Threads)}
 		for i, gd := range ln.Grid {
 			n := gd.Count(T)

@@ -67,11 +67,15 @@ func TestLayoutBindsInBounds(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if len(ds) != len(lib.Launches) {
-						t.Fatalf("%d dispatches for %d launches", len(ds), len(lib.Launches))
+					step := lib.Step(T)
+					if len(ds) != len(step) {
+						t.Fatalf("%d dispatches for %d launches", len(ds), len(step))
 					}
 					for i, d := range ds {
-						ln := lib.Launches[i]
+						ln := step[i]
+						if !ln.Runs(T) {
+							t.Fatalf("%s (min_t %d, max_t %d) dispatched for T = %d", d.Kernel, ln.MinT, ln.MaxT, T)
+						}
 						if last := d.Args[len(d.Args)-1]; last.Buf != l.tBuf || l.bufs[last.Buf].Kind != bufT {
 							t.Fatalf("%s: last binding %+v is not T", d.Kernel, last)
 						}

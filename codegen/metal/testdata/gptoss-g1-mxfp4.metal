@@ -6,6 +6,7 @@ using namespace metal;
 inline float ld_f16(device const uchar* p) {
     return float(as_type<half>(ushort(uint(p[0]) | (uint(p[1]) << 8))));
 }
+#include <metal_simdgroup_matrix>
 
 // kv_mxfp4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code (the scale is halved).
 constant float kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -278,6 +279,72 @@ kernel void fused_matmul_bias_res_f32_128x512(
     }
 }
 
+// fused_matmul_bias_res_f32_128x512_mm: out[t, j] = x[t] · w[j] + bias[j] + res[t, j], w f32[128, 512];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_bias_res_f32_128x512_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* bias [[buffer(2)]],
+    device const float* res [[buffer(3)]],
+    device float* out [[buffer(4)]],
+    constant uint& T [[buffer(5)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 512u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint jj = i / 32u, uu = i % 32u, j = j0 + jj, u = k0 / 1u + uu;
+            float wv[1];
+            if (j < 128u && u < 512u) {
+                dq_f32(w + (ulong)j * 2048u, u, wv);
+            } else {
+                for (uint k = 0; k < 1u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 1u; ++k) {
+                sw[(uu * 1u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 512u) ? x[(ulong)t * 512u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 128].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 128u) {
+            out[(ulong)t * 128u + j] = so[i] + bias[j] + res[(ulong)t * 128u + j];
+        }
+    }
+}
+
 // rmsnorm_gain_128: out[r] = x[r] / sqrt(mean(x[r]²) + eps) · gain, width 128.
 kernel void rmsnorm_gain_128(
     device const float* x [[buffer(0)]],
@@ -327,6 +394,71 @@ kernel void matmul_bias_f32_8x128(
     acc = simd_sum(acc);
     if (j < 8u && tiisg == 0) {
         out[(ulong)r * 8u + j] = acc + bias[j];
+    }
+}
+
+// matmul_bias_f32_8x128_mm: out[t, j] = x[t] · w[j] + bias[j], w f32[8, 128];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void matmul_bias_f32_8x128_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* bias [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 128u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint jj = i / 32u, uu = i % 32u, j = j0 + jj, u = k0 / 1u + uu;
+            float wv[1];
+            if (j < 8u && u < 128u) {
+                dq_f32(w + (ulong)j * 512u, u, wv);
+            } else {
+                for (uint k = 0; k < 1u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 1u; ++k) {
+                sw[(uu * 1u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 128u) ? x[(ulong)t * 128u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 8].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 8u) {
+            out[(ulong)t * 8u + j] = so[i] + bias[j];
+        }
     }
 }
 
@@ -607,5 +739,85 @@ kernel void fused_matmul_norm_gain_q8_0_50257x128(
     acc = simd_sum(acc);
     if (j < 50257u && tiisg == 0) {
         out[(ulong)r * 50257u + j] = acc * scale;
+    }
+}
+
+// fused_matmul_norm_gain_q8_0_50257x128_mm: out[t, j] = rmsnorm(x[t])·gain · w[j], w q8_0[50257, 128];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_norm_gain_q8_0_50257x128_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* gain [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    threadgroup float sscale[32];
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    // RMSNorm prologue: simdgroup s reduces token rows s, s + 4, ...
+    for (uint tt = sgitg; tt < 32u; tt += 4u) {
+        float ss = 0.0f;
+        if (t0 + tt < T) {
+            device const float* xr = x + (ulong)(t0 + tt) * 128u;
+            for (uint i = tiisg; i < 128u; i += 32) {
+                ss += xr[i] * xr[i];
+            }
+        }
+        ss = simd_sum(ss);
+        if (tiisg == 0) {
+            sscale[tt] = rsqrt(ss / 128.0f + 1e-05f);
+        }
+    }
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 128u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 1u; i += 128u) {
+            const uint jj = i / 1u, uu = i % 1u, j = j0 + jj, u = k0 / 32u + uu;
+            float wv[32];
+            if (j < 50257u && u < 4u) {
+                dq_q8_0(w + (ulong)j * 136u, u, wv);
+            } else {
+                for (uint k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 32u; ++k) {
+                sw[(uu * 32u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 128u) ? x[(ulong)t * 128u + k] * gain[k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 50257].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 50257u) {
+            out[(ulong)t * 50257u + j] = so[i] * sscale[tt];
+        }
     }
 }

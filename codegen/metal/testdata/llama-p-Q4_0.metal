@@ -6,6 +6,7 @@ using namespace metal;
 inline float ld_f16(device const uchar* p) {
     return float(as_type<half>(ushort(uint(p[0]) | (uint(p[1]) << 8))));
 }
+#include <metal_simdgroup_matrix>
 
 // dq_q4_0 decodes unit u (32 elements) of a q4_0 row into registers.
 inline void dq_q4_0(device const uchar* row, uint u, thread float* w) {
@@ -248,6 +249,71 @@ kernel void fused_matmul_res_q4_0_256x256(
     }
 }
 
+// fused_matmul_res_q4_0_256x256_mm: out[t, j] = x[t] · w[j] + res[t, j], w q4_0[256, 256];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_res_q4_0_256x256_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* res [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 256u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 1u; i += 128u) {
+            const uint jj = i / 1u, uu = i % 1u, j = j0 + jj, u = k0 / 32u + uu;
+            float wv[32];
+            if (j < 256u && u < 8u) {
+                dq_q4_0(w + (ulong)j * 144u, u, wv);
+            } else {
+                for (uint k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 32u; ++k) {
+                sw[(uu * 32u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 256u) ? x[(ulong)t * 256u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 256].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 256u) {
+            out[(ulong)t * 256u + j] = so[i] + res[(ulong)t * 256u + j];
+        }
+    }
+}
+
 // swiglu_norm_gain_q4_0_1024x256: h = rmsnorm(x[r])·gain · wᵀ, out[r, j] = silu(h[j]) · h[512 + j], w q4_0[1024, 256].
 kernel void swiglu_norm_gain_q4_0_1024x256(
     device const float* x [[buffer(0)]],
@@ -295,6 +361,101 @@ kernel void swiglu_norm_gain_q4_0_1024x256(
     }
 }
 
+// swiglu_norm_gain_q4_0_1024x256_mm: h = rmsnorm(x[t])·gain · wᵀ, out[t, j] = silu(h[j]) · h[512 + j], w q4_0[1024, 256];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void swiglu_norm_gain_q4_0_1024x256_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* gain [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float su[32 * 32]; // up rows, likewise
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    threadgroup float sv[32 * 32]; // up output tile
+    threadgroup float sscale[32];
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    // RMSNorm prologue: simdgroup s reduces token rows s, s + 4, ...
+    for (uint tt = sgitg; tt < 32u; tt += 4u) {
+        float ss = 0.0f;
+        if (t0 + tt < T) {
+            device const float* xr = x + (ulong)(t0 + tt) * 256u;
+            for (uint i = tiisg; i < 256u; i += 32) {
+                ss += xr[i] * xr[i];
+            }
+        }
+        ss = simd_sum(ss);
+        if (tiisg == 0) {
+            sscale[tt] = rsqrt(ss / 256.0f + 1e-05f);
+        }
+    }
+    simdgroup_float8x8 acc[32 / 8];
+    simdgroup_float8x8 accu[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+        accu[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 256u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 1u; i += 128u) {
+            const uint jj = i / 1u, uu = i % 1u, j = j0 + jj, u = k0 / 32u + uu;
+            float wv[32];
+            float uv[32];
+            if (j < 512u && u < 8u) {
+                dq_q4_0(w + (ulong)j * 144u, u, wv);
+                dq_q4_0(w + (ulong)(j + 512u) * 144u, u, uv);
+            } else {
+                for (uint k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                    uv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 32u; ++k) {
+                sw[(uu * 32u + k) * 32u + jj] = wv[k];
+                su[(uu * 32u + k) * 32u + jj] = uv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 256u) ? x[(ulong)t * 256u + k] * gain[k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            simdgroup_float8x8 bu;
+            simdgroup_load(bu, su + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+                simdgroup_multiply_accumulate(accu[i], a, bu, accu[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+        simdgroup_store(accu[i], sv + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 512].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 512u) {
+            float g = so[i], up = sv[i];
+            g *= sscale[tt];
+            up *= sscale[tt];
+            out[(ulong)t * 512u + j] = g / (1.0f + exp(-g)) * up;
+        }
+    }
+}
+
 // fused_matmul_res_q4_0_256x512: out[r, j] = x[r] · w[j] + res[r, j], w q4_0[256, 512].
 kernel void fused_matmul_res_q4_0_256x512(
     device const float* x [[buffer(0)]],
@@ -321,6 +482,71 @@ kernel void fused_matmul_res_q4_0_256x512(
     acc = simd_sum(acc);
     if (j < 256u && tiisg == 0) {
         out[(ulong)r * 256u + j] = acc + res[(ulong)r * 256u + j];
+    }
+}
+
+// fused_matmul_res_q4_0_256x512_mm: out[t, j] = x[t] · w[j] + res[t, j], w q4_0[256, 512];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_res_q4_0_256x512_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* res [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 512u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 1u; i += 128u) {
+            const uint jj = i / 1u, uu = i % 1u, j = j0 + jj, u = k0 / 32u + uu;
+            float wv[32];
+            if (j < 256u && u < 16u) {
+                dq_q4_0(w + (ulong)j * 288u, u, wv);
+            } else {
+                for (uint k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 32u; ++k) {
+                sw[(uu * 32u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 512u) ? x[(ulong)t * 512u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 256].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 256u) {
+            out[(ulong)t * 256u + j] = so[i] + res[(ulong)t * 256u + j];
+        }
     }
 }
 
@@ -358,5 +584,85 @@ kernel void fused_matmul_norm_gain_q4_0_512x256(
     acc = simd_sum(acc);
     if (j < 512u && tiisg == 0) {
         out[(ulong)r * 512u + j] = acc * scale;
+    }
+}
+
+// fused_matmul_norm_gain_q4_0_512x256_mm: out[t, j] = rmsnorm(x[t])·gain · w[j], w q4_0[512, 256];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_norm_gain_q4_0_512x256_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* gain [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    threadgroup float sscale[32];
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    // RMSNorm prologue: simdgroup s reduces token rows s, s + 4, ...
+    for (uint tt = sgitg; tt < 32u; tt += 4u) {
+        float ss = 0.0f;
+        if (t0 + tt < T) {
+            device const float* xr = x + (ulong)(t0 + tt) * 256u;
+            for (uint i = tiisg; i < 256u; i += 32) {
+                ss += xr[i] * xr[i];
+            }
+        }
+        ss = simd_sum(ss);
+        if (tiisg == 0) {
+            sscale[tt] = rsqrt(ss / 256.0f + 1e-05f);
+        }
+    }
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 256u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 1u; i += 128u) {
+            const uint jj = i / 1u, uu = i % 1u, j = j0 + jj, u = k0 / 32u + uu;
+            float wv[32];
+            if (j < 512u && u < 8u) {
+                dq_q4_0(w + (ulong)j * 144u, u, wv);
+            } else {
+                for (uint k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 32u; ++k) {
+                sw[(uu * 32u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 256u) ? x[(ulong)t * 256u + k] * gain[k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 512].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 512u) {
+            out[(ulong)t * 512u + j] = so[i] * sscale[tt];
+        }
     }
 }

@@ -237,6 +237,74 @@ inline float simd_max(float x) { return mslemu::reduce(x, [](float a, float b) {
 inline float simd_min(float x) { return mslemu::reduce(x, [](float a, float b) { return a < b ? a : b; }); }
 enum class mem_flags { mem_none, mem_device, mem_threadgroup };
 inline void threadgroup_barrier(mem_flags) { mslemu::tl_bar->wait(); }
+
+// simdgroup_matrix (<metal_simdgroup_matrix>): on the GPU the 32 threads of
+// a simdgroup hold an 8x8 matrix together, two elements each, and load,
+// store and multiply_accumulate are simdgroup-wide operations that
+// synchronise nothing beyond the simdgroup's own lockstep: data another
+// thread wrote to threadgroup memory needs a threadgroup_barrier before
+// simdgroup_load, and a simdgroup_store is seen by other threads only after
+// one. Here every thread keeps the whole matrix (all 32 compute the same
+// value from the same inputs), simdgroup_load reads all 64 elements itself,
+// multiply_accumulate is local, and simdgroup_store writes only the two
+// elements the calling lane owns (lane l: elements 2l and 2l+1 in row-major
+// order; Metal leaves the distribution unspecified), so a lane that skips a
+// store (divergent control flow), or a reader that skips the barrier, sees
+// wrong or racy data, as it would on the GPU. No barrier is implied.
+template <class T, int Cols, int Rows = Cols>
+struct simdgroup_matrix {
+    T e[Rows][Cols];
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+
+template <class T, int Cols, int Rows = Cols>
+inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value) {
+    simdgroup_matrix<T, Cols, Rows> m;
+    for (int r = 0; r < Rows; ++r) {
+        for (int c = 0; c < Cols; ++c) {
+            m.e[r][c] = value;
+        }
+    }
+    return m;
+}
+
+// simdgroup_load: element (r, c) is src[r * elements_per_row + c].
+template <class T, int Cols, int Rows>
+inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const T* src, ulong elements_per_row = Cols) {
+    for (int r = 0; r < Rows; ++r) {
+        for (int c = 0; c < Cols; ++c) {
+            d.e[r][c] = src[ulong(r) * elements_per_row + ulong(c)];
+        }
+    }
+}
+
+// simdgroup_store: this lane's two elements of a to dst[r * elements_per_row + c].
+template <class T, int Cols, int Rows>
+inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, T* dst, ulong elements_per_row = Cols) {
+    static_assert(Rows * Cols == 64, "the emulation's lane ownership assumes 8x8");
+    const uint lane = mslemu::tl_tid % 32;
+    for (uint i = 2 * lane; i < 2 * lane + 2; ++i) {
+        const uint r = i / Cols, c = i % Cols;
+        dst[ulong(r) * elements_per_row + ulong(c)] = a.e[r][c];
+    }
+}
+
+// simdgroup_multiply_accumulate: d = a·b + c, in float.
+template <class T, int N, int K, int M>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, N, M>& d, const simdgroup_matrix<T, K, M>& a,
+                                          const simdgroup_matrix<T, N, K>& b, const simdgroup_matrix<T, N, M>& c) {
+    simdgroup_matrix<T, N, M> out;
+    for (int r = 0; r < M; ++r) {
+        for (int col = 0; col < N; ++col) {
+            T s = c.e[r][col];
+            for (int k = 0; k < K; ++k) {
+                s += a.e[r][k] * b.e[k][col];
+            }
+            out.e[r][col] = s;
+        }
+    }
+    d = out;
+}
 } // namespace metal
 
 // Address spaces and function qualifiers: plain C++ memory on the CPU.
@@ -246,7 +314,11 @@ inline void threadgroup_barrier(mem_flags) { mslemu::tl_bar->wait(); }
 #define device
 #define constant
 #define thread
-// threadgroup is deliberately not defined: the kernels keep no threadgroup
-// memory yet, and a `static` stand-in would be wrong for concurrent groups.
+// threadgroup memory is a function-scope static: shared by every thread of
+// the group, which is right because mslemu::launch runs one threadgroup at a
+// time (a static would be wrong for concurrent groups). Kernels may use it
+// only for arrays declared at kernel scope: a `threadgroup T*` local would
+// become one static pointer shared by all threads.
+#define threadgroup static
 
 #endif

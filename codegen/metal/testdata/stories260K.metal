@@ -6,6 +6,7 @@ using namespace metal;
 inline float ld_f16(device const uchar* p) {
     return float(as_type<half>(ushort(uint(p[0]) | (uint(p[1]) << 8))));
 }
+#include <metal_simdgroup_matrix>
 
 // dq_f32 decodes unit u (1 elements) of a f32 row into registers.
 inline void dq_f32(device const uchar* row, uint u, thread float* w) {
@@ -242,6 +243,71 @@ kernel void fused_matmul_res_f32_64x64(
     }
 }
 
+// fused_matmul_res_f32_64x64_mm: out[t, j] = x[t] · w[j] + res[t, j], w f32[64, 64];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_res_f32_64x64_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* res [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 64u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint jj = i / 32u, uu = i % 32u, j = j0 + jj, u = k0 / 1u + uu;
+            float wv[1];
+            if (j < 64u && u < 64u) {
+                dq_f32(w + (ulong)j * 256u, u, wv);
+            } else {
+                for (uint k = 0; k < 1u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 1u; ++k) {
+                sw[(uu * 1u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 64u) ? x[(ulong)t * 64u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 64].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 64u) {
+            out[(ulong)t * 64u + j] = so[i] + res[(ulong)t * 64u + j];
+        }
+    }
+}
+
 // swiglu_norm_f32_344x64: h = rmsnorm(x[r]) · wᵀ, out[r, j] = silu(h[j]) · h[172 + j], w f32[344, 64].
 kernel void swiglu_norm_f32_344x64(
     device const float* x [[buffer(0)]],
@@ -288,6 +354,100 @@ kernel void swiglu_norm_f32_344x64(
     }
 }
 
+// swiglu_norm_f32_344x64_mm: h = rmsnorm(x[t]) · wᵀ, out[t, j] = silu(h[j]) · h[172 + j], w f32[344, 64];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void swiglu_norm_f32_344x64_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device float* out [[buffer(2)]],
+    constant uint& T [[buffer(3)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float su[32 * 32]; // up rows, likewise
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    threadgroup float sv[32 * 32]; // up output tile
+    threadgroup float sscale[32];
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    // RMSNorm prologue: simdgroup s reduces token rows s, s + 4, ...
+    for (uint tt = sgitg; tt < 32u; tt += 4u) {
+        float ss = 0.0f;
+        if (t0 + tt < T) {
+            device const float* xr = x + (ulong)(t0 + tt) * 64u;
+            for (uint i = tiisg; i < 64u; i += 32) {
+                ss += xr[i] * xr[i];
+            }
+        }
+        ss = simd_sum(ss);
+        if (tiisg == 0) {
+            sscale[tt] = rsqrt(ss / 64.0f + 1e-05f);
+        }
+    }
+    simdgroup_float8x8 acc[32 / 8];
+    simdgroup_float8x8 accu[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+        accu[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 64u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint jj = i / 32u, uu = i % 32u, j = j0 + jj, u = k0 / 1u + uu;
+            float wv[1];
+            float uv[1];
+            if (j < 172u && u < 64u) {
+                dq_f32(w + (ulong)j * 256u, u, wv);
+                dq_f32(w + (ulong)(j + 172u) * 256u, u, uv);
+            } else {
+                for (uint k = 0; k < 1u; ++k) {
+                    wv[k] = 0.0f;
+                    uv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 1u; ++k) {
+                sw[(uu * 1u + k) * 32u + jj] = wv[k];
+                su[(uu * 1u + k) * 32u + jj] = uv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 64u) ? x[(ulong)t * 64u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            simdgroup_float8x8 bu;
+            simdgroup_load(bu, su + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+                simdgroup_multiply_accumulate(accu[i], a, bu, accu[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+        simdgroup_store(accu[i], sv + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 172].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 172u) {
+            float g = so[i], up = sv[i];
+            g *= sscale[tt];
+            up *= sscale[tt];
+            out[(ulong)t * 172u + j] = g / (1.0f + exp(-g)) * up;
+        }
+    }
+}
+
 // fused_matmul_res_f32_64x172: out[r, j] = x[r] · w[j] + res[r, j], w f32[64, 172].
 kernel void fused_matmul_res_f32_64x172(
     device const float* x [[buffer(0)]],
@@ -314,6 +474,71 @@ kernel void fused_matmul_res_f32_64x172(
     acc = simd_sum(acc);
     if (j < 64u && tiisg == 0) {
         out[(ulong)r * 64u + j] = acc + res[(ulong)r * 64u + j];
+    }
+}
+
+// fused_matmul_res_f32_64x172_mm: out[t, j] = x[t] · w[j] + res[t, j], w f32[64, 172];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_res_f32_64x172_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device const float* res [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    constant uint& T [[buffer(4)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 172u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint jj = i / 32u, uu = i % 32u, j = j0 + jj, u = k0 / 1u + uu;
+            float wv[1];
+            if (j < 64u && u < 172u) {
+                dq_f32(w + (ulong)j * 688u, u, wv);
+            } else {
+                for (uint k = 0; k < 1u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 1u; ++k) {
+                sw[(uu * 1u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 172u) ? x[(ulong)t * 172u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 64].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 64u) {
+            out[(ulong)t * 64u + j] = so[i] + res[(ulong)t * 64u + j];
+        }
     }
 }
 
@@ -350,5 +575,84 @@ kernel void fused_matmul_norm_f32_512x64(
     acc = simd_sum(acc);
     if (j < 512u && tiisg == 0) {
         out[(ulong)r * 512u + j] = acc * scale;
+    }
+}
+
+// fused_matmul_norm_f32_512x64_mm: out[t, j] = rmsnorm(x[t]) · w[j], w f32[512, 64];
+// prefill: a 32-feature × 32-token tile per threadgroup, simdgroup_float8x8 products.
+kernel void fused_matmul_norm_f32_512x64_mm(
+    device const float* x [[buffer(0)]],
+    device const uchar* w [[buffer(1)]],
+    device float* out [[buffer(2)]],
+    constant uint& T [[buffer(3)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]],
+    uint tiisg [[thread_index_in_simdgroup]],
+    uint sgitg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float sw[32 * 32]; // weight chunk, transposed: sw[k * 32 + j]
+    threadgroup float sx[32 * 32]; // activation chunk: sx[t * 32 + k]
+    threadgroup float so[32 * 32]; // output tile: so[t * 32 + j]
+    threadgroup float sscale[32];
+    const uint j0 = tgpig.x * 32u, t0 = tgpig.y * 32u;
+    // RMSNorm prologue: simdgroup s reduces token rows s, s + 4, ...
+    for (uint tt = sgitg; tt < 32u; tt += 4u) {
+        float ss = 0.0f;
+        if (t0 + tt < T) {
+            device const float* xr = x + (ulong)(t0 + tt) * 64u;
+            for (uint i = tiisg; i < 64u; i += 32) {
+                ss += xr[i] * xr[i];
+            }
+        }
+        ss = simd_sum(ss);
+        if (tiisg == 0) {
+            sscale[tt] = rsqrt(ss / 64.0f + 1e-05f);
+        }
+    }
+    simdgroup_float8x8 acc[32 / 8];
+    for (uint i = 0; i < 32u / 8; ++i) {
+        acc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    for (uint k0 = 0; k0 < 64u; k0 += 32u) {
+        // Load stage: weight units decoded in registers, stored transposed.
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint jj = i / 32u, uu = i % 32u, j = j0 + jj, u = k0 / 1u + uu;
+            float wv[1];
+            if (j < 512u && u < 64u) {
+                dq_f32(w + (ulong)j * 256u, u, wv);
+            } else {
+                for (uint k = 0; k < 1u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+            for (uint k = 0; k < 1u; ++k) {
+                sw[(uu * 1u + k) * 32u + jj] = wv[k];
+            }
+        }
+        for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+            const uint t = t0 + i / 32u, k = k0 + i % 32u;
+            sx[i] = (t < T && k < 64u) ? x[(ulong)t * 64u + k] : 0.0f;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint kk = 0; kk < 32u; kk += 8) {
+            simdgroup_float8x8 b;
+            simdgroup_load(b, sw + kk * 32u + sgitg * 8, 32);
+            for (uint i = 0; i < 32u / 8; ++i) {
+                simdgroup_float8x8 a;
+                simdgroup_load(a, sx + i * 8 * 32u + kk, 32);
+                simdgroup_multiply_accumulate(acc[i], a, b, acc[i]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the next load overwrites sw and sx
+    }
+    for (uint i = 0; i < 32u / 8; ++i) {
+        simdgroup_store(acc[i], so + i * 8 * 32u + sgitg * 8, 32);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Epilogue over the tile's elements inside [T, 512].
+    for (uint i = tiitg; i < 32u * 32u; i += 128u) {
+        const uint tt = i / 32u, t = t0 + tt, j = j0 + i % 32u;
+        if (t < T && j < 512u) {
+            out[(ulong)t * 512u + j] = so[i] * sscale[tt];
+        }
     }
 }
