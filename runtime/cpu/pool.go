@@ -89,9 +89,7 @@ func (p *pool) worker(w int) {
 		changed := func() bool { return p.gen.Load() != seen || p.stopped.Load() }
 		if !poll(changed) {
 			h.sleeping.Store(true)
-			for !changed() {
-				<-h.wake
-			}
+			park(h.wake, changed)
 			h.sleeping.Store(false)
 		}
 		if p.stopped.Load() {
@@ -141,12 +139,26 @@ func (p *pool) run(n int, fn func(w, i int)) {
 	finished := func() bool { return p.pending.Load() == 0 }
 	if !poll(finished) {
 		p.waiting.Store(true)
-		for !finished() {
-			<-p.done
-		}
+		park(p.done, finished)
 		p.waiting.Store(false)
 	}
 	p.fn = nil
+}
+
+// park blocks until cond holds, woken by tokens on ch. It also re-checks
+// cond on a timer (1 ms, doubling to 50 ms): the protocol above loses no
+// wake-up, but a lost one — under qemu-user the CPU tests once hung with the
+// caller and its helper both parked — must cost milliseconds, not the
+// program.
+func park(ch chan struct{}, cond func() bool) {
+	for d := time.Millisecond; !cond(); d = min(2*d, 50*time.Millisecond) {
+		t := time.NewTimer(d)
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }
 
 func (p *pool) wakeHelper(w int) {
