@@ -1,15 +1,12 @@
 package kern
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -288,29 +285,6 @@ func TestSetVariant(t *testing.T) {
 	}
 	require.Equal(t, "avx2", Variant())
 	require.NoError(t, SetVariant("generic"))
-}
-
-// TestGeneratedAsmUpToDate regenerates the assembly and its stubs into a
-// temporary directory and requires them to equal the committed files.
-func TestGeneratedAsmUpToDate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the generator")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
-	dir := t.TempDir()
-	cmd := generatorCmd(gobin, "../../../codegen/goasm/gen/kerndot", dir)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	for _, f := range []string{"dot_amd64.s", "dot_amd64_stubs.go"} {
-		want, err := os.ReadFile(filepath.Join(dir, f))
-		require.NoError(t, err)
-		got, err := os.ReadFile(f)
-		require.NoError(t, err)
-		require.True(t, bytes.Equal(want, got), "%s is stale: run go generate in runtime/cpu/kern", f)
-	}
 }
 
 // BenchmarkDotVariant: weight bytes per second of each variant; compare

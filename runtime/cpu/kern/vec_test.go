@@ -1,12 +1,8 @@
 package kern
 
 import (
-	"bytes"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,28 +69,6 @@ func TestVecKernels(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestGeneratedVecAsmUpToDate regenerates vec_amd64.s and its stubs into a
-// temporary directory and requires them to equal the committed files.
-func TestGeneratedVecAsmUpToDate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the generator")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
-	dir := t.TempDir()
-	out, err := generatorCmd(gobin, "../../../codegen/goasm/gen/kernvec", dir).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	for _, f := range []string{"vec_amd64.s", "vec_amd64_stubs.go"} {
-		want, err := os.ReadFile(filepath.Join(dir, f))
-		require.NoError(t, err)
-		got, err := os.ReadFile(f)
-		require.NoError(t, err)
-		require.True(t, bytes.Equal(want, got), "%s is stale: run go generate in runtime/cpu/kern", f)
 	}
 }
 
