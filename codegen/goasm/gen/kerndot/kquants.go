@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -211,7 +212,7 @@ func dotQ45K(c *build.Context, name string, wBytes int) {
 	c.DECQ(nb)
 	c.JNZ(LabelRef(name + "_block"))
 	c.Label(name + "_done")
-	r := hsumFloat8(c, acc)
+	r := avoutil.HSumFloat8(c, acc)
 	h := c.XMM()
 	c.VMOVHLPS(accm, accm, h)
 	c.VADDPS(h, accm, accm) // m0+m2, m1+m3
@@ -306,7 +307,7 @@ func dotQ6K(c *build.Context) {
 	c.DECQ(nb)
 	c.JNZ(LabelRef("Q6_K_block"))
 	c.Label("Q6_K_done")
-	r := hsumFloat8(c, acc)
+	r := avoutil.HSumFloat8(c, acc)
 	c.VZEROUPPER()
 	c.Store(r, c.ReturnIndex(0))
 	c.RET()

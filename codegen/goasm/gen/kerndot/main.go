@@ -14,14 +14,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"os"
-	"path/filepath"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/printer"
 	"github.com/mmcloughlin/avo/reg"
 )
 
@@ -74,30 +72,7 @@ func run(dir string) error {
 	}
 	kquants(c)
 
-	// A fixed header, whatever the output directory.
-	pc := printer.Config{Name: "codegen/goasm/gen/kerndot", Pkg: "kern"}
-	asm, err := os.Create(filepath.Join(dir, "dot_amd64.s"))
-	if err != nil {
-		return err
-	}
-	stubs, err := os.Create(filepath.Join(dir, "dot_amd64_stubs.go"))
-	if err != nil {
-		asm.Close()
-		return err
-	}
-	cfg := &build.Config{
-		ErrOut:    os.Stderr,
-		MaxErrors: 10,
-		Passes: []pass.Interface{
-			pass.Compile,
-			&pass.Output{Writer: asm, Printer: printer.NewGoAsm(pc)},
-			&pass.Output{Writer: stubs, Printer: printer.NewStubs(pc)},
-		},
-	}
-	if build.Main(cfg, c) != 0 {
-		return fmt.Errorf("generation failed")
-	}
-	return nil
+	return avoutil.Write(c, "codegen/goasm/gen/kerndot", dir, "dot_amd64.s", "dot_amd64_stubs.go")
 }
 
 // consts holds the 32-byte read-only vectors the kernels take as memory
@@ -125,20 +100,6 @@ func blockScale(c *build.Context, x, y Mem) reg.VecVirtual {
 	d := c.YMM()
 	c.VBROADCASTSS(dx, d)
 	return d
-}
-
-// hsumFloat8 is ggml's hsum_float_8, leaving the sum in the low lane of an XMM
-// register.
-func hsumFloat8(c *build.Context, acc reg.VecVirtual) reg.VecVirtual {
-	r := c.XMM()
-	c.VEXTRACTF128(Imm(1), acc, r)
-	c.VADDPS(acc.AsX(), r, r) // hi + lo
-	h := c.XMM()
-	c.VMOVHLPS(r, r, h)
-	c.VADDPS(h, r, r) // r0+r2, r1+r3
-	c.VMOVSHDUP(r, h)
-	c.VADDSS(h, r, r) // (r0+r2) + (r1+r3)
-	return r
 }
 
 // A blockKernel describes one weight format's block: its byte size, how to
@@ -376,7 +337,7 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 	c.Label(lbl("done"))
 	if rows == 1 {
 		c.VADDPS(acc[0][1], acc[0][0], acc[0][0])
-		r := hsumFloat8(c, acc[0][0])
+		r := avoutil.HSumFloat8(c, acc[0][0])
 		addSumms(c, k, summs, 0, r)
 		c.VZEROUPPER()
 		c.Store(r, c.ReturnIndex(0))
@@ -386,7 +347,7 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 	dst := c.Load(c.Param("dst"), c.GP64())
 	for r := 0; r < rows; r++ {
 		c.VADDPS(acc[r][1], acc[r][0], acc[r][0])
-		s := hsumFloat8(c, acc[r][0])
+		s := avoutil.HSumFloat8(c, acc[r][0])
 		addSumms(c, k, summs, r, s)
 		c.VMOVSS(s, Mem{Base: dst, Disp: 4 * r})
 	}

@@ -14,15 +14,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"math"
 	"os"
-	"path/filepath"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/printer"
 	"github.com/mmcloughlin/avo/reg"
 )
 
@@ -49,30 +47,7 @@ func run(dir string) error {
 	scoresF32(c)
 	axpyRowsF32(c)
 
-	pc := printer.Config{Name: "codegen/goasm/gen/kernvec", Pkg: "kern"}
-	asm, err := os.Create(filepath.Join(dir, "vec_amd64.s"))
-	if err != nil {
-		return err
-	}
-	defer asm.Close()
-	stubs, err := os.Create(filepath.Join(dir, "vec_amd64_stubs.go"))
-	if err != nil {
-		return err
-	}
-	defer stubs.Close()
-	cfg := &build.Config{
-		ErrOut:    os.Stderr,
-		MaxErrors: 10,
-		Passes: []pass.Interface{
-			pass.Compile,
-			&pass.Output{Writer: asm, Printer: printer.NewGoAsm(pc)},
-			&pass.Output{Writer: stubs, Printer: printer.NewStubs(pc)},
-		},
-	}
-	if build.Main(cfg, c) != 0 {
-		return fmt.Errorf("generation failed")
-	}
-	return nil
+	return avoutil.Write(c, "codegen/goasm/gen/kernvec", dir, "vec_amd64.s", "vec_amd64_stubs.go")
 }
 
 // f32Const defines a 32-byte read-only vector of eight copies of v.
@@ -124,14 +99,7 @@ func dotF32(c *build.Context) {
 	c.VADDPS(acc[1], acc[0], acc[0])
 	c.VADDPS(acc[3], acc[2], acc[2])
 	c.VADDPS(acc[2], acc[0], acc[0])
-	r := c.XMM()
-	c.VEXTRACTF128(Imm(1), acc[0], r)
-	c.VADDPS(acc[0].AsX(), r, r)
-	h := c.XMM()
-	c.VMOVHLPS(r, r, h)
-	c.VADDPS(h, r, r)
-	c.VMOVSHDUP(r, h)
-	c.VADDSS(h, r, r)
+	r := avoutil.HSumFloat8(c, acc[0])
 	c.VZEROUPPER()
 	c.Store(r, c.ReturnIndex(0))
 	c.RET()
@@ -488,14 +456,7 @@ func dotWeights(c *build.Context, t string) {
 	c.VADDPS(acc[1], acc[0], acc[0])
 	c.VADDPS(acc[3], acc[2], acc[2])
 	c.VADDPS(acc[2], acc[0], acc[0])
-	r := c.XMM()
-	c.VEXTRACTF128(Imm(1), acc[0], r)
-	c.VADDPS(acc[0].AsX(), r, r)
-	h := c.XMM()
-	c.VMOVHLPS(r, r, h)
-	c.VADDPS(h, r, r)
-	c.VMOVSHDUP(r, h)
-	c.VADDSS(h, r, r)
+	r := avoutil.HSumFloat8(c, acc[0])
 	c.VZEROUPPER()
 	c.Store(r, c.ReturnIndex(0))
 	c.RET()
@@ -538,14 +499,7 @@ func scoresF32(c *build.Context) {
 	c.ADDQ(U32(32), ki)
 	c.DECQ(i)
 	c.JNZ(LabelRef("scores_col"))
-	r := c.XMM()
-	c.VEXTRACTF128(Imm(1), acc, r)
-	c.VADDPS(acc.AsX(), r, r)
-	h := c.XMM()
-	c.VMOVHLPS(r, r, h)
-	c.VADDPS(h, r, r)
-	c.VMOVSHDUP(r, h)
-	c.VADDSS(h, r, r)
+	r := avoutil.HSumFloat8(c, acc)
 	c.VMOVSS(r, Mem{Base: op})
 	c.ADDQ(U32(4), op)
 	c.ADDQ(st, kp)

@@ -24,15 +24,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"os"
-	"path/filepath"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/printer"
 	"github.com/mmcloughlin/avo/reg"
 )
 
@@ -58,30 +56,7 @@ func run(dir string) error {
 		gemv(c, typ, 4, mask)
 		gemm8(c, typ, mask)
 	}
-	pc := printer.Config{Name: "codegen/goasm/gen/kernvnni", Pkg: "kern"}
-	asm, err := os.Create(filepath.Join(dir, "vnni_amd64.s"))
-	if err != nil {
-		return err
-	}
-	defer asm.Close()
-	stubs, err := os.Create(filepath.Join(dir, "vnni_amd64_stubs.go"))
-	if err != nil {
-		return err
-	}
-	defer stubs.Close()
-	cfg := &build.Config{
-		ErrOut:    os.Stderr,
-		MaxErrors: 10,
-		Passes: []pass.Interface{
-			pass.Compile,
-			&pass.Output{Writer: asm, Printer: printer.NewGoAsm(pc)},
-			&pass.Output{Writer: stubs, Printer: printer.NewStubs(pc)},
-		},
-	}
-	if build.Main(cfg, c) != 0 {
-		return fmt.Errorf("generation failed")
-	}
-	return nil
+	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 
 // vpdpbusdBcst emits VPDPBUSD.BCST m, q, acc: acc[i] += Σ_j q[4i+j]·m[j]
