@@ -68,9 +68,6 @@ func (e *exec) run(nd *node) error {
 		w := int(v.Type.Shape.Last().N)
 		rmsnormRows(x, out, w, v.Attrs.Float("eps", 0), gain)
 	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
-		if e.p.q82 {
-			return e.matmulRef(nd)
-		}
 		return e.matmul(nd)
 	case ir.OpAdd, ir.OpMul:
 		a, b := e.f32(nd.args[0]), e.f32(nd.args[1])

@@ -165,7 +165,7 @@ func (e *exec) matmul(nd *node) error {
 		p.acts = alignedBytes(R * ab)
 	}
 	acts := p.acts[:R*ab]
-	p.pool.run(R, func(_, r int) { wr.quantize(x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab]) })
+	p.pool.run(R, func(_, r int) { p.encodeActs(wr, x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab]) })
 	var bias []float32
 	if parts.Bias != nil {
 		bias = e.f32(p.index[parts.Bias])

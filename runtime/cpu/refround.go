@@ -7,7 +7,6 @@ import (
 
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
-	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // Activation rounding of a reference engine other than ggml's. A graph
@@ -93,102 +92,18 @@ func quantizeQ8_2Packed(x []float32, dst []byte) {
 	}
 }
 
-// matmulRef is matmul for programs with Q8_2 rounding: the same prologue,
-// dots and epilogues, with activations rounded by quantizeQ8_2 (in the
-// packed kernels' format where the weights are packed).
-func (e *exec) matmulRef(nd *node) error {
-	v := nd.v
-	var parts ir.Parts
-	if v.Op == ir.OpMatMul {
-		parts = ir.Parts{X: v.Args[0], W: v.Args[1]}
-		if len(v.Args) == 3 {
-			parts.Bias = v.Args[2]
-		}
-	} else {
-		var err error
-		if parts, err = ir.MatMulParts(v); err != nil {
-			return err
-		}
-	}
-	p := e.p
-	c := p.consts[p.index[parts.W]]
-	N, K, _, err := c.matrix()
-	if err != nil {
-		return err
-	}
-	wr := c.rows()
-	x := e.f32(p.index[parts.X])
-	R := len(x) / K
-	if parts.Norm {
-		var gain []float32
-		if parts.Gain != nil {
-			gain = e.f32(p.index[parts.Gain])
-		}
-		p.xnorm = growF32(p.xnorm, R*K)
-		xn := p.xnorm
-		p.pool.run(R, func(_, r int) { rmsnormRow(x[r*K:(r+1)*K], xn[r*K:(r+1)*K], parts.Eps, gain) })
-		x = xn
-	}
-	at := actType(wr.dt)
-	ab := wr.actBytes()
-	if cap(p.acts) < R*ab {
-		p.acts = alignedBytes(R * ab)
-	}
-	acts := p.acts[:R*ab]
-	p.pool.run(R, func(_, r int) {
+// encodeActs writes one activation row for wr's dots, rounded as the
+// program's reference engine does: Q8_2 for Q8_0-activation weights in a
+// q8_2 graph (in the packed kernels' format where the weights are packed),
+// else wr's own encoding.
+func (p *program) encodeActs(wr weightRows, x []float32, dst []byte) {
+	if p.q82 && actType(wr.dt) == ir.Q8_0 {
 		if wr.packed != nil {
-			quantizeQ8_2Packed(x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab])
-			return
+			quantizeQ8_2Packed(x, dst)
+		} else {
+			quantizeQ8_2(x, dst)
 		}
-		p.quantizeActs(at, x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab])
-	})
-	var bias []float32
-	if parts.Bias != nil {
-		bias = e.f32(p.index[parts.Bias])
+		return
 	}
-	switch v.Op {
-	case ir.OpMatMul, ir.OpFusedMatMul:
-		var res []float32
-		if parts.Residual != nil {
-			res = e.f32(p.index[parts.Residual])
-		}
-		out := e.out(nd)
-		ch := p.chunkRows(N, K, R)
-		p.pool.run((N+ch-1)/ch, func(w, it int) {
-			j0 := it * ch
-			cnt := min(N, j0+ch) - j0
-			wr.dots(j0, cnt, acts, ab, R, out[j0:], N, p.scratchFor(w, R))
-			for r := 0; r < R && (bias != nil || res != nil); r++ {
-				o := out[r*N+j0:][:cnt]
-				for j := range o {
-					s := o[j]
-					if bias != nil {
-						s += bias[j0+j]
-					}
-					if res != nil {
-						s += res[r*N+j0+j]
-					}
-					o[j] = s
-				}
-			}
-		})
-	case ir.OpSwiGLU:
-		F := N / 2
-		out := e.out(nd)
-		ch := p.chunkRows(F, 2*K, R)
-		p.pool.run((F+ch-1)/ch, func(w, it int) {
-			j0 := it * ch
-			cnt := min(F, j0+ch) - j0
-			buf := p.scratchFor(w, 2*R*cnt+R)
-			g, u, tmp := buf[:R*cnt], buf[R*cnt:2*R*cnt], buf[2*R*cnt:]
-			wr.dots(j0, cnt, acts, ab, R, g, cnt, tmp)
-			wr.dots(F+j0, cnt, acts, ab, R, u, cnt, tmp)
-			for r := 0; r < R; r++ {
-				kern.SiLUMul(out[r*F+j0:][:cnt], g[r*cnt:], u[r*cnt:])
-			}
-		})
-	case ir.OpQKVRoPE:
-		return e.qkv(nd, parts, R, wr, acts, ab, bias)
-	}
-	return nil
+	wr.quantize(x, dst)
 }
