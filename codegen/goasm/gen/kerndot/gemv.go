@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -68,27 +69,8 @@ func gemv(c *build.Context, typ string, rows int) {
 
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := make([]reg.Register, rows)    // activation blocks of each row
-	side := make([]reg.Register, rows) // {8·Σq, d} of each row
-	y[0] = c.Load(c.Param("a").Base(), c.GP64())
-	var stride reg.Register
-	if rows > 1 {
-		stride = c.Load(c.Param("stride"), c.GP64())
-	}
-	for r := range rows {
-		if r > 0 {
-			y[r] = c.GP64()
-			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
-		}
-		side[r] = c.GP64()
-		c.IMUL3Q(U32(actBlockBytes), nb, side[r])
-		c.ADDQ(y[r], side[r])
-	}
-	acc := make([]reg.VecVirtual, rows)
-	for r := range acc {
-		acc[r] = c.YMM()
-		c.VXORPS(acc[r], acc[r], acc[r])
-	}
+	y, side := avoutil.ActRowPointers(c, nb, rows, actBlockBytes) // blocks, {8·Σq, d}
+	acc := avoutil.ZeroYMMs(c, rows)
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))

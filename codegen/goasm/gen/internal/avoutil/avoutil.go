@@ -59,3 +59,37 @@ func HSumFloat8(c *build.Context, acc reg.VecVirtual) reg.VecVirtual {
 	c.VADDSS(h, r, r) // (r0+r2) + (r1+r3)
 	return r
 }
+
+// ActRowPointers loads the activation rows of a group kernel: row r's Q8_0
+// blocks at a[r*stride:] (parameters "a" and, for rows > 1, "stride") and
+// its side data ({int32 8·Σq, float32 d} per block) blockBytes·nb past them,
+// one register each.
+func ActRowPointers(c *build.Context, nb reg.Register, rows, blockBytes int) (y, side []reg.Register) {
+	y = make([]reg.Register, rows)
+	side = make([]reg.Register, rows)
+	y[0] = c.Load(c.Param("a").Base(), c.GP64())
+	var stride reg.Register
+	if rows > 1 {
+		stride = c.Load(c.Param("stride"), c.GP64())
+	}
+	for r := range rows {
+		if r > 0 {
+			y[r] = c.GP64()
+			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
+		}
+		side[r] = c.GP64()
+		c.IMUL3Q(U32(blockBytes), nb, side[r])
+		c.ADDQ(y[r], side[r])
+	}
+	return y, side
+}
+
+// ZeroYMMs returns n zeroed YMM registers (accumulators).
+func ZeroYMMs(c *build.Context, n int) []reg.VecVirtual {
+	acc := make([]reg.VecVirtual, n)
+	for r := range acc {
+		acc[r] = c.YMM()
+		c.VXORPS(acc[r], acc[r], acc[r])
+	}
+	return acc
+}
