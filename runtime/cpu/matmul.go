@@ -14,13 +14,6 @@ import (
 // workers share it.
 const rowChunk = 16
 
-// chunkWork is the number of weight elements × activation rows one work item
-// should cover at least, so that handing out an item (an atomic add on a
-// shared counter) stays cheap beside the dots it runs: in decode (one
-// activation row) a 16-row item of a narrow matrix is only a few hundred
-// nanoseconds of work.
-const chunkWork = 1 << 16
-
 // chunkRows returns the output features per work item for an n×k weight
 // matrix times r activation rows: n split into up to eight items per
 // worker, but items of at least chunkElems weight elements (while the matrix

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/minerva-llm/minerva/quant"
-	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // alignedBytes allocates n bytes aligned for float32 (and 8-byte) access.
@@ -38,9 +37,6 @@ func bytesOfF32(f []float32) []byte {
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
 }
-
-// dotF32 is kern.DotF32 (AVX2 where the kernels run, else plain Go).
-func dotF32(a, b []float32) float32 { return kern.DotF32(a, b) }
 
 var (
 	f16Once  sync.Once
