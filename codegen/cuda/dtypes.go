@@ -1,0 +1,188 @@
+package cuda
+
+import "github.com/minerva-llm/minerva/ir"
+
+// A weight dtype is rendered as one device function, dq_<name>(row, u, w),
+// that decodes unit u of a weight row into the thread array w (registers):
+// the kernels never materialise a dequantized row in memory. A unit is one
+// 32-element block of the legacy and K-quant types (a K-quant super-block
+// holds eight, each with its own scale, so they decode independently) and
+// one element of the plain float types, so that in a matrix-vector product
+// the 32 lanes of a warp read consecutive elements (coalesced) of float
+// rows and consecutive blocks of quantized ones.
+//
+// The decoders are codegen/metal's, in CUDA C; the formulas follow the
+// quant package (ggml's dequantize_row_*), which ir/eval multiplies with.
+type dtypeRender struct {
+	name string // suffix of dq_<name> and of kernel names
+	unit int    // elements per unit
+	// helpers lists helpers the decoder calls (besides ld_f16).
+	helpers []string
+	body    string // the function body; row, u and w are in scope
+}
+
+var dtypeTable = map[ir.DType]dtypeRender{
+	ir.F32: {"f32", 1, nil, `
+    w[0] = ((const float*)row)[u];`},
+	ir.F16: {"f16", 1, nil, `
+    w[0] = h2f(((const f16*)row)[u]);`},
+	ir.BF16: {"bf16", 1, nil, `
+    w[0] = __uint_as_float(u32(((const u16*)row)[u]) << 16);`},
+	ir.Q4_0: {"q4_0", 32, nil, `
+    const u8* b = row + u * 18;
+    const float d = ld_f16(b);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        w[j]      = float(int(b[2 + j] & 15) - 8) * d;
+        w[j + 16] = float(int(b[2 + j] >> 4) - 8) * d;
+    }`},
+	ir.Q4_1: {"q4_1", 32, nil, `
+    const u8* b = row + u * 20;
+    const float d = ld_f16(b), m = ld_f16(b + 2);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        w[j]      = float(b[4 + j] & 15) * d + m;
+        w[j + 16] = float(b[4 + j] >> 4) * d + m;
+    }`},
+	ir.Q5_0: {"q5_0", 32, []string{"ld_u32"}, `
+    const u8* b = row + u * 22;
+    const float d = ld_f16(b);
+    const u32 qh = ld_u32(b + 2);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const u32 h0 = ((qh >> j) << 4) & 16, h1 = (qh >> (j + 12)) & 16;
+        w[j]      = float(int((b[6 + j] & 15) | h0) - 16) * d;
+        w[j + 16] = float(int((b[6 + j] >> 4) | h1) - 16) * d;
+    }`},
+	ir.Q5_1: {"q5_1", 32, []string{"ld_u32"}, `
+    const u8* b = row + u * 24;
+    const float d = ld_f16(b), m = ld_f16(b + 2);
+    const u32 qh = ld_u32(b + 4);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const u32 h0 = ((qh >> j) << 4) & 16, h1 = (qh >> (j + 12)) & 16;
+        w[j]      = float((b[8 + j] & 15) | h0) * d + m;
+        w[j + 16] = float((b[8 + j] >> 4) | h1) * d + m;
+    }`},
+	ir.Q8_0: {"q8_0", 32, nil, `
+    const u8* b = row + u * 34;
+    const float d = ld_f16(b);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        w[j] = float((int(b[2 + j]) ^ 128) - 128) * d;
+    }`},
+	ir.MXFP4: {"mxfp4", 32, []string{"kv_mxfp4"}, `
+    const u8* b = row + u * 17;
+    const u32 e = b[0];
+    // ggml_e8m0_to_fp32_half: 2^(e-128), subnormal for e < 2.
+    const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        w[j]      = kv_mxfp4[b[1 + j] & 15] * d;
+        w[j + 16] = kv_mxfp4[b[1 + j] >> 4] * d;
+    }`},
+	ir.Q2_K: {"q2_k", 32, nil, `
+    const u8* b = row + (u / 8) * 84;
+    const u32 s = u % 8, n = s / 4, shift = 2 * (s % 4), is = 8 * n + 2 * (s % 4);
+    const float d = ld_f16(b + 80), dmin = ld_f16(b + 82);
+    const u8* q = b + 16 + 32 * n;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+        const u32 sc = b[is + (l >= 16 ? 1 : 0)];
+        w[l] = d * float(sc & 15) * float((q[l] >> shift) & 3) - dmin * float(sc >> 4);
+    }`},
+	ir.Q3_K: {"q3_k", 32, []string{"q3_scale"}, `
+    const u8* b = row + (u / 8) * 110;
+    const u32 s = u % 8, n = s / 4, shift = 2 * (s % 4), is = 8 * n + 2 * (s % 4);
+    const float d = ld_f16(b + 108);
+    const u8* q = b + 32 + 32 * n;
+    const float d1 = d * float(q3_scale(b + 96, is) - 32), d2 = d * float(q3_scale(b + 96, is + 1) - 32);
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+        // A clear high bit means the value is 4 lower: q - 4 + 4*h.
+        const int v = int((q[l] >> shift) & 3) - 4 + int(((b[l] >> s) & 1) << 2);
+        w[l] = (l < 16 ? d1 : d2) * float(v);
+    }`},
+	ir.Q4_K: {"q4_k", 32, []string{"scale_min_k4"}, `
+    const u8* b = row + (u / 8) * 144;
+    const u32 s = u % 8, g = s / 2;
+    const float d = ld_f16(b), dmin = ld_f16(b + 2);
+    u32 sc, mn;
+    scale_min_k4(s, b + 4, sc, mn);
+    const float d1 = d * float(sc), m1 = dmin * float(mn);
+    const u8* q = b + 16 + 32 * g;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+        w[l] = d1 * float((s & 1) ? (q[l] >> 4) : (q[l] & 15)) - m1;
+    }`},
+	ir.Q5_K: {"q5_k", 32, []string{"scale_min_k4"}, `
+    const u8* b = row + (u / 8) * 176;
+    const u32 s = u % 8, g = s / 2;
+    const float d = ld_f16(b), dmin = ld_f16(b + 2);
+    u32 sc, mn;
+    scale_min_k4(s, b + 4, sc, mn);
+    const float d1 = d * float(sc), m1 = dmin * float(mn);
+    const u8* qh = b + 16;
+    const u8* q = b + 48 + 32 * g;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+        const u32 v = ((s & 1) ? (q[l] >> 4) : (q[l] & 15)) | (((qh[l] >> s) & 1) << 4);
+        w[l] = d1 * float(v) - m1;
+    }`},
+	ir.Q6_K: {"q6_k", 32, nil, `
+    const u8* b = row + (u / 8) * 210;
+    const u32 s = u % 8, n = s / 4, part = s % 4;
+    const float d = ld_f16(b + 208);
+    const u8* ql = b + 64 * n + 32 * (part & 1);
+    const u8* qh = b + 128 + 32 * n;
+    const u8* sc = b + 192 + 8 * n + 2 * part;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+        const u32 nib = part >= 2 ? (ql[l] >> 4) : (ql[l] & 15);
+        const int q = int(nib | (((qh[l] >> (2 * part)) & 3) << 4)) - 32;
+        w[l] = d * float((int(sc[l / 16]) ^ 128) - 128) * float(q);
+    }`},
+}
+
+// helperSource holds the helpers the decoders may call, by name.
+var helperSource = map[string]string{
+	"ld_u32": `
+// ld_u32 reads a little-endian u32 at any byte alignment (Q5 blocks place it at 2 mod 4).
+__device__ __forceinline__ u32 ld_u32(const u8* p) {
+    return u32(p[0]) | (u32(p[1]) << 8) | (u32(p[2]) << 16) | (u32(p[3]) << 24);
+}
+`,
+	"kv_mxfp4": `
+// kv_mxfp4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code (the scale is halved).
+__constant__ float kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+`,
+	"q3_scale": `
+// q3_scale is the unsigned 6-bit scale j of a Q3_K block: low 4 bits from nibbles of s[0:8], high 2 from s[8:12].
+__device__ __forceinline__ int q3_scale(const u8* s, u32 j) {
+    const u32 lo = j < 8 ? (s[j] & 15) : (s[j - 8] >> 4);
+    const u32 hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return int(lo | (hi << 4));
+}
+`,
+	"scale_min_k4": `
+// scale_min_k4 is ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block.
+__device__ __forceinline__ void scale_min_k4(u32 j, const u8* q, u32& sc, u32& mn) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        mn = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+        mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+`,
+}
+
+// helperOrder fixes the order helpers appear in, so output is deterministic.
+var helperOrder = []string{"ld_u32", "kv_mxfp4", "q3_scale", "scale_min_k4"}
+
+// WeightDTypes lists the weight dtypes the emitter can decode, in a fixed order.
+func WeightDTypes() []ir.DType {
+	return []ir.DType{ir.F32, ir.F16, ir.BF16, ir.Q4_0, ir.Q4_1, ir.Q5_0, ir.Q5_1, ir.Q8_0,
+		ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.MXFP4}
+}

@@ -1,0 +1,420 @@
+package cuda
+
+// The renderer is a table: kernel family → CUDA C template. Every template
+// sees a params value (cuda.go) whose fields are the shapes and attributes
+// baked into that kernel; step sizes (T, and through pos the cache
+// positions) arrive as arguments.
+//
+// Conventions every kernel follows, so that a runtime can launch any of
+// them the same way:
+//   - extern "C" (unmangled names, for cuModuleGetFunction);
+//   - the pointer arguments first, in the order of Launch.Args;
+//   - then `const u32 T`, the tokens of this step;
+//   - gridDim is Launch.Grid, blockDim.x is Launch.Threads, no dynamic
+//     shared memory;
+//   - control flow around the warp reductions (full-mask __shfl_*_sync)
+//     and barriers is uniform in a warp (no early return before them).
+
+// preludeSource makes the library self-contained: fixed-width names, half
+// conversions as single PTX instructions (no cuda_fp16.h, so NVRTC needs no
+// include path), overloaded loads/stores for f32 and f16 operands, and the
+// warp reductions.
+const preludeSource = `
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned short f16; // the bits of an IEEE half
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+__device__ __forceinline__ float h2f(f16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ f16 f2h(float f) {
+    f16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// ldf reads a small f32 or f16 operand (gain, bias, sink, cache) as float;
+// stf stores a float into an f32 or f16 element.
+__device__ __forceinline__ float ldf(float x) { return x; }
+__device__ __forceinline__ float ldf(f16 x) { return h2f(x); }
+__device__ __forceinline__ void stf(float* p, float v) { *p = v; }
+__device__ __forceinline__ void stf(f16* p, float v) { *p = f2h(v); }
+
+// ld_f16 reads a little-endian IEEE half at any byte offset.
+__device__ __forceinline__ float ld_f16(const u8* p) {
+    return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
+}
+
+// warp_sum and warp_max reduce over the 32 lanes of a warp (a tree of
+// __shfl_down_sync into lane 0) and broadcast the result to every lane.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    }
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    }
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+`
+
+const dqTemplate = `
+// dq_{{.Name}} decodes unit u ({{.Unit}} elements) of a {{.Name}} row into registers.
+__device__ __forceinline__ void dq_{{.Name}}(const u8* row, u32 u, float* w) {{"{"}}{{.Body}}
+}
+`
+
+// ids is the shared head of every kernel body.
+const ids = `
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;`
+
+// extraParams lists the optional operands of the matrix-vector kernels.
+const extraParams = `
+{{- range .Extra}}
+    const {{.T}}* __restrict__ {{.Name}},
+{{- end}}`
+
+// normPrologue computes the RMSNorm scale of row xr with the warp.
+const normPrologue = `{{if .Norm}}
+    // RMSNorm prologue: every warp reduces the row itself (K is small
+    // beside the weight rows it then streams), so no shared memory.
+    float ss = 0.0f;
+    for (u32 i = lane; i < {{.K}}u; i += 32) {
+        ss += xr[i] * xr[i];
+    }
+    ss = warp_sum(ss);
+    const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}`
+
+// dotLoop accumulates the dot of weight row `row` with the (normalised)
+// input row into the named accumulator; lanes stride over units.
+const dotLoop = `{{define "dot"}}
+        for (u32 u = lane; u < {{$.NU}}u; u += 32) {
+            float wv[{{$.Unit}}];
+            dq_{{$.DT}}(w + (u64)({{.Row}}) * {{$.RowBytes}}u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < {{$.Unit}}u; ++k) {
+                {{.Acc}} += wv[k] * xr[u * {{$.Unit}}u + k]{{if $.Gain}} * ldf(gain[u * {{$.Unit}}u + k]){{end}};
+            }
+        }{{end}}`
+
+var familyTemplates = map[string]string{
+	// embed: one thread per unit of the output row; the table row is the token's.
+	"embed": `
+// {{.Name}}: out[t, :] = dequant(table[ids[t], :]), table {{.DT}}[{{.V}}, {{.D}}].
+extern "C" __global__ void {{.Name}}(
+    const u8* __restrict__ table,
+    const int* __restrict__ idx,
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 t = blockIdx.y, u = blockIdx.x * {{.Threads}}u + tid;
+    if (t >= T || u >= {{.NU}}u) {
+        return;
+    }
+    const int id = idx[t];
+    if (id < 0 || id >= {{.V}}) {
+        return; // the runtime checks ids before the step; never read outside the table
+    }
+    float wv[{{.Unit}}];
+    dq_{{.DT}}(table + (u64)id * {{.RowBytes}}u, u, wv);
+#pragma unroll
+    for (u32 k = 0; k < {{.Unit}}u; ++k) {
+        out[(u64)t * {{.D}}u + u * {{.Unit}}u + k] = wv[k];
+    }
+}
+`,
+	// matvec: fused_matmul and matmul. One warp per output feature,
+	// {{.NW}} per block; grid (ceil(N/NW), rows).
+	"matvec": dotLoop + `
+// {{.Name}}: out[r, j] = {{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}} · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[r, j]{{end}}, w {{.DT}}[{{.N}}, {{.K}}].
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,` + extraParams + `
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
+    const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
+    float acc = 0.0f;
+    if (j < {{.N}}u) {{"{"}}{{template "dot" (dotArgs . "j" "acc")}}
+    }
+    acc = warp_sum(acc);
+    if (j < {{.N}}u && lane == 0) {
+        out[(u64)r * {{.N}}u + j] = {{if .Norm}}acc * scale{{else}}acc{{end}}{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)r * {{.N}}u + j]{{end}};
+    }
+}
+`,
+	// swiglu: warp j computes gate row j and up row F+j.
+	"swiglu": dotLoop + `
+// {{.Name}}: h = {{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}} · wᵀ, out[r, j] = silu(h[j]) · h[{{.F}} + j], w {{.DT}}[{{.N}}, {{.K}}].
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,` + extraParams + `
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
+    const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
+    float g = 0.0f, up = 0.0f;
+    if (j < {{.F}}u) {{"{"}}{{template "dot" (dotArgs . "j" "g")}}{{template "dot" (dotArgs . .UpRow "up")}}
+    }
+    g = warp_sum(g);
+    up = warp_sum(up);
+    if (j < {{.F}}u && lane == 0) {{"{"}}{{if .Norm}}
+        g *= scale;
+        up *= scale;{{end}}
+        out[(u64)r * {{.F}}u + j] = g / (1.0f + expf(-g)) * up;
+    }
+}
+`,
+	// qkv_rope: warp p computes the pair of columns RoPE rotates together,
+	// rotates it (q and k blocks), and stores q into out and k, v into the
+	// caches at row pos[t].
+	"qkv_rope": dotLoop + `
+// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+__constant__ float {{.Name}}_freq[{{.Half}}][2] = { {{- .Freqs -}} };
+
+// {{.Name}}: h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ{{if .Bias}} + bias{{end}}; q, k, v = h's blocks of {{.QD}}, {{.KVD}}, {{.KVD}};
+// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,
+    const int* __restrict__ pos,
+    {{.CacheT}}* __restrict__ kcache,
+    {{.CacheT}}* __restrict__ vcache,` + extraParams + `
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 t = blockIdx.y, p = blockIdx.x * {{.NW}}u + warp;
+    const float* xr = x + (u64)t * {{.K}}u;` + normPrologue + `
+    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
+    const u32 head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
+    if (i < {{.Half}}u) {
+        c0 = i;
+        c1 = i + {{.Half}}u;
+    }{{end}}
+    c0 += head * {{.HD}}u;
+    c1 += head * {{.HD}}u;
+    float a0 = 0.0f, a1 = 0.0f;
+    if (p < {{.Pairs}}u) {{"{"}}{{template "dot" (dotArgs . "c0" "a0")}}{{template "dot" (dotArgs . "c1" "a1")}}
+    }
+    a0 = warp_sum(a0);
+    a1 = warp_sum(a1);
+    if (p < {{.Pairs}}u && lane == 0) {{"{"}}{{if .Norm}}
+        a0 *= scale;
+        a1 *= scale;{{end}}{{if .Bias}}
+        a0 += ldf(bias[c0]);
+        a1 += ldf(bias[c1]);{{end}}
+        const int ps = pos[t];
+        if (c0 < {{.QKD}}u && i < {{.Half}}u) {
+            // θ = ps·freq[i] reduced modulo 2π in extended precision
+            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
+            const float fh = {{.Name}}_freq[i][0], fl = {{.Name}}_freq[i][1];
+            const float pf = float(ps);
+            const float ph = pf * fh;
+            const float pl = fmaf(pf, fh, -ph) + pf * fl;
+            const float kq = rintf(ph * 0.15915494309189535f);
+            float th = fmaf(-kq, 6.28318548202514648f, ph);
+            th = fmaf(-kq, -1.7484556000744487e-07f, th) + pl;
+            const float cs = cosf(th){{.MScale}}, sn = sinf(th){{.MScale}};
+            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+            a0 = r0;
+            a1 = r1;
+        }
+        if (c0 < {{.QD}}u) {
+            out[(u64)t * {{.QD}}u + c0] = a0;
+            out[(u64)t * {{.QD}}u + c1] = a1;
+        } else if (c0 < {{.QKD}}u) {
+            stf(kcache + (u64)ps * {{.KVD}}u + c0 - {{.QD}}u, a0);
+            stf(kcache + (u64)ps * {{.KVD}}u + c1 - {{.QD}}u, a1);
+        } else {
+            stf(vcache + (u64)ps * {{.KVD}}u + c0 - {{.QKD}}u, a0);
+            stf(vcache + (u64)ps * {{.KVD}}u + c1 - {{.QKD}}u, a1);
+        }
+    }
+}
+`,
+	// attn_split: one warp per (head, KV split, query). Each lane walks
+	// every 32nd visible cache row of its split with its own online softmax
+	// (m, l, acc); the lanes are then merged with warp_max/warp_sum and the
+	// split's partial (m, l, acc[DV]) is stored for attn_merge.
+	"attn_split": `
+// {{.Name}}: partial attention of query t, head h over KV split s of {{.Splits}}, head_dim {{.HD}}, Dv {{.DV}}, GQA group {{.Group}}{{if .Window}}, window {{.Window}}{{end}}.
+extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
+    const float* __restrict__ q,
+    const {{.CacheT}}* __restrict__ kc,
+    const {{.CacheT}}* __restrict__ vc,
+    const int* __restrict__ pos,
+    float* __restrict__ part,
+    const u32 T) {` + ids + `
+    const u32 h = blockIdx.x, s = blockIdx.y, t = blockIdx.z, kh = h / {{.Group}}u;
+    const int p = pos[t];
+    int lo = 0;{{if .Window}}
+    lo = p - {{.Window}} + 1 > 0 ? p - {{.Window}} + 1 : 0;{{end}}
+    const int n = p + 1 - lo;
+    const int from = lo + n * int(s) / {{.Splits}}, to = lo + n * (int(s) + 1) / {{.Splits}};
+    const float* qv = q + (u64)t * {{.QW}}u + h * {{.HD}}u;
+    // -3e38 rather than -INFINITY: fast math may assume no infinities, and
+    // exp(-3e38 - x) is 0 just the same.
+    float m = -3.0e38f, l = 0.0f;
+    float acc[{{.DV}}];
+#pragma unroll
+    for (u32 d = 0; d < {{.DV}}u; ++d) {
+        acc[d] = 0.0f;
+    }
+    for (int j = from + int(lane); j < to; j += 32) {
+        const {{.CacheT}}* kr = kc + (u64)j * {{.KW}}u + kh * {{.HD}}u;
+        float dot = 0.0f;
+#pragma unroll
+        for (u32 i = 0; i < {{.HD}}u; ++i) {
+            dot += qv[i] * ldf(kr[i]);
+        }
+        const float sc = dot * {{.Scale}};
+        if (sc > m) {
+            const float rs = expf(m - sc);
+            l *= rs;
+#pragma unroll
+            for (u32 d = 0; d < {{.DV}}u; ++d) {
+                acc[d] *= rs;
+            }
+            m = sc;
+        }
+        const float wt = expf(sc - m);
+        l += wt;
+        const {{.CacheT}}* vr = vc + (u64)j * {{.VW}}u + kh * {{.DV}}u;
+#pragma unroll
+        for (u32 d = 0; d < {{.DV}}u; ++d) {
+            acc[d] += wt * ldf(vr[d]);
+        }
+    }
+    const float mm = warp_max(m);
+    const float rs = expf(m - mm);
+    l = warp_sum(l * rs);
+    float* o = part + (((u64)t * {{.H}}u + h) * {{.Splits}}u + s) * {{.PartW}}u;
+#pragma unroll
+    for (u32 d = 0; d < {{.DV}}u; ++d) {
+        const float a = warp_sum(acc[d] * rs);
+        if (lane == 0) {
+            o[2 + d] = a;
+        }
+    }
+    if (lane == 0) {
+        o[0] = mm;
+        o[1] = l;
+    }
+}
+`,
+	// attn_merge: thread d of (head, query) merges the splits' partials
+	// (and the sink, one more part without a value row).
+	"attn_merge": `
+// {{.Name}}: out[t, h·{{.DV}} + d] = merge of {{.Splits}} partials{{if .Sinks}} and sink[h]{{end}}.
+extern "C" __global__ void {{.Name}}(
+    const float* __restrict__ part,
+{{- if .Sinks}}
+    const {{.SinkT}}* __restrict__ sinks,
+{{- end}}
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 h = blockIdx.x, t = blockIdx.y, d = tid;
+    const float* pt = part + ((u64)t * {{.H}}u + h) * {{.Splits}}u * {{.PartW}}u;
+    float m = -3.0e38f;
+    for (u32 s = 0; s < {{.Splits}}u; ++s) {
+        m = fmaxf(m, pt[s * {{.PartW}}u]);
+    }{{if .Sinks}}
+    m = fmaxf(m, ldf(sinks[h]));{{end}}
+    float l = 0.0f, a = 0.0f;
+    for (u32 s = 0; s < {{.Splits}}u; ++s) {
+        const float* ps = pt + s * {{.PartW}}u;
+        if (ps[1] > 0.0f) {
+            const float r = expf(ps[0] - m);
+            l += ps[1] * r;
+            a += (d < {{.DV}}u ? ps[2 + d] : 0.0f) * r;
+        }
+    }{{if .Sinks}}
+    l += expf(ldf(sinks[h]) - m);{{end}}
+    if (d < {{.DV}}u) {
+        out[(u64)t * {{.OW}}u + h * {{.DV}}u + d] = a / l;
+    }
+}
+`,
+	// rmsnorm: one warp per row.
+	"rmsnorm": `
+// {{.Name}}: out[r] = x[r] / sqrt(mean(x[r]²) + eps){{if .Gain}} · gain{{end}}, width {{.K}}.
+extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
+    const float* __restrict__ x,
+{{- if .Gain}}
+    const {{.GainT}}* __restrict__ gain,
+{{- end}}
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 r = blockIdx.y;
+    const float* xr = x + (u64)r * {{.K}}u;
+    float ss = 0.0f;
+    for (u32 i = lane; i < {{.K}}u; i += 32) {
+        ss += xr[i] * xr[i];
+    }
+    ss = warp_sum(ss);
+    const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});
+    for (u32 i = lane; i < {{.K}}u; i += 32) {
+        out[(u64)r * {{.K}}u + i] = xr[i] * scale{{if .Gain}} * ldf(gain[i]){{end}};
+    }
+}
+`,
+	// softmax: one warp per row.
+	"softmax": `
+// {{.Name}}: out[r] = softmax(x[r]), width {{.K}}.
+extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
+    const float* __restrict__ x,
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 r = blockIdx.y;
+    const float* xr = x + (u64)r * {{.K}}u;
+    float* o = out + (u64)r * {{.K}}u;
+    float m = -3.0e38f;
+    for (u32 i = lane; i < {{.K}}u; i += 32) {
+        m = fmaxf(m, xr[i]);
+    }
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (u32 i = lane; i < {{.K}}u; i += 32) {
+        sum += expf(xr[i] - m);
+    }
+    sum = warp_sum(sum);
+    for (u32 i = lane; i < {{.K}}u; i += 32) {
+        o[i] = expf(xr[i] - m) / sum;
+    }
+}
+`,
+	// eltwise: add, mul (b broadcast over a's leading dims), silu, gelu; one thread per element.
+	"eltwise": `
+// {{.Name}}: out[i] = {{.Expr}}, {{.K}} elements per row.
+extern "C" __global__ void {{.Name}}(
+    const float* __restrict__ a,
+{{- if .Binary}}
+    const {{.BT}}* __restrict__ b,
+{{- end}}
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    const u32 i = blockIdx.x * {{.Threads}}u + tid, r = blockIdx.y;
+    if (i >= {{.K}}u) {
+        return;
+    }
+    const u64 at = (u64)r * {{.K}}u + i;
+    const float x = a[at];{{if .Binary}}
+    const float y = ldf(b[{{.BIndex}}]);{{end}}
+    out[at] = {{.Expr}};
+}
+`,
+}
