@@ -17,8 +17,8 @@ import (
 // scales of eight rows load as one vector and each activation value is
 // broadcast once for eight rows. In decode this cuts the instructions per
 // weight block about threefold (the kernel then waits on memory, not on
-// arithmetic); in prefill the unpacked weights are reused for four
-// activation rows.
+// arithmetic); in prefill the unpacked weights are reused for four or
+// eight activation rows.
 //
 // The group kernels sum a row's blocks in one float chain (see
 // codegen/goasm/gen/kerndot/gemv.go), so their results differ from Dot's in
