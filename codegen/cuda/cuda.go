@@ -10,7 +10,9 @@
 // one-instruction inline PTX and the warp reductions use __shfl_down_sync —
 // so NVRTC needs no include path. Nothing here runs a kernel; the tests
 // compile every emitted library to PTX with clang's CUDA mode against
-// testdata/cudaprelude.h.
+// testdata/cudaprelude.h, and run the kernels on the CPU as C++ against
+// testdata/cudaemu.h (which defines MINERVA_CUDA_EMU, the prelude's hook for
+// C++ half conversions), comparing them with ir/eval.
 package cuda
 
 import (

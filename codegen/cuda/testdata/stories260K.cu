@@ -6,16 +6,27 @@ typedef unsigned short f16; // the bits of an IEEE half
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+// h2f and f2h: one cvt instruction each. MINERVA_CUDA_EMU (defined only by
+// the CPU emulation header, codegen/cuda/testdata/cudaemu.h) swaps in its
+// C++ conversions, as inline PTX cannot run on the CPU.
 __device__ __forceinline__ float h2f(f16 h) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::h2f(h);
+#else
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
+#endif
 }
 
 __device__ __forceinline__ f16 f2h(float f) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::f2h(f);
+#else
     f16 h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
+#endif
 }
 
 // ldf reads a small f32 or f16 operand (gain, bias, sink, cache) as float;

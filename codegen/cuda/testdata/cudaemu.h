@@ -1,0 +1,305 @@
+// cudaemu.h: just enough of CUDA, as C++17, to run the kernels codegen/cuda
+// emits on the CPU (clang++ -std=c++17 -pthread -include cudaemu.h), so that
+// Linux CI without a GPU can check them against ir/eval:
+//
+//   - one std::thread per CUDA thread of a block; the blocks of a grid run
+//     one after another (cudaemu::launch below);
+//   - threadIdx, blockIdx, blockDim and gridDim are thread-local, set by
+//     the launcher for each emulated thread;
+//   - __syncthreads is a real barrier over the block's threads;
+//   - __shfl_sync, __shfl_down_sync and __shfl_xor_sync exchange values
+//     among the 32 threads of a warp through a barrier-synchronised slot
+//     array (each warp has its own barrier, so warps run independently, as
+//     on the GPU); only the full mask is accepted, which is all the emitter
+//     uses;
+//   - __shared__ variables are function-scope statics: one instance, shared
+//     by the threads of the block that runs (right because one block runs
+//     at a time; it would be wrong for concurrent blocks);
+//   - the library's inline-PTX half conversions are replaced through the
+//     MINERVA_CUDA_EMU hook of the emitted prelude by cudaemu::h2f/f2h
+//     (IEEE binary16, round-to-nearest-even, as cvt.rn.f16.f32).
+//
+// Non-uniform control flow around a barrier or a full-mask shuffle (a
+// thread that has returned, or a lane that never arrives) is reported and
+// aborts the run instead of hanging or returning stale values. What this
+// cannot check: the GPU's memory model beyond barriers, fast-math
+// differences, occupancy, and anything only NVRTC/ptxas sees (the PTX
+// compile test covers the source; this covers the arithmetic).
+#ifndef CUDAEMU_H
+#define CUDAEMU_H
+
+#include <math.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#define MINERVA_CUDA_EMU 1
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+
+namespace cudaemu {
+// h2f converts IEEE binary16 bits to float (exact).
+inline float h2f(unsigned short h) {
+    uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
+    uint32_t out;
+    if (exp == 0) {
+        if (man == 0) {
+            out = sign;
+        } else { // subnormal: normalise
+            int e = -1;
+            do {
+                ++e;
+                man <<= 1;
+            } while ((man & 1024) == 0);
+            out = sign | uint32_t(127 - 15 - e) << 23 | (man & 1023) << 13;
+        }
+    } else if (exp == 31) {
+        out = sign | 0x7f800000u | man << 13;
+    } else {
+        out = sign | (exp + 112) << 23 | man << 13;
+    }
+    float f;
+    std::memcpy(&f, &out, 4);
+    return f;
+}
+
+// f2h converts float to binary16 bits, rounding to nearest even.
+inline unsigned short f2h(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) { // inf or nan
+        return (unsigned short)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    }
+    if (ax >= 0x477ff000u) { // rounds to >= 65520: infinity
+        return (unsigned short)(sign | 0x7c00);
+    }
+    if (ax < 0x38800000u) { // below the smallest normal: subnormal or zero
+        float a;
+        std::memcpy(&a, &ax, 4);
+        return (unsigned short)(sign | uint32_t(std::nearbyint(a * 16777216.0f))); // a / 2^-24, RNE
+    }
+    uint32_t r = ax + 0xfff + ((ax >> 13) & 1) - 0x38000000u; // rebias, RNE
+    return (unsigned short)(sign | (r >> 13));
+}
+
+[[noreturn]] inline void fail(const char* what) {
+    std::fprintf(stderr, "cudaemu: %s\n", what);
+    std::fflush(stderr);
+    std::abort();
+}
+
+// Barrier is a reusable barrier for n threads (C++17 has no std::barrier).
+// A thread that leaves (its kernel returned) makes any wait on the barrier,
+// then or later, fail: a barrier or full-mask shuffle that not all threads
+// reach is a kernel bug (undefined behaviour on the GPU).
+struct Barrier {
+    explicit Barrier(unsigned n, const char* what) : n(n), what(what) {}
+    void wait() {
+        std::unique_lock<std::mutex> lk(mu);
+        if (left > 0) {
+            report();
+        }
+        const unsigned long gen = generation;
+        if (++arrived == n) {
+            arrived = 0;
+            ++generation;
+            cv.notify_all();
+            return;
+        }
+        if (!cv.wait_for(lk, std::chrono::seconds(60), [&] { return generation != gen || left > 0; })) {
+            fail("barrier timed out after 60 s (a thread never arrived)");
+        }
+        if (generation == gen) {
+            report();
+        }
+    }
+    void leave() {
+        std::lock_guard<std::mutex> lk(mu);
+        ++left;
+        cv.notify_all();
+    }
+    [[noreturn]] void report() {
+        char msg[200];
+        std::snprintf(msg, sizeof msg, "%s: a thread returned while others wait (non-uniform control flow)", what);
+        fail(msg);
+    }
+    unsigned n, arrived = 0, left = 0;
+    unsigned long generation = 0;
+    const char* what;
+    std::mutex mu;
+    std::condition_variable cv;
+};
+
+// Warp is the exchange area of 32 lanes.
+struct Warp {
+    Barrier bar{32, "__shfl_*_sync"};
+    uint64_t slots[32];
+};
+
+// The block and warp the calling emulated thread belongs to.
+inline thread_local Barrier* tl_block;
+inline thread_local Warp* tl_warp;
+inline thread_local unsigned tl_lane;
+
+// shfl returns the value lane src(lane) passed to the same shuffle, or the
+// caller's own where src returns 32 or more (out of the warp).
+template <class T, class Src>
+inline T shfl(unsigned mask, T v, Src src) {
+    static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    if (mask != 0xffffffffu) {
+        fail("a shuffle with a partial mask (the emulation supports the full mask only)");
+    }
+    Warp* w = tl_warp;
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof v);
+    w->slots[tl_lane] = bits;
+    w->bar.wait();
+    const unsigned from = src(tl_lane);
+    T r = v;
+    if (from < 32) {
+        std::memcpy(&r, &w->slots[from], sizeof r);
+    }
+    w->bar.wait(); // nobody overwrites a slot before everyone has read
+    return r;
+}
+
+// launch runs fn once per thread of a grid of blocks of `block` threads
+// (blockDim.x only: the emitter uses 1-D blocks whose size is a multiple of
+// 32): the blocks in order x fastest, each as block.x std::threads with a
+// fresh block barrier and warp exchange areas.
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn);
+} // namespace cudaemu
+
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
+
+inline void cudaemu::launch(dim3 grid, dim3 block, const std::function<void()>& fn) {
+    if (block.y != 1 || block.z != 1 || block.x == 0 || block.x % 32 != 0) {
+        fail("blocks must be 1-D with a multiple of 32 threads");
+    }
+    const unsigned n = block.x;
+    for (unsigned z = 0; z < grid.z; ++z) {
+        for (unsigned y = 0; y < grid.y; ++y) {
+            for (unsigned x = 0; x < grid.x; ++x) {
+                Barrier bar(n, "__syncthreads");
+                std::vector<Warp> warps(n / 32);
+                std::vector<std::thread> ts;
+                ts.reserve(n);
+                for (unsigned tid = 0; tid < n; ++tid) {
+                    ts.emplace_back([&, tid] {
+                        threadIdx = uint3{tid, 0, 0};
+                        blockIdx = uint3{x, y, z};
+                        blockDim = block;
+                        gridDim = grid;
+                        tl_block = &bar;
+                        tl_warp = &warps[tid / 32];
+                        tl_lane = tid % 32;
+                        fn();
+                        tl_warp->bar.leave();
+                        bar.leave();
+                    });
+                }
+                for (auto& t : ts) {
+                    t.join();
+                }
+            }
+        }
+    }
+}
+
+inline void __syncthreads() { cudaemu::tl_block->wait(); }
+
+template <class T>
+inline T __shfl_sync(unsigned mask, T v, int src) {
+    return cudaemu::shfl(mask, v, [src](unsigned) { return unsigned(src) & 31u; });
+}
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
+    return cudaemu::shfl(mask, v, [delta](unsigned lane) { return lane + delta; });
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T v, int m) {
+    return cudaemu::shfl(mask, v, [m](unsigned lane) { return (lane ^ unsigned(m)) & 31u; });
+}
+
+inline float __uint_as_float(unsigned x) {
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+inline unsigned __float_as_uint(float x) {
+    unsigned u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+namespace cudaemu {
+// Buf is a buffer read from and written back to a file.
+struct Buf {
+    std::vector<unsigned char> data;
+    // ptr converts to whatever pointer the kernel parameter wants.
+    struct Ptr {
+        void* p;
+        template <class T>
+        operator T*() const { return static_cast<T*>(p); }
+    };
+    Ptr ptr() { return Ptr{data.data()}; }
+};
+
+inline Buf load(const char* path) {
+    Buf b;
+    FILE* f = std::fopen(path, "rb");
+    if (!f) {
+        std::fprintf(stderr, "cudaemu: cannot open %s\n", path);
+        std::exit(2);
+    }
+    std::fseek(f, 0, SEEK_END);
+    long n = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    b.data.resize(size_t(n));
+    if (n > 0 && std::fread(b.data.data(), 1, size_t(n), f) != size_t(n)) {
+        std::fprintf(stderr, "cudaemu: short read of %s\n", path);
+        std::exit(2);
+    }
+    std::fclose(f);
+    return b;
+}
+
+inline void save(const char* path, const Buf& b) {
+    FILE* f = std::fopen(path, "wb");
+    if (!f || std::fwrite(b.data.data(), 1, b.data.size(), f) != b.data.size()) {
+        std::fprintf(stderr, "cudaemu: cannot write %s\n", path);
+        std::exit(2);
+    }
+    std::fclose(f);
+}
+} // namespace cudaemu
+
+// Execution spaces and qualifiers: plain C++ on the CPU. Defined last, so
+// that they cannot change the standard headers or the code above.
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+#endif
