@@ -1,0 +1,306 @@
+//go:build linux
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// libSpec is a shared library the backend needs: the file names tried in
+// order, and the environment variable that names the file instead.
+type libSpec struct {
+	what  string
+	env   string
+	names []string
+}
+
+var (
+	cudaLib = libSpec{"the CUDA driver", "MINERVA_CUDA_LIB", []string{"libcuda.so.1", "libcuda.so"}}
+	// NVRTC carries its major.minor in the soname; libnvrtc.so exists only
+	// with the toolkit's development files.
+	nvrtcLib = libSpec{"NVRTC", "MINERVA_NVRTC_LIB", []string{
+		"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1", "libnvrtc.so.11.0",
+		"/usr/local/cuda/lib64/libnvrtc.so",
+	}}
+)
+
+// openLib dlopens the first of s's names that loads ($env alone when set).
+// On failure the error is one line naming every file tried and $env, with
+// the loader's reason for any file that exists but did not load.
+func openLib(s libSpec, dlopen func(string) (uintptr, error)) (uintptr, error) {
+	names := s.names
+	if p := os.Getenv(s.env); p != "" {
+		names = []string{p}
+	}
+	var reasons []string
+	for _, n := range names {
+		h, err := dlopen(n)
+		if err == nil {
+			return h, nil
+		}
+		if r := oneLine(err.Error()); !strings.Contains(r, "No such file") && !strings.Contains(r, "not found") {
+			reasons = append(reasons, r)
+		}
+	}
+	msg := fmt.Sprintf("cuda: cannot load %s: tried %s; set %s to the library's path", s.what, strings.Join(names, ", "), s.env)
+	if len(reasons) > 0 {
+		msg += " (" + strings.Join(reasons, "; ") + ")"
+	}
+	return 0, errors.New(msg)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func dlopen(name string) (uintptr, error) {
+	return purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+}
+
+// api holds the resolved entry points, called through purego.SyscallN.
+type api struct {
+	cuInit, cuDriverGetVersion, cuDeviceGet, cuDeviceGetAttribute, cuCtxCreate uintptr
+	cuModuleLoadData, cuModuleGetFunction, cuMemAlloc, cuMemFree               uintptr
+	cuMemcpyHtoD, cuMemcpyDtoH, cuLaunchKernel, cuStreamSynchronize            uintptr
+	nvrtcCreateProgram, nvrtcDestroyProgram, nvrtcCompileProgram               uintptr
+	nvrtcGetPTXSize, nvrtcGetPTX, nvrtcGetProgramLogSize, nvrtcGetProgramLog   uintptr
+}
+
+var (
+	loadOnce sync.Once
+	loaded   *api
+	loadErr  error
+)
+
+// load opens both libraries and resolves every entry point, once per
+// process.
+func load() (*api, error) {
+	loadOnce.Do(func() { loaded, loadErr = loadAPI(dlopen) })
+	return loaded, loadErr
+}
+
+func loadAPI(open func(string) (uintptr, error)) (*api, error) {
+	cu, err := openLib(cudaLib, open)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := openLib(nvrtcLib, open)
+	if err != nil {
+		return nil, err
+	}
+	a := &api{}
+	syms := []struct {
+		lib  uintptr
+		name string
+		p    *uintptr
+	}{
+		{cu, "cuInit", &a.cuInit},
+		{cu, "cuDriverGetVersion", &a.cuDriverGetVersion},
+		{cu, "cuDeviceGet", &a.cuDeviceGet},
+		{cu, "cuDeviceGetAttribute", &a.cuDeviceGetAttribute},
+		{cu, "cuCtxCreate_v2", &a.cuCtxCreate},
+		{cu, "cuModuleLoadData", &a.cuModuleLoadData},
+		{cu, "cuModuleGetFunction", &a.cuModuleGetFunction},
+		{cu, "cuMemAlloc_v2", &a.cuMemAlloc},
+		{cu, "cuMemFree_v2", &a.cuMemFree},
+		{cu, "cuMemcpyHtoD_v2", &a.cuMemcpyHtoD},
+		{cu, "cuMemcpyDtoH_v2", &a.cuMemcpyDtoH},
+		{cu, "cuLaunchKernel", &a.cuLaunchKernel},
+		{cu, "cuStreamSynchronize", &a.cuStreamSynchronize},
+		{nv, "nvrtcCreateProgram", &a.nvrtcCreateProgram},
+		{nv, "nvrtcDestroyProgram", &a.nvrtcDestroyProgram},
+		{nv, "nvrtcCompileProgram", &a.nvrtcCompileProgram},
+		{nv, "nvrtcGetPTXSize", &a.nvrtcGetPTXSize},
+		{nv, "nvrtcGetPTX", &a.nvrtcGetPTX},
+		{nv, "nvrtcGetProgramLogSize", &a.nvrtcGetProgramLogSize},
+		{nv, "nvrtcGetProgramLog", &a.nvrtcGetProgramLog},
+	}
+	for _, s := range syms {
+		p, err := purego.Dlsym(s.lib, s.name)
+		if err != nil || p == 0 {
+			return nil, fmt.Errorf("cuda: symbol %s missing from the loaded library (driver or NVRTC too old?)", s.name)
+		}
+		*s.p = p
+	}
+	return a, nil
+}
+
+// The wrappers below are the thin typed layer over the entry points; out
+// parameters are locals whose address SyscallN keeps alive for the call
+// (purego.SyscallN is go:uintptrescapes), and Go buffers handed to C are
+// pinned for the call.
+
+func (a *api) call(fn uintptr, args ...uintptr) Result {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return Result(int32(r))
+}
+
+func (a *api) nvcall(fn uintptr, args ...uintptr) NVRTCResult {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return NVRTCResult(int32(r))
+}
+
+func (a *api) init() error { return check("cuInit", a.call(a.cuInit, 0)) }
+
+func (a *api) driverVersion() (int, error) {
+	var v int32
+	err := check("cuDriverGetVersion", a.call(a.cuDriverGetVersion, uintptr(unsafe.Pointer(&v))))
+	return int(v), err
+}
+
+func (a *api) device(ordinal int) (int32, error) {
+	var d int32
+	err := check("cuDeviceGet", a.call(a.cuDeviceGet, uintptr(unsafe.Pointer(&d)), uintptr(ordinal)))
+	return d, err
+}
+
+// The CUdevice_attribute values of the compute capability.
+const (
+	attrComputeCapabilityMajor = 75
+	attrComputeCapabilityMinor = 76
+)
+
+func (a *api) computeCapability(dev int32) (major, minor int, err error) {
+	var v [2]int32
+	for i, attr := range []uintptr{attrComputeCapabilityMajor, attrComputeCapabilityMinor} {
+		if err := check("cuDeviceGetAttribute", a.call(a.cuDeviceGetAttribute, uintptr(unsafe.Pointer(&v[i])), attr, uintptr(dev))); err != nil {
+			return 0, 0, err
+		}
+	}
+	return int(v[0]), int(v[1]), nil
+}
+
+func (a *api) ctxCreate(dev int32) (uintptr, error) {
+	var ctx uintptr
+	err := check("cuCtxCreate_v2", a.call(a.cuCtxCreate, uintptr(unsafe.Pointer(&ctx)), 0, uintptr(dev)))
+	return ctx, err
+}
+
+// moduleLoadData loads a PTX image; it is NUL-terminated here.
+func (a *api) moduleLoadData(ptx []byte) (uintptr, error) {
+	img := cString(string(ptx))
+	var mod uintptr
+	err := check("cuModuleLoadData", a.call(a.cuModuleLoadData, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&img[0]))))
+	goruntime.KeepAlive(img)
+	return mod, err
+}
+
+func (a *api) moduleGetFunction(mod uintptr, name string) (uintptr, error) {
+	n := cString(name)
+	var f uintptr
+	err := check("cuModuleGetFunction", a.call(a.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), mod, uintptr(unsafe.Pointer(&n[0]))))
+	goruntime.KeepAlive(n)
+	if err != nil {
+		return 0, fmt.Errorf("%w: kernel %s", err, name)
+	}
+	return f, nil
+}
+
+func (a *api) memAlloc(bytes int64) (uint64, error) {
+	var p uint64
+	err := check("cuMemAlloc_v2", a.call(a.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(bytes)))
+	return p, err
+}
+
+func (a *api) memFree(p uint64) error { return check("cuMemFree_v2", a.call(a.cuMemFree, uintptr(p))) }
+
+func (a *api) memcpyHtoD(dst uint64, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	var pin goruntime.Pinner
+	pin.Pin(&src[0])
+	defer pin.Unpin()
+	return check("cuMemcpyHtoD_v2", a.call(a.cuMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))))
+}
+
+func (a *api) memcpyDtoH(dst []byte, src uint64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	var pin goruntime.Pinner
+	pin.Pin(&dst[0])
+	defer pin.Unpin()
+	return check("cuMemcpyDtoH_v2", a.call(a.cuMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst))))
+}
+
+// launchKernel issues f on stream with the parameter block b (memory outside
+// the Go heap, see argBlock).
+func (a *api) launchKernel(f uintptr, grid, block [3]uint32, sharedBytes uint32, stream uintptr, b *argBlock) error {
+	return check("cuLaunchKernel", a.call(a.cuLaunchKernel, f,
+		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
+		uintptr(sharedBytes), stream, b.params(), 0))
+}
+
+func (a *api) streamSynchronize(stream uintptr) error {
+	return check("cuStreamSynchronize", a.call(a.cuStreamSynchronize, stream))
+}
+
+// compilePTX compiles source with NVRTC for compute capability major.minor
+// and returns the PTX (NUL-terminated, as cuModuleLoadData wants it). A
+// compilation error carries NVRTC's log.
+func (a *api) compilePTX(source, name string, major, minor int) ([]byte, error) {
+	src, nm := cString(source), cString(name)
+	var prog uintptr
+	r := a.nvcall(a.nvrtcCreateProgram, uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&src[0])), uintptr(unsafe.Pointer(&nm[0])), 0, 0, 0)
+	goruntime.KeepAlive(src)
+	goruntime.KeepAlive(nm)
+	if err := checkNVRTC("nvrtcCreateProgram", r); err != nil {
+		return nil, err
+	}
+	defer func() { a.nvcall(a.nvrtcDestroyProgram, uintptr(unsafe.Pointer(&prog))) }()
+
+	opts := [][]byte{cString(fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor)), cString("--std=c++17")}
+	var pin goruntime.Pinner
+	defer pin.Unpin()
+	ptrs := make([]uintptr, len(opts))
+	for i, o := range opts {
+		pin.Pin(&o[0])
+		ptrs[i] = uintptr(unsafe.Pointer(&o[0]))
+	}
+	pin.Pin(&ptrs[0])
+	if r := a.nvcall(a.nvrtcCompileProgram, prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0]))); r != 0 {
+		return nil, &NVRTCError{Call: "nvrtcCompileProgram", Code: r, Log: a.programLog(prog)}
+	}
+	var n uintptr
+	if err := checkNVRTC("nvrtcGetPTXSize", a.nvcall(a.nvrtcGetPTXSize, prog, uintptr(unsafe.Pointer(&n)))); err != nil {
+		return nil, err
+	}
+	ptx := make([]byte, max(n, 1))
+	pin.Pin(&ptx[0])
+	if err := checkNVRTC("nvrtcGetPTX", a.nvcall(a.nvrtcGetPTX, prog, uintptr(unsafe.Pointer(&ptx[0])))); err != nil {
+		return nil, err
+	}
+	return ptx, nil
+}
+
+func (a *api) programLog(prog uintptr) string {
+	var n uintptr
+	if a.nvcall(a.nvrtcGetProgramLogSize, prog, uintptr(unsafe.Pointer(&n))) != 0 || n == 0 {
+		return ""
+	}
+	buf := make([]byte, n)
+	var pin goruntime.Pinner
+	pin.Pin(&buf[0])
+	defer pin.Unpin()
+	if a.nvcall(a.nvrtcGetProgramLog, prog, uintptr(unsafe.Pointer(&buf[0]))) != 0 {
+		return ""
+	}
+	return strings.TrimRight(string(buf), "\x00")
+}
+
+// cString is s with a terminating NUL.
+func cString(s string) []byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b
+}
