@@ -18,8 +18,8 @@ package cuda
 import (
 	"bytes"
 	"fmt"
+	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
 	"math"
-	"strconv"
 	"strings"
 	"text/template"
 
@@ -128,7 +128,7 @@ func (e *emitter) library() *Library {
 	for _, dt := range WeightDTypes() {
 		if e.dtypes[dt] {
 			r := dtypeTable[dt]
-			b.WriteString(render(dqTemplate, struct {
+			b.WriteString(kernsrc.Render(dqTemplate, struct {
 				Name, Body string
 				Unit       int
 			}{r.name, r.body, r.unit}))
@@ -251,50 +251,11 @@ func renderFamily(family string, p *params) (string, error) {
 	return b.String(), nil
 }
 
-func render(src string, data any) string {
-	var b bytes.Buffer
-	template.Must(template.New("").Parse(src)).Execute(&b, data) //nolint:errcheck // constant templates over plain structs
-	return b.String()
-}
-
-// flit renders x as a CUDA float literal that reads back as float32(x).
-func flit(x float64) (string, error) {
-	if math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > math.MaxFloat32 {
-		return "", fmt.Errorf("constant %v is not a finite float", x)
-	}
-	s := strconv.FormatFloat(float64(float32(x)), 'g', -1, 32)
-	if !strings.ContainsAny(s, ".en") {
-		s += ".0"
-	}
-	return s + "f", nil
-}
-
-// rowsOf returns the rows of a [..., W] value as a grid dimension: the
-// product of the constant leading dims, times T when one of them is T.
+// rowsOf returns the rows of a [..., W] value as a grid dimension.
 func rowsOf(t ir.Type) (GridDim, error) {
-	d := GridDim{N: 1}
-	for _, x := range t.Shape[:len(t.Shape)-1] {
-		switch {
-		case x.IsConst():
-			d.N *= x.N
-		case x.Sym == "T" && !d.PerToken:
-			d.PerToken = true
-		default:
-			return d, fmt.Errorf("leading dimension %s of %s is not T or a constant", x, t)
-		}
-	}
-	return d, nil
+	n, perToken, err := kernsrc.Rows(t)
+	return GridDim{N: n, PerToken: perToken}, err
 }
-
-// lastConst returns the constant last dimension of t.
-func lastConst(t ir.Type) (int64, error) {
-	if len(t.Shape) == 0 || !t.Shape.Last().IsConst() || t.Shape.Last().N <= 0 {
-		return 0, fmt.Errorf("needs a constant positive last dimension, got %s", t)
-	}
-	return t.Shape.Last().N, nil
-}
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 func val(v *ir.Value) Arg { return Arg{Value: v.ID} }
 
@@ -358,7 +319,7 @@ func (e *emitter) embed(v *ir.Value) error {
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: 32,
 		Args: []Arg{val(table), val(v.Args[1]), val(v)},
-		Grid: [3]GridDim{{N: ceilDiv(p.NU, 32)}, rows, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(p.NU, 32)}, rows, {N: 1}}})
 	return nil
 }
 
@@ -402,7 +363,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 		NW: nwarps, Threads: 32 * nwarps,
 	}
 	if p.Norm {
-		if p.Eps, err = flit(parts.Eps); err != nil {
+		if p.Eps, err = kernsrc.FloatLiteral(parts.Eps); err != nil {
 			return err
 		}
 	}
@@ -457,7 +418,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 		return err
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: p.Threads, Args: args,
-		Grid: [3]GridDim{{N: ceilDiv(width, nwarps)}, rows, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, nwarps)}, rows, {N: 1}}})
 	return nil
 }
 
@@ -492,8 +453,8 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 		f := fs * math.Pow(base, -2*float64(i)/float64(nrot))
 		hi := float32(f)
 		lo := float32(f - float64(hi))
-		h, err1 := flit(float64(hi))
-		l, err2 := flit(float64(lo))
+		h, err1 := kernsrc.FloatLiteral(float64(hi))
+		l, err2 := kernsrc.FloatLiteral(float64(lo))
 		if err1 != nil || err2 != nil {
 			return 0, fmt.Errorf("rope frequency %d is not finite (base %v, freq_scale %v)", i, base, fs)
 		}
@@ -501,7 +462,7 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 	}
 	p.Freqs = strings.Join(fr, ", ")
 	if ms := a.Float("attn_factor", 1); ms != 1 {
-		s, err := flit(ms)
+		s, err := kernsrc.FloatLiteral(ms)
 		if err != nil {
 			return 0, err
 		}
@@ -537,15 +498,15 @@ func (e *emitter) attention(v *ir.Value) error {
 	if err != nil {
 		return err
 	}
-	kw, err := lastConst(k.Type)
+	kw, err := kernsrc.LastConst(k.Type)
 	if err != nil {
 		return err
 	}
-	vw, err := lastConst(vv.Type)
+	vw, err := kernsrc.LastConst(vv.Type)
 	if err != nil {
 		return err
 	}
-	scale, err := flit(a.Float("scale", 1))
+	scale, err := kernsrc.FloatLiteral(a.Float("scale", 1))
 	if err != nil {
 		return err
 	}
@@ -587,18 +548,18 @@ func (e *emitter) attention(v *ir.Value) error {
 	if err != nil {
 		return err
 	}
-	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: merge, Threads: int(32 * ceilDiv(dv, 32)), Args: args,
+	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: merge, Threads: int(32 * kernsrc.CeilDiv(dv, 32)), Args: args,
 		Grid: [3]GridDim{{N: nh}, {N: 1, PerToken: true}, {N: 1}}})
 	return nil
 }
 
 func (e *emitter) rmsnorm(v *ir.Value) error {
-	k, err := lastConst(v.Type)
+	k, err := kernsrc.LastConst(v.Type)
 	if err != nil {
 		return err
 	}
 	p := &params{K: k, Gain: len(v.Args) == 2}
-	if p.Eps, err = flit(v.Attrs.Float("eps", 0)); err != nil {
+	if p.Eps, err = kernsrc.FloatLiteral(v.Attrs.Float("eps", 0)); err != nil {
 		return err
 	}
 	args := []Arg{val(v.Args[0])}
@@ -617,7 +578,7 @@ func (e *emitter) rmsnorm(v *ir.Value) error {
 }
 
 func (e *emitter) softmax(v *ir.Value) error {
-	k, err := lastConst(v.Type)
+	k, err := kernsrc.LastConst(v.Type)
 	if err != nil {
 		return err
 	}
@@ -643,7 +604,7 @@ func (e *emitter) rowKernel(v *ir.Value, family string, p *params, args []Arg) e
 // eltwise: add and mul broadcast b over a's leading dims (b is a's trailing
 // shape); silu and gelu are unary.
 func (e *emitter) eltwise(v *ir.Value) error {
-	k, err := lastConst(v.Type)
+	k, err := kernsrc.LastConst(v.Type)
 	if err != nil {
 		return err
 	}
@@ -692,6 +653,6 @@ func (e *emitter) eltwise(v *ir.Value) error {
 		return err
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: 32, Args: append(args, val(v)),
-		Grid: [3]GridDim{{N: ceilDiv(k, 32)}, rows, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(k, 32)}, rows, {N: 1}}})
 	return nil
 }

@@ -15,8 +15,8 @@ package metal
 import (
 	"bytes"
 	"fmt"
+	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
 	"math"
-	"strconv"
 	"strings"
 	"text/template"
 
@@ -50,7 +50,7 @@ type GridDim struct {
 func (d GridDim) Count(T int) int64 {
 	switch {
 	case d.PerToken && d.Tile > 1:
-		return d.N * ceilDiv(int64(T), d.Tile)
+		return d.N * kernsrc.CeilDiv(int64(T), d.Tile)
 	case d.PerToken:
 		return d.N * int64(T)
 	}
@@ -164,7 +164,7 @@ func (e *emitter) library() *Library {
 	for _, dt := range WeightDTypes() {
 		if e.dtypes[dt] {
 			r := dtypeTable[dt]
-			b.WriteString(render(dqTemplate, struct {
+			b.WriteString(kernsrc.Render(dqTemplate, struct {
 				Name, Body string
 				Unit       int
 			}{r.name, r.body, r.unit}))
@@ -295,50 +295,11 @@ func renderFamily(family string, p *params) (string, error) {
 	return b.String(), nil
 }
 
-func render(src string, data any) string {
-	var b bytes.Buffer
-	template.Must(template.New("").Parse(src)).Execute(&b, data) //nolint:errcheck // constant templates over plain structs
-	return b.String()
-}
-
-// flit renders x as an MSL float literal that reads back as float32(x).
-func flit(x float64) (string, error) {
-	if math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > math.MaxFloat32 {
-		return "", fmt.Errorf("constant %v is not a finite float", x)
-	}
-	s := strconv.FormatFloat(float64(float32(x)), 'g', -1, 32)
-	if !strings.ContainsAny(s, ".en") {
-		s += ".0"
-	}
-	return s + "f", nil
-}
-
-// rowsOf returns the rows of a [..., W] value as a grid dimension: the
-// product of the constant leading dims, times T when one of them is T.
+// rowsOf returns the rows of a [..., W] value as a grid dimension.
 func rowsOf(t ir.Type) (GridDim, error) {
-	d := GridDim{N: 1}
-	for _, x := range t.Shape[:len(t.Shape)-1] {
-		switch {
-		case x.IsConst():
-			d.N *= x.N
-		case x.Sym == "T" && !d.PerToken:
-			d.PerToken = true
-		default:
-			return d, fmt.Errorf("leading dimension %s of %s is not T or a constant", x, t)
-		}
-	}
-	return d, nil
+	n, perToken, err := kernsrc.Rows(t)
+	return GridDim{N: n, PerToken: perToken}, err
 }
-
-// lastConst returns the constant last dimension of t.
-func lastConst(t ir.Type) (int64, error) {
-	if len(t.Shape) == 0 || !t.Shape.Last().IsConst() || t.Shape.Last().N <= 0 {
-		return 0, fmt.Errorf("needs a constant positive last dimension, got %s", t)
-	}
-	return t.Shape.Last().N, nil
-}
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 func val(v *ir.Value) Arg { return Arg{Value: v.ID} }
 
@@ -406,7 +367,7 @@ func (e *emitter) embed(v *ir.Value) error {
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: 32,
 		Args: []Arg{val(table), val(v.Args[1]), val(v)},
-		Grid: [3]GridDim{{N: ceilDiv(p.NU, 32)}, rows, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(p.NU, 32)}, rows, {N: 1}}})
 	return nil
 }
 
@@ -447,7 +408,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 		NSG: nsg, Threads: 32 * nsg,
 	}
 	if p.Norm {
-		if p.Eps, err = flit(parts.Eps); err != nil {
+		if p.Eps, err = kernsrc.FloatLiteral(parts.Eps); err != nil {
 			return err
 		}
 	}
@@ -505,7 +466,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 		return err
 	}
 	mv := Launch{Value: v.ID, Kernel: name, Threads: p.Threads, Args: args,
-		Grid: [3]GridDim{{N: ceilDiv(width, nsg)}, rows, {N: 1}}}
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, nsg)}, rows, {N: 1}}}
 	// Prefill: a [T, N] product of more than one token runs the tiled
 	// matrix-matrix kernel instead, which reads each weight tile once per
 	// tileT tokens rather than once per token.
@@ -525,7 +486,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 	}
 	e.matrix = true
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: tname, Threads: p.Threads, Args: args, MinT: 2,
-		Grid: [3]GridDim{{N: ceilDiv(width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
 	return nil
 }
 
@@ -575,8 +536,8 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 		}
 		hi := float32(f)
 		lo := float32(f - float64(hi))
-		h, err1 := flit(float64(hi))
-		l, err2 := flit(float64(lo))
+		h, err1 := kernsrc.FloatLiteral(float64(hi))
+		l, err2 := kernsrc.FloatLiteral(float64(lo))
 		if err1 != nil || err2 != nil {
 			return 0, fmt.Errorf("rope frequency %d is not finite (base %v, freq_scale %v)", i, base, fs)
 		}
@@ -584,7 +545,7 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 	}
 	p.Freqs = strings.Join(fr, ", ")
 	if mscale != 1 {
-		s, err := flit(mscale)
+		s, err := kernsrc.FloatLiteral(mscale)
 		if err != nil {
 			return 0, err
 		}
@@ -636,15 +597,15 @@ func (e *emitter) attention(v *ir.Value) error {
 	if err != nil {
 		return err
 	}
-	kw, err := lastConst(k.Type)
+	kw, err := kernsrc.LastConst(k.Type)
 	if err != nil {
 		return err
 	}
-	vw, err := lastConst(vv.Type)
+	vw, err := kernsrc.LastConst(vv.Type)
 	if err != nil {
 		return err
 	}
-	scale, err := flit(a.Float("scale", 1))
+	scale, err := kernsrc.FloatLiteral(a.Float("scale", 1))
 	if err != nil {
 		return err
 	}
@@ -688,18 +649,18 @@ func (e *emitter) attention(v *ir.Value) error {
 	if err != nil {
 		return err
 	}
-	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: merge, Threads: int(32 * ceilDiv(dv, 32)), Args: args,
+	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: merge, Threads: int(32 * kernsrc.CeilDiv(dv, 32)), Args: args,
 		Grid: [3]GridDim{{N: nh}, {N: 1, PerToken: true}, {N: 1}}})
 	return nil
 }
 
 func (e *emitter) rmsnorm(v *ir.Value) error {
-	k, err := lastConst(v.Type)
+	k, err := kernsrc.LastConst(v.Type)
 	if err != nil {
 		return err
 	}
 	p := &params{K: k, Gain: len(v.Args) == 2, OutSlot: 1}
-	if p.Eps, err = flit(v.Attrs.Float("eps", 0)); err != nil {
+	if p.Eps, err = kernsrc.FloatLiteral(v.Attrs.Float("eps", 0)); err != nil {
 		return err
 	}
 	args := []Arg{val(v.Args[0])}
@@ -720,7 +681,7 @@ func (e *emitter) rmsnorm(v *ir.Value) error {
 }
 
 func (e *emitter) softmax(v *ir.Value) error {
-	k, err := lastConst(v.Type)
+	k, err := kernsrc.LastConst(v.Type)
 	if err != nil {
 		return err
 	}
@@ -746,7 +707,7 @@ func (e *emitter) rowKernel(v *ir.Value, family string, p *params, args []Arg) e
 // eltwise: add and mul broadcast b over a's leading dims (b is a's trailing
 // shape); silu and gelu are unary.
 func (e *emitter) eltwise(v *ir.Value) error {
-	k, err := lastConst(v.Type)
+	k, err := kernsrc.LastConst(v.Type)
 	if err != nil {
 		return err
 	}
@@ -797,13 +758,13 @@ func (e *emitter) eltwise(v *ir.Value) error {
 		return err
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: 32, Args: append(args, val(v)),
-		Grid: [3]GridDim{{N: ceilDiv(k, 32)}, rows, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(k, 32)}, rows, {N: 1}}})
 	return nil
 }
 
 // topkSoftmax: one simdgroup per row (kernel topk_softmax).
 func (e *emitter) topkSoftmax(v *ir.Value) error {
-	n, err := lastConst(v.Type)
+	n, err := kernsrc.LastConst(v.Type)
 	if err != nil {
 		return err
 	}
@@ -848,11 +809,11 @@ func moeActBody(a ir.Attrs) (string, error) {
 		return `
         const float h = g / (1.0f + exp(-g)) * up;`, nil
 	case ir.MoEActSwiGLUOAI:
-		alpha, err := flit(a.Float("alpha", 0))
+		alpha, err := kernsrc.FloatLiteral(a.Float("alpha", 0))
 		if err != nil {
 			return "", err
 		}
-		limit, err := flit(a.Float("limit", 0))
+		limit, err := kernsrc.FloatLiteral(a.Float("limit", 0))
 		if err != nil {
 			return "", err
 		}
@@ -941,7 +902,7 @@ func (e *emitter) moe(v *ir.Value) error {
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: up1, Threads: pu.Threads,
 		Args: append(args, scratch),
-		Grid: [3]GridDim{{N: ceilDiv(F, nsg)}, {N: slots}, {N: 1, PerToken: true}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(F, nsg)}, {N: slots}, {N: 1, PerToken: true}}})
 
 	pd := &params{DT: rd.name, Unit: int64(rd.unit), NU: F / int64(rd.unit), RowBytes: rbd, ExpBytes: ebd,
 		K: F, D: D, E: E, Slots: slots, Bias: bias, BiasT: biasT, NSG: nsg, Threads: 32 * nsg, OutSlot: 3}
@@ -962,6 +923,6 @@ func (e *emitter) moe(v *ir.Value) error {
 	}
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: dn, Threads: pd.Threads,
 		Args: append(args, val(v)),
-		Grid: [3]GridDim{{N: ceilDiv(D, nsg)}, rows, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(D, nsg)}, rows, {N: 1}}})
 	return nil
 }
