@@ -41,15 +41,20 @@ type Kernel struct {
 }
 
 // GridDim is a block count along one grid axis: N, times the step's token
-// count T when PerToken is set.
+// count T when PerToken is set, or times ceil(T / Tile) when Tile > 1 as
+// well (a block per tile of Tile tokens).
 type GridDim struct {
 	N        int64 `json:"n"`
 	PerToken bool  `json:"per_token,omitempty"`
+	Tile     int64 `json:"tile,omitempty"`
 }
 
 // Count binds T.
 func (d GridDim) Count(T int) int64 {
-	if d.PerToken {
+	switch {
+	case d.PerToken && d.Tile > 1:
+		return d.N * kernsrc.CeilDiv(int64(T), d.Tile)
+	case d.PerToken:
 		return d.N * int64(T)
 	}
 	return d.N
@@ -66,13 +71,34 @@ type Arg struct {
 }
 
 // Launch is one kernel launch of the step: gridDim from Grid, blockDim.x =
-// Threads (a multiple of 32), no dynamic shared memory.
+// Threads (a multiple of 32), no dynamic shared memory. MinT and MaxT (0:
+// no bound) limit it to steps of that many tokens: a matrix product may
+// have a matrix-vector launch for decode (MaxT 1) and a tiled launch for
+// prefill (MinT 2), and a step runs exactly one of them.
 type Launch struct {
 	Value   int        `json:"value"` // the graph value this launch (helps) compute
 	Kernel  string     `json:"kernel"`
 	Args    []Arg      `json:"args"`
 	Grid    [3]GridDim `json:"grid"`
 	Threads int        `json:"threads"`
+	MinT    int        `json:"min_t,omitempty"`
+	MaxT    int        `json:"max_t,omitempty"`
+}
+
+// Runs reports whether the launch belongs to a step of T tokens.
+func (l Launch) Runs(T int) bool {
+	return T >= l.MinT && (l.MaxT == 0 || T <= l.MaxT)
+}
+
+// Step returns the launches a step of T tokens runs, in order.
+func (lib *Library) Step(T int) []Launch {
+	var out []Launch
+	for _, l := range lib.Launches {
+		if l.Runs(T) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // nwarps is the warps per block of the matrix-vector kernels: one output

@@ -438,7 +438,7 @@ func emulate(t *testing.T, clang string, g *ir.Graph, lib *cuda.Library, w weigh
 		}
 		fmt.Fprintf(&m, "    cudaemu::Buf %s = cudaemu::load(%q);\n", varName(id), bufName(id))
 	}
-	for _, l := range lib.Launches {
+	for _, l := range lib.Step(T) {
 		var args []string
 		for _, a := range l.Args {
 			args = append(args, varName(a.Value)+".ptr()")
