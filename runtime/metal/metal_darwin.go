@@ -15,6 +15,7 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/runtime/internal/devplan"
 )
 
 // maxStepTokens bounds the activation buffers: a longer prompt runs as
@@ -67,7 +68,7 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 	for _, v := range g.Values {
 		byID[v.ID] = v
 	}
-	if lv := byID[l.logits]; lv != nil {
+	if lv := byID[l.Logits]; lv != nil {
 		pr.vocab = int(lv.Type.Shape.Last().N)
 	}
 	if err := pr.allocate(g, byID, w); err != nil {
@@ -78,50 +79,28 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 }
 
 // allocate creates every buffer of the layout: weights wrapped without a
-// copy where weightRegions finds page-aligned regions Metal accepts (copied
-// otherwise), folded constants computed at load, the rest zeroed.
+// copy where devplan.WeightRegions finds page-aligned regions Metal accepts
+// (copied otherwise), folded constants computed at load, the rest zeroed.
 func (pr *program) allocate(g *ir.Graph, byID map[int]*ir.Value, w eval.Weights) error {
 	l := pr.l
-	pr.bufs = make([]objc.ID, len(l.bufs))
-	raw := map[int][]byte{} // weight and folded bytes by value ID
-	var get func(v *ir.Value) ([]byte, error)
-	get = func(v *ir.Value) ([]byte, error) {
-		if b, ok := raw[v.ID]; ok {
-			return b, nil
-		}
-		var b []byte
-		var err error
-		if v.Op == ir.OpWeight {
-			b, err = w.WeightBytes(v.Name())
-		} else {
-			args := make([][]byte, len(v.Args))
-			for i, a := range v.Args {
-				if args[i], err = get(a); err != nil {
-					return nil, err
-				}
-			}
-			b, err = foldConst(v, args)
-		}
-		if err != nil {
-			return nil, err
-		}
-		raw[v.ID] = b
-		return b, nil
-	}
-	var spans []span
+	pr.bufs = make([]objc.ID, len(l.Bufs))
+	get := devplan.Contents(w)
+	raw := map[int][]byte{} // weight bytes by buffer index
+	var spans []devplan.Span
 	var spanBuf []int
-	for i, s := range l.bufs {
+	for i, s := range l.Bufs {
 		switch s.Kind {
-		case bufWeight, bufConst:
+		case devplan.Weight, devplan.Const:
 			b, err := get(byID[s.Value])
 			if err != nil {
-				return err
+				return fmt.Errorf("metal: %w", err)
 			}
 			if int64(len(b)) != s.Bytes {
 				return fmt.Errorf("metal: weight %s has %d bytes, want %d", s.Name, len(b), s.Bytes)
 			}
-			if s.Kind == bufWeight && len(b) > 0 {
-				spans = append(spans, span{Addr: uintptr(unsafe.Pointer(&b[0])), Len: uintptr(len(b))})
+			if s.Kind == devplan.Weight && len(b) > 0 {
+				raw[i] = b
+				spans = append(spans, devplan.Span{Addr: uintptr(unsafe.Pointer(&b[0])), Len: uintptr(len(b))})
 				spanBuf = append(spanBuf, i)
 				continue
 			}
@@ -137,7 +116,7 @@ func (pr *program) allocate(g *ir.Graph, byID map[int]*ir.Value, w eval.Weights)
 				return err
 			}
 			pr.bufs[i] = buf
-			if s.Kind == bufInput {
+			if s.Kind == devplan.Input {
 				pr.inputs[s.Name] = i
 			}
 		}
@@ -146,7 +125,7 @@ func (pr *program) allocate(g *ir.Graph, byID map[int]*ir.Value, w eval.Weights)
 	// into its region needs the region's buffer and the offset, which the
 	// layout expresses as the weight's own buffer — so each weight gets the
 	// region's buffer object and the dispatch offsets are shifted below.
-	regs, pls := weightRegions(spans, uintptr(os.Getpagesize()), pr.d.maxBuffer)
+	regs, pls := devplan.WeightRegions(spans, uintptr(os.Getpagesize()), pr.d.maxBuffer)
 	regBufs := make([]objc.ID, len(regs))
 	for i, r := range regs {
 		regBufs[i] = pr.d.wrap(r.Base, r.Len)
@@ -157,11 +136,11 @@ func (pr *program) allocate(g *ir.Graph, byID map[int]*ir.Value, w eval.Weights)
 		if pl.Region >= 0 && regBufs[pl.Region] != 0 {
 			pr.bufs[i] = regBufs[pl.Region]
 			shift[i] = pl.Offset
-			pr.keep = append(pr.keep, raw[l.bufs[i].Value])
+			pr.keep = append(pr.keep, raw[i])
 			continue
 		}
 		// Metal refused the wrap (or no page-aligned region fits): copy.
-		b := raw[l.bufs[i].Value]
+		b := raw[i]
 		buf, err := pr.d.newBuffer(int64(len(b)))
 		if err != nil {
 			return err
@@ -169,7 +148,7 @@ func (pr *program) allocate(g *ir.Graph, byID map[int]*ir.Value, w eval.Weights)
 		copy(bytesOf(buf, 0, int64(len(b))), b)
 		pr.bufs[i] = buf
 	}
-	l.weightShift = shift
+	l.WeightShift = shift
 	return nil
 }
 
@@ -177,13 +156,7 @@ func (pr *program) Config() runtime.ProgramConfig { return pr.cfg }
 func (pr *program) VocabSize() int                { return pr.vocab }
 
 func (pr *program) CacheBytes() int64 {
-	var n int64
-	for _, s := range pr.l.bufs {
-		if s.Kind == bufState {
-			n += s.Bytes
-		}
-	}
-	return n
+	return pr.l.CacheBytes()
 }
 
 // Step runs tokens in chunks of at most the layout's maxT; a one-token step
@@ -198,7 +171,7 @@ func (pr *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 		return nil, fmt.Errorf("metal: %d tokens and %d positions", len(tokens), len(pos))
 	}
 	var out [][]float32
-	for _, c := range chunks(len(tokens), pr.l.maxT) {
+	for _, c := range devplan.Chunks(len(tokens), pr.l.MaxT) {
 		rows, err := pr.step(slot, tokens[c[0]:c[1]], pos[c[0]:c[1]])
 		if err != nil {
 			return nil, err
@@ -230,16 +203,16 @@ func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
 			binary.LittleEndian.PutUint32(b[4*k:], uint32(x))
 		}
 	}
-	binary.LittleEndian.PutUint32(bytesOf(pr.bufs[pr.l.tBuf], 0, 4), uint32(T))
-	ds, err := pr.l.dispatches(T, slot)
+	binary.LittleEndian.PutUint32(bytesOf(pr.bufs[pr.l.TBufI], 0, 4), uint32(T))
+	ds, err := pr.l.Dispatches(T, slot)
 	if err != nil {
 		return nil, err
 	}
-	pr.l.shiftWeights(ds)
+	pr.l.ShiftWeights(ds)
 	if T == 1 {
 		icb, ok := pr.icb[slot]
 		if !ok {
-			if icb, err = pr.d.recordICB(pr.p, pr.bufs, ds, pr.l.maxBindings()); err != nil {
+			if icb, err = pr.d.recordICB(pr.p, pr.bufs, ds, pr.l.MaxBindings()); err != nil {
 				return nil, err
 			}
 			pr.icb[slot] = icb
@@ -251,7 +224,7 @@ func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := pr.l.bind(pr.l.logits, T, slot)
+	b, err := pr.l.Bind(pr.l.Logits, T, slot)
 	if err != nil {
 		return nil, err
 	}
@@ -273,9 +246,9 @@ func (pr *program) ResetSlot(slot int) error {
 	if slot < 0 || slot >= pr.cfg.Slots {
 		return fmt.Errorf("metal: slot %d outside 0..%d", slot, pr.cfg.Slots-1)
 	}
-	for i, s := range pr.l.bufs {
-		if s.Kind == bufState {
-			rb := pr.l.stateRow[s.Value] * int64(pr.cfg.Context)
+	for i, s := range pr.l.Bufs {
+		if s.Kind == devplan.State {
+			rb := pr.l.StateRow[s.Value] * int64(pr.cfg.Context)
 			clear(bytesOf(pr.bufs[i], int64(slot)*rb, rb))
 		}
 	}
