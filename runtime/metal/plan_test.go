@@ -94,4 +94,3 @@ func TestPipelineKey(t *testing.T) {
 		t.Error("ICB and plain pipelines share a key")
 	}
 }
-
