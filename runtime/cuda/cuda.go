@@ -2,28 +2,30 @@
 // emitted CUDA C library (codegen/cuda) on an NVIDIA GPU from a
 // CGO_ENABLED=0 binary, talking to libcuda.so.1 and libnvrtc through purego.
 //
-// Status, stated plainly: the backend registers itself but RUNS NOTHING YET.
-// What exists:
+// Status, stated plainly: NO GPU HAS RUN THIS. It is written against the
+// driver API and tested end to end on the CPU against an emulated driver
+// (runtime/cuda/testdata/emudriver: the same C entry points, kernels built
+// as C++ over codegen/cuda/testdata/cudaemu.h), which checks the calls,
+// their order, the parameter blocks, stream capture and graph replay, and
+// the bounds of every pointer handed to a kernel — not the GPU's timing,
+// memory model or NVRTC's acceptance of the source.
 //
 //   - loader_linux.go: dlopens libcuda.so.1 and libnvrtc (libnvrtc.so,
-//     libnvrtc.so.13, .so.12, .so.11.2, …; $MINERVA_CUDA_LIB and
-//     $MINERVA_NVRTC_LIB name the files instead) and resolves the driver and
-//     NVRTC entry points the backend needs, with thin wrappers called through
-//     purego.SyscallN. A missing library is one error line naming every file
-//     tried and the environment variable that points at it;
-//   - errors.go (every platform): CUresult and nvrtcResult codes → names and
-//     messages;
-//   - cache.go (every platform): the on-disk module cache, keyed by the
-//     SHA-256 of the source, the compute capability and the driver version;
-//   - args.go, args_linux.go: the kernel-parameter block handed to
-//     cuLaunchKernel (an array of pointers to the argument values, both in
-//     one mmapped region outside the Go heap, so the garbage collector never
-//     moves or frees what the driver reads).
+//     libnvrtc.so.13, .so.12, …; $MINERVA_CUDA_LIB and $MINERVA_NVRTC_LIB
+//     name the files instead) and wraps the entry points, called through
+//     purego.SyscallN. A missing library is one error line naming every
+//     file tried and the environment variable that points at it;
+//   - program_linux.go: the runtime.Program: one device allocation for the
+//     weights (uploaded once through two pinned staging buffers), one arena
+//     for inputs, KV caches, activations and scratch, a parameter block per
+//     launch outside the Go heap, steps on one stream, and the decode step
+//     of each slot captured once as a CUDA graph and replayed;
+//   - plan.go, runtime/internal/devplan: the buffer layout and bindings;
+//   - cache.go: the on-disk module cache, keyed by the SHA-256 of the
+//     source, the compute capability and the driver version;
+//   - errors.go: CUresult and nvrtcResult codes → names and messages;
+//   - args.go, args_linux.go: the kernel-parameter blocks.
 //
-// What does not exist: device memory planning, weight upload, the step, the
-// CUDA graph of the decode step, and any kernel launch. Compile therefore
-// fails: with the loader's error when the libraries are missing (the case on
-// machines without an NVIDIA driver), otherwise with ErrNotImplemented.
 // Off linux, Compile fails with "cuda: only on linux".
 package cuda
 

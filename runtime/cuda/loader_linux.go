@@ -72,19 +72,38 @@ type api struct {
 	cuMemcpyHtoD, cuMemcpyDtoH, cuLaunchKernel, cuStreamSynchronize            uintptr
 	nvrtcCreateProgram, nvrtcDestroyProgram, nvrtcCompileProgram               uintptr
 	nvrtcGetPTXSize, nvrtcGetPTX, nvrtcGetProgramLogSize, nvrtcGetProgramLog   uintptr
+
+	cuCtxDestroy, cuCtxSetCurrent, cuModuleUnload, cuDeviceGetName, cuDeviceTotalMem uintptr
+	cuMemAllocHost, cuMemFreeHost, cuMemsetD8Async                                   uintptr
+	cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync                          uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamBeginCapture, cuStreamEndCapture        uintptr
+	cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy            uintptr
+	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime             uintptr
+	cuEventDestroy                                                                   uintptr
 }
 
 var (
-	loadOnce sync.Once
-	loaded   *api
-	loadErr  error
+	loadMu sync.Mutex
+	loaded = map[[2]string]*api{}
 )
 
 // load opens both libraries and resolves every entry point, once per
-// process.
+// process and pair of $MINERVA_CUDA_LIB / $MINERVA_NVRTC_LIB values (the
+// tests point them at the emulated driver); a failure is not remembered,
+// so a later call with the environment fixed tries again.
 func load() (*api, error) {
-	loadOnce.Do(func() { loaded, loadErr = loadAPI(dlopen) })
-	return loaded, loadErr
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	key := [2]string{os.Getenv(cudaLib.env), os.Getenv(nvrtcLib.env)}
+	if a, ok := loaded[key]; ok {
+		return a, nil
+	}
+	a, err := loadAPI(dlopen)
+	if err != nil {
+		return nil, err
+	}
+	loaded[key] = a
+	return a, nil
 }
 
 func loadAPI(open func(string) (uintptr, error)) (*api, error) {
@@ -115,6 +134,30 @@ func loadAPI(open func(string) (uintptr, error)) (*api, error) {
 		{cu, "cuMemcpyDtoH_v2", &a.cuMemcpyDtoH},
 		{cu, "cuLaunchKernel", &a.cuLaunchKernel},
 		{cu, "cuStreamSynchronize", &a.cuStreamSynchronize},
+		{cu, "cuCtxDestroy_v2", &a.cuCtxDestroy},
+		{cu, "cuCtxSetCurrent", &a.cuCtxSetCurrent},
+		{cu, "cuModuleUnload", &a.cuModuleUnload},
+		{cu, "cuDeviceGetName", &a.cuDeviceGetName},
+		{cu, "cuDeviceTotalMem_v2", &a.cuDeviceTotalMem},
+		{cu, "cuMemAllocHost_v2", &a.cuMemAllocHost},
+		{cu, "cuMemFreeHost", &a.cuMemFreeHost},
+		{cu, "cuMemsetD8Async", &a.cuMemsetD8Async},
+		{cu, "cuMemcpyHtoDAsync_v2", &a.cuMemcpyHtoDAsync},
+		{cu, "cuMemcpyDtoHAsync_v2", &a.cuMemcpyDtoHAsync},
+		{cu, "cuMemcpyDtoDAsync_v2", &a.cuMemcpyDtoDAsync},
+		{cu, "cuStreamCreate", &a.cuStreamCreate},
+		{cu, "cuStreamDestroy_v2", &a.cuStreamDestroy},
+		{cu, "cuStreamBeginCapture_v2", &a.cuStreamBeginCapture},
+		{cu, "cuStreamEndCapture", &a.cuStreamEndCapture},
+		{cu, "cuGraphInstantiateWithFlags", &a.cuGraphInstantiate},
+		{cu, "cuGraphLaunch", &a.cuGraphLaunch},
+		{cu, "cuGraphExecDestroy", &a.cuGraphExecDestroy},
+		{cu, "cuGraphDestroy", &a.cuGraphDestroy},
+		{cu, "cuEventCreate", &a.cuEventCreate},
+		{cu, "cuEventRecord", &a.cuEventRecord},
+		{cu, "cuEventSynchronize", &a.cuEventSynchronize},
+		{cu, "cuEventElapsedTime", &a.cuEventElapsedTime},
+		{cu, "cuEventDestroy_v2", &a.cuEventDestroy},
 		{nv, "nvrtcCreateProgram", &a.nvrtcCreateProgram},
 		{nv, "nvrtcDestroyProgram", &a.nvrtcDestroyProgram},
 		{nv, "nvrtcCompileProgram", &a.nvrtcCompileProgram},
@@ -303,4 +346,142 @@ func cString(s string) []byte {
 	b := make([]byte, len(s)+1)
 	copy(b, s)
 	return b
+}
+
+// The wrappers of the runtime proper: context, pinned host memory, streams,
+// asynchronous copies, CUDA graphs and events. A CUDA context is current per
+// OS thread, so callers hold runtime.LockOSThread around a sequence of calls
+// and make the context current first (see program.enter).
+
+func (a *api) ctxDestroy(ctx uintptr) error {
+	return check("cuCtxDestroy_v2", a.call(a.cuCtxDestroy, ctx))
+}
+
+func (a *api) ctxSetCurrent(ctx uintptr) error {
+	return check("cuCtxSetCurrent", a.call(a.cuCtxSetCurrent, ctx))
+}
+
+func (a *api) moduleUnload(mod uintptr) error {
+	return check("cuModuleUnload", a.call(a.cuModuleUnload, mod))
+}
+
+func (a *api) deviceName(dev int32) (string, error) {
+	var buf [256]byte
+	if err := check("cuDeviceGetName", a.call(a.cuDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev))); err != nil {
+		return "", err
+	}
+	n := 0
+	for n < len(buf) && buf[n] != 0 {
+		n++
+	}
+	return string(buf[:n]), nil
+}
+
+func (a *api) deviceTotalMem(dev int32) (int64, error) {
+	var n uintptr
+	err := check("cuDeviceTotalMem_v2", a.call(a.cuDeviceTotalMem, uintptr(unsafe.Pointer(&n)), uintptr(dev)))
+	return int64(n), err
+}
+
+// memAllocHost returns page-locked host memory (the staging buffers of
+// asynchronous copies and of copies captured in a graph). It is C memory:
+// the Go collector neither moves nor frees it.
+func (a *api) memAllocHost(bytes int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := check("cuMemAllocHost_v2", a.call(a.cuMemAllocHost, uintptr(unsafe.Pointer(&p)), uintptr(bytes)))
+	return p, err
+}
+
+func (a *api) memFreeHost(p unsafe.Pointer) error {
+	return check("cuMemFreeHost", a.call(a.cuMemFreeHost, uintptr(p)))
+}
+
+func (a *api) memsetD8Async(dst uint64, v byte, n int64, stream uintptr) error {
+	return check("cuMemsetD8Async", a.call(a.cuMemsetD8Async, uintptr(dst), uintptr(v), uintptr(n), stream))
+}
+
+// memcpyHtoDAsync copies from pinned host memory (memAllocHost).
+func (a *api) memcpyHtoDAsync(dst uint64, src unsafe.Pointer, n int64, stream uintptr) error {
+	return check("cuMemcpyHtoDAsync_v2", a.call(a.cuMemcpyHtoDAsync, uintptr(dst), uintptr(src), uintptr(n), stream))
+}
+
+// memcpyDtoHAsync copies into pinned host memory (memAllocHost).
+func (a *api) memcpyDtoHAsync(dst unsafe.Pointer, src uint64, n int64, stream uintptr) error {
+	return check("cuMemcpyDtoHAsync_v2", a.call(a.cuMemcpyDtoHAsync, uintptr(dst), uintptr(src), uintptr(n), stream))
+}
+
+func (a *api) memcpyDtoDAsync(dst, src uint64, n int64, stream uintptr) error {
+	return check("cuMemcpyDtoDAsync_v2", a.call(a.cuMemcpyDtoDAsync, uintptr(dst), uintptr(src), uintptr(n), stream))
+}
+
+// streamNonBlocking is CU_STREAM_NON_BLOCKING: the stream does not
+// synchronise with the legacy default stream (and may be captured).
+const streamNonBlocking = 1
+
+func (a *api) streamCreate() (uintptr, error) {
+	var s uintptr
+	err := check("cuStreamCreate", a.call(a.cuStreamCreate, uintptr(unsafe.Pointer(&s)), streamNonBlocking))
+	return s, err
+}
+
+func (a *api) streamDestroy(s uintptr) error {
+	return check("cuStreamDestroy_v2", a.call(a.cuStreamDestroy, s))
+}
+
+// captureRelaxed is CU_STREAM_CAPTURE_MODE_RELAXED: a capture does not
+// forbid other threads' unsafe calls. Goroutines change OS threads, so the
+// thread-local and global modes' bookkeeping would not follow the caller.
+const captureRelaxed = 2
+
+func (a *api) streamBeginCapture(s uintptr) error {
+	return check("cuStreamBeginCapture_v2", a.call(a.cuStreamBeginCapture, s, captureRelaxed))
+}
+
+func (a *api) streamEndCapture(s uintptr) (uintptr, error) {
+	var g uintptr
+	err := check("cuStreamEndCapture", a.call(a.cuStreamEndCapture, s, uintptr(unsafe.Pointer(&g))))
+	return g, err
+}
+
+func (a *api) graphInstantiate(g uintptr) (uintptr, error) {
+	var e uintptr
+	err := check("cuGraphInstantiateWithFlags", a.call(a.cuGraphInstantiate, uintptr(unsafe.Pointer(&e)), g, 0))
+	return e, err
+}
+
+func (a *api) graphLaunch(exec, s uintptr) error {
+	return check("cuGraphLaunch", a.call(a.cuGraphLaunch, exec, s))
+}
+
+func (a *api) graphExecDestroy(exec uintptr) error {
+	return check("cuGraphExecDestroy", a.call(a.cuGraphExecDestroy, exec))
+}
+
+func (a *api) graphDestroy(g uintptr) error {
+	return check("cuGraphDestroy", a.call(a.cuGraphDestroy, g))
+}
+
+func (a *api) eventCreate() (uintptr, error) {
+	var e uintptr
+	err := check("cuEventCreate", a.call(a.cuEventCreate, uintptr(unsafe.Pointer(&e)), 0))
+	return e, err
+}
+
+func (a *api) eventRecord(e, s uintptr) error {
+	return check("cuEventRecord", a.call(a.cuEventRecord, e, s))
+}
+
+func (a *api) eventSynchronize(e uintptr) error {
+	return check("cuEventSynchronize", a.call(a.cuEventSynchronize, e))
+}
+
+// eventElapsed is the time between two completed events, in milliseconds.
+func (a *api) eventElapsed(start, end uintptr) (float32, error) {
+	var ms float32
+	err := check("cuEventElapsedTime", a.call(a.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), start, end))
+	return ms, err
+}
+
+func (a *api) eventDestroy(e uintptr) error {
+	return check("cuEventDestroy_v2", a.call(a.cuEventDestroy, e))
 }

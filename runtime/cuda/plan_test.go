@@ -1,0 +1,81 @@
+package cuda
+
+import (
+	"os"
+	"testing"
+
+	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/passes"
+)
+
+// fusedGraph loads a model and runs the pass pipeline on it.
+func fusedGraph(t *testing.T, path string) *ir.Graph {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("model %s not available: %v", path, err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := arch.Load(f, arch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := passes.Pipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := passes.Run(m.Graph, list, passes.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return m.Graph
+}
+
+// TestLayoutBindsInBounds: for golden fixtures, at several step sizes and
+// slots, the dispatches of a step are the schedule's launches for that T
+// with every value bound inside its buffer (devplan.Layout.Check), and T
+// is not a buffer (the CUDA kernels take it as an argument).
+func TestLayoutBindsInBounds(t *testing.T) {
+	for _, model := range []string{"stories260K.gguf", "synthetic/llama-p-Q4_0.gguf"} {
+		t.Run(model, func(t *testing.T) {
+			g := fusedGraph(t, "../../../shared/models/gguf/"+model)
+			lib, err := cudagen.Emit(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const maxT, ctx, slots = 16, 64, 3
+			l, err := planLayout(g, lib, maxT, ctx, slots)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.TBufI != -1 {
+				t.Fatal("T is bound as a buffer")
+			}
+			for _, T := range []int{1, 2, 7, maxT} {
+				for _, slot := range []int{0, slots - 1} {
+					ds, err := l.Dispatches(T, slot)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(ds) != len(lib.Step(T)) {
+						t.Fatalf("T=%d: %d dispatches for %d launches", T, len(ds), len(lib.Step(T)))
+					}
+					if err := l.Check(ds, T, slot); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := l.Dispatches(maxT+1, 0); err == nil {
+				t.Error("a step larger than maxT was accepted")
+			}
+			if _, err := l.Dispatches(1, slots); err == nil {
+				t.Error("a slot past the last was accepted")
+			}
+		})
+	}
+}

@@ -1,0 +1,545 @@
+//go:build linux
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"sync"
+	"unsafe"
+
+	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/runtime/internal/devplan"
+)
+
+// maxStepTokens bounds the activation arena: a longer prompt runs as
+// several steps (devplan.Chunks). 512 covers the prefill the benchmarks
+// time in one step.
+const maxStepTokens = 512
+
+// stagingBytes is the size of each of the two pinned buffers weights are
+// uploaded through: one is filled while the other's copy runs.
+const stagingBytes = 32 << 20
+
+// deviceAlign aligns every buffer inside the two device allocations (the
+// kernels' widest loads are 16 bytes; 256 matches cuMemAlloc's alignment).
+const deviceAlign = 256
+
+// program is a plan's library on the GPU:
+//
+//   - one device allocation holds every weight and load-time folded
+//     constant, uploaded once through two pinned staging buffers;
+//   - one device arena holds the step inputs (tokens, pos), the KV caches
+//     of every slot, the activations (at the memory plan's per-token
+//     offsets, scaled by T) and the split-KV/MoE scratch;
+//   - each launch of the schedule has its own parameter block outside the
+//     Go heap, rewritten before each launch (cuLaunchKernel copies the
+//     values, and so does stream capture);
+//   - a step writes tokens and positions into pinned memory, copies them
+//     in, runs its launches on one stream, copies the logits back into
+//     pinned memory and synchronises once;
+//   - the decode step (T = 1) of each slot is captured once as a CUDA graph
+//     — the input copies, every launch, the logits copy — and replayed:
+//     at T = 1 every pointer of every launch is fixed for the slot and the
+//     only thing that changes between tokens is the contents of the pinned
+//     input buffer, which the graph's copy node reads at replay, so no
+//     kernel parameter needs updating.
+type program struct {
+	mu    sync.Mutex
+	cfg   runtime.ProgramConfig
+	vocab int
+	lib   *cudagen.Library
+	l     *devplan.Layout
+	a     *api
+
+	ctx, stream, mod uintptr
+	fns              []uintptr   // per launch of lib.Launches
+	blocks           []*argBlock // per launch
+	weights, arena   uint64      // the two device allocations
+	addr             []uint64    // device address of each layout buffer
+	inputs           map[string]int
+
+	// host is pinned memory: tokens then positions (MaxT int32 each), then
+	// the logits of a step (MaxT·vocab float32).
+	host      unsafe.Pointer
+	hostBytes int64
+
+	graphs   map[int]uintptr // slot → instantiated decode graph
+	graphDef []uintptr       // the captured graphs, destroyed at Close
+	device   string
+	closed   bool
+}
+
+// enter binds the calling goroutine to its OS thread and makes the
+// program's context current there: a CUDA context is current per thread,
+// and a goroutine may change threads between calls. leave undoes it.
+func (pr *program) enter() error {
+	goruntime.LockOSThread()
+	if err := pr.a.ctxSetCurrent(pr.ctx); err != nil {
+		goruntime.UnlockOSThread()
+		return err
+	}
+	return nil
+}
+
+func (pr *program) leave() { goruntime.UnlockOSThread() }
+
+func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Program, error) {
+	a, err := load()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = 1
+	}
+	if cfg.Context <= 0 {
+		return nil, fmt.Errorf("cuda: context %d must be positive", cfg.Context)
+	}
+	lib, err := cudagen.Emit(g)
+	if err != nil {
+		return nil, err
+	}
+	l, err := planLayout(g, lib, min(maxStepTokens, cfg.Context), cfg.Context, cfg.Slots)
+	if err != nil {
+		return nil, err
+	}
+	pr := &program{cfg: cfg, lib: lib, l: l, a: a, inputs: map[string]int{}, graphs: map[int]uintptr{}}
+	for _, v := range g.Values {
+		if v.ID == l.Logits {
+			pr.vocab = int(v.Type.Shape.Last().N)
+		}
+	}
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	if err := pr.open(); err != nil {
+		pr.release()
+		return nil, err
+	}
+	if err := pr.allocate(g, w); err != nil {
+		pr.release()
+		return nil, err
+	}
+	return pr, nil
+}
+
+// open creates the context, stream and module (from the disk cache or
+// NVRTC) and resolves every kernel. The caller holds its OS thread.
+func (pr *program) open() error {
+	a := pr.a
+	if err := a.init(); err != nil {
+		return err
+	}
+	dev, err := a.device(0)
+	if err != nil {
+		return err
+	}
+	major, minor, err := a.computeCapability(dev)
+	if err != nil {
+		return err
+	}
+	if pr.device, err = a.deviceName(dev); err != nil {
+		return err
+	}
+	if major < 7 {
+		return fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 7.0 or newer", pr.device, major, minor)
+	}
+	if pr.ctx, err = a.ctxCreate(dev); err != nil {
+		return err
+	}
+	if pr.stream, err = a.streamCreate(); err != nil {
+		return err
+	}
+	drv, err := a.driverVersion()
+	if err != nil {
+		return err
+	}
+	cache := defaultModuleCache()
+	key := cacheKey(pr.lib.Source, major, minor, drv)
+	ptx, cached, err := cache.load(key)
+	if err != nil {
+		cached = false // an unreadable cache is a miss
+	}
+	if cached {
+		pr.mod, err = a.moduleLoadData(ptx)
+		if err != nil { // a stale or damaged entry: compile again
+			cached = false
+		}
+	}
+	if !cached {
+		if ptx, err = a.compilePTX(pr.lib.Source, "minerva.cu", major, minor); err != nil {
+			return err
+		}
+		if pr.mod, err = a.moduleLoadData(ptx); err != nil {
+			return err
+		}
+		_ = cache.store(key, ptx) // best effort: the next load compiles again
+	}
+	byName := map[string]uintptr{}
+	for _, ln := range pr.lib.Launches {
+		f, ok := byName[ln.Kernel]
+		if !ok {
+			if f, err = a.moduleGetFunction(pr.mod, ln.Kernel); err != nil {
+				return err
+			}
+			byName[ln.Kernel] = f
+		}
+		b, err := newArgBlock(launchArgSizes(len(ln.Args)))
+		if err != nil {
+			return err
+		}
+		pr.fns = append(pr.fns, f)
+		pr.blocks = append(pr.blocks, b)
+	}
+	return nil
+}
+
+// allocate places every layout buffer in the two device allocations,
+// uploads the weights and folded constants, and zeroes the arena.
+func (pr *program) allocate(g *ir.Graph, w eval.Weights) error {
+	a, l := pr.a, pr.l
+	byID := map[int]*ir.Value{}
+	for _, v := range g.Values {
+		byID[v.ID] = v
+	}
+	pr.addr = make([]uint64, len(l.Bufs))
+	off := make([]int64, len(l.Bufs))
+	var wBytes, aBytes int64
+	for i, b := range l.Bufs {
+		switch b.Kind {
+		case devplan.Weight, devplan.Const:
+			off[i] = wBytes
+			wBytes = devplan.AlignUp(wBytes+b.Bytes, deviceAlign)
+		default:
+			off[i] = aBytes
+			aBytes = devplan.AlignUp(aBytes+b.Bytes, deviceAlign)
+			if b.Kind == devplan.Input {
+				pr.inputs[b.Name] = i
+			}
+		}
+	}
+	var err error
+	if pr.weights, err = a.memAlloc(max(wBytes, deviceAlign)); err != nil {
+		return fmt.Errorf("%w: %d bytes of weights", err, wBytes)
+	}
+	if pr.arena, err = a.memAlloc(max(aBytes, deviceAlign)); err != nil {
+		return fmt.Errorf("%w: %d bytes of KV cache and activations", err, aBytes)
+	}
+	for i, b := range l.Bufs {
+		base := pr.arena
+		if b.Kind == devplan.Weight || b.Kind == devplan.Const {
+			base = pr.weights
+		}
+		pr.addr[i] = base + uint64(off[i])
+	}
+	pr.hostBytes = 8*int64(l.MaxT) + 4*int64(l.MaxT)*int64(pr.vocab)
+	if pr.host, err = a.memAllocHost(pr.hostBytes); err != nil {
+		return err
+	}
+	if err := a.memsetD8Async(pr.arena, 0, max(aBytes, deviceAlign), pr.stream); err != nil {
+		return err
+	}
+	if err := pr.upload(byID, w); err != nil {
+		return err
+	}
+	return a.streamSynchronize(pr.stream)
+}
+
+// upload copies every weight and folded constant to the device through two
+// pinned staging buffers: while one buffer's copy runs, the other is
+// filled; an event per buffer says when it may be refilled.
+func (pr *program) upload(byID map[int]*ir.Value, w eval.Weights) error {
+	a := pr.a
+	get := devplan.Contents(w)
+	var total int64
+	for _, b := range pr.l.Bufs {
+		if b.Kind == devplan.Weight || b.Kind == devplan.Const {
+			total += b.Bytes
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	chunk := min(int64(stagingBytes), total)
+	var stage [2]unsafe.Pointer
+	var done [2]uintptr
+	var used [2]bool
+	defer func() {
+		for i := range stage {
+			if stage[i] != nil {
+				_ = a.streamSynchronize(pr.stream) // the copies read the staging buffers
+				_ = a.memFreeHost(stage[i])
+			}
+			if done[i] != 0 {
+				_ = a.eventDestroy(done[i])
+			}
+		}
+	}()
+	for i := range stage {
+		var err error
+		if stage[i], err = a.memAllocHost(chunk); err != nil {
+			return err
+		}
+		if done[i], err = a.eventCreate(); err != nil {
+			return err
+		}
+	}
+	k := 0
+	for i, b := range pr.l.Bufs {
+		if b.Kind != devplan.Weight && b.Kind != devplan.Const {
+			continue
+		}
+		src, err := get(byID[b.Value])
+		if err != nil {
+			return fmt.Errorf("cuda: %w", err)
+		}
+		if int64(len(src)) != b.Bytes {
+			return fmt.Errorf("cuda: weight %s has %d bytes, want %d", b.Name, len(src), b.Bytes)
+		}
+		for at := int64(0); at < b.Bytes; at += chunk {
+			n := min(chunk, b.Bytes-at)
+			s := k % 2
+			if used[s] {
+				if err := a.eventSynchronize(done[s]); err != nil {
+					return err
+				}
+			}
+			copy(unsafe.Slice((*byte)(stage[s]), n), src[at:at+n])
+			if err := a.memcpyHtoDAsync(pr.addr[i]+uint64(at), stage[s], n, pr.stream); err != nil {
+				return err
+			}
+			if err := a.eventRecord(done[s], pr.stream); err != nil {
+				return err
+			}
+			used[s] = true
+			k++
+		}
+	}
+	return nil
+}
+
+func (pr *program) Config() runtime.ProgramConfig { return pr.cfg }
+func (pr *program) VocabSize() int                { return pr.vocab }
+func (pr *program) CacheBytes() int64             { return pr.l.CacheBytes() }
+
+// Step runs tokens in chunks of at most the layout's MaxT; a one-token step
+// replays the slot's decode graph.
+func (pr *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return nil, runtime.ErrClosed
+	}
+	if err := runtime.CheckStep(pr.cfg, pr.vocab, slot, tokens, pos); err != nil {
+		return nil, err
+	}
+	if err := pr.enter(); err != nil {
+		return nil, err
+	}
+	defer pr.leave()
+	var out [][]float32
+	for _, c := range devplan.Chunks(len(tokens), pr.l.MaxT) {
+		rows, err := pr.step(slot, tokens[c[0]:c[1]], pos[c[0]:c[1]])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// hostTokens, hostPos and hostLogits are the pinned input and output areas.
+func (pr *program) hostTokens() []int32 {
+	return unsafe.Slice((*int32)(pr.host), pr.l.MaxT)
+}
+
+func (pr *program) hostPos() []int32 {
+	return unsafe.Slice((*int32)(unsafe.Add(pr.host, 4*pr.l.MaxT)), pr.l.MaxT)
+}
+
+func (pr *program) hostLogits() []float32 {
+	return unsafe.Slice((*float32)(unsafe.Add(pr.host, 8*pr.l.MaxT)), pr.l.MaxT*pr.vocab)
+}
+
+func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
+	T := len(tokens)
+	copy(pr.hostTokens(), tokens)
+	copy(pr.hostPos(), pos)
+	var err error
+	if T == 1 {
+		err = pr.replayDecode(slot)
+	} else {
+		err = pr.enqueue(T, slot)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := pr.a.streamSynchronize(pr.stream); err != nil {
+		return nil, err
+	}
+	logits := pr.hostLogits()
+	rows := make([][]float32, T)
+	for t := range rows {
+		rows[t] = append([]float32(nil), logits[t*pr.vocab:(t+1)*pr.vocab]...)
+	}
+	return rows, nil
+}
+
+// enqueue issues one step of T tokens in slot on the stream: the input
+// copies from pinned memory, every launch, the logits copy back.
+func (pr *program) enqueue(T, slot int) error {
+	a := pr.a
+	for name, src := range map[string]unsafe.Pointer{"tokens": pr.host, "pos": unsafe.Add(pr.host, 4*pr.l.MaxT)} {
+		if i, ok := pr.inputs[name]; ok {
+			if err := a.memcpyHtoDAsync(pr.addr[i], src, int64(4*T), pr.stream); err != nil {
+				return err
+			}
+		}
+	}
+	ds, err := pr.l.Dispatches(T, slot)
+	if err != nil {
+		return err
+	}
+	k := 0
+	for i, ln := range pr.l.Launches {
+		if !ln.Runs(T) {
+			continue
+		}
+		d := ds[k]
+		k++
+		b := pr.blocks[i]
+		for j, arg := range d.Args {
+			b.setPtr(j, pr.addr[arg.Buf]+uint64(arg.Offset))
+		}
+		b.setU32(len(d.Args), uint32(T))
+		grid := [3]uint32{uint32(d.Grid[0]), uint32(d.Grid[1]), uint32(d.Grid[2])}
+		if err := a.launchKernel(pr.fns[i], grid, [3]uint32{uint32(d.Threads), 1, 1}, 0, pr.stream, b); err != nil {
+			return fmt.Errorf("%w: kernel %s", err, d.Kernel)
+		}
+	}
+	lb, err := pr.l.Bind(pr.l.Logits, T, slot)
+	if err != nil {
+		return err
+	}
+	return a.memcpyDtoHAsync(unsafe.Add(pr.host, 8*pr.l.MaxT), pr.addr[lb.Buf]+uint64(lb.Offset), int64(4*T*pr.vocab), pr.stream)
+}
+
+// replayDecode launches the slot's decode graph, capturing it first.
+func (pr *program) replayDecode(slot int) error {
+	exec, ok := pr.graphs[slot]
+	if !ok {
+		a := pr.a
+		if err := a.streamBeginCapture(pr.stream); err != nil {
+			return err
+		}
+		qerr := pr.enqueue(1, slot)
+		g, err := a.streamEndCapture(pr.stream)
+		if qerr != nil {
+			if g != 0 {
+				_ = a.graphDestroy(g)
+			}
+			return qerr
+		}
+		if err != nil {
+			return err
+		}
+		pr.graphDef = append(pr.graphDef, g)
+		if exec, err = a.graphInstantiate(g); err != nil {
+			return err
+		}
+		pr.graphs[slot] = exec
+	}
+	return pr.a.graphLaunch(exec, pr.stream)
+}
+
+func (pr *program) ResetSlot(slot int) error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return runtime.ErrClosed
+	}
+	if slot < 0 || slot >= pr.cfg.Slots {
+		return fmt.Errorf("cuda: slot %d outside 0..%d", slot, pr.cfg.Slots-1)
+	}
+	if err := pr.enter(); err != nil {
+		return err
+	}
+	defer pr.leave()
+	for i, b := range pr.l.Bufs {
+		if b.Kind == devplan.State {
+			rb := pr.l.StateRow[b.Value] * int64(pr.cfg.Context)
+			if err := pr.a.memsetD8Async(pr.addr[i]+uint64(int64(slot)*rb), 0, rb, pr.stream); err != nil {
+				return err
+			}
+		}
+	}
+	return pr.a.streamSynchronize(pr.stream)
+}
+
+func (pr *program) Close() error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return nil
+	}
+	pr.closed = true
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	if err := pr.a.ctxSetCurrent(pr.ctx); err != nil {
+		return err
+	}
+	return pr.release()
+}
+
+// release frees whatever exists, in reverse order of creation, and
+// returns the first error. The caller holds its OS thread with the
+// context current (or none created).
+func (pr *program) release() error {
+	a := pr.a
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if pr.stream != 0 {
+		add(a.streamSynchronize(pr.stream))
+	}
+	for _, e := range pr.graphs {
+		add(a.graphExecDestroy(e))
+	}
+	for _, g := range pr.graphDef {
+		add(a.graphDestroy(g))
+	}
+	pr.graphs, pr.graphDef = nil, nil
+	for _, b := range pr.blocks {
+		add(b.free())
+	}
+	pr.blocks = nil
+	if pr.host != nil {
+		add(a.memFreeHost(pr.host))
+		pr.host = nil
+	}
+	for _, p := range []*uint64{&pr.arena, &pr.weights} {
+		if *p != 0 {
+			add(a.memFree(*p))
+			*p = 0
+		}
+	}
+	if pr.mod != 0 {
+		add(a.moduleUnload(pr.mod))
+		pr.mod = 0
+	}
+	if pr.stream != 0 {
+		add(a.streamDestroy(pr.stream))
+		pr.stream = 0
+	}
+	if pr.ctx != 0 {
+		add(a.ctxDestroy(pr.ctx))
+		pr.ctx = 0
+	}
+	return errors.Join(errs...)
+}
