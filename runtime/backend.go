@@ -81,6 +81,18 @@ type Program interface {
 	Close() error
 }
 
+// DeviceProgram is implemented by programs that run on an accelerator with
+// memory of its own (the CUDA backend): benchmarks measure decode
+// efficiency against that memory's bandwidth rather than the host's.
+type DeviceProgram interface {
+	// Device names the accelerator.
+	Device() string
+	// DeviceBandwidth measures the device's copy bandwidth in GB/s (1e9
+	// bytes read plus written per second, the best of runs copies of
+	// bytes).
+	DeviceBandwidth(bytes int64, runs int) (float64, error)
+}
+
 // ErrClosed is returned by a Program (or a Session) used after Close.
 var ErrClosed = errors.New("program is closed")
 

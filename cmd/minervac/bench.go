@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/minerva-llm/minerva/runtime/cpu"
-	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -12,7 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/minerva-llm/minerva/runtime"
 	"github.com/minerva-llm/minerva/runtime/bench"
+	"github.com/minerva-llm/minerva/runtime/cpu"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 type benchCmd struct {
@@ -21,7 +22,7 @@ type benchCmd struct {
 	N          int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
 	Threads    int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = the physical cores)." default:"0"`
 	JSON       bool   `help:"Print one JSON object instead of a table."`
-	Target     string `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter)." default:"goasm"`
+	Target     string `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU)." default:"goasm"`
 	CacheType  string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
 	Seed       uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
 	BWMiB      int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
@@ -53,6 +54,7 @@ type benchMachine struct {
 	GOOS         string  `json:"goos"`
 	GOARCH       string  `json:"goarch"`
 	CPUs         int     `json:"cpus"`
+	Device       string  `json:"device,omitempty"` // the accelerator the plan ran on, whose copy bandwidth is measured
 	BandwidthGBs float64 `json:"bandwidth_gb_s"`
 }
 
@@ -118,7 +120,18 @@ func (c *benchCmd) Run() error {
 	// Peak RSS before the bandwidth buffer is allocated.
 	rss := bench.PeakRSS()
 	cpus := goruntime.NumCPU()
-	bw := bench.Bandwidth(int64(c.BWMiB)<<20, cpus, 5)
+	var bw float64
+	device := ""
+	if dp, ok := sess.Program().(runtime.DeviceProgram); ok {
+		// An accelerator's decode streams its own memory: efficiency is
+		// measured against that memory's copy bandwidth.
+		device = dp.Device()
+		if bw, err = dp.DeviceBandwidth(int64(c.BWMiB)<<20, 5); err != nil {
+			return fmt.Errorf("measuring the bandwidth of %s: %w", device, err)
+		}
+	} else {
+		bw = bench.Bandwidth(int64(c.BWMiB)<<20, cpus, 5)
+	}
 	eff := 0.0
 	if bw > 0 {
 		eff = float64(wbytes) * res.DecodeTokensS / (bw * 1e9)
@@ -131,7 +144,7 @@ func (c *benchCmd) Run() error {
 		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
 		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, BandwidthGBs: round(bw, 2),
 		DecodeEfficiency: round(eff, 6),
-		Machine:          benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, BandwidthGBs: round(bw, 2)},
+		Machine:          benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
 	if c.JSON {
 		return json.NewEncoder(os.Stdout).Encode(r)
@@ -141,11 +154,15 @@ func (c *benchCmd) Run() error {
 	if r.Kernels != "" {
 		fmt.Fprintf(w, "kernels\t%s\n", r.Kernels)
 	}
-	fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %.1f GB/s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, r.BandwidthGBs)
+	if device != "" {
+		fmt.Fprintf(w, "device\t%s, %.1f GB/s copy\n", device, r.BandwidthGBs)
+	} else {
+		fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %.1f GB/s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, r.BandwidthGBs)
+	}
 	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)
 	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, r.DecodeP50Ms, r.DecodeP99Ms)
 	fmt.Fprintf(w, "weights/token\t%.1f MiB\n", float64(wbytes)/(1<<20))
-	fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of read bandwidth)\n", 100*eff)
+	fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth)\n", 100*eff)
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
 	return w.Flush()
 }

@@ -13,12 +13,14 @@ import (
 	"strings"
 	"time"
 
+	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
 	mslgen "github.com/minerva-llm/minerva/codegen/metal"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
 	_ "github.com/minerva-llm/minerva/runtime/cpu"   // the "goasm" backend
+	_ "github.com/minerva-llm/minerva/runtime/cuda"  // the "cuda" backend (runs only on linux, with the NVIDIA driver)
 	_ "github.com/minerva-llm/minerva/runtime/metal" // the "metal" backend (runs only on darwin)
 	"github.com/minerva-llm/minerva/runtime/plan"
 )
@@ -80,18 +82,26 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		Context:  ctx,
 		Sampling: plan.Sampling{TopP: 1, RepeatPenalty: 1},
 	}
-	if o.Target == "metal" {
-		// The kernels section holds the emitted MSL library and its launch
-		// schedule as JSON (codegen/metal.Library).
-		lib, err := mslgen.Emit(m.model.Graph)
-		if err != nil {
-			return nil, err
-		}
+	// For a GPU target the kernels section holds the emitted library and
+	// its launch schedule as JSON (codegen/metal.Library,
+	// codegen/cuda.Library): the plan shows what will run, and a library
+	// that cannot be emitted fails at compile time, not at run time.
+	var lib any
+	switch o.Target {
+	case "metal":
+		lib, err = mslgen.Emit(m.model.Graph)
+	case "cuda":
+		lib, err = cudagen.Emit(m.model.Graph)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if lib != nil {
 		b, err := json.Marshal(lib)
 		if err != nil {
 			return nil, err
 		}
-		p.Kernels = map[string][]byte{"metal": b}
+		p.Kernels = map[string][]byte{o.Target: b}
 	}
 	if path != "" {
 		abs, err := filepath.Abs(path)

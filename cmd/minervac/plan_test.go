@@ -188,7 +188,6 @@ func TestCompileFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"compile", model, "-target", "tpu"}, 2, "known targets: reference, goasm, cuda, metal"},
-		{[]string{"compile", model, "--target=cuda"}, 1, "target cuda is not implemented"},
 		{[]string{"compile", model, "--embed-weights"}, 2, "--embed-weights needs -o"},
 		{[]string{"compile", model, "--ctx", "-5"}, 2, "--ctx"},
 		{[]string{"compile", "-o", filepath.Join(t.TempDir(), "x.plan")}, 2, "needs a model file"},

@@ -322,8 +322,79 @@ func (pr *program) upload(byID map[int]*ir.Value, w eval.Weights) error {
 }
 
 func (pr *program) Config() runtime.ProgramConfig { return pr.cfg }
-func (pr *program) VocabSize() int                { return pr.vocab }
-func (pr *program) CacheBytes() int64             { return pr.l.CacheBytes() }
+func (pr *program) Device() string                { return pr.device }
+
+// DeviceBandwidth times device-to-device copies of bytes between two
+// scratch allocations with events and returns the best rate, counting the
+// bytes read and the bytes written.
+func (pr *program) DeviceBandwidth(bytes int64, runs int) (gbs float64, err error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return 0, runtime.ErrClosed
+	}
+	if bytes < 1 || runs < 1 {
+		return 0, fmt.Errorf("cuda: bandwidth of %d bytes over %d runs", bytes, runs)
+	}
+	if err := pr.enter(); err != nil {
+		return 0, err
+	}
+	defer pr.leave()
+	a := pr.a
+	var bufs [2]uint64
+	var ev [2]uintptr
+	defer func() {
+		for _, b := range bufs {
+			if b != 0 {
+				err = errors.Join(err, a.memFree(b))
+			}
+		}
+		for _, e := range ev {
+			if e != 0 {
+				err = errors.Join(err, a.eventDestroy(e))
+			}
+		}
+	}()
+	for i := range bufs {
+		if bufs[i], err = a.memAlloc(bytes); err != nil {
+			return 0, err
+		}
+		if ev[i], err = a.eventCreate(); err != nil {
+			return 0, err
+		}
+	}
+	if err := a.memsetD8Async(bufs[0], 1, bytes, pr.stream); err != nil {
+		return 0, err
+	}
+	best := float32(0)
+	for r := 0; r <= runs; r++ { // run 0 warms up
+		if err := a.eventRecord(ev[0], pr.stream); err != nil {
+			return 0, err
+		}
+		if err := a.memcpyDtoDAsync(bufs[1], bufs[0], bytes, pr.stream); err != nil {
+			return 0, err
+		}
+		if err := a.eventRecord(ev[1], pr.stream); err != nil {
+			return 0, err
+		}
+		if err := a.eventSynchronize(ev[1]); err != nil {
+			return 0, err
+		}
+		ms, err := a.eventElapsed(ev[0], ev[1])
+		if err != nil {
+			return 0, err
+		}
+		if r > 0 && ms > 0 && (best == 0 || ms < best) {
+			best = ms
+		}
+	}
+	if best == 0 {
+		return 0, nil
+	}
+	return 2 * float64(bytes) / (float64(best) * 1e6), nil
+}
+func (pr *program) VocabSize() int    { return pr.vocab }
+func (pr *program) CacheBytes() int64 { return pr.l.CacheBytes() }
 
 // Step runs tokens in chunks of at most the layout's MaxT; a one-token step
 // replays the slot's decode graph.
