@@ -81,6 +81,14 @@ type Program interface {
 	Close() error
 }
 
+// GreedyProgram is implemented by programs that can pick the greedy token
+// on the device: StepGreedy runs a step as Step does and returns the index
+// of the largest logit of its last token (the smallest such index on a
+// tie, as Argmax), without copying the logits back.
+type GreedyProgram interface {
+	StepGreedy(slot int, tokens, pos []int32) (int32, error)
+}
+
 // DeviceProgram is implemented by programs that run on an accelerator with
 // memory of its own (the CUDA backend): benchmarks measure decode
 // efficiency against that memory's bandwidth rather than the host's.

@@ -109,18 +109,31 @@ func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOpti
 		text = &textWatcher{decode: opts.Decode, stops: opts.Stop, onText: opts.OnText}
 	}
 	history := append([]int32(nil), prompt...)
+	// Greedy decoding on a program that picks the token on the device
+	// never copies the logits back (Session.EvalGreedy).
+	_, onDevice := s.prog.(GreedyProgram)
+	greedy := sampler.Greedy() && !opts.KeepLogits && onDevice
+	var logits []float32
+	var next int32 // the greedy token after the last step (greedy)
 	start := time.Now()
-	rows, err := s.Eval(prompt)
-	if err != nil {
-		return nil, err
+	if greedy {
+		next, err = s.EvalGreedy(prompt)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		rows, err := s.Eval(prompt)
+		if err != nil {
+			return nil, err
+		}
+		if opts.KeepLogits {
+			for _, r := range rows {
+				res.PromptLogits = append(res.PromptLogits, append([]float32(nil), r...))
+			}
+		}
+		logits = rows[len(rows)-1]
 	}
 	res.Timings.PromptTokens, res.Timings.PromptTime = len(prompt), time.Since(start)
-	if opts.KeepLogits {
-		for _, r := range rows {
-			res.PromptLogits = append(res.PromptLogits, append([]float32(nil), r...))
-		}
-	}
-	logits := rows[len(rows)-1]
 	start = time.Now()
 	defer func() { res.Timings.GenTokens, res.Timings.GenTime = len(res.Tokens), time.Since(start) }()
 	fail := func(err error) (*Result, error) {
@@ -136,7 +149,10 @@ func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOpti
 		if opts.KeepLogits {
 			res.GenLogits = append(res.GenLogits, append([]float32(nil), logits...))
 		}
-		id := sampler.Sample(logits, history)
+		id := next
+		if !greedy {
+			id = sampler.Sample(logits, history)
+		}
 		res.Tokens = append(res.Tokens, id)
 		history = append(history, id)
 		if opts.OnToken != nil {
@@ -164,6 +180,12 @@ func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOpti
 		if s.Pos() >= s.Context() {
 			res.Stop = StopContext
 			break
+		}
+		if greedy {
+			if next, err = s.EvalGreedy([]int32{id}); err != nil {
+				return fail(err)
+			}
+			continue
 		}
 		rows, err := s.Eval([]int32{id})
 		if err != nil {

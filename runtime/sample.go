@@ -55,15 +55,17 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	return &Sampler{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6d696e65727661))}, nil
 }
 
-// Argmax returns the index of the largest value, the lowest index on a tie.
+// Argmax returns the index of the largest value, the lowest index on a tie;
+// NaNs are skipped (0 when every value is NaN), as the CUDA argmax kernel
+// does.
 func Argmax(logits []float32) int32 {
-	best := 0
+	best := -1
 	for i, v := range logits {
-		if v > logits[best] {
+		if v == v && (best < 0 || v > logits[best]) { // NaN never wins
 			best = i
 		}
 	}
-	return int32(best)
+	return int32(max(best, 0))
 }
 
 type candidate struct {
@@ -71,12 +73,15 @@ type candidate struct {
 	logit float64
 }
 
+// Greedy reports whether Sample is Argmax of the logits alone.
+func (s *Sampler) Greedy() bool { return s.cfg.Temperature == 0 && s.cfg.RepeatPenalty == 1 }
+
 // Sample picks the next token. history holds the tokens so far (prompt and
 // generated), which the repetition penalty reads. The order of the filters
 // follows llama.cpp: penalty, top-k, top-p, min-p, temperature.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 	c := s.cfg
-	if c.Temperature == 0 && c.RepeatPenalty == 1 {
+	if s.Greedy() {
 		return Argmax(logits)
 	}
 	cands := make([]candidate, len(logits))

@@ -11,6 +11,10 @@ import (
 func TestArgmaxTiesGoToLowestID(t *testing.T) {
 	require.Equal(t, int32(1), Argmax([]float32{0, 3, 1, 3}))
 	require.Equal(t, int32(0), Argmax([]float32{-1, -1}))
+	nan := float32(math.NaN())
+	require.Equal(t, int32(2), Argmax([]float32{nan, -5, 4, nan, 4}), "NaN is skipped, also at index 0")
+	require.Equal(t, int32(0), Argmax([]float32{nan, nan}))
+	require.Equal(t, int32(1), Argmax([]float32{float32(math.Inf(-1)), -1e38}))
 	s, err := NewSampler(DefaultSampler())
 	require.NoError(t, err)
 	require.Equal(t, int32(2), s.Sample([]float32{1, 0, 5, 5, 2}, nil))

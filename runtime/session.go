@@ -100,6 +100,44 @@ func (s *Session) Close() error {
 // Eval appends tokens to the sequence in one step and returns the logits of
 // every one of them, row by row.
 func (s *Session) Eval(tokens []int32) ([][]float32, error) {
+	pos, err := s.positions(tokens)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.prog.Step(s.slot, tokens, pos)
+	if err != nil {
+		return nil, err
+	}
+	s.pos += len(tokens)
+	return rows, nil
+}
+
+// EvalGreedy appends tokens like Eval and returns only the greedy token
+// after the last (Argmax of its logits): on the device when the program is
+// a GreedyProgram, sparing the copy of the logits, else from Eval's row.
+func (s *Session) EvalGreedy(tokens []int32) (int32, error) {
+	gp, ok := s.prog.(GreedyProgram)
+	if !ok {
+		rows, err := s.Eval(tokens)
+		if err != nil {
+			return 0, err
+		}
+		return Argmax(rows[len(rows)-1]), nil
+	}
+	pos, err := s.positions(tokens)
+	if err != nil {
+		return 0, err
+	}
+	id, err := gp.StepGreedy(s.slot, tokens, pos)
+	if err != nil {
+		return 0, err
+	}
+	s.pos += len(tokens)
+	return id, nil
+}
+
+// positions checks that tokens fit and returns their cache positions.
+func (s *Session) positions(tokens []int32) ([]int32, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("no tokens to evaluate")
 	}
@@ -110,12 +148,7 @@ func (s *Session) Eval(tokens []int32) ([][]float32, error) {
 	for i := range pos {
 		pos[i] = int32(s.pos + i)
 	}
-	rows, err := s.prog.Step(s.slot, tokens, pos)
-	if err != nil {
-		return nil, err
-	}
-	s.pos += len(tokens)
-	return rows, nil
+	return pos, nil
 }
 
 // closedProgram stands in for the program of a closed session.
