@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"unsafe"
 
@@ -719,6 +721,35 @@ func TestEmuDriverCaptureRejects(t *testing.T) {
 	}
 	// The legacy stream cannot be captured.
 	e.want(ErrorStreamCaptureUnsupported, "cuStreamBeginCapture_v2", 0, 0)
+	// A handle of another kind, or a destroyed one, is an invalid handle.
+	var ev, s2 uintptr
+	e.must("cuEventCreate", uintptr(unsafe.Pointer(&ev)), 0)
+	defer e.must("cuEventDestroy_v2", ev)
+	e.want(ErrorInvalidHandle, "cuStreamSynchronize", ev)
+	e.want(ErrorInvalidHandle, "cuEventRecord", stream, stream)
+	e.must("cuStreamCreate", uintptr(unsafe.Pointer(&s2)), 0)
+	e.must("cuStreamDestroy_v2", s2)
+	e.want(ErrorInvalidHandle, "cuMemsetD8Async", uintptr(d), 0, 16, s2)
+}
+
+// The emitted library of a real model (codegen/cuda's golden file for
+// stories260K) builds, and every kernel in it is registered with its
+// parameter list: n pointers, then T.
+func TestEmuDriverEmittedLibrary(t *testing.T) {
+	e := newEmu(t)
+	src, err := os.ReadFile(filepath.Join("..", "..", "codegen", "cuda", "testdata", "stories260K.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := e.module(string(src))
+	names := regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(`).FindAllStringSubmatch(string(src), -1)
+	if len(names) < 5 {
+		t.Fatalf("only %d kernels found in the golden library", len(names))
+	}
+	for _, m := range names {
+		e.fn(mod, m[1])
+	}
+	t.Logf("%d kernels registered", len(names))
 }
 
 // A kernel reading one element past its buffer faults on the guard page
@@ -740,7 +771,9 @@ func TestEmuDriverGuardPage(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEmuDriverGuardPage$", "-test.v")
 	cmd.Env = append(os.Environ(), "MINERVA_EMUDRIVER_CHILD=overrun")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "launching the overrun") || strings.Contains(string(out), "overrun returned") {
+	var exit *exec.ExitError
+	faulted := errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGSEGV
+	if !faulted || !strings.Contains(string(out), "launching the overrun") || strings.Contains(string(out), "overrun returned") {
 		t.Fatalf("a kernel reading past its buffer did not fault (err %v):\n%s", err, out)
 	}
 	t.Logf("the child died as it should: %v", err)

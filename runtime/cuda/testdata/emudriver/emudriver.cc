@@ -57,6 +57,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -194,7 +195,26 @@ static std::mutex mu;
 static bool inited;
 static std::map<uintptr_t, Alloc> allocs; // by base
 static size_t deviceBytes;                // live device allocations, for cuMemGetInfo
-static std::set<const void*> live;        // every live handle
+// Handles is the set of live handles with their types: a dangling handle,
+// or one of another type than the call takes, is an invalid handle, never a
+// cast.
+struct Handles {
+    std::map<const void*, const std::type_info*> m;
+    template <class T>
+    void insert(T* p) {
+        m[p] = &typeid(T);
+    }
+    template <class T>
+    void erase(T* p) {
+        m.erase(p);
+    }
+    template <class T>
+    bool count(T* p) const {
+        auto it = m.find(p);
+        return it != m.end() && *it->second == typeid(T);
+    }
+};
+static Handles live;                      // every live handle
 static std::set<CUstream_st*> streams;    // the created streams (also in live)
 static CUstream_st perThread;             // CU_STREAM_PER_THREAD
 static thread_local CUctx_st* current;
