@@ -181,43 +181,124 @@ inline T shfl(unsigned mask, T v, Src src) {
 
 // launch runs fn once per thread of a grid of blocks of `block` threads
 // (blockDim.x only: the emitter uses 1-D blocks whose size is a multiple of
-// 32): the blocks in order x fastest, each as block.x std::threads with a
-// fresh block barrier and warp exchange areas.
+// 32): the blocks in order x fastest, each on the block.x threads of a
+// persistent pool (Pool below) with a fresh block barrier and warp exchange
+// areas.
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn);
 } // namespace cudaemu
 
 inline thread_local uint3 threadIdx, blockIdx;
 inline thread_local dim3 blockDim, gridDim;
 
+#include <csignal>
+#include <map>
+#include <pthread.h>
+
+namespace cudaemu {
+// Pool is a set of n persistent worker threads, one per thread of a block
+// of n: creating n std::threads per block cost more than running most
+// blocks (about 150 us each on a loaded 2-core machine), so launch creates
+// each pool once per block size and reuses it for every block of every
+// launch. The master (the launching thread) publishes one block at a time
+// and waits until all n workers have run it; the blocks still run one after
+// another, so __shared__ statics stay right.
+struct Pool {
+    explicit Pool(unsigned n) : n(n) {
+        // The workers block asynchronous signals: when this runs inside a Go
+        // process (the emulated CUDA driver), a process-directed signal such
+        // as SIGCHLD or SIGURG must reach a Go thread, never a thread the Go
+        // runtime does not know. Synchronous faults (a kernel touching a
+        // guard page) still kill the process.
+        sigset_t all, old;
+        sigfillset(&all);
+        for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) {
+            sigdelset(&all, s);
+        }
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        for (unsigned tid = 0; tid < n; ++tid) {
+            std::thread(&Pool::work, this, tid).detach();
+        }
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
+
+    // run runs block idx of the launch with a fresh block barrier and fresh
+    // warp exchange areas, and returns when every thread has returned.
+    void run(dim3 grid, dim3 block, uint3 idx, const std::function<void()>& fn) {
+        Barrier bar(n, "__syncthreads");
+        std::vector<Warp> warps(n / 32);
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            job = Job{grid, block, idx, &fn, &bar, warps.data()};
+            running = n;
+            ++generation;
+        }
+        start.notify_all();
+        std::unique_lock<std::mutex> lk(mu);
+        done.wait(lk, [&] { return running == 0; });
+    }
+
+    void work(unsigned tid) {
+        unsigned long seen = 0;
+        for (;;) {
+            Job j;
+            {
+                std::unique_lock<std::mutex> lk(mu);
+                start.wait(lk, [&] { return generation != seen; });
+                seen = generation;
+                j = job;
+            }
+            threadIdx = uint3{tid, 0, 0};
+            blockIdx = j.idx;
+            blockDim = j.block;
+            gridDim = j.grid;
+            tl_block = j.bar;
+            tl_warp = &j.warps[tid / 32];
+            tl_lane = tid % 32;
+            (*j.fn)();
+            tl_warp->bar.leave();
+            tl_block->leave();
+            std::lock_guard<std::mutex> lk(mu);
+            if (--running == 0) {
+                done.notify_one();
+            }
+        }
+    }
+
+    struct Job {
+        dim3 grid, block;
+        uint3 idx;
+        const std::function<void()>* fn;
+        Barrier* bar;
+        Warp* warps;
+    };
+    const unsigned n;
+    std::mutex mu;
+    std::condition_variable start, done;
+    Job job{};
+    unsigned running = 0;
+    unsigned long generation = 0;
+};
+} // namespace cudaemu
+
 inline void cudaemu::launch(dim3 grid, dim3 block, const std::function<void()>& fn) {
     if (block.y != 1 || block.z != 1 || block.x == 0 || block.x % 32 != 0) {
         fail("blocks must be 1-D with a multiple of 32 threads");
     }
-    const unsigned n = block.x;
+    // One launch at a time per process image: a pool runs one block at a
+    // time, and __shared__ statics would be shared by concurrent launches.
+    // The pools are never destroyed (their threads are detached and parked),
+    // so nothing runs at exit; a module holding pools must not be unloaded.
+    static std::mutex* mu = new std::mutex;
+    static auto* pools = new std::map<unsigned, Pool*>;
+    std::lock_guard<std::mutex> lk(*mu);
+    Pool*& p = (*pools)[block.x];
+    if (p == nullptr) {
+        p = new Pool(block.x);
+    }
     for (unsigned z = 0; z < grid.z; ++z) {
         for (unsigned y = 0; y < grid.y; ++y) {
             for (unsigned x = 0; x < grid.x; ++x) {
-                Barrier bar(n, "__syncthreads");
-                std::vector<Warp> warps(n / 32);
-                std::vector<std::thread> ts;
-                ts.reserve(n);
-                for (unsigned tid = 0; tid < n; ++tid) {
-                    ts.emplace_back([&, tid] {
-                        threadIdx = uint3{tid, 0, 0};
-                        blockIdx = uint3{x, y, z};
-                        blockDim = block;
-                        gridDim = grid;
-                        tl_block = &bar;
-                        tl_warp = &warps[tid / 32];
-                        tl_lane = tid % 32;
-                        fn();
-                        tl_warp->bar.leave();
-                        bar.leave();
-                    });
-                }
-                for (auto& t : ts) {
-                    t.join();
-                }
+                p->run(grid, block, uint3{x, y, z}, fn);
             }
         }
     }
