@@ -204,6 +204,7 @@ type params struct {
 	Extra            []slotName
 	NW, Threads      int
 	UpRow            string
+	Vec              vecLoad // matrix-vector weight read path (vecload.go)
 
 	// qkv_rope
 	Half, HalfHD, HD, NRot int64
@@ -387,6 +388,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 		DT: r.name, Unit: int64(r.unit), NU: k / int64(r.unit), RowBytes: rb, N: n, K: k,
 		Norm: parts.Norm, Gain: parts.Gain != nil, Bias: parts.Bias != nil, Residual: parts.Residual != nil,
 		NW: nwarps, Threads: 32 * nwarps,
+		Vec: planVecLoad(parts.W.Type.DType, int64(r.unit), k/int64(r.unit), rb),
 	}
 	if p.Norm {
 		if p.Eps, err = kernsrc.FloatLiteral(parts.Eps); err != nil {

@@ -50,6 +50,7 @@ type emuCase struct {
 	name   string
 	ctx, T int
 	tol    float64
+	vec    bool // every matrix-vector kernel must take the vector path (vecload_test.go)
 	build  func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor)
 }
 
@@ -327,7 +328,7 @@ func emuCases() []emuCase {
 				}
 			}})
 	}
-	return cases
+	return append(cases, vecEmuCases(seed)...)
 }
 
 // TestEmulate runs every case's launches on the CPU through cudaemu.h and
@@ -347,6 +348,9 @@ func TestEmulate(t *testing.T) {
 			lib, err := cuda.Emit(g)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if c.vec {
+				checkLoads(t, lib, true, nil)
 			}
 			m, err := eval.New(g, w, int64(c.ctx))
 			if err != nil {

@@ -56,6 +56,25 @@ __device__ __forceinline__ float ldf(f16 x) { return h2f(x); }
 __device__ __forceinline__ void stf(float* p, float v) { *p = v; }
 __device__ __forceinline__ void stf(f16* p, float v) { *p = f2h(v); }
 
+// v16 is 16 bytes of a weight row, the unit of the vector loads (uint4,
+// without the CUDA headers).
+struct alignas(16) v16 {
+    u32 x, y, z, w;
+};
+
+// ld_nc16 loads 16 bytes (p 16-byte aligned) through the read-only,
+// non-coherent path, as __ldg would: weights never change while a kernel
+// runs. Under MINERVA_CUDA_EMU, a plain load that checks the alignment.
+__device__ __forceinline__ v16 ld_nc16(const v16* p) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::ld_aligned(p);
+#else
+    v16 v;
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#endif
+}
+
 // ld_f16 reads a little-endian IEEE half at any byte offset.
 __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
@@ -110,17 +129,55 @@ const normPrologue = `{{if .Norm}}
     ss = warp_sum(ss);
     const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}`
 
+// stageDecl names the weight read path of a matrix-vector kernel (see
+// vecload.go) in a comment the tests look for, and declares the vector
+// path's stage: one chunk per warp, which the warp's dot loops (two per
+// feature in swiglu and qkv_rope) reuse one after the other.
+const stageDecl = `
+    // {{.Vec.Why}}.{{if .Vec.On}}
+    __shared__ v16 stage[{{.NW}} * {{.Vec.Words}}]; // {{.Vec.Bytes}} bytes per warp{{end}}`
+
 // dotLoop accumulates the dot of weight row `row` with the (normalised)
-// input row into the named accumulator; lanes stride over units.
-const dotLoop = `{{define "dot"}}
-        for (u32 u = lane; u < {{$.NU}}u; u += 32) {
+// input row into the named accumulator. On the vector path the full chunks
+// go through the warp's stage (copied with 16-byte loads, decoded from
+// shared memory, a __syncwarp after each half so that no lane reads a
+// chunk before it is whole or overwrites one still being decoded); the
+// remaining units, or all of them on the direct path, are decoded straight
+// from global memory, lanes striding over units.
+const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
+        {
+            const v16* wr = (const v16*)(w + (u64)({{.Row}}) * {{$.RowBytes}}u);
+            v16* sw = stage + warp * {{$.Vec.Words}}u;
+            for (u32 c = 0; c < {{$.Vec.Chunks}}u; ++c) {
+#pragma unroll
+                for (u32 i = 0; i < {{$.Vec.Words}}u; i += 32) {{"{"}}{{if $.Vec.Ragged}}
+                    if (i + lane < {{$.Vec.Words}}u) {
+                        sw[i + lane] = ld_nc16(wr + c * {{$.Vec.Words}}u + i + lane);
+                    }{{else}}
+                    sw[i + lane] = ld_nc16(wr + c * {{$.Vec.Words}}u + i + lane);{{end}}
+                }
+                __syncwarp();
+#pragma unroll
+                for (u32 s = 0; s < {{$.Vec.Per}}u; ++s) {
+                    const u32 u = s * 32 + lane, e = (c * {{$.Vec.Units}}u + u) * {{$.Unit}}u;
+                    float wv[{{$.Unit}}];
+                    dq_{{$.DT}}((const u8*)sw, u, wv);
+#pragma unroll
+                    for (u32 k = 0; k < {{$.Unit}}u; ++k) {
+                        {{.Acc}} += wv[k] * xr[e + k]{{if $.Gain}} * ldf(gain[e + k]){{end}};
+                    }
+                }
+                __syncwarp();
+            }
+        }{{end}}{{if or (not $.Vec.On) $.Vec.Tail}}
+        for (u32 u = {{if $.Vec.On}}{{$.Vec.TailFrom}}u + {{end}}lane; u < {{$.NU}}u; u += 32) {
             float wv[{{$.Unit}}];
             dq_{{$.DT}}(w + (u64)({{.Row}}) * {{$.RowBytes}}u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < {{$.Unit}}u; ++k) {
                 {{.Acc}} += wv[k] * xr[u * {{$.Unit}}u + k]{{if $.Gain}} * ldf(gain[u * {{$.Unit}}u + k]){{end}};
             }
-        }{{end}}`
+        }{{end}}{{end}}`
 
 var familyTemplates = map[string]string{
 	// embed: one thread per unit of the output row; the table row is the token's.
@@ -155,7 +212,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const float* __restrict__ x,
     const u8* __restrict__ w,` + extraParams + `
     float* __restrict__ out,
-    const u32 T) {` + ids + `
+    const u32 T) {` + ids + stageDecl + `
     const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
     const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
     float acc = 0.0f;
@@ -174,7 +231,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const float* __restrict__ x,
     const u8* __restrict__ w,` + extraParams + `
     float* __restrict__ out,
-    const u32 T) {` + ids + `
+    const u32 T) {` + ids + stageDecl + `
     const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
     const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
     float g = 0.0f, up = 0.0f;
@@ -206,7 +263,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     {{.CacheT}}* __restrict__ kcache,
     {{.CacheT}}* __restrict__ vcache,` + extraParams + `
     float* __restrict__ out,
-    const u32 T) {` + ids + `
+    const u32 T) {` + ids + stageDecl + `
     const u32 t = blockIdx.y, p = blockIdx.x * {{.NW}}u + warp;
     const float* xr = x + (u64)t * {{.K}}u;` + normPrologue + `
     // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.

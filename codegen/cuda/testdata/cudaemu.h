@@ -148,7 +148,7 @@ struct Barrier {
 
 // Warp is the exchange area of 32 lanes.
 struct Warp {
-    Barrier bar{32, "__shfl_*_sync"};
+    Barrier bar{32, "__shfl_*_sync or __syncwarp"};
     uint64_t slots[32];
 };
 
@@ -318,6 +318,33 @@ template <class T>
 inline T __shfl_xor_sync(unsigned mask, T v, int m) {
     return cudaemu::shfl(mask, v, [m](unsigned lane) { return (lane ^ unsigned(m)) & 31u; });
 }
+
+// __syncwarp waits for the 32 lanes of the warp on the shuffles' barrier
+// (its mutex orders the lanes' shared-memory writes before their reads);
+// like the shuffles it takes the full mask only, and a lane that returned
+// instead of arriving is reported.
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    if (mask != 0xffffffffu) {
+        cudaemu::fail("__syncwarp with a partial mask (the emulation supports the full mask only)");
+    }
+    cudaemu::tl_warp->bar.wait();
+}
+
+namespace cudaemu {
+// ld_aligned stands in for the library's vector loads (ld.global.nc.v4):
+// a load of a whole T that fails, as the GPU would, unless p is aligned to
+// T (the emulation's buffers are malloc'd, 16-byte aligned like the
+// runtime's 256-byte aligned ones, so a misaligned row or chunk shows).
+template <class T>
+inline T ld_aligned(const T* p) {
+    if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0) {
+        fail("a vector load from a misaligned address");
+    }
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+} // namespace cudaemu
 
 inline float __uint_as_float(unsigned x) {
     float f;

@@ -35,6 +35,8 @@ static __device__ __forceinline__ float __shfl_sync(unsigned mask, float v, int 
 static __device__ __forceinline__ float __shfl_xor_sync(unsigned mask, float v, int m) {
     return __nvvm_shfl_sync_bfly_f32(mask, v, m, 0x1f);
 }
+// __syncwarp: bar.warp.sync (PTX 6.0+, enabled by the same +ptx70).
+static __device__ __forceinline__ void __syncwarp(unsigned mask = 0xffffffffu) { __nvvm_bar_warp_sync(mask); }
 static __device__ __forceinline__ float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
 static __device__ __forceinline__ unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
 

@@ -36,6 +36,25 @@ __device__ __forceinline__ float ldf(f16 x) { return h2f(x); }
 __device__ __forceinline__ void stf(float* p, float v) { *p = v; }
 __device__ __forceinline__ void stf(f16* p, float v) { *p = f2h(v); }
 
+// v16 is 16 bytes of a weight row, the unit of the vector loads (uint4,
+// without the CUDA headers).
+struct alignas(16) v16 {
+    u32 x, y, z, w;
+};
+
+// ld_nc16 loads 16 bytes (p 16-byte aligned) through the read-only,
+// non-coherent path, as __ldg would: weights never change while a kernel
+// runs. Under MINERVA_CUDA_EMU, a plain load that checks the alignment.
+__device__ __forceinline__ v16 ld_nc16(const v16* p) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::ld_aligned(p);
+#else
+    v16 v;
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#endif
+}
+
 // ld_f16 reads a little-endian IEEE half at any byte offset.
 __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
@@ -115,6 +134,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 t = blockIdx.y, p = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)t * 256u;
     // RMSNorm prologue: every warp reduces the row itself (K is small
@@ -291,6 +311,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x256(
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 256u;
     float acc = 0.0f;
@@ -321,6 +342,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 256u;
     // RMSNorm prologue: every warp reduces the row itself (K is small
@@ -370,6 +392,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x512(
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 16 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 512u;
     float acc = 0.0f;
@@ -400,6 +423,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_51
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 256u;
     // RMSNorm prologue: every warp reduces the row itself (K is small

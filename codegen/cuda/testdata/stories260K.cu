@@ -36,6 +36,25 @@ __device__ __forceinline__ float ldf(f16 x) { return h2f(x); }
 __device__ __forceinline__ void stf(float* p, float v) { *p = v; }
 __device__ __forceinline__ void stf(f16* p, float v) { *p = f2h(v); }
 
+// v16 is 16 bytes of a weight row, the unit of the vector loads (uint4,
+// without the CUDA headers).
+struct alignas(16) v16 {
+    u32 x, y, z, w;
+};
+
+// ld_nc16 loads 16 bytes (p 16-byte aligned) through the read-only,
+// non-coherent path, as __ldg would: weights never change while a kernel
+// runs. Under MINERVA_CUDA_EMU, a plain load that checks the alignment.
+__device__ __forceinline__ v16 ld_nc16(const v16* p) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::ld_aligned(p);
+#else
+    v16 v;
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#endif
+}
+
 // ld_f16 reads a little-endian IEEE half at any byte offset.
 __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
@@ -108,6 +127,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 64 units is shorter than one 128-unit chunk.
     const u32 t = blockIdx.y, p = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)t * 64u;
     // RMSNorm prologue: every warp reduces the row itself (K is small
@@ -284,6 +304,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x64(
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 64 units is shorter than one 128-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 64u;
     float acc = 0.0f;
@@ -313,6 +334,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64(
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 64 units is shorter than one 128-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 64u;
     // RMSNorm prologue: every warp reduces the row itself (K is small
@@ -362,11 +384,35 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172(
     (void)tid;
     (void)lane;
     (void)warp;
+    // vec16 loads: 1 chunk of 128 units (512 bytes) per row through shared memory, then 44 units directly.
+    __shared__ v16 stage[4 * 32]; // 512 bytes per warp
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 172u;
     float acc = 0.0f;
     if (j < 64u) {
-        for (u32 u = lane; u < 172u; u += 32) {
+        {
+            const v16* wr = (const v16*)(w + (u64)(j) * 688u);
+            v16* sw = stage + warp * 32u;
+            for (u32 c = 0; c < 1u; ++c) {
+#pragma unroll
+                for (u32 i = 0; i < 32u; i += 32) {
+                    sw[i + lane] = ld_nc16(wr + c * 32u + i + lane);
+                }
+                __syncwarp();
+#pragma unroll
+                for (u32 s = 0; s < 4u; ++s) {
+                    const u32 u = s * 32 + lane, e = (c * 128u + u) * 1u;
+                    float wv[1];
+                    dq_f32((const u8*)sw, u, wv);
+#pragma unroll
+                    for (u32 k = 0; k < 1u; ++k) {
+                        acc += wv[k] * xr[e + k];
+                    }
+                }
+                __syncwarp();
+            }
+        }
+        for (u32 u = 128u + lane; u < 172u; u += 32) {
             float wv[1];
             dq_f32(w + (u64)(j) * 688u, u, wv);
 #pragma unroll
@@ -391,6 +437,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_f32_512x64(
     (void)tid;
     (void)lane;
     (void)warp;
+    // direct loads: a row of 64 units is shorter than one 128-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
     const float* xr = x + (u64)r * 64u;
     // RMSNorm prologue: every warp reduces the row itself (K is small
