@@ -144,8 +144,9 @@ func (pr *program) open() error {
 	if pr.device, err = a.deviceName(dev); err != nil {
 		return err
 	}
-	if major < 7 {
-		return fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 7.0 or newer", pr.device, major, minor)
+	if major < 8 {
+		// The prefill kernels use mma.sync.m16n8k16 with f16 operands (sm_80).
+		return fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 8.0 (Ampere) or newer", pr.device, major, minor)
 	}
 	if pr.ctx, err = a.ctxCreate(dev); err != nil {
 		return err
