@@ -9,19 +9,25 @@ package cuda
 // weights, and the golden tests demand the same tokens for F32 and F16
 // models, so one f16 rounding of the activations (2^-11 relative) is not
 // good enough. Each activation a goes in as two f16 values, hi = f16(a) and
-// lo = f16(a − hi), and the tensor cores compute hi·w + lo·w: a products of
+// lo = f16(a − hi), and the tensor cores compute hi·w + lo·w: a product of
 // f16 values is exact in f32, so the only errors left are lo's own rounding
 // (2^-22 relative to a), the f32 accumulation (as in the matrix-vector
 // kernels) and the weight's conversion to f16:
-//   - F16 weights: exact; BF16 (8 significant bits): exact as long as the
-//     value is inside f16's normal range, which LLM weights are;
-//   - quantized weights: the dequantized value d·q (+ m) in f32 has up to 24
-//     significant bits (a Q4_0 d·q: 11 + 3), so f16 rounds it by up to 2^-11
-//     relative; the weights are split like the activations (w = hi + lo) and a
-//     third product hi_a·lo_w added, which makes them exact to 2^-22 as well;
+//   - F16 weights: exact; BF16 (8 significant bits) and MXFP4 (≤ 2
+//     significant bits times a power of two): exact inside f16's range;
+//   - the other quantized weights: the dequantized value d·q (+ m) in f32
+//     has up to 24 significant bits (a Q4_0 d·q: 11 + 3), so f16 rounds it
+//     by up to 2^-11 relative (measured: 1.5e-4 to 3e-4 of max |ref|, above
+//     even the matrix-vector tolerance); the weights are split like the
+//     activations (w = hi + lo) and a third product hi_a·lo_w added, which
+//     makes them exact to 2^-22 as well;
 //   - F32 weights: the same split.
-// The dropped lo_a·lo_w is below 2^-22 of a·w. So every dtype costs three
-// mmas per tile except F16 and BF16, which cost two (see splitWeights).
+// The dropped lo_a·lo_w is below 2^-22 of a·w. So F16, BF16 and MXFP4 cost
+// two mmas per tile and the rest three (splitWeights). A cheaper exact
+// scheme for the block-quantized dtypes would feed the small integer codes
+// (exact in f16) to the mma and apply each sub-block's scale and min to a
+// per-k16 partial sum, as llama.cpp's mmq does — two mmas, but a second
+// decoder per dtype; not done yet.
 //
 // Range. f16 overflows past 65504 and loses relative precision below 2^-14
 // (subnormals, absolute spacing 2^-24). The activations are therefore scaled
@@ -32,10 +38,10 @@ package cuda
 // weight's lo part is subnormal below |w| < 2^-3, where its absolute error is
 // at most 2^-25 — relative to typical LLM weight magnitudes (0.01 to 1) a few
 // 1e-7 of a dot product; weights of magnitude ≥ 65504 would overflow to inf
-// (none in practice). Alternatives: 3×TF32 (m16n8k8) has f32's range but half
-// the f16 rate per product and needs no scaling only for the activations;
-// bf16 splits need three terms for 24 bits. The f16 split with a row scale
-// is the cheapest that meets the tolerances.
+// (none in practice). Alternatives: 3×TF32 (m16n8k8) has f32's range and
+// needs no scaling, but tf32 runs at half the f16 rate, so it costs twice
+// as much; bf16 (8 bits) needs three terms per operand for 24 bits. The f16
+// split with a row scale is the cheapest that meets the tolerances.
 //
 // Block shape: 128 threads (4 warps) per block, a tile of tileT = 64 tokens ×
 // tileN = 64 features, K in chunks of tileK = 32 (one quantized block per

@@ -322,35 +322,41 @@ struct MmaArea {
     float c[32][4];
 };
 
-// mma_area returns the exchange area of warp w (found under a lock once per
-// thread and block, then cached). Warps live for one block; an area
-// outlives its warp and may be reused by a later warp at the same address,
-// which is fine: only warps alive together must not share one. (Only
-// headers included above are used: the execution-space macros are defined
-// by now.)
-inline MmaArea* mma_area(Warp* w) {
+// mma_area returns exchange area `parity` (0 or 1) of warp w, found under a
+// lock once per thread and block, then cached. Successive mmas of a warp
+// alternate between the two areas, so that one barrier per mma suffices: a
+// lane that writes area p for mma n + 2 has passed mma n + 1's barrier, so
+// every lane has finished reading area p for mma n. Warps live for one
+// block; the areas outlive their warp and may be reused by a later warp at
+// the same address, which is fine: only warps alive together must not share
+// them. (Only headers included above are used: the execution-space macros
+// are defined by now.)
+inline MmaArea* mma_area(Warp* w, unsigned parity) {
     static thread_local Warp* cached_w = nullptr;
     static thread_local MmaArea* cached = nullptr;
-    if (cached_w == w) {
-        return cached;
-    }
-    static std::mutex mu;
-    static std::vector<std::pair<Warp*, MmaArea*>> areas;
-    std::lock_guard<std::mutex> lk(mu);
-    MmaArea* found = nullptr;
-    for (auto& e : areas) {
-        if (e.first == w) {
-            found = e.second;
+    if (cached_w != w) {
+        static std::mutex mu;
+        static std::vector<std::pair<Warp*, MmaArea*>> areas;
+        std::lock_guard<std::mutex> lk(mu);
+        MmaArea* found = nullptr;
+        for (auto& e : areas) {
+            if (e.first == w) {
+                found = e.second;
+            }
         }
+        if (!found) {
+            found = new MmaArea[2]();
+            areas.emplace_back(w, found);
+        }
+        cached_w = w;
+        cached = found;
     }
-    if (!found) {
-        found = new MmaArea();
-        areas.emplace_back(w, found);
-    }
-    cached_w = w;
-    cached = found;
-    return found;
+    return cached + parity;
 }
+
+// tl_mma_calls counts the calling thread's mmas in its current block (the
+// launcher starts a fresh thread per block, so it starts at 0).
+inline thread_local unsigned long tl_mma_calls;
 
 // mma_16816 is D = A·B + C for the warp: A 16×16 (row-major, f16), B 16×8
 // (K×N, "col": each column is contiguous in K, f16), C and D 16×8 f32. Every
@@ -376,11 +382,11 @@ inline MmaArea* mma_area(Warp* w) {
 inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
     Warp* w = tl_warp;
     const unsigned lane = tl_lane;
-    MmaArea* m = mma_area(w);
+    MmaArea* m = mma_area(w, tl_mma_calls++ & 1);
     std::memcpy(m->a[lane], a, sizeof m->a[lane]);
     std::memcpy(m->b[lane], b, sizeof m->b[lane]);
     std::memcpy(m->c[lane], c, sizeof m->c[lane]);
-    w->bar.wait(); // every lane's fragments are in
+    w->bar.wait(); // every lane's fragments are in (see mma_area for why one barrier is enough)
     float A[16][16], B[16][8], C[16][8];
     for (unsigned l = 0; l < 32; ++l) {
         const unsigned g = l >> 2, q = l & 3;
@@ -398,7 +404,6 @@ inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
             C[g + 8 * (i >> 1)][2 * q + (i & 1)] = m->c[l][i];
         }
     }
-    w->bar.wait(); // nobody overwrites the area before everyone has read it
     const unsigned g = lane >> 2, q = lane & 3;
     for (unsigned i = 0; i < 4; ++i) {
         const unsigned row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
