@@ -444,7 +444,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 	}
 	mv := Launch{Value: v.ID, Kernel: name, Threads: p.Threads, Args: args,
 		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, nwarps)}, rows, {N: 1}}}
-	return e.prefill(family, p, parts.W.Type.DType, rows, width, args, mv)
+	return e.prefill(family, p, parts.W.Type.DType, rows, width, mv)
 }
 
 // qkvParams fills the RoPE and cache fields and returns the number of

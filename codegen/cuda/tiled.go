@@ -46,8 +46,9 @@ func splitWeights(dt ir.DType) bool {
 // for fused_matmul/matmul and swiglu over [T, K] activations a tiled
 // tensor-core launch for steps of T ≥ 2 (mv then runs only at T = 1). The
 // tiled kernel takes the same arguments. qkv_rope, and weights whose unit
-// does not divide the K chunk, keep the matrix-vector kernel for every step.
-func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, width int64, args []Arg, mv Launch) error {
+// is neither one element nor the K chunk, keep the matrix-vector kernel for
+// every step.
+func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, width int64, mv Launch) error {
 	tiled := map[string]string{"matvec": "matmul_tiled", "swiglu": "swiglu_tiled"}[family]
 	if tiled == "" || !rows.PerToken || rows.N != 1 || (p.Unit != 1 && p.Unit != tileK) {
 		e.launches = append(e.launches, mv)
@@ -66,7 +67,7 @@ func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, 
 	if err != nil {
 		return err
 	}
-	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: p.Threads, Args: args, MinT: 2,
+	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: p.Threads, Args: mv.Args, MinT: 2,
 		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
 	return nil
 }
