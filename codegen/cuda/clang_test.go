@@ -89,7 +89,7 @@ func compilePTX(t *testing.T, clang, path string) string {
 }
 
 // TestCompile compiles the golden libraries and checks that the warp
-// reductions became shfl.sync.down and the f16 conversions cvt.
+// reductions became shfl.sync.down and the tiled kernels' mma is there.
 func TestCompile(t *testing.T) {
 	clang := clangOrSkip(t)
 	for _, fx := range fixtures {
@@ -99,6 +99,7 @@ func TestCompile(t *testing.T) {
 			if !strings.Contains(ptx, "shfl.sync.down.b32") {
 				t.Errorf("no shfl.sync.down in the PTX")
 			}
+			checkMMA(t, ptx)
 		})
 	}
 }
@@ -123,8 +124,20 @@ func TestCompileDTypes(t *testing.T) {
 			if err := os.WriteFile(path, []byte(lib.Source), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			compilePTX(t, clang, path)
+			checkMMA(t, compilePTX(t, clang, path))
 		})
+	}
+}
+
+// mmaInstr is the tensor-core instruction of the tiled prefill kernels.
+const mmaInstr = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+
+// checkMMA checks that the tiled kernels' inline PTX mma reached the PTX
+// (every library these tests compile has tiled kernels).
+func checkMMA(t *testing.T, ptx string) {
+	t.Helper()
+	if !strings.Contains(ptx, mmaInstr) {
+		t.Errorf("no %s in the PTX", mmaInstr)
 	}
 }
 

@@ -51,6 +51,7 @@ type emuCase struct {
 	ctx, T int
 	tol    float64
 	vec    bool // every matrix-vector kernel must take the vector path (vecload_test.go)
+	perRow bool // the tolerance holds per output row, relative to the row's largest |ref|
 	build  func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor)
 }
 
@@ -338,46 +339,79 @@ func TestEmulate(t *testing.T) {
 	for _, c := range emuCases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			g, w, inputs := c.build(t)
-			used := map[string]eval.Tensor{}
-			for _, v := range g.Values {
-				if v.Op == ir.OpInput {
-					used[v.Name()] = inputs[v.Name()]
-				}
-			}
-			lib, err := cuda.Emit(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.vec {
-				checkLoads(t, lib, true, nil)
-			}
-			m, err := eval.New(g, w, int64(c.ctx))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := m.Run(used)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := emulate(t, clang, g, lib, w, used, c.ctx, c.T)
-			for _, o := range g.Outputs {
-				ref := want[o.Name].F32
-				b, ok := got[o.Value.ID]
-				if !ok {
-					t.Fatalf("output %s (%v) was never written by a launch", o.Name, o.Value)
-				}
-				e, err := relErr(floats(b, o.Value.Type.DType), ref)
-				if err != nil {
-					t.Fatalf("output %s: %v", o.Name, err)
-				}
-				t.Logf("output %s: max error %.3g of max |ref| (tolerance %.0e)", o.Name, e, c.tol)
-				if e > c.tol {
-					t.Errorf("output %s: max error %.3g of max |ref| > %.0e", o.Name, e, c.tol)
-				}
-			}
+			runEmuCase(t, clang, c)
 		})
 	}
+}
+
+// runEmuCase emulates one case and compares it with ir/eval. It also checks
+// the schedule: a step of one token runs the matrix-vector kernels and a
+// prefill step the tiled ones, never both.
+func runEmuCase(t *testing.T, clang string, c emuCase) {
+	t.Helper()
+	g, w, inputs := c.build(t)
+	used := map[string]eval.Tensor{}
+	for _, v := range g.Values {
+		if v.Op == ir.OpInput {
+			used[v.Name()] = inputs[v.Name()]
+		}
+	}
+	lib, err := cuda.Emit(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSchedule(lib, c.T); err != nil {
+		t.Error(err)
+	}
+	if c.vec {
+		checkLoads(t, lib, true, nil)
+	}
+	m, err := eval.New(g, w, int64(c.ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := m.Run(used)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := emulate(t, clang, g, lib, w, used, c.ctx, c.T)
+	for _, o := range g.Outputs {
+		ref := want[o.Name].F32
+		b, ok := got[o.Value.ID]
+		if !ok {
+			t.Fatalf("output %s (%v) was never written by a launch", o.Name, o.Value)
+		}
+		gotF := floats(b, o.Value.Type.DType)
+		var e float64
+		if c.perRow {
+			e, err = rowRelErr(gotF, ref, int(o.Value.Type.Shape.Last().N))
+		} else {
+			e, err = relErr(gotF, ref)
+		}
+		if err != nil {
+			t.Fatalf("output %s: %v", o.Name, err)
+		}
+		t.Logf("output %s: max error %.3g of max |ref|%s (tolerance %.0e)", o.Name, e, map[bool]string{true: " per row"}[c.perRow], c.tol)
+		if e > c.tol {
+			t.Errorf("output %s: max error %.3g of max |ref| > %.0e", o.Name, e, c.tol)
+		}
+	}
+}
+
+// checkSchedule checks that Step(T) runs the tiled kernels only for T > 1
+// and the matrix-vector matmul/swiglu kernels only for T = 1.
+func checkSchedule(lib *cuda.Library, T int) error {
+	family := map[string]string{}
+	for _, k := range lib.Kernels {
+		family[k.Name] = k.Family
+	}
+	for _, l := range lib.Step(T) {
+		f := family[l.Kernel]
+		if T == 1 && strings.HasSuffix(f, "_tiled") || T > 1 && (f == "matvec" || f == "swiglu") {
+			return fmt.Errorf("a step of %d tokens runs %s (%s)", T, l.Kernel, f)
+		}
+	}
+	return nil
 }
 
 // emulate runs lib's launches for one step of T tokens on the CPU and
@@ -534,4 +568,20 @@ func relErr(got, want []float32) (float64, error) {
 		return 0, fmt.Errorf("the reference is all zeros")
 	}
 	return maxDiff / maxRef, nil
+}
+
+// rowRelErr is relErr of every row of width w; it returns the largest.
+func rowRelErr(got, want []float32, w int) (float64, error) {
+	if len(got) != len(want) || w <= 0 || len(want)%w != 0 {
+		return 0, fmt.Errorf("%d values, want %d in rows of %d", len(got), len(want), w)
+	}
+	var worst float64
+	for i := 0; i < len(want); i += w {
+		e, err := relErr(got[i:i+w], want[i:i+w])
+		if err != nil {
+			return 0, fmt.Errorf("row %d: %v", i/w, err)
+		}
+		worst = max(worst, e)
+	}
+	return worst, nil
 }

@@ -78,6 +78,34 @@ __device__ __forceinline__ float warp_max(float v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
+// mma_16816 is D = A·B + C on the tensor cores: A 16×16 f16 (row-major), B
+// 16×8 f16 (col-major), C and D 16×8 f32, each lane holding the fragments
+// the PTX ISA lays out for mma.m16n8k16 (section 9.7.14.5.8); c is C in and
+// D out. Needs sm_80. The emulation (cudaemu.h) implements it for the CPU.
+__device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) {
+#ifdef MINERVA_CUDA_EMU
+    cudaemu::mma_16816(c, a, b);
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// st_f16x2 stores v0, v1 (consecutive in K) as one f16x2 word of an mma
+// operand in shared memory, v0 in the low half; st_f16x2_split also stores
+// the rounding remainders (lo = f16(v − f16(v))) at the same place of lo.
+__device__ __forceinline__ void st_f16x2(u32* hi, u32 at, float v0, float v1) {
+    hi[at] = u32(f2h(v0)) | (u32(f2h(v1)) << 16);
+}
+
+__device__ __forceinline__ void st_f16x2_split(u32* hi, u32* lo, u32 at, float v0, float v1) {
+    const f16 h0 = f2h(v0), h1 = f2h(v1);
+    hi[at] = u32(h0) | (u32(h1) << 16);
+    lo[at] = u32(f2h(v0 - h2f(h0))) | (u32(f2h(v1 - h2f(h1))) << 16);
+}
+
 // dq_q4_0 decodes unit u (32 elements) of a q4_0 row into registers.
 __device__ __forceinline__ void dq_q4_0(const u8* row, u32 u, float* w) {
     const u8* b = row + u * 18;
@@ -331,6 +359,145 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x256(
     }
 }
 
+// fused_matmul_res_q4_0_256x256_mm: out[t, j] = x[t] · w[j] + res[t, j], w q4_0[256, 256];
+// prefill: a 64-token × 64-feature tile per block, mma.m16n8k16 with split f16 activations and weights.
+extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x256_mm(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,
+    const float* __restrict__ res,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    __shared__ u32 xh[64 * 20], xl[64 * 20]; // activations, f16x2 hi and lo
+    __shared__ u32 wh[64 * 20];
+    __shared__ u32 wl[64 * 20];
+    __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
+    __shared__ float rs[64]; // and the epilogue's 1/s
+    const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
+    const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
+    // Prologue: warp w reduces token rows w, w + 4, ...
+    for (u32 r = warp; r < 64u; r += 4u) {
+        float mx = 0.0f;
+        if (t0 + r < T) {
+            const float* xr = x + (u64)(t0 + r) * 256u;
+            for (u32 i = lane; i < 256u; i += 32) {
+                const float v = xr[i];
+                mx = fmaxf(mx, fmaxf(v, -v));
+            }
+        }
+        mx = warp_max(mx);
+        if (lane == 0) {
+            // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
+            // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            u32 e = (__float_as_uint(mx) >> 23) & 255u;
+            e = e < 14u ? 14u : e;
+            xs[r] = __uint_as_float((267u - e) << 23);
+            rs[r] = __uint_as_float((e - 13u) << 23);
+        }
+    }
+    float acc[2][4][4];
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                acc[mi][ni][i] = 0.0f;
+            }
+        }
+    }
+    __syncthreads(); // xs is ready
+    for (u32 k0 = 0; k0 < 256u; k0 += 32u) {
+        // Load stage: activations (× gain) × s as f16 hi/lo pairs.
+        for (u32 i = tid; i < 64u * 16u; i += 128u) {
+            const u32 r = i / 16u, c = i % 16u, t = t0 + r, k = k0 + 2 * c;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (t < T) {
+                const float* xr = x + (u64)t * 256u;
+                if (k < 256u) {
+                    v0 = xr[k];
+                }
+                if (k + 1 < 256u) {
+                    v1 = xr[k + 1];
+                }
+            }
+            st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
+        }
+        // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
+        for (u32 i = tid; i < 1u * 64u; i += 128u) {
+            const u32 m = i / 64u, jj = i % 64u, j = j0 + jj;
+            float wv[32];
+            if (j < 256u) {
+                dq_q4_0(w + (u64)(j + m * 256u) * 144u, k0 / 32u, wv);
+            } else {
+#pragma unroll
+                for (u32 k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (u32 c = 0; c < 16u; ++c) {
+                const u32 at = jj * 20u + c;
+                const float v0 = wv[2 * c], v1 = wv[2 * c + 1];
+                st_f16x2_split(wh, wl, at, v0, v1);
+            }
+        }
+        __syncthreads();
+        // Two k16 steps: fragments from shared memory (PTX ISA 9.7.14.5.8:
+        // A regs {row g, g+8} × {k 2q.., 2q+8..}; B regs k {2q.., 2q+8..} of feature g).
+#pragma unroll
+        for (u32 kw = 0; kw < 16u; kw += 8) {
+            u32 ah[2][4], al[2][4];
+#pragma unroll
+            for (u32 mi = 0; mi < 2; ++mi) {
+                const u32 at = (wm * 32 + mi * 16 + g) * 20u + kw + q;
+                ah[mi][0] = xh[at];
+                ah[mi][1] = xh[at + 8 * 20u];
+                ah[mi][2] = xh[at + 4];
+                ah[mi][3] = xh[at + 8 * 20u + 4];
+                al[mi][0] = xl[at];
+                al[mi][1] = xl[at + 8 * 20u];
+                al[mi][2] = xl[at + 4];
+                al[mi][3] = xl[at + 8 * 20u + 4];
+            }
+#pragma unroll
+            for (u32 ni = 0; ni < 4; ++ni) {
+                const u32 at = (wn * 32 + ni * 8 + g) * 20u + kw + q;
+                {
+                    const u32 bh[2] = {wh[at], wh[at + 4]};
+                    const u32 bl[2] = {wl[at], wl[at + 4]};
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        mma_16816(acc[mi][ni], al[mi], bh);
+                        mma_16816(acc[mi][ni], ah[mi], bl);
+                        mma_16816(acc[mi][ni], ah[mi], bh);
+                    }
+                }
+            }
+        }
+        __syncthreads(); // the next load stage overwrites the tiles
+    }
+    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
+                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                if (t < T && j < 256u) {
+                    out[(u64)t * 256u + j] = acc[mi][ni][i] * rs[r] + res[(u64)t * 256u + j];
+                }
+            }
+        }
+    }
+}
+
 // swiglu_norm_gain_q4_0_1024x256: h = rmsnorm(x[r])·gain · wᵀ, out[r, j] = silu(h[j]) · h[512 + j], w q4_0[1024, 256].
 extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256(
     const float* __restrict__ x,
@@ -381,6 +548,163 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256
     }
 }
 
+// swiglu_norm_gain_q4_0_1024x256_mm: h = rmsnorm(x[t])·gain · wᵀ, out[t, j] = silu(h[j]) · h[512 + j], w q4_0[1024, 256];
+// prefill: a 64-token × 64-feature tile per block, mma.m16n8k16 with split f16 activations and weights.
+extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256_mm(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,
+    const float* __restrict__ gain,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    __shared__ u32 xh[64 * 20], xl[64 * 20]; // activations, f16x2 hi and lo
+    __shared__ u32 wh[64 * 20];
+    __shared__ u32 wl[64 * 20];
+    __shared__ u32 uh[64 * 20];
+    __shared__ u32 ul[64 * 20];
+    __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
+    __shared__ float rs[64]; // and the epilogue's 1/s · RMSNorm scale
+    const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
+    const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
+    // Prologue: warp w reduces token rows w, w + 4, ...
+    for (u32 r = warp; r < 64u; r += 4u) {
+        float mx = 0.0f;
+        float ss = 0.0f;
+        if (t0 + r < T) {
+            const float* xr = x + (u64)(t0 + r) * 256u;
+            for (u32 i = lane; i < 256u; i += 32) {
+                const float v = xr[i] * ldf(gain[i]);
+                mx = fmaxf(mx, fmaxf(v, -v));
+                ss += xr[i] * xr[i];
+            }
+        }
+        mx = warp_max(mx);
+        ss = warp_sum(ss);
+        if (lane == 0) {
+            // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
+            // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            u32 e = (__float_as_uint(mx) >> 23) & 255u;
+            e = e < 14u ? 14u : e;
+            xs[r] = __uint_as_float((267u - e) << 23);
+            rs[r] = __uint_as_float((e - 13u) << 23) * rsqrtf(ss / 256.0f + 1e-05f);
+        }
+    }
+    float acc[2][4][4];
+    float accu[2][4][4];
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                acc[mi][ni][i] = 0.0f;
+                accu[mi][ni][i] = 0.0f;
+            }
+        }
+    }
+    __syncthreads(); // xs is ready
+    for (u32 k0 = 0; k0 < 256u; k0 += 32u) {
+        // Load stage: activations (× gain) × s as f16 hi/lo pairs.
+        for (u32 i = tid; i < 64u * 16u; i += 128u) {
+            const u32 r = i / 16u, c = i % 16u, t = t0 + r, k = k0 + 2 * c;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (t < T) {
+                const float* xr = x + (u64)t * 256u;
+                if (k < 256u) {
+                    v0 = xr[k] * ldf(gain[k]);
+                }
+                if (k + 1 < 256u) {
+                    v1 = xr[k + 1] * ldf(gain[k + 1]);
+                }
+            }
+            st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
+        }
+        // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
+        for (u32 i = tid; i < 2u * 64u; i += 128u) {
+            const u32 m = i / 64u, jj = i % 64u, j = j0 + jj;
+            float wv[32];
+            if (j < 512u) {
+                dq_q4_0(w + (u64)(j + m * 512u) * 144u, k0 / 32u, wv);
+            } else {
+#pragma unroll
+                for (u32 k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (u32 c = 0; c < 16u; ++c) {
+                const u32 at = jj * 20u + c;
+                const float v0 = wv[2 * c], v1 = wv[2 * c + 1];
+                st_f16x2_split(m ? uh : wh, m ? ul : wl, at, v0, v1);
+            }
+        }
+        __syncthreads();
+        // Two k16 steps: fragments from shared memory (PTX ISA 9.7.14.5.8:
+        // A regs {row g, g+8} × {k 2q.., 2q+8..}; B regs k {2q.., 2q+8..} of feature g).
+#pragma unroll
+        for (u32 kw = 0; kw < 16u; kw += 8) {
+            u32 ah[2][4], al[2][4];
+#pragma unroll
+            for (u32 mi = 0; mi < 2; ++mi) {
+                const u32 at = (wm * 32 + mi * 16 + g) * 20u + kw + q;
+                ah[mi][0] = xh[at];
+                ah[mi][1] = xh[at + 8 * 20u];
+                ah[mi][2] = xh[at + 4];
+                ah[mi][3] = xh[at + 8 * 20u + 4];
+                al[mi][0] = xl[at];
+                al[mi][1] = xl[at + 8 * 20u];
+                al[mi][2] = xl[at + 4];
+                al[mi][3] = xl[at + 8 * 20u + 4];
+            }
+#pragma unroll
+            for (u32 ni = 0; ni < 4; ++ni) {
+                const u32 at = (wn * 32 + ni * 8 + g) * 20u + kw + q;
+                {
+                    const u32 bh[2] = {wh[at], wh[at + 4]};
+                    const u32 bl[2] = {wl[at], wl[at + 4]};
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        mma_16816(acc[mi][ni], al[mi], bh);
+                        mma_16816(acc[mi][ni], ah[mi], bl);
+                        mma_16816(acc[mi][ni], ah[mi], bh);
+                    }
+                }
+                {
+                    const u32 bh[2] = {uh[at], uh[at + 4]};
+                    const u32 bl[2] = {ul[at], ul[at + 4]};
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        mma_16816(accu[mi][ni], al[mi], bh);
+                        mma_16816(accu[mi][ni], ah[mi], bl);
+                        mma_16816(accu[mi][ni], ah[mi], bh);
+                    }
+                }
+            }
+        }
+        __syncthreads(); // the next load stage overwrites the tiles
+    }
+    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
+                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                if (t < T && j < 512u) {
+                    const float gt = acc[mi][ni][i] * rs[r], up = accu[mi][ni][i] * rs[r];
+                    out[(u64)t * 512u + j] = gt / (1.0f + expf(-gt)) * up;
+                }
+            }
+        }
+    }
+}
+
 // fused_matmul_res_q4_0_256x512: out[r, j] = x[r] · w[j] + res[r, j], w q4_0[256, 512].
 extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x512(
     const float* __restrict__ x,
@@ -409,6 +733,145 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x512(
     acc = warp_sum(acc);
     if (j < 256u && lane == 0) {
         out[(u64)r * 256u + j] = acc + res[(u64)r * 256u + j];
+    }
+}
+
+// fused_matmul_res_q4_0_256x512_mm: out[t, j] = x[t] · w[j] + res[t, j], w q4_0[256, 512];
+// prefill: a 64-token × 64-feature tile per block, mma.m16n8k16 with split f16 activations and weights.
+extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x512_mm(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,
+    const float* __restrict__ res,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    __shared__ u32 xh[64 * 20], xl[64 * 20]; // activations, f16x2 hi and lo
+    __shared__ u32 wh[64 * 20];
+    __shared__ u32 wl[64 * 20];
+    __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
+    __shared__ float rs[64]; // and the epilogue's 1/s
+    const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
+    const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
+    // Prologue: warp w reduces token rows w, w + 4, ...
+    for (u32 r = warp; r < 64u; r += 4u) {
+        float mx = 0.0f;
+        if (t0 + r < T) {
+            const float* xr = x + (u64)(t0 + r) * 512u;
+            for (u32 i = lane; i < 512u; i += 32) {
+                const float v = xr[i];
+                mx = fmaxf(mx, fmaxf(v, -v));
+            }
+        }
+        mx = warp_max(mx);
+        if (lane == 0) {
+            // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
+            // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            u32 e = (__float_as_uint(mx) >> 23) & 255u;
+            e = e < 14u ? 14u : e;
+            xs[r] = __uint_as_float((267u - e) << 23);
+            rs[r] = __uint_as_float((e - 13u) << 23);
+        }
+    }
+    float acc[2][4][4];
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                acc[mi][ni][i] = 0.0f;
+            }
+        }
+    }
+    __syncthreads(); // xs is ready
+    for (u32 k0 = 0; k0 < 512u; k0 += 32u) {
+        // Load stage: activations (× gain) × s as f16 hi/lo pairs.
+        for (u32 i = tid; i < 64u * 16u; i += 128u) {
+            const u32 r = i / 16u, c = i % 16u, t = t0 + r, k = k0 + 2 * c;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (t < T) {
+                const float* xr = x + (u64)t * 512u;
+                if (k < 512u) {
+                    v0 = xr[k];
+                }
+                if (k + 1 < 512u) {
+                    v1 = xr[k + 1];
+                }
+            }
+            st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
+        }
+        // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
+        for (u32 i = tid; i < 1u * 64u; i += 128u) {
+            const u32 m = i / 64u, jj = i % 64u, j = j0 + jj;
+            float wv[32];
+            if (j < 256u) {
+                dq_q4_0(w + (u64)(j + m * 256u) * 288u, k0 / 32u, wv);
+            } else {
+#pragma unroll
+                for (u32 k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (u32 c = 0; c < 16u; ++c) {
+                const u32 at = jj * 20u + c;
+                const float v0 = wv[2 * c], v1 = wv[2 * c + 1];
+                st_f16x2_split(wh, wl, at, v0, v1);
+            }
+        }
+        __syncthreads();
+        // Two k16 steps: fragments from shared memory (PTX ISA 9.7.14.5.8:
+        // A regs {row g, g+8} × {k 2q.., 2q+8..}; B regs k {2q.., 2q+8..} of feature g).
+#pragma unroll
+        for (u32 kw = 0; kw < 16u; kw += 8) {
+            u32 ah[2][4], al[2][4];
+#pragma unroll
+            for (u32 mi = 0; mi < 2; ++mi) {
+                const u32 at = (wm * 32 + mi * 16 + g) * 20u + kw + q;
+                ah[mi][0] = xh[at];
+                ah[mi][1] = xh[at + 8 * 20u];
+                ah[mi][2] = xh[at + 4];
+                ah[mi][3] = xh[at + 8 * 20u + 4];
+                al[mi][0] = xl[at];
+                al[mi][1] = xl[at + 8 * 20u];
+                al[mi][2] = xl[at + 4];
+                al[mi][3] = xl[at + 8 * 20u + 4];
+            }
+#pragma unroll
+            for (u32 ni = 0; ni < 4; ++ni) {
+                const u32 at = (wn * 32 + ni * 8 + g) * 20u + kw + q;
+                {
+                    const u32 bh[2] = {wh[at], wh[at + 4]};
+                    const u32 bl[2] = {wl[at], wl[at + 4]};
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        mma_16816(acc[mi][ni], al[mi], bh);
+                        mma_16816(acc[mi][ni], ah[mi], bl);
+                        mma_16816(acc[mi][ni], ah[mi], bh);
+                    }
+                }
+            }
+        }
+        __syncthreads(); // the next load stage overwrites the tiles
+    }
+    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
+                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                if (t < T && j < 256u) {
+                    out[(u64)t * 256u + j] = acc[mi][ni][i] * rs[r] + res[(u64)t * 256u + j];
+                }
+            }
+        }
     }
 }
 
@@ -448,5 +911,147 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_51
     acc = warp_sum(acc);
     if (j < 512u && lane == 0) {
         out[(u64)r * 512u + j] = acc * scale;
+    }
+}
+
+// fused_matmul_norm_gain_q4_0_512x256_mm: out[t, j] = rmsnorm(x[t])·gain · w[j], w q4_0[512, 256];
+// prefill: a 64-token × 64-feature tile per block, mma.m16n8k16 with split f16 activations and weights.
+extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_512x256_mm(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,
+    const float* __restrict__ gain,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    __shared__ u32 xh[64 * 20], xl[64 * 20]; // activations, f16x2 hi and lo
+    __shared__ u32 wh[64 * 20];
+    __shared__ u32 wl[64 * 20];
+    __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
+    __shared__ float rs[64]; // and the epilogue's 1/s · RMSNorm scale
+    const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
+    const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
+    // Prologue: warp w reduces token rows w, w + 4, ...
+    for (u32 r = warp; r < 64u; r += 4u) {
+        float mx = 0.0f;
+        float ss = 0.0f;
+        if (t0 + r < T) {
+            const float* xr = x + (u64)(t0 + r) * 256u;
+            for (u32 i = lane; i < 256u; i += 32) {
+                const float v = xr[i] * ldf(gain[i]);
+                mx = fmaxf(mx, fmaxf(v, -v));
+                ss += xr[i] * xr[i];
+            }
+        }
+        mx = warp_max(mx);
+        ss = warp_sum(ss);
+        if (lane == 0) {
+            // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
+            // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            u32 e = (__float_as_uint(mx) >> 23) & 255u;
+            e = e < 14u ? 14u : e;
+            xs[r] = __uint_as_float((267u - e) << 23);
+            rs[r] = __uint_as_float((e - 13u) << 23) * rsqrtf(ss / 256.0f + 1e-05f);
+        }
+    }
+    float acc[2][4][4];
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                acc[mi][ni][i] = 0.0f;
+            }
+        }
+    }
+    __syncthreads(); // xs is ready
+    for (u32 k0 = 0; k0 < 256u; k0 += 32u) {
+        // Load stage: activations (× gain) × s as f16 hi/lo pairs.
+        for (u32 i = tid; i < 64u * 16u; i += 128u) {
+            const u32 r = i / 16u, c = i % 16u, t = t0 + r, k = k0 + 2 * c;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (t < T) {
+                const float* xr = x + (u64)t * 256u;
+                if (k < 256u) {
+                    v0 = xr[k] * ldf(gain[k]);
+                }
+                if (k + 1 < 256u) {
+                    v1 = xr[k + 1] * ldf(gain[k + 1]);
+                }
+            }
+            st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
+        }
+        // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
+        for (u32 i = tid; i < 1u * 64u; i += 128u) {
+            const u32 m = i / 64u, jj = i % 64u, j = j0 + jj;
+            float wv[32];
+            if (j < 512u) {
+                dq_q4_0(w + (u64)(j + m * 512u) * 144u, k0 / 32u, wv);
+            } else {
+#pragma unroll
+                for (u32 k = 0; k < 32u; ++k) {
+                    wv[k] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (u32 c = 0; c < 16u; ++c) {
+                const u32 at = jj * 20u + c;
+                const float v0 = wv[2 * c], v1 = wv[2 * c + 1];
+                st_f16x2_split(wh, wl, at, v0, v1);
+            }
+        }
+        __syncthreads();
+        // Two k16 steps: fragments from shared memory (PTX ISA 9.7.14.5.8:
+        // A regs {row g, g+8} × {k 2q.., 2q+8..}; B regs k {2q.., 2q+8..} of feature g).
+#pragma unroll
+        for (u32 kw = 0; kw < 16u; kw += 8) {
+            u32 ah[2][4], al[2][4];
+#pragma unroll
+            for (u32 mi = 0; mi < 2; ++mi) {
+                const u32 at = (wm * 32 + mi * 16 + g) * 20u + kw + q;
+                ah[mi][0] = xh[at];
+                ah[mi][1] = xh[at + 8 * 20u];
+                ah[mi][2] = xh[at + 4];
+                ah[mi][3] = xh[at + 8 * 20u + 4];
+                al[mi][0] = xl[at];
+                al[mi][1] = xl[at + 8 * 20u];
+                al[mi][2] = xl[at + 4];
+                al[mi][3] = xl[at + 8 * 20u + 4];
+            }
+#pragma unroll
+            for (u32 ni = 0; ni < 4; ++ni) {
+                const u32 at = (wn * 32 + ni * 8 + g) * 20u + kw + q;
+                {
+                    const u32 bh[2] = {wh[at], wh[at + 4]};
+                    const u32 bl[2] = {wl[at], wl[at + 4]};
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        mma_16816(acc[mi][ni], al[mi], bh);
+                        mma_16816(acc[mi][ni], ah[mi], bl);
+                        mma_16816(acc[mi][ni], ah[mi], bh);
+                    }
+                }
+            }
+        }
+        __syncthreads(); // the next load stage overwrites the tiles
+    }
+    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
+                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                if (t < T && j < 512u) {
+                    out[(u64)t * 512u + j] = acc[mi][ni][i] * rs[r];
+                }
+            }
+        }
     }
 }
