@@ -327,7 +327,7 @@ func emuCases() []emuCase {
 				}
 			}})
 	}
-	return cases
+	return append(cases, moeEmuCases(&seed)...)
 }
 
 // TestEmulate runs every case's launches on the CPU through cudaemu.h and
