@@ -106,8 +106,10 @@ func TestCompile(t *testing.T) {
 
 // TestCompileDTypes emits a small graph per weight dtype (embed and a
 // fused matmul with RMSNorm, gain, bias and residual; swiglu; qkv_rope with
-// an f16 cache; split-KV attention; rmsnorm, softmax, eltwise) and
-// compiles it, so every decoder is compiled even where no fixture uses it.
+// YaRN and an f16 cache; split-KV attention; rmsnorm, softmax, eltwise;
+// topk_softmax and moe with f16 biases and swiglu_oai, and moe with silu
+// under a dense route; argmax) and compiles it, so every decoder is
+// compiled even where no fixture uses it.
 func TestCompileDTypes(t *testing.T) {
 	clang, haveClang := clangPath()
 	for _, dt := range cuda.WeightDTypes() {
@@ -116,6 +118,19 @@ func TestCompileDTypes(t *testing.T) {
 			lib, err := cuda.Emit(dtypeGraph(t, dt))
 			if err != nil {
 				t.Fatal(err)
+			}
+			families := map[string]bool{}
+			for _, k := range lib.Kernels {
+				families[k.Family] = true
+			}
+			for _, f := range []string{"embed", "matvec", "swiglu", "qkv_rope", "attn_split", "attn_merge", "rmsnorm",
+				"softmax", "eltwise", "topk_softmax", "moe_up", "moe_down", "argmax"} {
+				if !families[f] {
+					t.Errorf("no %s kernel in the library", f)
+				}
+			}
+			if !strings.Contains(lib.Source, "_expert(") || !strings.Contains(lib.Source, "fminf(g, 7.0f)") {
+				t.Errorf("the moe kernels lack the expert lookup or the swiglu_oai clamp")
 			}
 			if !haveClang {
 				t.Skip("clang not on PATH: compiling the emitted CUDA C to PTX needs it (apt-get install clang)")
@@ -146,7 +161,7 @@ func checkMMA(t *testing.T, ptx string) {
 // KV cache where the ops allow them.
 func dtypeGraph(t *testing.T, dt ir.DType) *ir.Graph {
 	t.Helper()
-	const K, F, H, HKV, HD, C = 256, 96, 4, 2, 32, 64
+	const K, F, H, HKV, HD, C, E, FE = 256, 96, 4, 2, 32, 64, 4, 256
 	b := ir.NewBuilder("dtypes")
 	wt := func(name string, d ir.DType, dims ...any) *ir.Value {
 		return b.Weight(name, ir.Type{DType: d, Shape: ir.S(dims...)})
@@ -162,11 +177,21 @@ func dtypeGraph(t *testing.T, dt ir.DType) *ir.Graph {
 	kc := b.State("cache.k", ir.Type{DType: ir.F16, Shape: ir.S("C", HKV*HD)})
 	vc := b.State("cache.v", ir.Type{DType: ir.F16, Shape: ir.S("C", HKV*HD)})
 	qattrs := ir.Attrs{"n_head": int64(H), "n_kv_head": int64(HKV), "head_dim": int64(HD), "n_rot": int64(HD),
-		"base": 10000.0, "freq_scale": 1.0, "mode": "neox", "norm": int64(1), "eps": 1e-5, "gain": int64(1), "bias": int64(1)}
+		"base": 150000.0, "freq_scale": 1.0 / 32, "mode": "neox", "norm": int64(1), "eps": 1e-5, "gain": int64(1), "bias": int64(1),
+		"ext_factor": 1.0, "orig_ctx": int64(4096), "beta_fast": 32.0, "beta_slow": 1.0}
 	q := b.Add(ir.OpQKVRoPE, qattrs, nil, mm, wt("wqkv", dt, (H+2*HKV)*HD, K), pos, kc, vc, wt("gain3", ir.F32, K), wt("bqkv", ir.F32, (H+2*HKV)*HD))
 	at := b.Add(ir.OpFlashAttention, ir.Attrs{"n_head": int64(H), "n_kv_head": int64(HKV), "head_dim": int64(HD), "scale": 0.2,
 		"tile_q": int64(16), "tile_kv": int64(8), "kv_splits": int64(3), "window": int64(C / 2)}, nil,
 		q, kc, vc, pos, wt("sinks", ir.F16, H))
+	router := b.MatMul(mm, wt("router", ir.F32, E, K), wt("router_b", ir.F32, E))
+	experts := func(p string) ir.MoEWeights {
+		return ir.MoEWeights{Gate: wt(p+"gate", dt, E, FE, K), Up: wt(p+"up", dt, E, FE, K), Down: wt(p+"down", dt, E, K, FE)}
+	}
+	ew := experts("")
+	ew.GateBias, ew.UpBias, ew.DownBias = wt("bg", ir.F16, E, FE), wt("bu", ir.F16, E, FE), wt("bd", ir.F16, E, K)
+	moe := b.MoE(mm, b.TopKSoftmax(router, 2), ew, ir.Attrs{"act": ir.MoEActSwiGLUOAI, "alpha": 1.702, "limit": 7.0})
+	moe = b.MoE(moe, b.Softmax(router), experts("dense_"), ir.Attrs{"act": ir.MoEActSiLU})
+	b.Output("logits", b.MatMul(moe, wt("out", dt, 40, K), nil))
 	b.Output("plain", b.Softmax(plain))
 	b.Output("sw", b.GELU(b.SiLU(sw)))
 	b.Output("attn", b.AddV(b.RMSNorm(at, wt("gain4", ir.F16, H*HD), 1e-6), b.Mul(at, wt("scale", ir.F16, H*HD))))

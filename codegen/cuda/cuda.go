@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
-	"math"
 	"strings"
 	"text/template"
 
@@ -31,12 +30,14 @@ type Library struct {
 	Source   string   `json:"source"`
 	Kernels  []Kernel `json:"kernels"`  // in source order
 	Launches []Launch `json:"launches"` // in execution order
+	// Argmax is the greedy-sampling kernel (moe.go); nil without a logits output.
+	Argmax *Argmax `json:"argmax,omitempty"`
 }
 
 // Kernel describes one emitted kernel function.
 type Kernel struct {
 	Name   string `json:"name"`
-	Family string `json:"family"`          // embed, matvec, swiglu, qkv_rope, attn_split, attn_merge, rmsnorm, softmax, eltwise
+	Family string `json:"family"`          // embed, matvec, swiglu, qkv_rope, attn_split, attn_merge, rmsnorm, softmax, eltwise, topk_softmax, moe_up, moe_down, argmax
 	DType  string `json:"dtype,omitempty"` // weight (or KV cache) dtype the kernel decodes
 }
 
@@ -131,7 +132,13 @@ func Emit(g *ir.Graph) (*Library, error) {
 			return nil, fmt.Errorf("cuda: %v (%s): %w", v, v.Op, err)
 		}
 	}
-	return e.library(), nil
+	am, err := e.argmax(g)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	lib := e.library()
+	lib.Argmax = am
+	return lib, nil
 }
 
 func (e *emitter) library() *Library {
@@ -223,8 +230,12 @@ type params struct {
 	Expr, BIndex string
 	Binary       bool
 
+	// topk_softmax, moe_up, moe_down (moe.go)
+	E, TopK, Slots, ExpBytes int64
+	Act, ActBody             string
+
 	// element types ("float" or "f16", see the prelude) of small operands
-	GainT, SinkT, BT string
+	GainT, SinkT, BT, BiasT string
 }
 
 // slotName is an optional operand of the matrix-vector kernels: its
@@ -260,8 +271,10 @@ var funcs = template.FuncMap{
 
 var compiled = func() map[string]*template.Template {
 	m := map[string]*template.Template{}
-	for name, src := range familyTemplates {
-		m[name] = template.Must(template.New(name).Funcs(funcs).Parse(src))
+	for _, set := range []map[string]string{familyTemplates, moeTemplates} {
+		for name, src := range set {
+			m[name] = template.Must(template.New(name).Funcs(funcs).Parse(src))
+		}
 	}
 	return m
 }()
@@ -300,6 +313,10 @@ func (e *emitter) node(v *ir.Value) error {
 		return e.softmax(v)
 	case ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU:
 		return e.eltwise(v)
+	case ir.OpTopKSoftmax:
+		return e.topkSoftmax(v)
+	case ir.OpMoE:
+		return e.moe(v)
 	}
 	return fmt.Errorf("no CUDA kernel for op %s yet", v.Op)
 }
@@ -471,25 +488,19 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 	p.Pairs = (p.QD + 2*p.KVD) / 2
 	p.Mode = a.Str("mode", "normal")
 	p.Neox = p.Mode == "neox"
-	if a.Float("ext_factor", 0) != 0 {
-		return 0, fmt.Errorf("YaRN RoPE (ext_factor ≠ 0) has no CUDA kernel yet")
+	// The frequencies (YaRN's blend included) and the magnitude scale are
+	// codegen/metal's, from kernsrc.
+	freqs, mscale, err := kernsrc.RopeFreqs(a)
+	if err != nil {
+		return 0, err
 	}
-	base, fs := a.Float("base", 10000), a.Float("freq_scale", 1)
 	var fr []string
-	for i := int64(0); i < nrot/2; i++ {
-		f := fs * math.Pow(base, -2*float64(i)/float64(nrot))
-		hi := float32(f)
-		lo := float32(f - float64(hi))
-		h, err1 := kernsrc.FloatLiteral(float64(hi))
-		l, err2 := kernsrc.FloatLiteral(float64(lo))
-		if err1 != nil || err2 != nil {
-			return 0, fmt.Errorf("rope frequency %d is not finite (base %v, freq_scale %v)", i, base, fs)
-		}
-		fr = append(fr, fmt.Sprintf("{%s, %s}", h, l))
+	for _, f := range freqs {
+		fr = append(fr, fmt.Sprintf("{%s, %s}", f[0], f[1]))
 	}
 	p.Freqs = strings.Join(fr, ", ")
-	if ms := a.Float("attn_factor", 1); ms != 1 {
-		s, err := kernsrc.FloatLiteral(ms)
+	if mscale != 1 {
+		s, err := kernsrc.FloatLiteral(mscale)
 		if err != nil {
 			return 0, err
 		}

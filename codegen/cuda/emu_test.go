@@ -329,7 +329,8 @@ func emuCases() []emuCase {
 				}
 			}})
 	}
-	return append(cases, vecEmuCases(seed)...)
+	cases = append(cases, vecEmuCases(seed)...)
+	return append(cases, moeEmuCases(&seed)...)
 }
 
 // TestEmulate runs every case's launches on the CPU through cudaemu.h and

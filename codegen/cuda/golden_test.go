@@ -23,6 +23,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.cu from the emitter"
 var fixtures = []struct{ golden, model string }{
 	{"stories260K.cu", "../../../shared/models/gguf/stories260K.gguf"},
 	{"llama-p-Q4_0.cu", "../../../shared/models/gguf/synthetic/llama-p-Q4_0.gguf"},
+	{"gptoss-g1-mxfp4.cu", "../../../shared/models/gguf/synthetic/gptoss-g1-mxfp4.gguf"},
 }
 
 // fusedGraph loads a model and runs the pass pipeline on it, as
@@ -79,38 +80,67 @@ func TestGolden(t *testing.T) {
 					t.Errorf("launch of %s has %d threads per block", l.Kernel, l.Threads)
 				}
 			}
+			checkArgmax(t, lib)
 		})
 	}
 }
 
+// checkArgmax checks that a library with a logits output carries its
+// argmax kernel, in the source and the kernel list but in no launch.
+func checkArgmax(t *testing.T, lib *cuda.Library) {
+	t.Helper()
+	if lib.Argmax == nil {
+		t.Fatal("no argmax kernel for the logits output")
+	}
+	a := lib.Argmax
+	if a.Threads%32 != 0 || a.Threads == 0 || a.Threads > 1024 {
+		t.Errorf("argmax has %d threads per block", a.Threads)
+	}
+	listed := false
+	for _, k := range lib.Kernels {
+		listed = listed || (k.Name == a.Kernel && k.Family == "argmax")
+	}
+	if !listed || !strings.Contains(lib.Source, `extern "C" __global__ void __launch_bounds__(`) ||
+		!strings.Contains(lib.Source, " "+a.Kernel+"(\n    const float* __restrict__ logits,\n    int* __restrict__ out,\n    const u32 T)") {
+		t.Errorf("argmax kernel %s is not in the kernel list or the source with the documented signature", a.Kernel)
+	}
+	for _, l := range lib.Launches {
+		if l.Kernel == a.Kernel {
+			t.Errorf("argmax kernel %s is launched by the step", a.Kernel)
+		}
+	}
+}
+
 // TestGoldenFixturesEmit emits (and, with clang, compiles to PTX) the
-// library of every model the golden end-to-end cases of index.json use:
-// every kernel a llama golden fixture needs exists for CUDA. (The gpt-oss
-// cases need moe and topk_softmax, which have no CUDA kernels yet.)
+// library of every model any golden end-to-end case uses (../shared/golden
+// /e2e's index.json and index-gptoss.json): every kernel a golden fixture
+// needs exists for CUDA.
 func TestGoldenFixturesEmit(t *testing.T) {
 	root := "../../../shared"
-	b, err := os.ReadFile(filepath.Join(root, "golden", "e2e", "index.json"))
-	if err != nil {
-		t.Skipf("golden index not available: %v", err)
-	}
-	var idx struct {
-		Cases []struct {
-			Model string `json:"model"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &idx); err != nil {
-		t.Fatalf("index.json: %v", err)
-	}
 	var models []string
 	seen := map[string]bool{}
-	for _, c := range idx.Cases {
-		if !seen[c.Model] {
-			seen[c.Model] = true
-			models = append(models, c.Model)
+	for _, index := range []string{"index.json", "index-gptoss.json"} {
+		b, err := os.ReadFile(filepath.Join(root, "golden", "e2e", index))
+		if err != nil {
+			t.Skipf("golden index not available: %v", err)
+		}
+		var idx struct {
+			Cases []struct {
+				Model string `json:"model"`
+			} `json:"cases"`
+		}
+		if err := json.Unmarshal(b, &idx); err != nil {
+			t.Fatalf("%s: %v", index, err)
+		}
+		for _, c := range idx.Cases {
+			if !seen[c.Model] {
+				seen[c.Model] = true
+				models = append(models, c.Model)
+			}
 		}
 	}
 	if len(models) == 0 {
-		t.Fatal("the golden index lists no models")
+		t.Fatal("the golden indexes list no models")
 	}
 	for _, m := range models {
 		t.Run(filepath.Base(m), func(t *testing.T) {
@@ -124,6 +154,7 @@ func TestGoldenFixturesEmit(t *testing.T) {
 				families[k.Family]++
 			}
 			t.Logf("%d kernels, %d launches per step; families %v", len(lib.Kernels), len(lib.Launches), families)
+			checkArgmax(t, lib)
 			clang, ok := clangPath()
 			if !ok {
 				return

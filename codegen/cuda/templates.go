@@ -250,7 +250,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 	// rotates it (q and k blocks), and stores q into out and k, v into the
 	// caches at row pos[t].
 	"qkv_rope": dotLoop + `
-// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
+// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
 // computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
 __constant__ float {{.Name}}_freq[{{.Half}}][2] = { {{- .Freqs -}} };
 

@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
-	"math"
 	"strings"
 	"text/template"
 
@@ -512,36 +511,15 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 	p.Pairs = (p.QD + 2*p.KVD) / 2
 	p.Mode = a.Str("mode", "normal")
 	p.Neox = p.Mode == "neox"
-	base, fs := a.Float("base", 10000), a.Float("freq_scale", 1)
-	// YaRN (ext_factor ≠ 0, ggml's rope_yarn as in ir/eval) blends, per
-	// dimension pair, the interpolated angle fs·θ and the extrapolated θ by
-	// a ramp over the correction dims; both are pos times a constant, so the
-	// blend is one more per-pair frequency, and the magnitude scale
-	// attn_factor·(1 + 0.1·ln(1/fs)) is one more constant.
-	ext, mscale := a.Float("ext_factor", 0), a.Float("attn_factor", 1)
-	var corr [2]float64
-	if ext != 0 {
-		if fs <= 0 {
-			return 0, fmt.Errorf("YaRN needs a positive freq_scale, got %v", fs)
-		}
-		corr = yarnCorrDims(nrot, a.Int("orig_ctx", 0), base, a.Float("beta_fast", 32), a.Float("beta_slow", 1))
-		mscale *= 1 + 0.1*math.Log(1/fs)
+	// The frequencies (YaRN's blend included) and the magnitude scale are
+	// shared with codegen/cuda.
+	freqs, mscale, err := kernsrc.RopeFreqs(a)
+	if err != nil {
+		return 0, err
 	}
 	var fr []string
-	for i := int64(0); i < nrot/2; i++ {
-		f := fs * math.Pow(base, -2*float64(i)/float64(nrot))
-		if ext != 0 {
-			mix := yarnRamp(corr[0], corr[1], 2*i) * ext
-			f = f*(1-mix) + math.Pow(base, -2*float64(i)/float64(nrot))*mix
-		}
-		hi := float32(f)
-		lo := float32(f - float64(hi))
-		h, err1 := kernsrc.FloatLiteral(float64(hi))
-		l, err2 := kernsrc.FloatLiteral(float64(lo))
-		if err1 != nil || err2 != nil {
-			return 0, fmt.Errorf("rope frequency %d is not finite (base %v, freq_scale %v)", i, base, fs)
-		}
-		fr = append(fr, fmt.Sprintf("float2(%s, %s)", h, l))
+	for _, f := range freqs {
+		fr = append(fr, fmt.Sprintf("float2(%s, %s)", f[0], f[1]))
 	}
 	p.Freqs = strings.Join(fr, ", ")
 	if mscale != 1 {
@@ -552,24 +530,6 @@ func (e *emitter) qkvParams(v *ir.Value, p *params) (int64, error) {
 		p.MScale = " * " + s
 	}
 	return p.Pairs, nil
-}
-
-// yarnCorrDims is ggml_rope_yarn_corr_dims (ir/eval's yarnCorrDims): the
-// range of rotary dims over which YaRN ramps from extrapolation to
-// interpolation.
-func yarnCorrDims(nDims, origCtx int64, base, betaFast, betaSlow float64) [2]float64 {
-	corrDim := func(nRot float64) float64 {
-		return float64(nDims) * math.Log(float64(origCtx)/(nRot*2*math.Pi)) / (2 * math.Log(base))
-	}
-	start := math.Floor(corrDim(betaFast))
-	end := math.Ceil(corrDim(betaSlow))
-	return [2]float64{math.Max(0, start), math.Min(float64(nDims-1), end)}
-}
-
-// yarnRamp is 1 below low, 0 above high, linear between (rope_yarn_ramp).
-func yarnRamp(low, high float64, i0 int64) float64 {
-	y := (float64(i0)/2 - low) / math.Max(0.001, high-low)
-	return 1 - math.Min(1, math.Max(0, y))
 }
 
 func cacheType(dt ir.DType) (string, error) {

@@ -37,6 +37,17 @@ static __device__ __forceinline__ float __shfl_xor_sync(unsigned mask, float v, 
 }
 // __syncwarp: bar.warp.sync (PTX 6.0+, enabled by the same +ptx70).
 static __device__ __forceinline__ void __syncwarp(unsigned mask = 0xffffffffu) { __nvvm_bar_warp_sync(mask); }
+// The unsigned overloads (CUDA declares them for every 32- and 64-bit type)
+// carry the indices of the arg-max reductions (topk_softmax, argmax).
+static __device__ __forceinline__ unsigned __shfl_down_sync(unsigned mask, unsigned v, unsigned delta) {
+    return (unsigned)__nvvm_shfl_sync_down_i32(mask, (int)v, delta, 0x1f);
+}
+static __device__ __forceinline__ unsigned __shfl_sync(unsigned mask, unsigned v, int lane) {
+    return (unsigned)__nvvm_shfl_sync_idx_i32(mask, (int)v, lane, 0x1f);
+}
+static __device__ __forceinline__ unsigned __shfl_xor_sync(unsigned mask, unsigned v, int m) {
+    return (unsigned)__nvvm_shfl_sync_bfly_i32(mask, (int)v, m, 0x1f);
+}
 static __device__ __forceinline__ float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
 static __device__ __forceinline__ unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
 

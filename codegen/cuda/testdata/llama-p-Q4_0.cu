@@ -143,7 +143,7 @@ extern "C" __global__ void embed_q4_0_512x256(
     }
 }
 
-// qkv_rope_norm_gain_q4_0_512x256_float_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
+// qkv_rope_norm_gain_q4_0_512x256_float_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
 // computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
 __constant__ float qkv_rope_norm_gain_q4_0_512x256_float_freq[16][2] = {{1.0f, 0.0f}, {0.56234133f, -7.2452586e-09f}, {0.31622776f, 2.125618e-09f}, {0.17782794f, 1.612756e-09f}, {0.1f, -1.4901161e-09f}, {0.056234132f, 2.0532152e-11f}, {0.031622775f, 1.7026779e-09f}, {0.017782794f, -2.1125342e-10f}, {0.01f, 2.2351741e-10f}, {0.0056234132f, 2.0532187e-12f}, {0.0031622776f, 3.0569405e-11f}, {0.0017782794f, -2.1125341e-11f}, {0.001f, -4.749745e-11f}, {0.0005623413f, 2.3488387e-11f}, {0.00031622776f, 8.877707e-12f}, {0.00017782794f, 7.978489e-13f}};
 
@@ -1052,6 +1052,61 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_51
                     out[(u64)t * 512u + j] = acc[mi][ni][i] * rs[r];
                 }
             }
+        }
+    }
+}
+
+// argmax_512: out[r] = the smallest index of the largest of logits[r, 0:512] (NaN never wins; an all-NaN row gives 0).
+extern "C" __global__ void __launch_bounds__(256) argmax_512(
+    const float* __restrict__ logits,
+    int* __restrict__ out,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    __shared__ float wv[8];
+    __shared__ u32 wi[8];
+    const u32 r = blockIdx.y;
+    const float* xr = logits + (u64)r * 512u;
+    const float ninf = __uint_as_float(0xff800000u);
+    float best = ninf;
+    u32 bi = 512u;
+    for (u32 i = tid; i < 512u; i += 256u) {
+        const float v = xr[i];
+        if (v > best || (v == best && i < bi)) {
+            best = v;
+            bi = i;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_down_sync(0xffffffffu, best, o);
+        const u32 oi = __shfl_down_sync(0xffffffffu, bi, o);
+        if (ov > best || (ov == best && oi < bi)) {
+            best = ov;
+            bi = oi;
+        }
+    }
+    if (lane == 0) {
+        wv[warp] = best;
+        wi[warp] = bi;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < 8u ? wv[lane] : ninf;
+        bi = lane < 8u ? wi[lane] : 512u;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_down_sync(0xffffffffu, best, o);
+            const u32 oi = __shfl_down_sync(0xffffffffu, bi, o);
+            if (ov > best || (ov == best && oi < bi)) {
+                best = ov;
+                bi = oi;
+            }
+        }
+        if (lane == 0) {
+            out[r] = bi < 512u ? int(bi) : 0;
         }
     }
 }
