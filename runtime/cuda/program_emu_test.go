@@ -19,9 +19,9 @@ import (
 // the emulated driver and through the reference interpreter, step by step:
 // a 3-token prefill in slot 1 (launches issued one by one), decode steps
 // in slots 1 and 0 interleaved (each slot's captured CUDA graph, replayed),
-// a ResetSlot and a restart, a prompt longer than the activation arena is
-// never needed here. Every logits row must agree within 1e-5·max|ref| (the
-// kernels accumulate in float32 in another order than the interpreter).
+// a ResetSlot and a restart, and greedy steps (argmax on the device). Every
+// logits row must agree within 1e-5·max|ref| (the kernels accumulate in
+// float32 in another order than the interpreter).
 func TestProgramMatchesReference(t *testing.T) {
 	emuDriver(t)
 	path := shared.Path(t, "models/gguf/stories260K.gguf")
@@ -70,6 +70,24 @@ func TestProgramMatchesReference(t *testing.T) {
 	require.NoError(t, ref.ResetSlot(1))
 	step(1, []int32{1, 50}, []int32{0, 1})
 	step(1, []int32{60}, []int32{2})
+
+	// Greedy steps pick the token on the device (the argmax kernel, one
+	// prefill and decode steps through their own graph) and must agree
+	// with the argmax of the reference's logits, interleaved with logits
+	// steps in the same slot.
+	gp := p.(runtime.GreedyProgram)
+	greedy := func(slot int, tokens, pos []int32) {
+		t.Helper()
+		got, err := gp.StepGreedy(slot, tokens, pos)
+		require.NoError(t, err)
+		want, err := ref.Step(slot, tokens, pos)
+		require.NoError(t, err)
+		require.Equal(t, runtime.Argmax(want[len(want)-1]), got, "slot %d pos %v", slot, pos)
+	}
+	greedy(0, []int32{70, 71}, []int32{4, 5})
+	greedy(0, []int32{72}, []int32{6})
+	step(0, []int32{73}, []int32{7})
+	greedy(0, []int32{74}, []int32{8})
 
 	// Bad steps fail with the runtime's errors, not a launch.
 	_, err = p.Step(2, []int32{1}, []int32{0})

@@ -68,10 +68,16 @@ type program struct {
 	host      unsafe.Pointer
 	hostBytes int64
 
-	graphs   map[int]uintptr // slot → instantiated decode graph
-	graphDef []uintptr       // the captured graphs, destroyed at Close
-	device   string
-	closed   bool
+	graphs   map[graphKey]uintptr // (slot, output) → instantiated decode graph
+	graphDef []uintptr            // the captured graphs, destroyed at Close
+
+	// The greedy path: the library's argmax kernel, its parameter block,
+	// and the device int32 it writes (in the arena allocation).
+	argmaxFn    uintptr
+	argmaxBlock *argBlock
+	argmaxOut   uint64
+	device      string
+	closed      bool
 }
 
 // enter binds the calling goroutine to its OS thread and makes the
@@ -107,7 +113,7 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 	if err != nil {
 		return nil, err
 	}
-	pr := &program{cfg: cfg, lib: lib, l: l, a: a, inputs: map[string]int{}, graphs: map[int]uintptr{}}
+	pr := &program{cfg: cfg, lib: lib, l: l, a: a, inputs: map[string]int{}, graphs: map[graphKey]uintptr{}}
 	for _, v := range g.Values {
 		if v.ID == l.Logits {
 			pr.vocab = int(v.Type.Shape.Last().N)
@@ -195,6 +201,14 @@ func (pr *program) open() error {
 		pr.fns = append(pr.fns, f)
 		pr.blocks = append(pr.blocks, b)
 	}
+	if am := pr.lib.Argmax; am != nil {
+		if pr.argmaxFn, err = a.moduleGetFunction(pr.mod, am.Kernel); err != nil {
+			return err
+		}
+		if pr.argmaxBlock, err = newArgBlock(launchArgSizes(2)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -222,6 +236,8 @@ func (pr *program) allocate(g *ir.Graph, w eval.Weights) error {
 			}
 		}
 	}
+	argmaxAt := aBytes // the greedy token (one int32)
+	aBytes += deviceAlign
 	var err error
 	if pr.weights, err = a.memAlloc(max(wBytes, deviceAlign)); err != nil {
 		return fmt.Errorf("%w: %d bytes of weights", err, wBytes)
@@ -229,6 +245,7 @@ func (pr *program) allocate(g *ir.Graph, w eval.Weights) error {
 	if pr.arena, err = a.memAlloc(max(aBytes, deviceAlign)); err != nil {
 		return fmt.Errorf("%w: %d bytes of KV cache and activations", err, aBytes)
 	}
+	pr.argmaxOut = pr.arena + uint64(argmaxAt)
 	for i, b := range l.Bufs {
 		base := pr.arena
 		if b.Kind == devplan.Weight || b.Kind == devplan.Const {
@@ -236,7 +253,7 @@ func (pr *program) allocate(g *ir.Graph, w eval.Weights) error {
 		}
 		pr.addr[i] = base + uint64(off[i])
 	}
-	pr.hostBytes = 8*int64(l.MaxT) + 4*int64(l.MaxT)*int64(pr.vocab)
+	pr.hostBytes = 8*int64(l.MaxT) + 4*int64(l.MaxT)*int64(pr.vocab) + 4
 	if pr.host, err = a.memAllocHost(pr.hostBytes); err != nil {
 		return err
 	}
@@ -436,20 +453,62 @@ func (pr *program) hostLogits() []float32 {
 	return unsafe.Slice((*float32)(unsafe.Add(pr.host, 8*pr.l.MaxT)), pr.l.MaxT*pr.vocab)
 }
 
+// hostGreedy is where the greedy token of a step lands.
+func (pr *program) hostGreedy() *int32 {
+	return (*int32)(unsafe.Add(pr.host, 8*pr.l.MaxT+4*pr.l.MaxT*pr.vocab))
+}
+
+// output says what a step copies back: every logits row, the greedy token
+// of the last row (argmax on the device), or nothing (a chunk of a prompt
+// whose later chunk gives the answer).
+type output int
+
+const (
+	outLogits output = iota
+	outGreedy
+	outNone
+)
+
+// graphKey names a captured decode graph: a slot and what it copies back.
+type graphKey struct {
+	slot int
+	out  output
+}
+
+// StepGreedy runs a step as Step does and returns the greedy token after
+// the last one, computed on the device: only 4 bytes come back.
+func (pr *program) StepGreedy(slot int, tokens, pos []int32) (int32, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return 0, runtime.ErrClosed
+	}
+	if err := runtime.CheckStep(pr.cfg, pr.vocab, slot, tokens, pos); err != nil {
+		return 0, err
+	}
+	if pr.argmaxBlock == nil {
+		return 0, fmt.Errorf("cuda: the library has no argmax kernel")
+	}
+	if err := pr.enter(); err != nil {
+		return 0, err
+	}
+	defer pr.leave()
+	cs := devplan.Chunks(len(tokens), pr.l.MaxT)
+	for i, c := range cs {
+		out := outNone
+		if i == len(cs)-1 {
+			out = outGreedy
+		}
+		if err := pr.run(slot, tokens[c[0]:c[1]], pos[c[0]:c[1]], out); err != nil {
+			return 0, err
+		}
+	}
+	return *pr.hostGreedy(), nil
+}
+
 func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
 	T := len(tokens)
-	copy(pr.hostTokens(), tokens)
-	copy(pr.hostPos(), pos)
-	var err error
-	if T == 1 {
-		err = pr.replayDecode(slot)
-	} else {
-		err = pr.enqueue(T, slot)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := pr.a.streamSynchronize(pr.stream); err != nil {
+	if err := pr.run(slot, tokens, pos, outLogits); err != nil {
 		return nil, err
 	}
 	logits := pr.hostLogits()
@@ -460,9 +519,27 @@ func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
 	return rows, nil
 }
 
+// run writes the step's inputs into pinned memory, issues the step (a
+// one-token step replays its decode graph) and waits for it.
+func (pr *program) run(slot int, tokens, pos []int32, out output) error {
+	T := len(tokens)
+	copy(pr.hostTokens(), tokens)
+	copy(pr.hostPos(), pos)
+	var err error
+	if T == 1 {
+		err = pr.replayDecode(slot, out)
+	} else {
+		err = pr.enqueue(T, slot, out)
+	}
+	if err != nil {
+		return err
+	}
+	return pr.a.streamSynchronize(pr.stream)
+}
+
 // enqueue issues one step of T tokens in slot on the stream: the input
-// copies from pinned memory, every launch, the logits copy back.
-func (pr *program) enqueue(T, slot int) error {
+// copies from pinned memory, every launch, and the copy back of out.
+func (pr *program) enqueue(T, slot int, out output) error {
 	a := pr.a
 	for name, src := range map[string]unsafe.Pointer{"tokens": pr.host, "pos": unsafe.Add(pr.host, 4*pr.l.MaxT)} {
 		if i, ok := pr.inputs[name]; ok {
@@ -496,18 +573,35 @@ func (pr *program) enqueue(T, slot int) error {
 	if err != nil {
 		return err
 	}
-	return a.memcpyDtoHAsync(unsafe.Add(pr.host, 8*pr.l.MaxT), pr.addr[lb.Buf]+uint64(lb.Offset), int64(4*T*pr.vocab), pr.stream)
+	logits := pr.addr[lb.Buf] + uint64(lb.Offset)
+	switch out {
+	case outLogits:
+		return a.memcpyDtoHAsync(unsafe.Add(pr.host, 8*pr.l.MaxT), logits, int64(4*T*pr.vocab), pr.stream)
+	case outGreedy:
+		// argmax over the last row only: one block, T = 1.
+		b := pr.argmaxBlock
+		b.setPtr(0, logits+uint64(4*(T-1)*pr.vocab))
+		b.setPtr(1, pr.argmaxOut)
+		b.setU32(2, 1)
+		if err := a.launchKernel(pr.argmaxFn, [3]uint32{1, 1, 1}, [3]uint32{uint32(pr.lib.Argmax.Threads), 1, 1}, 0, pr.stream, b); err != nil {
+			return fmt.Errorf("%w: kernel %s", err, pr.lib.Argmax.Kernel)
+		}
+		return a.memcpyDtoHAsync(unsafe.Pointer(pr.hostGreedy()), pr.argmaxOut, 4, pr.stream)
+	}
+	return nil
 }
 
-// replayDecode launches the slot's decode graph, capturing it first.
-func (pr *program) replayDecode(slot int) error {
-	exec, ok := pr.graphs[slot]
+// replayDecode launches the slot's decode graph for out, capturing it
+// first.
+func (pr *program) replayDecode(slot int, out output) error {
+	key := graphKey{slot, out}
+	exec, ok := pr.graphs[key]
 	if !ok {
 		a := pr.a
 		if err := a.streamBeginCapture(pr.stream); err != nil {
 			return err
 		}
-		qerr := pr.enqueue(1, slot)
+		qerr := pr.enqueue(1, slot, out)
 		g, err := a.streamEndCapture(pr.stream)
 		if qerr != nil {
 			if g != 0 {
@@ -522,7 +616,7 @@ func (pr *program) replayDecode(slot int) error {
 		if exec, err = a.graphInstantiate(g); err != nil {
 			return err
 		}
-		pr.graphs[slot] = exec
+		pr.graphs[key] = exec
 	}
 	return pr.a.graphLaunch(exec, pr.stream)
 }
@@ -591,6 +685,10 @@ func (pr *program) release() error {
 		add(b.free())
 	}
 	pr.blocks = nil
+	if pr.argmaxBlock != nil {
+		add(pr.argmaxBlock.free())
+		pr.argmaxBlock = nil
+	}
 	if pr.host != nil {
 		add(a.memFreeHost(pr.host))
 		pr.host = nil
