@@ -12,7 +12,10 @@ import (
 )
 
 // fusedGraph loads a model and runs the pass pipeline on it.
-func fusedGraph(t *testing.T, path string) *ir.Graph {
+func fusedGraph(t *testing.T, path string) *ir.Graph { return fusedModel(t, path).Graph }
+
+// fusedModel is fusedGraph with the weights.
+func fusedModel(t *testing.T, path string) *arch.Model {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("model %s not available: %v", path, err)
@@ -33,7 +36,7 @@ func fusedGraph(t *testing.T, path string) *ir.Graph {
 	if _, err := passes.Run(m.Graph, list, passes.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	return m.Graph
+	return m
 }
 
 // TestLayoutBindsInBounds: for golden fixtures, at several step sizes and

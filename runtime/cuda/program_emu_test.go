@@ -7,11 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
-	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
-	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
@@ -24,17 +21,7 @@ import (
 // float32 in another order than the interpreter).
 func TestProgramMatchesReference(t *testing.T) {
 	emuDriver(t)
-	path := shared.Path(t, "models/gguf/stories260K.gguf")
-	f, err := gguf.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	m, err := arch.Load(f, arch.Options{})
-	require.NoError(t, err)
-	list, err := passes.Pipeline()
-	require.NoError(t, err)
-	_, err = passes.Run(m.Graph, list, passes.Options{})
-	require.NoError(t, err)
-
+	m := fusedModel(t, shared.Path(t, "models/gguf/stories260K.gguf"))
 	cfg := runtime.ProgramConfig{Context: 16, Slots: 2}
 	p, err := backend{}.Compile(m.Graph, m.Weights, cfg)
 	require.NoError(t, err)
