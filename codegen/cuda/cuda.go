@@ -365,8 +365,7 @@ func flags(p *params) string {
 
 // matmul covers the matmul family: matmul, fused_matmul, swiglu, qkv_rope,
 // as matrix-vector kernels (one warp per output feature, each a row of the
-// step: decode; prefill runs the same kernel over T rows until the tiled
-// tensor-core kernels exist).
+// step), plus for prefill the tiled tensor-core kernels (tiled.go).
 func (e *emitter) matmul(v *ir.Value) error {
 	var parts ir.Parts
 	if v.Op == ir.OpMatMul {
@@ -445,9 +444,9 @@ func (e *emitter) matmul(v *ir.Value) error {
 	if err != nil {
 		return err
 	}
-	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: p.Threads, Args: args,
-		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, nwarps)}, rows, {N: 1}}})
-	return nil
+	mv := Launch{Value: v.ID, Kernel: name, Threads: p.Threads, Args: args,
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, nwarps)}, rows, {N: 1}}}
+	return e.prefill(family, p, parts.W.Type.DType, rows, width, args, mv)
 }
 
 // qkvParams fills the RoPE and cache fields and returns the number of

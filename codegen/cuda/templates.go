@@ -97,7 +97,7 @@ __device__ __forceinline__ float warp_max(float v) {
     }
     return __shfl_sync(0xffffffffu, v, 0);
 }
-`
+` + mmaPrelude
 
 const dqTemplate = `
 // dq_{{.Name}} decodes unit u ({{.Unit}} elements) of a {{.Name}} row into registers.

@@ -411,3 +411,112 @@ inline void save(const char* path, const Buf& b) {
 #define __shared__ static
 
 #endif
+
+// ===========================================================================
+// Tensor-core section: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.
+// The emitted prelude's mma_16816 calls cudaemu::mma_16816 under
+// MINERVA_CUDA_EMU. Kept apart (and after the header above, with its own
+// guard) so that changes to cudaemu::launch stay independent of it; it uses
+// only the per-warp barrier and the calling thread's warp and lane.
+// ===========================================================================
+#ifndef CUDAEMU_MMA_H
+#define CUDAEMU_MMA_H
+
+namespace cudaemu {
+// MmaArea holds the fragments the 32 lanes of one warp pass to one mma.
+struct MmaArea {
+    uint32_t a[32][4];
+    uint32_t b[32][2];
+    float c[32][4];
+};
+
+// mma_area returns the exchange area of warp w (found under a lock once per
+// thread and block, then cached). Warps live for one block; an area
+// outlives its warp and may be reused by a later warp at the same address,
+// which is fine: only warps alive together must not share one. (Only
+// headers included above are used: the execution-space macros are defined
+// by now.)
+inline MmaArea* mma_area(Warp* w) {
+    static thread_local Warp* cached_w = nullptr;
+    static thread_local MmaArea* cached = nullptr;
+    if (cached_w == w) {
+        return cached;
+    }
+    static std::mutex mu;
+    static std::vector<std::pair<Warp*, MmaArea*>> areas;
+    std::lock_guard<std::mutex> lk(mu);
+    MmaArea* found = nullptr;
+    for (auto& e : areas) {
+        if (e.first == w) {
+            found = e.second;
+        }
+    }
+    if (!found) {
+        found = new MmaArea();
+        areas.emplace_back(w, found);
+    }
+    cached_w = w;
+    cached = found;
+    return found;
+}
+
+// mma_16816 is D = A·B + C for the warp: A 16×16 (row-major, f16), B 16×8
+// (K×N, "col": each column is contiguous in K, f16), C and D 16×8 f32. Every
+// lane passes its fragments (a: four f16x2 registers, b: two, c: four f32)
+// and gets its D fragment back in c. The layouts are those of the PTX ISA,
+// section 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with floating point
+// type", with groupID = lane >> 2 and threadID_in_group = lane % 4 (written
+// g and q below); in an f16x2 register the lower-indexed element is in bits
+// 0-15:
+//   A: register r, half h holds a_i, i = 2r + h:
+//      row = g (i in 0,1,4,5) or g + 8 (i in 2,3,6,7), i.e. g + 8·(r & 1);
+//      col = 2q + (i & 1) (i < 4) or 2q + (i & 1) + 8 (i >= 4), i.e. 2q + h + 8·(r >> 1);
+//   B: register r, half h holds b_i, i = 2r + h:
+//      row (k) = 2q + (i & 1) (i < 2) or 2q + (i & 1) + 8 (i >= 2), i.e. 2q + h + 8r;
+//      col (n) = g;
+//   C, D: element i: row = g (i < 2) or g + 8 (i >= 2); col = 2q + (i & 1).
+// Arithmetic: every product of two f16 values is exact in f32 (11 × 11
+// significant bits, exponents in range), so each element is c + Σ_k a·b
+// summed in f32 in k order. The hardware adds the 16 products and c with
+// its own internal alignment and rounding, which may differ from this in
+// the last bits of the f32 result; the kernels' error bounds allow for
+// that (a few f32 ulps per mma against tolerances ≥ 1e-5).
+inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
+    Warp* w = tl_warp;
+    const unsigned lane = tl_lane;
+    MmaArea* m = mma_area(w);
+    std::memcpy(m->a[lane], a, sizeof m->a[lane]);
+    std::memcpy(m->b[lane], b, sizeof m->b[lane]);
+    std::memcpy(m->c[lane], c, sizeof m->c[lane]);
+    w->bar.wait(); // every lane's fragments are in
+    float A[16][16], B[16][8], C[16][8];
+    for (unsigned l = 0; l < 32; ++l) {
+        const unsigned g = l >> 2, q = l & 3;
+        for (unsigned r = 0; r < 4; ++r) {
+            for (unsigned h = 0; h < 2; ++h) {
+                A[g + 8 * (r & 1)][2 * q + h + 8 * (r >> 1)] = h2f((unsigned short)(m->a[l][r] >> (16 * h)));
+            }
+        }
+        for (unsigned r = 0; r < 2; ++r) {
+            for (unsigned h = 0; h < 2; ++h) {
+                B[2 * q + h + 8 * r][g] = h2f((unsigned short)(m->b[l][r] >> (16 * h)));
+            }
+        }
+        for (unsigned i = 0; i < 4; ++i) {
+            C[g + 8 * (i >> 1)][2 * q + (i & 1)] = m->c[l][i];
+        }
+    }
+    w->bar.wait(); // nobody overwrites the area before everyone has read it
+    const unsigned g = lane >> 2, q = lane & 3;
+    for (unsigned i = 0; i < 4; ++i) {
+        const unsigned row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
+        float d = C[row][col];
+        for (unsigned k = 0; k < 16; ++k) {
+            d += A[row][k] * B[k][col];
+        }
+        c[i] = d;
+    }
+}
+} // namespace cudaemu
+
+#endif
