@@ -19,13 +19,14 @@ import (
 )
 
 // The emitted kernels also run on the CPU, following codegen/metal's
-// harness: the library is compiled as C++17 against testdata/cudaemu.h (one
-// std::thread per CUDA thread, real barriers, warp shuffles over the 32
-// lanes of a warp; the prelude's MINERVA_CUDA_EMU hook swaps its inline-PTX
-// half conversions for C++ ones), a generated main loads every buffer from
-// a file, runs the library's launches in order with their grids and block
-// sizes, and writes the buffers back; the outputs (and KV-cache writes) are
-// compared with ir/eval on random inputs. Without clang++ the tests skip.
+// harness: the library is compiled as C++17 against testdata/cudaemu.h (the
+// CUDA threads of a block run as fibers, with real barriers and warp
+// shuffles over the 32 lanes of a warp; the prelude's MINERVA_CUDA_EMU hook
+// swaps its inline-PTX half conversions for C++ ones), a generated main
+// loads every buffer from a file, runs the library's launches in order with
+// their grids and block sizes, and writes the buffers back; the outputs
+// (and KV-cache writes) are compared with ir/eval on random inputs. Without
+// clang++ the tests skip.
 
 func clangxxOrSkip(t *testing.T) string {
 	t.Helper()

@@ -2,16 +2,20 @@
 // emits on the CPU (clang++ -std=c++17 -pthread -include cudaemu.h), so that
 // Linux CI without a GPU can check them against ir/eval:
 //
-//   - one std::thread per CUDA thread of a block; the blocks of a grid run
-//     one after another (cudaemu::launch below);
-//   - threadIdx, blockIdx, blockDim and gridDim are thread-local, set by
-//     the launcher for each emulated thread;
-//   - __syncthreads is a real barrier over the block's threads;
+//   - the blocks of a grid run one after another on the launching OS thread
+//     (cudaemu::launch below); the CUDA threads of a block are fibers on
+//     that thread, each with its own stack, switched cooperatively: a fiber
+//     runs until it reaches a barrier or returns, then the next runnable
+//     fiber runs. No other OS thread is involved, so a barrier costs one
+//     context switch (a few registers) per participant instead of futex
+//     wake-ups;
+//   - threadIdx, blockIdx, blockDim and gridDim are globals the scheduler
+//     sets for the fiber it switches to (launches are serialised);
+//   - __syncthreads is a barrier over the block's threads;
 //   - __shfl_sync, __shfl_down_sync and __shfl_xor_sync exchange values
-//     among the 32 threads of a warp through a barrier-synchronised slot
-//     array (each warp has its own barrier, so warps run independently, as
-//     on the GPU); only the full mask is accepted, which is all the emitter
-//     uses;
+//     among the 32 threads of a warp through slots and a per-warp barrier
+//     (so warps proceed independently between block barriers, as on the
+//     GPU); only the full mask is accepted, which is all the emitter uses;
 //   - __shared__ variables are function-scope statics: one instance, shared
 //     by the threads of the block that runs (right because one block runs
 //     at a time; it would be wrong for concurrent blocks);
@@ -20,30 +24,42 @@
 //     (IEEE binary16, round-to-nearest-even, as cvt.rn.f16.f32).
 //
 // Non-uniform control flow around a barrier or a full-mask shuffle (a
-// thread that has returned, or a lane that never arrives) is reported and
-// aborts the run instead of hanging or returning stale values. What this
-// cannot check: the GPU's memory model beyond barriers, fast-math
-// differences, occupancy, and anything only NVRTC/ptxas sees (the PTX
-// compile test covers the source; this covers the arithmetic).
+// thread that has returned while others wait, or threads waiting at
+// barriers that can never complete) is reported and aborts the run instead
+// of hanging or returning stale values. What this cannot check: the GPU's
+// memory model beyond barriers (fibers interleave only at barriers, so a
+// missing barrier between a shared-memory write and another thread's read
+// shows only when the order of fibers matters), fast-math differences,
+// occupancy, and anything only NVRTC/ptxas sees (the PTX compile test
+// covers the source; this covers the arithmetic).
 #ifndef CUDAEMU_H
 #define CUDAEMU_H
 
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#include <ucontext.h>
+#endif
+
 #define MINERVA_CUDA_EMU 1
+
+// Everything below is hidden in the object that includes this header: the
+// emulated driver dlopens one object per module, and each must keep its
+// own scheduler, fiber stacks and per-thread globals, never bind to
+// another's.
+#pragma GCC visibility push(hidden)
 
 struct uint3 {
     unsigned x, y, z;
@@ -104,14 +120,24 @@ inline unsigned short f2h(float f) {
     std::abort();
 }
 
-// Barrier is a reusable barrier for n threads (C++17 has no std::barrier).
-// A thread that leaves (its kernel returned) makes any wait on the barrier,
+struct Barrier;
+// block_on switches the calling fiber out until barrier b, which it has
+// entered at generation gen, releases (or a participant leaves it).
+inline void block_on(Barrier* b, unsigned long gen);
+
+// Barrier is a reusable barrier for n fibers of the running block. The
+// last to arrive releases it and runs on; the others wait in block_on. A
+// fiber that leaves (its kernel returned) makes any wait on the barrier,
 // then or later, fail: a barrier or full-mask shuffle that not all threads
 // reach is a kernel bug (undefined behaviour on the GPU).
 struct Barrier {
-    explicit Barrier(unsigned n, const char* what) : n(n), what(what) {}
+    void reset(unsigned count, const char* name) {
+        n = count;
+        arrived = left = 0;
+        generation = 0;
+        what = name;
+    }
     void wait() {
-        std::unique_lock<std::mutex> lk(mu);
         if (left > 0) {
             report();
         }
@@ -119,43 +145,61 @@ struct Barrier {
         if (++arrived == n) {
             arrived = 0;
             ++generation;
-            cv.notify_all();
             return;
         }
-        if (!cv.wait_for(lk, std::chrono::seconds(60), [&] { return generation != gen || left > 0; })) {
-            fail("barrier timed out after 60 s (a thread never arrived)");
-        }
+        block_on(this, gen);
         if (generation == gen) {
             report();
         }
     }
-    void leave() {
-        std::lock_guard<std::mutex> lk(mu);
-        ++left;
-        cv.notify_all();
-    }
-    [[noreturn]] void report() {
+    void leave() { ++left; }
+    [[noreturn]] void report() const {
         char msg[200];
         std::snprintf(msg, sizeof msg, "%s: a thread returned while others wait (non-uniform control flow)", what);
         fail(msg);
     }
-    unsigned n, arrived = 0, left = 0;
+    unsigned n = 0, arrived = 0, left = 0;
     unsigned long generation = 0;
-    const char* what;
-    std::mutex mu;
-    std::condition_variable cv;
+    const char* what = "";
 };
 
-// Warp is the exchange area of 32 lanes.
+// MmaArea holds the fragments the 32 lanes of one warp pass to one
+// mma_16816 (the tensor-core section at the end of this file), and the D
+// the first lane to run after the barrier computes from them for all
+// (ready: the barrier generation it was computed in). One area is enough:
+// no lane can write fragments for the next mma before D is computed (the
+// first lane to run after the barrier computes it), and D is replaced only
+// after the next barrier, which every lane reaches after reading its part.
+struct MmaArea {
+    uint32_t a[32][4];
+    uint32_t b[32][2];
+    float c[32][4];
+    float d[16][8];
+    unsigned long ready;
+};
+
+// Warp is the exchange area of 32 lanes. The shuffle slots are
+// double-buffered by the parity of the warp barrier's generation, so one
+// barrier per shuffle is enough: a lane writes slots[p], p = generation & 1,
+// before it arrives and reads them after the release (the last lane to
+// arrive runs on at once, and may write its slot for the next shuffle
+// before the others have read this one); it can write slots[p] again only
+// after the next release, which needs every lane to have arrived there,
+// i.e. to have read.
 struct Warp {
-    Barrier bar{32, "__shfl_*_sync or __syncwarp"};
-    uint64_t slots[32];
+    void reset() {
+        bar.reset(32, "__shfl_*_sync, __syncwarp or mma_16816");
+        mma.ready = ~0ul;
+    }
+    Barrier bar;
+    uint64_t slots[2][32];
+    MmaArea mma;
 };
 
-// The block and warp the calling emulated thread belongs to.
-inline thread_local Barrier* tl_block;
-inline thread_local Warp* tl_warp;
-inline thread_local unsigned tl_lane;
+// The block barrier and the warp and lane of the running fiber.
+inline Barrier* tl_block;
+inline Warp* tl_warp;
+inline unsigned tl_lane;
 
 // shfl returns the value lane src(lane) passed to the same shuffle, or the
 // caller's own where src returns 32 or more (out of the warp).
@@ -166,139 +210,337 @@ inline T shfl(unsigned mask, T v, Src src) {
         fail("a shuffle with a partial mask (the emulation supports the full mask only)");
     }
     Warp* w = tl_warp;
+    const unsigned lane = tl_lane;
+    uint64_t* slots = w->slots[w->bar.generation & 1];
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof v);
-    w->slots[tl_lane] = bits;
+    slots[lane] = bits;
     w->bar.wait();
-    const unsigned from = src(tl_lane);
+    const unsigned from = src(lane);
     T r = v;
     if (from < 32) {
-        std::memcpy(&r, &w->slots[from], sizeof r);
+        std::memcpy(&r, &slots[from], sizeof r);
     }
-    w->bar.wait(); // nobody overwrites a slot before everyone has read
     return r;
 }
 
 // launch runs fn once per thread of a grid of blocks of `block` threads
 // (blockDim.x only: the emitter uses 1-D blocks whose size is a multiple of
-// 32): the blocks in order x fastest, each on the block.x threads of a
-// persistent pool (Pool below) with a fresh block barrier and warp exchange
-// areas.
+// 32): the blocks in order x fastest, each as block.x fibers (Sched below)
+// with a fresh block barrier and warp exchange areas.
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn);
 } // namespace cudaemu
 
-inline thread_local uint3 threadIdx, blockIdx;
-inline thread_local dim3 blockDim, gridDim;
-
-#include <csignal>
-#include <map>
-#include <pthread.h>
+inline uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
 
 namespace cudaemu {
-// Pool is a set of n persistent worker threads, one per thread of a block
-// of n: creating n std::threads per block cost more than running most
-// blocks (about 150 us each on a loaded 2-core machine), so launch creates
-// each pool once per block size and reuses it for every block of every
-// launch. The master (the launching thread) publishes one block at a time
-// and waits until all n workers have run it; the blocks still run one after
-// another, so __shared__ statics stay right.
-struct Pool {
-    explicit Pool(unsigned n) : n(n) {
-        // The workers block asynchronous signals: when this runs inside a Go
-        // process (the emulated CUDA driver), a process-directed signal such
-        // as SIGCHLD or SIGURG must reach a Go thread, never a thread the Go
-        // runtime does not know. Synchronous faults (a kernel touching a
-        // guard page) still kill the process.
-        sigset_t all, old;
-        sigfillset(&all);
-        for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) {
-            sigdelset(&all, s);
-        }
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        for (unsigned tid = 0; tid < n; ++tid) {
-            std::thread(&Pool::work, this, tid).detach();
-        }
-        pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    }
-
-    // run runs block idx of the launch with a fresh block barrier and fresh
-    // warp exchange areas, and returns when every thread has returned.
-    void run(dim3 grid, dim3 block, uint3 idx, const std::function<void()>& fn) {
-        Barrier bar(n, "__syncthreads");
-        std::vector<Warp> warps(n / 32);
-        {
-            std::lock_guard<std::mutex> lk(mu);
-            job = Job{grid, block, idx, &fn, &bar, warps.data()};
-            running = n;
-            ++generation;
-        }
-        start.notify_all();
-        std::unique_lock<std::mutex> lk(mu);
-        done.wait(lk, [&] { return running == 0; });
-    }
-
-    void work(unsigned tid) {
-        unsigned long seen = 0;
-        for (;;) {
-            Job j;
-            {
-                std::unique_lock<std::mutex> lk(mu);
-                start.wait(lk, [&] { return generation != seen; });
-                seen = generation;
-                j = job;
-            }
-            threadIdx = uint3{tid, 0, 0};
-            blockIdx = j.idx;
-            blockDim = j.block;
-            gridDim = j.grid;
-            tl_block = j.bar;
-            tl_warp = &j.warps[tid / 32];
-            tl_lane = tid % 32;
-            (*j.fn)();
-            tl_warp->bar.leave();
-            tl_block->leave();
-            std::lock_guard<std::mutex> lk(mu);
-            if (--running == 0) {
-                done.notify_one();
-            }
-        }
-    }
-
-    struct Job {
-        dim3 grid, block;
-        uint3 idx;
-        const std::function<void()>* fn;
-        Barrier* bar;
-        Warp* warps;
-    };
-    const unsigned n;
-    std::mutex mu;
-    std::condition_variable start, done;
-    Job job{};
-    unsigned running = 0;
-    unsigned long generation = 0;
+// ---- fiber contexts ----
+//
+// ctx_switch(from, to) saves the running context in from and resumes to;
+// ctx_init prepares a context that, resumed, calls entry on the stack
+// [lo, lo+size). On x86-64 and arm64 a context is a stack pointer: the
+// switch pushes the callee-saved registers of the ABI, swaps stack
+// pointers and pops the other context's (glibc swapcontext would also make
+// a sigprocmask system call per switch). The floating-point control state
+// (MXCSR, x87 control word, FPCR) is callee-saved too but not switched:
+// every fiber runs with the launching thread's, and kernels never change
+// it. Other architectures use ucontext.
+#if defined(__x86_64__) || defined(__aarch64__)
+struct Ctx {
+    void* sp = nullptr;
 };
+
+// fiber_switch stores the stack pointer, after pushing the callee-saved
+// registers, in *from, then loads to and pops them from there; its return
+// goes to wherever that context switched out (or to the entry a fresh one
+// was given by ctx_init).
+#if defined(__x86_64__)
+__attribute__((naked, noinline)) inline void fiber_switch(void** /*from: rdi*/, void* /*to: rsi*/) {
+    __asm__ volatile("pushq %rbp\n\t"
+                     "pushq %rbx\n\t"
+                     "pushq %r12\n\t"
+                     "pushq %r13\n\t"
+                     "pushq %r14\n\t"
+                     "pushq %r15\n\t"
+                     "movq %rsp, (%rdi)\n\t"
+                     "movq %rsi, %rsp\n\t"
+                     "popq %r15\n\t"
+                     "popq %r14\n\t"
+                     "popq %r13\n\t"
+                     "popq %r12\n\t"
+                     "popq %rbx\n\t"
+                     "popq %rbp\n\t"
+                     "ret\n\t");
+}
+
+// A fresh context's stack, from its 16-byte-aligned top down: a zero
+// return address for entry (which never returns), entry itself (where the
+// switch's ret goes) and six zero registers (rbp = 0 ends frame-pointer
+// walks). After the ret, rsp is 8 below a multiple of 16, as right after
+// a call, which is what the ABI promises a function on entry.
+inline void ctx_init(Ctx& c, char* lo, size_t size, void (*entry)()) {
+    uintptr_t* top = reinterpret_cast<uintptr_t*>(lo + size);
+    top[-1] = 0;
+    top[-2] = reinterpret_cast<uintptr_t>(entry);
+    for (int i = 3; i <= 8; ++i) {
+        top[-i] = 0;
+    }
+    c.sp = top - 8;
+}
+#else
+__attribute__((naked, noinline)) inline void fiber_switch(void** /*from: x0*/, void* /*to: x1*/) {
+    __asm__ volatile("sub sp, sp, #160\n\t"
+                     "stp x19, x20, [sp, #0]\n\t"
+                     "stp x21, x22, [sp, #16]\n\t"
+                     "stp x23, x24, [sp, #32]\n\t"
+                     "stp x25, x26, [sp, #48]\n\t"
+                     "stp x27, x28, [sp, #64]\n\t"
+                     "stp x29, x30, [sp, #80]\n\t"
+                     "stp d8, d9, [sp, #96]\n\t"
+                     "stp d10, d11, [sp, #112]\n\t"
+                     "stp d12, d13, [sp, #128]\n\t"
+                     "stp d14, d15, [sp, #144]\n\t"
+                     "mov x9, sp\n\t"
+                     "str x9, [x0]\n\t"
+                     "mov sp, x1\n\t"
+                     "ldp x19, x20, [sp, #0]\n\t"
+                     "ldp x21, x22, [sp, #16]\n\t"
+                     "ldp x23, x24, [sp, #32]\n\t"
+                     "ldp x25, x26, [sp, #48]\n\t"
+                     "ldp x27, x28, [sp, #64]\n\t"
+                     "ldp x29, x30, [sp, #80]\n\t"
+                     "ldp d8, d9, [sp, #96]\n\t"
+                     "ldp d10, d11, [sp, #112]\n\t"
+                     "ldp d12, d13, [sp, #128]\n\t"
+                     "ldp d14, d15, [sp, #144]\n\t"
+                     "add sp, sp, #160\n\t"
+                     "ret\n\t");
+}
+
+// A fresh context's stack: the 160-byte register frame right under the
+// 16-byte-aligned top, all zero but x30 (the link register the switch
+// returns through) = entry; x29 = 0 ends frame-pointer walks. After the
+// switch sp is the top, 16-byte aligned as the ABI requires.
+inline void ctx_init(Ctx& c, char* lo, size_t size, void (*entry)()) {
+    uintptr_t* top = reinterpret_cast<uintptr_t*>(lo + size);
+    uintptr_t* frame = top - 20;
+    for (int i = 0; i < 20; ++i) {
+        frame[i] = 0;
+    }
+    frame[11] = reinterpret_cast<uintptr_t>(entry);
+    c.sp = frame;
+}
+#endif
+
+inline void ctx_switch(Ctx& from, Ctx& to) { fiber_switch(&from.sp, to.sp); }
+#else
+struct Ctx {
+    ucontext_t uc;
+};
+
+inline void ctx_init(Ctx& c, char* lo, size_t size, void (*entry)()) {
+    if (getcontext(&c.uc) != 0) {
+        fail("getcontext failed");
+    }
+    c.uc.uc_stack.ss_sp = lo;
+    c.uc.uc_stack.ss_size = size;
+    c.uc.uc_link = nullptr;
+    makecontext(&c.uc, entry, 0);
+}
+
+inline void ctx_switch(Ctx& from, Ctx& to) {
+    if (swapcontext(&from.uc, &to.uc) != 0) {
+        fail("swapcontext failed");
+    }
+}
+#endif
+
+// Fiber is one CUDA thread of the running block: its context while
+// switched out, and the barrier (with the generation it entered) it waits
+// at, if any.
+struct Fiber {
+    Ctx ctx;
+    Barrier* bar;
+    unsigned long gen;
+    bool done;
+};
+
+// Sched runs the blocks of a launch, one at a time, as fibers on the
+// launching thread. The fibers' stacks (kStack bytes each, a PROT_NONE
+// guard page under each, so that an overflow faults instead of corrupting
+// the neighbour) are mapped once, grown to the largest block seen, and
+// reused by every block of every launch. Fibers switch directly to one
+// another; the launcher's context is resumed when the block's last fiber
+// returns.
+struct Sched {
+    static constexpr size_t kStack = size_t(256) << 10;
+
+    // reserve maps stacks for n fibers if fewer are mapped.
+    void reserve(unsigned n) {
+        if (n <= cap) {
+            return;
+        }
+        if (stacks != nullptr) {
+            munmap(stacks, cap * stride);
+            stacks = nullptr;
+            cap = 0;
+        }
+        const size_t page = size_t(sysconf(_SC_PAGESIZE));
+        stride = page + kStack;
+        void* p = mmap(nullptr, n * stride, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            fail("cannot map the fibers' stacks");
+        }
+        stacks = static_cast<char*>(p);
+        for (unsigned i = 0; i < n; ++i) {
+            if (mprotect(stacks + i * stride, page, PROT_NONE) != 0) {
+                fail("cannot protect a fiber stack's guard page");
+            }
+        }
+        cap = n;
+        guard = page;
+    }
+
+    // run runs block blockIdx of n threads and returns when all have
+    // returned.
+    void run(unsigned threads, const std::function<void()>* f) {
+        n = threads;
+        fn = f;
+        reserve(n);
+        fibers.resize(n);
+        warps.resize(n / 32);
+        block.reset(n, "__syncthreads");
+        for (Warp& w : warps) {
+            w.reset();
+        }
+        for (unsigned i = 0; i < n; ++i) {
+            Fiber& fb = fibers[i];
+            ctx_init(fb.ctx, stacks + i * stride + guard, kStack, &entry);
+            fb.bar = nullptr;
+            fb.gen = 0;
+            fb.done = false;
+        }
+        live = n;
+        tl_block = &block;
+        resume(0, launcher);
+    }
+
+    // resume switches from the context saved in from to fiber j, setting
+    // the per-thread globals to j's.
+    void resume(unsigned j, Ctx& from) {
+        cur = j;
+        threadIdx = uint3{j, 0, 0};
+        tl_lane = j & 31;
+        tl_warp = &warps[j >> 5];
+        ctx_switch(from, fibers[j].ctx);
+    }
+
+    bool runnable(const Fiber& f) const {
+        return !f.done && (f.bar == nullptr || f.bar->generation != f.gen || f.bar->left > 0);
+    }
+
+    // next switches from the running fiber to the next runnable one in
+    // round-robin order (usually the next thread), and reports a deadlock
+    // if there is none.
+    void next() {
+        Fiber& me = fibers[cur];
+        for (unsigned k = 1; k <= n; ++k) {
+            const unsigned j = cur + k < n ? cur + k : cur + k - n;
+            if (runnable(fibers[j])) {
+                if (j != cur) {
+                    resume(j, me.ctx);
+                }
+                return;
+            }
+        }
+        deadlock();
+    }
+
+    void wait(Barrier* b, unsigned long gen) {
+        Fiber& me = fibers[cur];
+        me.bar = b;
+        me.gen = gen;
+        next();
+        me.bar = nullptr;
+    }
+
+    // finish retires the running fiber, whose kernel returned: it leaves
+    // its barriers (whoever waits there will report) and never runs again.
+    [[noreturn]] void finish() {
+        Fiber& me = fibers[cur];
+        me.done = true;
+        warps[cur >> 5].bar.leave();
+        block.leave();
+        if (--live == 0) {
+            ctx_switch(me.ctx, launcher);
+        } else {
+            next();
+        }
+        fail("a finished fiber was resumed");
+    }
+
+    [[noreturn]] void deadlock() const {
+        unsigned atBlock = 0, atWarp = 0;
+        for (const Fiber& f : fibers) {
+            if (!f.done) {
+                ++(f.bar == &block ? atBlock : atWarp);
+            }
+        }
+        char msg[300];
+        std::snprintf(msg, sizeof msg,
+                      "block (%u, %u, %u): deadlock: %u threads wait at __syncthreads and %u at a warp barrier "
+                      "(__shfl_*_sync, __syncwarp, mma_16816), and none of them can complete (non-uniform control "
+                      "flow)",
+                      blockIdx.x, blockIdx.y, blockIdx.z, atBlock, atWarp);
+        fail(msg);
+    }
+
+    // entry is where every fiber starts: the kernel, then retirement.
+    [[noreturn]] static void entry();
+
+    std::vector<Fiber> fibers;
+    std::vector<Warp> warps;
+    Barrier block;
+    Ctx launcher;
+    const std::function<void()>* fn = nullptr;
+    unsigned n = 0, cur = 0, live = 0;
+    char* stacks = nullptr;
+    size_t stride = 0, guard = 0;
+    unsigned cap = 0;
+};
+
+// The scheduler of this object's launches (one at a time, see launch).
+inline Sched* sched;
+
+inline void Sched::entry() {
+    (*sched->fn)();
+    sched->finish();
+}
+
+inline void block_on(Barrier* b, unsigned long gen) { sched->wait(b, gen); }
 } // namespace cudaemu
 
 inline void cudaemu::launch(dim3 grid, dim3 block, const std::function<void()>& fn) {
     if (block.y != 1 || block.z != 1 || block.x == 0 || block.x % 32 != 0) {
         fail("blocks must be 1-D with a multiple of 32 threads");
     }
-    // One launch at a time per process image: a pool runs one block at a
+    // One launch at a time per object: the scheduler runs one block at a
     // time, and __shared__ statics would be shared by concurrent launches.
-    // The pools are never destroyed (their threads are detached and parked),
-    // so nothing runs at exit; a module holding pools must not be unloaded.
+    // The scheduler and its stacks live as long as the process (nothing
+    // runs at exit).
     static std::mutex* mu = new std::mutex;
-    static auto* pools = new std::map<unsigned, Pool*>;
     std::lock_guard<std::mutex> lk(*mu);
-    Pool*& p = (*pools)[block.x];
-    if (p == nullptr) {
-        p = new Pool(block.x);
+    if (sched == nullptr) {
+        sched = new Sched;
     }
+    blockDim = block;
+    gridDim = grid;
     for (unsigned z = 0; z < grid.z; ++z) {
         for (unsigned y = 0; y < grid.y; ++y) {
             for (unsigned x = 0; x < grid.x; ++x) {
-                p->run(grid, block, uint3{x, y, z}, fn);
+                blockIdx = uint3{x, y, z};
+                sched->run(block.x, &fn);
             }
         }
     }
@@ -320,9 +562,9 @@ inline T __shfl_xor_sync(unsigned mask, T v, int m) {
 }
 
 // __syncwarp waits for the 32 lanes of the warp on the shuffles' barrier
-// (its mutex orders the lanes' shared-memory writes before their reads);
-// like the shuffles it takes the full mask only, and a lane that returned
-// instead of arriving is reported.
+// (fibers run on one OS thread, so every write before it is seen after
+// it); like the shuffles it takes the full mask only, and a lane that
+// returned instead of arriving is reported.
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
     if (mask != 0xffffffffu) {
         cudaemu::fail("__syncwarp with a partial mask (the emulation supports the full mask only)");
@@ -410,62 +652,20 @@ inline void save(const char* path, const Buf& b) {
 #define __launch_bounds__(...)
 #define __shared__ static
 
+#pragma GCC visibility pop
 #endif
 
 // ===========================================================================
 // Tensor-core section: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.
 // The emitted prelude's mma_16816 calls cudaemu::mma_16816 under
-// MINERVA_CUDA_EMU. Kept apart (and after the header above, with its own
-// guard) so that changes to cudaemu::launch stay independent of it; it uses
-// only the per-warp barrier and the calling thread's warp and lane.
+// MINERVA_CUDA_EMU. It uses the running fiber's warp and lane and the
+// warp's MmaArea (see there): one barrier per mma.
 // ===========================================================================
 #ifndef CUDAEMU_MMA_H
 #define CUDAEMU_MMA_H
+#pragma GCC visibility push(hidden)
 
 namespace cudaemu {
-// MmaArea holds the fragments the 32 lanes of one warp pass to one mma.
-struct MmaArea {
-    uint32_t a[32][4];
-    uint32_t b[32][2];
-    float c[32][4];
-};
-
-// mma_area returns exchange area `parity` (0 or 1) of warp w, found under a
-// lock once per thread and block, then cached. Successive mmas of a warp
-// alternate between the two areas, so that one barrier per mma suffices: a
-// lane that writes area p for mma n + 2 has passed mma n + 1's barrier, so
-// every lane has finished reading area p for mma n. Warps live for one
-// block; the areas outlive their warp and may be reused by a later warp at
-// the same address, which is fine: only warps alive together must not share
-// them. (Only headers included above are used: the execution-space macros
-// are defined by now.)
-inline MmaArea* mma_area(Warp* w, unsigned parity) {
-    static thread_local Warp* cached_w = nullptr;
-    static thread_local MmaArea* cached = nullptr;
-    if (cached_w != w) {
-        static std::mutex mu;
-        static std::vector<std::pair<Warp*, MmaArea*>> areas;
-        std::lock_guard<std::mutex> lk(mu);
-        MmaArea* found = nullptr;
-        for (auto& e : areas) {
-            if (e.first == w) {
-                found = e.second;
-            }
-        }
-        if (!found) {
-            found = new MmaArea[2]();
-            areas.emplace_back(w, found);
-        }
-        cached_w = w;
-        cached = found;
-    }
-    return cached + parity;
-}
-
-// tl_mma_calls counts the calling thread's mmas in its current block (the
-// launcher starts a fresh thread per block, so it starts at 0).
-inline thread_local unsigned long tl_mma_calls;
-
 // mma_16816 is D = A·B + C for the warp: A 16×16 (row-major, f16), B 16×8
 // (K×N, "col": each column is contiguous in K, f16), C and D 16×8 f32. Every
 // lane passes its fragments (a: four f16x2 registers, b: two, c: four f32)
@@ -486,42 +686,52 @@ inline thread_local unsigned long tl_mma_calls;
 // summed in f32 in k order. The hardware adds the 16 products and c with
 // its own internal alignment and rounding, which may differ from this in
 // the last bits of the f32 result; the kernels' error bounds allow for
-// that (a few f32 ulps per mma against tolerances ≥ 1e-5).
+// that (a few f32 ulps per mma against tolerances ≥ 1e-5). The first lane
+// to run after the barrier computes the whole D once for the warp; the
+// others copy their fragment of it.
 inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
     Warp* w = tl_warp;
     const unsigned lane = tl_lane;
-    MmaArea* m = mma_area(w, tl_mma_calls++ & 1);
+    MmaArea* m = &w->mma;
     std::memcpy(m->a[lane], a, sizeof m->a[lane]);
     std::memcpy(m->b[lane], b, sizeof m->b[lane]);
     std::memcpy(m->c[lane], c, sizeof m->c[lane]);
-    w->bar.wait(); // every lane's fragments are in (see mma_area for why one barrier is enough)
-    float A[16][16], B[16][8], C[16][8];
-    for (unsigned l = 0; l < 32; ++l) {
-        const unsigned g = l >> 2, q = l & 3;
-        for (unsigned r = 0; r < 4; ++r) {
-            for (unsigned h = 0; h < 2; ++h) {
-                A[g + 8 * (r & 1)][2 * q + h + 8 * (r >> 1)] = h2f((unsigned short)(m->a[l][r] >> (16 * h)));
+    w->bar.wait(); // every lane's fragments are in
+    if (m->ready != w->bar.generation) {
+        float A[16][16], B[16][8], C[16][8];
+        for (unsigned l = 0; l < 32; ++l) {
+            const unsigned g = l >> 2, q = l & 3;
+            for (unsigned r = 0; r < 4; ++r) {
+                for (unsigned h = 0; h < 2; ++h) {
+                    A[g + 8 * (r & 1)][2 * q + h + 8 * (r >> 1)] = h2f((unsigned short)(m->a[l][r] >> (16 * h)));
+                }
+            }
+            for (unsigned r = 0; r < 2; ++r) {
+                for (unsigned h = 0; h < 2; ++h) {
+                    B[2 * q + h + 8 * r][g] = h2f((unsigned short)(m->b[l][r] >> (16 * h)));
+                }
+            }
+            for (unsigned i = 0; i < 4; ++i) {
+                C[g + 8 * (i >> 1)][2 * q + (i & 1)] = m->c[l][i];
             }
         }
-        for (unsigned r = 0; r < 2; ++r) {
-            for (unsigned h = 0; h < 2; ++h) {
-                B[2 * q + h + 8 * r][g] = h2f((unsigned short)(m->b[l][r] >> (16 * h)));
+        for (unsigned row = 0; row < 16; ++row) {
+            for (unsigned col = 0; col < 8; ++col) {
+                float d = C[row][col];
+                for (unsigned k = 0; k < 16; ++k) {
+                    d += A[row][k] * B[k][col];
+                }
+                m->d[row][col] = d;
             }
         }
-        for (unsigned i = 0; i < 4; ++i) {
-            C[g + 8 * (i >> 1)][2 * q + (i & 1)] = m->c[l][i];
-        }
+        m->ready = w->bar.generation;
     }
     const unsigned g = lane >> 2, q = lane & 3;
     for (unsigned i = 0; i < 4; ++i) {
-        const unsigned row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
-        float d = C[row][col];
-        for (unsigned k = 0; k < 16; ++k) {
-            d += A[row][k] * B[k][col];
-        }
-        c[i] = d;
+        c[i] = m->d[g + 8 * (i >> 1)][2 * q + (i & 1)];
     }
 }
 } // namespace cudaemu
 
+#pragma GCC visibility pop
 #endif

@@ -6,12 +6,12 @@
 // tests point MINERVA_CUDA_LIB and MINERVA_NVRTC_LIB at it.
 //
 //   - "NVRTC" builds the CUDA C source as C++17 against cudaemu.h
-//     (codegen/cuda/testdata: one std::thread per CUDA thread, real
-//     barriers, warp shuffles) into a shared object in a cache directory,
-//     with a generated trailer that registers every extern "C" __global__
-//     kernel: its parameter sizes, which are pointers, and a launcher that
-//     unpacks a kernelParams array. The "PTX" it returns names that object;
-//     cuModuleLoadData dlopens it.
+//     (codegen/cuda/testdata: a block's CUDA threads run as fibers on the
+//     calling thread, real barriers, warp shuffles) into a shared object in
+//     a cache directory, with a generated trailer that registers every
+//     extern "C" __global__ kernel: its parameter sizes, which are pointers,
+//     and a launcher that unpacks a kernelParams array. The "PTX" it returns
+//     names that object; cuModuleLoadData dlopens it.
 //   - Device memory is host memory (a CUdeviceptr is the address). Every
 //     allocation is its own mapping with a PROT_NONE page before it and one
 //     right after its 256-byte-rounded end, so a kernel reading or writing
@@ -897,8 +897,8 @@ EXPORT CUresult cuModuleLoadData(CUmodule* m, const void* image) {
 }
 
 // cuModuleUnload invalidates the module's handles but never dlcloses the
-// object: cudaemu's worker threads, parked for the next launch, run its
-// code.
+// object: cudaemu keeps its scheduler and fiber stacks, mapped once per
+// object, for the process's life.
 EXPORT CUresult cuModuleUnload(CUmodule m) {
     Lock lk(mu);
     if (CUresult r = ready()) {
