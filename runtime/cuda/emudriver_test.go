@@ -67,6 +67,10 @@ func emuDriverTB(t testing.TB) string {
 		cache = filepath.Join(os.TempDir(), "minerva-cudaemu")
 	}
 	t.Setenv("MINERVA_CUDAEMU_CACHE", cache)
+	// The program's module cache (keyed by source, arch and driver version)
+	// would hand back an image naming an object built from an older
+	// cudaemu.h: each test gets its own.
+	t.Setenv("MINERVA_CACHE_DIR", t.TempDir())
 	return emuPath
 }
 

@@ -1,0 +1,78 @@
+//go:build linux
+
+package cuda
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/internal/golden"
+	"github.com/minerva-llm/minerva/runtime"
+)
+
+// The golden end-to-end cases through the whole CUDA runtime — NVRTC
+// compile, module load, weight upload, prefill launches, the decode CUDA
+// graph, logits copies — against the emulated driver (emuDriver), whose
+// kernels run on the CPU. CI runs emuGoldenDefault (one case per kernel
+// path: F32 and Q4_0 llama, both gpt-oss fixtures);
+// MINERVA_CUDAEMU_GOLDEN=all runs every case.
+var emuGoldenDefault = []string{
+	"stories260K__once_upon_a_time",
+	"llama-p-Q4_0__once_upon_a_time",
+	"gptoss-g1-mxfp4__once_upon_a_time",
+	"gptoss-g1-q8emb__once_upon_a_time",
+}
+
+func TestGoldenE2EEmulated(t *testing.T) {
+	emuDriver(t)
+	all := os.Getenv("MINERVA_CUDAEMU_GOLDEN") == "all"
+	for _, index := range []string{"index.json", "index-gptoss.json"} {
+		for _, c := range golden.Cases(t, index) {
+			if !all && !contains(emuGoldenDefault, c.Name) {
+				continue
+			}
+			t.Run(c.Name, func(t *testing.T) {
+				// The README's bounds. The kernels multiply float32 activations
+				// (the reference engine quantizes them to 8 bits before a
+				// quantized product), so quantized cases sit near the
+				// interpreter's error, not at the CPU backend's.
+				tol := c.Tolerance()
+				if index == "index-gptoss.json" {
+					tol = c.GPTOSSTolerance(false) // float activations, as the reference interpreter
+				}
+				m := fusedModel(t, c.ModelPath)
+				ctx := len(c.PromptTokens) + c.NGen + 1
+				p, err := backend{}.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: ctx})
+				require.NoError(t, err)
+				defer p.Close()
+
+				s, err := runtime.NewProgramSession(p, 0)
+				require.NoError(t, err)
+				worst := c.RequireTeacherForced(t, s, tol)
+				t.Logf("%s: worst logits error %.3g (tolerance %.0e)", c.Name, worst, tol)
+
+				s.Reset()
+				res, err := runtime.Generate(context.Background(), s, c.PromptTokens, runtime.GenerateOptions{
+					MaxTokens: c.NGen, Sampler: runtime.DefaultSampler(), EOS: -1, IgnoreEOS: true,
+				})
+				require.NoError(t, err)
+				n, err := c.CompareTokens(res.Tokens, tol)
+				require.NoError(t, err)
+				t.Logf("%s: %d/%d greedy tokens equal", c.Name, n, c.NGen)
+			})
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
