@@ -38,8 +38,12 @@ var (
 // dir; skip the test when clang++ is missing) and sets MINERVA_CUDA_LIB,
 // MINERVA_NVRTC_LIB, MINERVA_CUDAEMU_INCLUDE (absolute path of
 // codegen/cuda/testdata) and MINERVA_CUDAEMU_CACHE with t.Setenv; returns
-// the .so path. The driver keeps the current context per OS thread, as
-// CUDA does: a test calling it must hold runtime.LockOSThread.
+// the .so path. It also points MINERVA_CACHE_DIR at a fresh temp dir: the
+// emulator's "PTX" names an object in its own cache, and must never land in
+// the user's module cache, where a real driver of the same version and
+// compute capability would find it. The driver keeps the current context
+// per OS thread, as CUDA does: a test calling it must hold
+// runtime.LockOSThread (and t.Setenv rules out t.Parallel).
 func emuDriver(t *testing.T) string { return emuDriverTB(t) }
 
 func emuDriverTB(t testing.TB) string {
@@ -67,6 +71,7 @@ func emuDriverTB(t testing.TB) string {
 		cache = filepath.Join(os.TempDir(), "minerva-cudaemu")
 	}
 	t.Setenv("MINERVA_CUDAEMU_CACHE", cache)
+	t.Setenv("MINERVA_CACHE_DIR", t.TempDir())
 	return emuPath
 }
 
