@@ -1129,6 +1129,13 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream h) {
     if (!live.count(e)) {
         return CUDA_ERROR_INVALID_HANDLE;
     }
+    // Every node is checked before any runs: a replay touching freed
+    // memory is refused whole, not run halfway.
+    for (const Op& op : e->ops) {
+        if (CUresult r = validate(op, "cuGraphLaunch")) {
+            return r;
+        }
+    }
     for (const Op& op : e->ops) {
         if (CUresult r = submit(h, op, "cuGraphLaunch")) {
             return r;
