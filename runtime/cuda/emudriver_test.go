@@ -38,8 +38,12 @@ var (
 // dir; skip the test when clang++ is missing) and sets MINERVA_CUDA_LIB,
 // MINERVA_NVRTC_LIB, MINERVA_CUDAEMU_INCLUDE (absolute path of
 // codegen/cuda/testdata) and MINERVA_CUDAEMU_CACHE with t.Setenv; returns
-// the .so path. The driver keeps the current context per OS thread, as
-// CUDA does: a test calling it must hold runtime.LockOSThread.
+// the .so path. It also points MINERVA_CACHE_DIR at a fresh temp dir: the
+// emulator's "PTX" names an object in its own cache, and must never land in
+// the user's module cache, where a real driver of the same version and
+// compute capability would find it. The driver keeps the current context
+// per OS thread, as CUDA does: a test calling it must hold
+// runtime.LockOSThread (and t.Setenv rules out t.Parallel).
 func emuDriver(t *testing.T) string { return emuDriverTB(t) }
 
 func emuDriverTB(t testing.TB) string {
@@ -611,7 +615,7 @@ func TestEmuDriverGraph(t *testing.T) {
 	e.must("cuStreamCreate", uintptr(unsafe.Pointer(&stream)), 0)
 	defer e.must("cuStreamDestroy_v2", stream)
 	in := e.pinned(n)
-	dx, dsum, dy := e.alloc(4*n), e.alloc(4*blocks), e.alloc(4*blocks)
+	dx, dsum, dy, dz := e.alloc(4*n), e.alloc(4*blocks), e.alloc(4*blocks), e.alloc(4*blocks+64)
 	rng := rand.New(rand.NewPCG(5, 6))
 	copy(in, randVals(rng, n))
 	e.upload(dy, make([]float32, blocks))
@@ -626,6 +630,9 @@ func TestEmuDriverGraph(t *testing.T) {
 	if err := e.a.launchKernel(affine, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, stream, a2); err != nil {
 		t.Fatal(err)
 	}
+	// z = y, then its tail of 64 bytes set to 0x3f3f3f3f.
+	e.must("cuMemcpyDtoDAsync_v2", uintptr(dz), uintptr(dy), uintptr(4*blocks), stream)
+	e.must("cuMemsetD8Async", uintptr(dz)+uintptr(4*blocks), 0x3f, 64, stream)
 	var graph, exec uintptr
 	e.must("cuStreamEndCapture", stream, uintptr(unsafe.Pointer(&graph)))
 	e.want(ErrorIllegalState, "cuStreamEndCapture", stream, uintptr(unsafe.Pointer(&graph)))
@@ -665,7 +672,23 @@ func TestEmuDriverGraph(t *testing.T) {
 			want[i] = float64(float32(want[i]))*-3 + 1
 		}
 		checkClose(t, fmt.Sprintf("replay %d (%.2f ms)", replay, ms), e.download(dy, blocks), want, 1e-5)
+		z := e.download(dz, blocks+16)
+		for i, v := range z[:blocks] {
+			if y := e.download(dy, blocks)[i]; v != y {
+				t.Fatalf("replay %d: z[%d] = %v, want y[%d] = %v", replay, i, v, i, y)
+			}
+		}
+		for i, v := range z[blocks:] {
+			if math.Float32bits(v) != 0x3f3f3f3f {
+				t.Fatalf("replay %d: z[%d] = %#x, want the memset's 0x3f3f3f3f", replay, blocks+i, math.Float32bits(v))
+			}
+		}
 	}
+	// A replay touching freed memory is refused, not run.
+	if err := e.a.memFree(dx); err != nil {
+		t.Fatal(err)
+	}
+	e.want(ErrorInvalidValue, "cuGraphLaunch", exec, stream)
 }
 
 // What a capture refuses, as CUDA does: copies from pageable host memory,

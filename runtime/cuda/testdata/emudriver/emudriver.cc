@@ -34,6 +34,13 @@
 //     (a goroutine that moves to another OS thread would fail the same way
 //     on a GPU).
 //
+// Environment: MINERVA_CUDAEMU_INCLUDE, the directory of cudaemu.h
+// (required to compile); MINERVA_CUDAEMU_CACHE, where built objects are kept
+// by the SHA-256 of what they are built from (default
+// $TMPDIR/minerva-cudaemu); MINERVA_CUDAEMU_CXX, the compiler (default
+// clang++). Build: clang++ -std=c++17 -O2 -fPIC -shared -pthread
+// -fvisibility=hidden emudriver.cc -ldl (runtime/cuda/emudriver_test.go).
+//
 // Kernel errors abort the process (cudaemu.h's reports of non-uniform
 // barriers), and out-of-bounds accesses fault on a guard page: the test
 // binary dies loudly instead of passing.
@@ -1121,6 +1128,13 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream h) {
     }
     if (!live.count(e)) {
         return CUDA_ERROR_INVALID_HANDLE;
+    }
+    // Every node is checked before any runs: a replay touching freed
+    // memory is refused whole, not run halfway.
+    for (const Op& op : e->ops) {
+        if (CUresult r = validate(op, "cuGraphLaunch")) {
+            return r;
+        }
     }
     for (const Op& op : e->ops) {
         if (CUresult r = submit(h, op, "cuGraphLaunch")) {
