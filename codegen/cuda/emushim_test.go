@@ -173,7 +173,8 @@ int main() {
 
 // mmaSrc: two blocks of two warps; each warp runs 5 back-to-back
 // mma_16816 on its own random f16 A and B (D of one is C of the next), so
-// a stale or shared exchange area shows; each lane builds its fragments
+// a stale or shared exchange area shows (block 1 starts its mmas at the
+// warp barrier generation block 0 ended at); each lane builds its fragments
 // from row-major matrices with the PTX ISA's fragment formulas (those
 // cudaemu.h documents) and the result must match a plain f32 product
 // computed in the same order (k ascending), exactly.
@@ -190,6 +191,9 @@ extern "C" __global__ void mmas(float* out) {
     float c[4];
     for (unsigned i = 0; i < 4; ++i) {
         c[i] = C[w][g + 8 * (i >> 1)][2 * q + (i & 1)];
+    }
+    for (unsigned i = 0; i < 4 * blockIdx.x; ++i) {
+        __syncwarp(); // block 1's first mma is its warp barrier's 5th release, as block 0's last
     }
     for (unsigned m = 0; m < 5; ++m) {
         uint32_t a[4], b[2];
