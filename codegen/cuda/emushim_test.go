@@ -22,14 +22,17 @@ func TestEmuShim(t *testing.T) {
 	for _, c := range []struct {
 		name, src, want string
 		fails           bool
+		flags           []string
 	}{
-		{"block_reduce", blockReduceSrc, "ok", false},
-		{"fiber_state", fiberStateSrc, "ok", false},
-		{"mma", mmaSrc, "ok", false},
-		{"divergent_shuffle", divergentSrc, "non-uniform control flow", true},
-		{"returned_before_syncthreads", returnedSrc, "__syncthreads: a thread returned while others wait", true},
-		{"deadlock", deadlockSrc, "deadlock: 48 threads wait at __syncthreads and 16 at a warp barrier", true},
-		{"stack_overflow", overflowSrc, "segmentation fault", true},
+		{"block_reduce", blockReduceSrc, "ok", false, nil},
+		{"fiber_state", fiberStateSrc, "ok", false, nil},
+		// The ucontext fallback (architectures without the hand-written switch).
+		{"fiber_state_ucontext", fiberStateSrc, "ok", false, []string{"-DCUDAEMU_UCONTEXT"}},
+		{"mma", mmaSrc, "ok", false, nil},
+		{"divergent_shuffle", divergentSrc, "non-uniform control flow", true, nil},
+		{"returned_before_syncthreads", returnedSrc, "__syncthreads: a thread returned while others wait", true, nil},
+		{"deadlock", deadlockSrc, "deadlock: 48 threads wait at __syncthreads and 16 at a warp barrier", true, nil},
+		{"stack_overflow", overflowSrc, "segmentation fault", true, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -39,7 +42,8 @@ func TestEmuShim(t *testing.T) {
 				t.Fatal(err)
 			}
 			exe := filepath.Join(dir, "k")
-			if out, err := exec.Command(clang, append(emuArgs(), "-o", exe, "-x", "c++", path)...).CombinedOutput(); err != nil {
+			args := append(append(emuArgs(), c.flags...), "-o", exe, "-x", "c++", path)
+			if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
 				t.Fatalf("clang++: %v\n%s", err, out)
 			}
 			out, err := exec.Command(exe).CombinedOutput()

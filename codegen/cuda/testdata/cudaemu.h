@@ -49,7 +49,13 @@
 #include <type_traits>
 #include <vector>
 
-#if !defined(__x86_64__) && !defined(__aarch64__)
+// CUDAEMU_ASM_SWITCH: the hand-written context switch below, for x86-64
+// and arm64; elsewhere, or with CUDAEMU_UCONTEXT defined (the tests build
+// that path on amd64 too), ucontext.
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(CUDAEMU_UCONTEXT)
+#define CUDAEMU_ASM_SWITCH 1
+#else
+#define CUDAEMU_ASM_SWITCH 0
 #include <ucontext.h>
 #endif
 
@@ -246,7 +252,7 @@ namespace cudaemu {
 // (MXCSR, x87 control word, FPCR) is callee-saved too but not switched:
 // every fiber runs with the launching thread's, and kernels never change
 // it. Other architectures use ucontext.
-#if defined(__x86_64__) || defined(__aarch64__)
+#if CUDAEMU_ASM_SWITCH
 struct Ctx {
     void* sp = nullptr;
 };
