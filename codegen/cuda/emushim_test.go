@@ -22,14 +22,17 @@ func TestEmuShim(t *testing.T) {
 	for _, c := range []struct {
 		name, src, want string
 		fails           bool
+		flags           []string
 	}{
-		{"block_reduce", blockReduceSrc, "ok", false},
-		{"fiber_state", fiberStateSrc, "ok", false},
-		{"mma", mmaSrc, "ok", false},
-		{"divergent_shuffle", divergentSrc, "non-uniform control flow", true},
-		{"returned_before_syncthreads", returnedSrc, "__syncthreads: a thread returned while others wait", true},
-		{"deadlock", deadlockSrc, "deadlock: 48 threads wait at __syncthreads and 16 at a warp barrier", true},
-		{"stack_overflow", overflowSrc, "segmentation fault", true},
+		{"block_reduce", blockReduceSrc, "ok", false, nil},
+		{"fiber_state", fiberStateSrc, "ok", false, nil},
+		// The ucontext fallback (architectures without the hand-written switch).
+		{"fiber_state_ucontext", fiberStateSrc, "ok", false, []string{"-DCUDAEMU_UCONTEXT"}},
+		{"mma", mmaSrc, "ok", false, nil},
+		{"divergent_shuffle", divergentSrc, "non-uniform control flow", true, nil},
+		{"returned_before_syncthreads", returnedSrc, "__syncthreads: a thread returned while others wait", true, nil},
+		{"deadlock", deadlockSrc, "deadlock: 48 threads wait at __syncthreads and 16 at a warp barrier", true, nil},
+		{"stack_overflow", overflowSrc, "segmentation fault", true, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -39,7 +42,8 @@ func TestEmuShim(t *testing.T) {
 				t.Fatal(err)
 			}
 			exe := filepath.Join(dir, "k")
-			if out, err := exec.Command(clang, append(emuArgs(), "-o", exe, "-x", "c++", path)...).CombinedOutput(); err != nil {
+			args := append(append(emuArgs(), c.flags...), "-o", exe, "-x", "c++", path)
+			if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
 				t.Fatalf("clang++: %v\n%s", err, out)
 			}
 			out, err := exec.Command(exe).CombinedOutput()
@@ -173,7 +177,8 @@ int main() {
 
 // mmaSrc: two blocks of two warps; each warp runs 5 back-to-back
 // mma_16816 on its own random f16 A and B (D of one is C of the next), so
-// a stale or shared exchange area shows; each lane builds its fragments
+// a stale or shared exchange area shows (block 1 starts its mmas at the
+// warp barrier generation block 0 ended at); each lane builds its fragments
 // from row-major matrices with the PTX ISA's fragment formulas (those
 // cudaemu.h documents) and the result must match a plain f32 product
 // computed in the same order (k ascending), exactly.
@@ -190,6 +195,9 @@ extern "C" __global__ void mmas(float* out) {
     float c[4];
     for (unsigned i = 0; i < 4; ++i) {
         c[i] = C[w][g + 8 * (i >> 1)][2 * q + (i & 1)];
+    }
+    for (unsigned i = 0; i < 4 * blockIdx.x; ++i) {
+        __syncwarp(); // block 1's first mma is its warp barrier's 5th release, as block 0's last
     }
     for (unsigned m = 0; m < 5; ++m) {
         uint32_t a[4], b[2];

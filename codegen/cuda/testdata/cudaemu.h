@@ -49,7 +49,13 @@
 #include <type_traits>
 #include <vector>
 
-#if !defined(__x86_64__) && !defined(__aarch64__)
+// CUDAEMU_ASM_SWITCH: the hand-written context switch below, for x86-64
+// and arm64; elsewhere, or with CUDAEMU_UCONTEXT defined (the tests build
+// that path on amd64 too), ucontext.
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(CUDAEMU_UCONTEXT)
+#define CUDAEMU_ASM_SWITCH 1
+#else
+#define CUDAEMU_ASM_SWITCH 0
 #include <ucontext.h>
 #endif
 
@@ -196,7 +202,8 @@ struct Warp {
     MmaArea mma;
 };
 
-// The block barrier and the warp and lane of the running fiber.
+// The block barrier and the warp and lane of the running fiber (set by
+// the scheduler, as threadIdx below).
 inline Barrier* tl_block;
 inline Warp* tl_warp;
 inline unsigned tl_lane;
@@ -231,6 +238,10 @@ inline T shfl(unsigned mask, T v, Src src) {
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn);
 } // namespace cudaemu
 
+// The running fiber's indices, set by the scheduler at every switch (plain
+// globals, not thread_local: launches are serialised, and a global costs a
+// load where a thread_local in a dlopened object costs a __tls_get_addr
+// call).
 inline uint3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 
@@ -246,7 +257,7 @@ namespace cudaemu {
 // (MXCSR, x87 control word, FPCR) is callee-saved too but not switched:
 // every fiber runs with the launching thread's, and kernels never change
 // it. Other architectures use ucontext.
-#if defined(__x86_64__) || defined(__aarch64__)
+#if CUDAEMU_ASM_SWITCH
 struct Ctx {
     void* sp = nullptr;
 };
@@ -370,7 +381,9 @@ struct Fiber {
 // launching thread. The fibers' stacks (kStack bytes each, a PROT_NONE
 // guard page under each, so that an overflow faults instead of corrupting
 // the neighbour) are mapped once, grown to the largest block seen, and
-// reused by every block of every launch. Fibers switch directly to one
+// reused by every block of every launch (two mappings per fiber: 2048 for
+// a block of 1024, against Linux's default limit of 65530 per process, and
+// only touched pages cost memory). Fibers switch directly to one
 // another; the launcher's context is resumed when the block's last fiber
 // returns.
 struct Sched {
