@@ -541,9 +541,12 @@ func (pr *program) run(slot int, tokens, pos []int32, out output) error {
 // copies from pinned memory, every launch, and the copy back of out.
 func (pr *program) enqueue(T, slot int, out output) error {
 	a := pr.a
-	for name, src := range map[string]unsafe.Pointer{"tokens": pr.host, "pos": unsafe.Add(pr.host, 4*pr.l.MaxT)} {
-		if i, ok := pr.inputs[name]; ok {
-			if err := a.memcpyHtoDAsync(pr.addr[i], src, int64(4*T), pr.stream); err != nil {
+	for _, in := range [...]struct {
+		name string
+		src  unsafe.Pointer
+	}{{"tokens", pr.host}, {"pos", unsafe.Add(pr.host, 4*pr.l.MaxT)}} {
+		if i, ok := pr.inputs[in.name]; ok {
+			if err := a.memcpyHtoDAsync(pr.addr[i], in.src, int64(4*T), pr.stream); err != nil {
 				return err
 			}
 		}
