@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"strings"
 	"text/template"
 
@@ -36,64 +37,16 @@ type Kernel struct {
 	DType  string `json:"dtype,omitempty"` // weight (or KV cache) dtype the kernel decodes
 }
 
-// GridDim is a threadgroup count along one grid axis: N, times the step's
-// token count T when PerToken is set, or times ceil(T / Tile) when Tile > 1
-// as well (a threadgroup per tile of Tile tokens).
-type GridDim struct {
-	N        int64 `json:"n"`
-	PerToken bool  `json:"per_token,omitempty"`
-	Tile     int64 `json:"tile,omitempty"`
-}
-
-// Count binds T.
-func (d GridDim) Count(T int) int64 {
-	switch {
-	case d.PerToken && d.Tile > 1:
-		return d.N * kernsrc.CeilDiv(int64(T), d.Tile)
-	case d.PerToken:
-		return d.N * int64(T)
-	}
-	return d.N
-}
-
-// Arg is one buffer bound to a kernel: a graph value by ID (a weight, a
-// weight-only value folded at load, an input, a state or an activation),
-// or the step's split-KV scratch of ScratchPerToken bytes per token. The
-// constant T follows the buffers and is not listed.
-type Arg struct {
-	Value           int   `json:"value"` // -1 for scratch
-	ScratchPerToken int64 `json:"scratch_per_token,omitempty"`
-}
-
-// Launch is one kernel dispatch of the step. MinT and MaxT (0: no bound)
-// limit it to steps of that many tokens: a matrix product has a
-// matrix-vector launch for T = 1 (MaxT 1) and a tiled matrix-matrix launch
-// for prefill (MinT 2), and a step runs exactly one of them.
-type Launch struct {
-	Value   int        `json:"value"` // the graph value this dispatch (helps) compute
-	Kernel  string     `json:"kernel"`
-	Args    []Arg      `json:"args"`
-	Grid    [3]GridDim `json:"grid"`
-	Threads int        `json:"threads"` // per threadgroup, a multiple of 32
-	MinT    int        `json:"min_t,omitempty"`
-	MaxT    int        `json:"max_t,omitempty"`
-}
-
-// Runs reports whether the launch belongs to a step of T tokens.
-func (l Launch) Runs(T int) bool {
-	return T >= l.MinT && (l.MaxT == 0 || T <= l.MaxT)
-}
+// The launch schedule's types are codegen/sched's, shared with the other
+// GPU emitter and the runtimes.
+type (
+	GridDim = sched.GridDim
+	Arg     = sched.Arg
+	Launch  = sched.Launch
+)
 
 // Step returns the launches a step of T tokens runs, in order.
-func (lib *Library) Step(T int) []Launch {
-	var out []Launch
-	for _, l := range lib.Launches {
-		if l.Runs(T) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+func (lib *Library) Step(T int) []Launch { return sched.Step(lib.Launches, T) }
 
 // nsg is the simdgroups per threadgroup of the matrix-vector kernels: four
 // rows per threadgroup keeps 128 threads in flight per group, the size

@@ -19,26 +19,10 @@ type (
 	layout   = devplan.Layout
 )
 
-// launches converts the library's schedule to devplan's form.
-func launches(lib *metal.Library) []devplan.Launch {
-	out := make([]devplan.Launch, len(lib.Launches))
-	for i, l := range lib.Launches {
-		d := devplan.Launch{Kernel: l.Kernel, Threads: l.Threads, MinT: l.MinT, MaxT: l.MaxT}
-		for j, g := range l.Grid {
-			d.Grid[j] = devplan.Dim{N: g.N, PerToken: g.PerToken, Tile: g.Tile}
-		}
-		for _, a := range l.Args {
-			d.Args = append(d.Args, devplan.Arg{Value: a.Value, ScratchPerToken: a.ScratchPerToken})
-		}
-		out[i] = d
-	}
-	return out
-}
-
 // planLayout lays out lib (emitted from g) for steps of up to maxT tokens
 // and slots of ctx rows.
 func planLayout(g *ir.Graph, lib *metal.Library, maxT, ctx, slots int) (*layout, error) {
-	return devplan.Plan(g, launches(lib), devplan.Options{Backend: "metal", MaxT: maxT, Context: ctx, Slots: slots, TBuffer: true})
+	return devplan.Plan(g, lib.Launches, devplan.Options{Backend: "metal", MaxT: maxT, Context: ctx, Slots: slots, TBuffer: true})
 }
 
 // pipelineKey names a compiled library in the process-wide cache: the

@@ -6,8 +6,8 @@
 // device, so it is tested on every platform; a backend only allocates what
 // this plans and issues what it lists.
 //
-// A backend describes its emitted library's launch schedule in the neutral
-// Launch form below (codegen/metal and codegen/cuda have the same shape).
+// A backend plans its emitted library's launch schedule (codegen/sched)
+// as it is.
 package devplan
 
 import (
@@ -16,53 +16,16 @@ import (
 	"math"
 	"sort"
 
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/quant"
 
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 )
 
-// Dim is a block (threadgroup) count along one grid axis: N, times the
-// step's token count T when PerToken is set, or times ceil(T / Tile) when
-// Tile > 1 as well.
-type Dim struct {
-	N        int64
-	PerToken bool
-	Tile     int64
-}
-
-// Count binds T.
-func (d Dim) Count(T int) int64 {
-	switch {
-	case d.PerToken && d.Tile > 1:
-		return d.N * ((int64(T) + d.Tile - 1) / d.Tile)
-	case d.PerToken:
-		return d.N * int64(T)
-	}
-	return d.N
-}
-
-// Arg is one buffer argument of a launch: a graph value by ID, or (Value
-// −1) the step's scratch of ScratchPerToken bytes per token.
-type Arg struct {
-	Value           int
-	ScratchPerToken int64
-}
-
-// Launch is one kernel launch of the schedule; MinT and MaxT (0: no bound)
-// limit it to steps of that many tokens.
-type Launch struct {
-	Kernel     string
-	Args       []Arg
-	Grid       [3]Dim
-	Threads    int
-	MinT, MaxT int
-}
-
-// Runs reports whether the launch belongs to a step of T tokens.
-func (l Launch) Runs(T int) bool {
-	return T >= l.MinT && (l.MaxT == 0 || T <= l.MaxT)
-}
+// Launch is one launch of the schedule (codegen/sched, which both GPU
+// emitters produce).
+type Launch = sched.Launch
 
 // BufKind says where a device buffer's contents come from.
 type BufKind int
