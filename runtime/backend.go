@@ -101,6 +101,21 @@ type DeviceProgram interface {
 	DeviceBandwidth(bytes int64, runs int) (float64, error)
 }
 
+// KernelTimer is a Program that can time its kernels: one step of T tokens
+// in a slot, each launch between two device events, the best of runs.
+// The step writes the slot's KV cache at positions 0..T-1, as a prefill
+// would; reset the slot before using it for text.
+type KernelTimer interface {
+	KernelTimes(slot, T, runs int) ([]KernelTime, error)
+}
+
+// KernelTime is what the launches of one kernel family took in a step.
+type KernelTime struct {
+	Family   string  `json:"family"`
+	Launches int     `json:"launches"`
+	Micros   float64 `json:"us"` // the family's launches together, per step
+}
+
 // ErrClosed is returned by a Program (or a Session) used after Close.
 var ErrClosed = errors.New("program is closed")
 

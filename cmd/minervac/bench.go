@@ -17,17 +17,18 @@ import (
 )
 
 type benchCmd struct {
-	Model      string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
-	P          int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
-	N          int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
-	Threads    int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = the physical cores)." default:"0"`
-	JSON       bool   `help:"Print one JSON object instead of a table."`
-	Target     string `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU)." default:"goasm"`
-	CacheType  string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
-	Seed       uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
-	BWMiB      int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
-	Verbose    bool   `short:"v" help:"Print load and compile times on stderr."`
-	CPUProfile string `name:"cpuprofile" help:"Write a pprof CPU profile of the prefill and decode steps to this file." type:"path"`
+	Model       string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
+	P           int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
+	N           int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
+	Threads     int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = the physical cores)." default:"0"`
+	JSON        bool   `help:"Print one JSON object instead of a table."`
+	Target      string `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU)." default:"goasm"`
+	CacheType   string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	Seed        uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
+	BWMiB       int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
+	Verbose     bool   `short:"v" help:"Print load and compile times on stderr."`
+	KernelTimes bool   `name:"kernel-times" help:"On a GPU target, also time each kernel family in a decode step and in a prefill step of -p tokens (device events around every launch)."`
+	CPUProfile  string `name:"cpuprofile" help:"Write a pprof CPU profile of the prefill and decode steps to this file." type:"path"`
 }
 
 // benchReport is the --json output.
@@ -48,6 +49,9 @@ type benchReport struct {
 	BandwidthGBs        float64      `json:"bandwidth_gb_s"`
 	DecodeEfficiency    float64      `json:"decode_efficiency"`
 	Machine             benchMachine `json:"machine"`
+	// KernelTimes (--kernel-times): per kernel family, the decode step's
+	// and the prefill step's time.
+	KernelTimes map[string][]runtime.KernelTime `json:"kernel_times,omitempty"`
 }
 
 type benchMachine struct {
@@ -132,6 +136,22 @@ func (c *benchCmd) Run() error {
 	} else {
 		bw = bench.Bandwidth(int64(c.BWMiB)<<20, cpus, 5)
 	}
+	var ktimes map[string][]runtime.KernelTime
+	if c.KernelTimes {
+		kt, ok := sess.Program().(runtime.KernelTimer)
+		if !ok {
+			return usageError{fmt.Sprintf("--kernel-times: target %s does not time its kernels (a GPU target does)", m.target)}
+		}
+		ktimes = map[string][]runtime.KernelTime{}
+		for _, s := range []struct {
+			name string
+			T    int
+		}{{"decode", 1}, {"prefill", c.P}} {
+			if ktimes[s.name], err = kt.KernelTimes(0, s.T, 5); err != nil {
+				return fmt.Errorf("--kernel-times: %w", err)
+			}
+		}
+	}
 	eff := 0.0
 	if bw > 0 {
 		eff = float64(wbytes) * res.DecodeTokensS / (bw * 1e9)
@@ -143,8 +163,8 @@ func (c *benchCmd) Run() error {
 		PrefillTokensS: round(res.PrefillTokensS, 2), DecodeTokensS: round(res.DecodeTokensS, 2),
 		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
 		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, BandwidthGBs: round(bw, 2),
-		DecodeEfficiency: round(eff, 6),
-		Machine:          benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
+		DecodeEfficiency: round(eff, 6), KernelTimes: ktimes,
+		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
 	if c.JSON {
 		return json.NewEncoder(os.Stdout).Encode(r)
@@ -164,6 +184,11 @@ func (c *benchCmd) Run() error {
 	fmt.Fprintf(w, "weights/token\t%.1f MiB\n", float64(wbytes)/(1<<20))
 	fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth)\n", 100*eff)
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
+	for _, step := range []string{"decode", "prefill"} {
+		for _, kt := range ktimes[step] {
+			fmt.Fprintf(w, "%s kernels\t%s\t%d launches, %.1f µs\n", step, kt.Family, kt.Launches, kt.Micros)
+		}
+	}
 	return w.Flush()
 }
 

@@ -341,7 +341,7 @@ func TestEmulate(t *testing.T) {
 	for _, c := range emuCases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			runEmuCase(t, clang, c)
+			runEmuCase(t, c, emulator(clang))
 		})
 	}
 }
@@ -349,7 +349,7 @@ func TestEmulate(t *testing.T) {
 // runEmuCase emulates one case and compares it with ir/eval. It also checks
 // the schedule: a step of one token runs the matrix-vector kernels and a
 // prefill step the tiled ones, never both.
-func runEmuCase(t *testing.T, clang string, c emuCase) {
+func runEmuCase(t *testing.T, c emuCase, run executor) {
 	t.Helper()
 	g, w, inputs := c.build(t)
 	used := map[string]eval.Tensor{}
@@ -376,7 +376,7 @@ func runEmuCase(t *testing.T, clang string, c emuCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := emulate(t, clang, g, lib, w, used, c.ctx, c.T)
+	got := run(t, g, lib, stepBuffers(t, g, lib, w, used, c.ctx, c.T), c.T)
 	for _, o := range g.Outputs {
 		ref := want[o.Name].F32
 		b, ok := got[o.Value.ID]
@@ -416,15 +416,17 @@ func checkSchedule(lib *cuda.Library, T int) error {
 	return nil
 }
 
-// emulate runs lib's launches for one step of T tokens on the CPU and
-// returns the final bytes of every buffer that is not a weight, by value ID.
-func emulate(t *testing.T, clang string, g *ir.Graph, lib *cuda.Library, w weightMap, inputs map[string]eval.Tensor, ctx, T int) map[int][]byte {
+// executor runs lib's launches for one step of T tokens over bufs (every
+// buffer the launches name, by value ID; -1 the scratch) and returns the
+// final bytes of every buffer that is not a weight, by value ID: on the CPU
+// through cudaemu.h (emulator) or on a GPU (device_test.go).
+type executor func(t *testing.T, g *ir.Graph, lib *cuda.Library, bufs map[int][]byte, T int) map[int][]byte
+
+// stepBuffers gives every buffer lib's launches name its contents for a
+// step of T tokens: weights and inputs their bytes, everything else zeros.
+func stepBuffers(t *testing.T, g *ir.Graph, lib *cuda.Library, w weightMap, inputs map[string]eval.Tensor, ctx, T int) map[int][]byte {
 	t.Helper()
-	dir := t.TempDir()
-	byID := map[int]*ir.Value{}
-	for _, v := range g.Values {
-		byID[v.ID] = v
-	}
+	byID := valuesByID(g)
 	env := map[string]int64{"T": int64(T), "C": int64(ctx)}
 	bufs := map[int][]byte{}
 	var scratch int64
@@ -440,7 +442,7 @@ func emulate(t *testing.T, clang string, g *ir.Graph, lib *cuda.Library, w weigh
 			v := byID[a.Value]
 			switch v.Op {
 			case ir.OpWeight:
-				bufs[v.ID] = w[v.Name()]
+				bufs[v.ID] = append([]byte(nil), w[v.Name()]...)
 			case ir.OpInput:
 				in := inputs[v.Name()]
 				var b bytes.Buffer
@@ -470,54 +472,73 @@ func emulate(t *testing.T, clang string, g *ir.Graph, lib *cuda.Library, w weigh
 	if scratch > 0 {
 		bufs[-1] = make([]byte, scratch)
 	}
-	var m strings.Builder
-	m.WriteString("#include \"lib.cu\"\n\nint main() {\n    const u32 T = " + fmt.Sprint(T) + ";\n")
-	for id, b := range bufs {
-		if err := os.WriteFile(filepath.Join(dir, bufName(id)), b, 0o644); err != nil {
-			t.Fatal(err)
+	return bufs
+}
+
+func valuesByID(g *ir.Graph) map[int]*ir.Value {
+	byID := map[int]*ir.Value{}
+	for _, v := range g.Values {
+		byID[v.ID] = v
+	}
+	return byID
+}
+
+// emulator runs the launches on the CPU: the library and a generated main
+// are compiled with clang++ against cudaemu.h.
+func emulator(clang string) executor {
+	return func(t *testing.T, g *ir.Graph, lib *cuda.Library, bufs map[int][]byte, T int) map[int][]byte {
+		t.Helper()
+		dir := t.TempDir()
+		byID := valuesByID(g)
+		var m strings.Builder
+		m.WriteString("#include \"lib.cu\"\n\nint main() {\n    const u32 T = " + fmt.Sprint(T) + ";\n")
+		for id, b := range bufs {
+			if err := os.WriteFile(filepath.Join(dir, bufName(id)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&m, "    cudaemu::Buf %s = cudaemu::load(%q);\n", varName(id), bufName(id))
 		}
-		fmt.Fprintf(&m, "    cudaemu::Buf %s = cudaemu::load(%q);\n", varName(id), bufName(id))
-	}
-	for _, l := range lib.Step(T) {
-		var args []string
-		for _, a := range l.Args {
-			args = append(args, varName(a.Value)+".ptr()")
+		for _, l := range lib.Step(T) {
+			var args []string
+			for _, a := range l.Args {
+				args = append(args, varName(a.Value)+".ptr()")
+			}
+			fmt.Fprintf(&m, "    cudaemu::launch(dim3{%d, %d, %d}, dim3{%d, 1, 1}, [&] { %s(%s, T); });\n",
+				l.Grid[0].Count(T), l.Grid[1].Count(T), l.Grid[2].Count(T), l.Threads, l.Kernel, strings.Join(args, ", "))
 		}
-		fmt.Fprintf(&m, "    cudaemu::launch(dim3{%d, %d, %d}, dim3{%d, 1, 1}, [&] { %s(%s, T); });\n",
-			l.Grid[0].Count(T), l.Grid[1].Count(T), l.Grid[2].Count(T), l.Threads, l.Kernel, strings.Join(args, ", "))
-	}
-	for id := range bufs {
-		if v := byID[id]; v == nil || v.Op != ir.OpWeight {
-			fmt.Fprintf(&m, "    cudaemu::save(%q, %s);\n", bufName(id), varName(id))
+		for id := range bufs {
+			if v := byID[id]; v == nil || v.Op != ir.OpWeight {
+				fmt.Fprintf(&m, "    cudaemu::save(%q, %s);\n", bufName(id), varName(id))
+			}
 		}
-	}
-	m.WriteString("    return 0;\n}\n")
-	for name, src := range map[string]string{"lib.cu": lib.Source, "main.cpp": m.String()} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
+		m.WriteString("    return 0;\n}\n")
+		for name, src := range map[string]string{"lib.cu": lib.Source, "main.cpp": m.String()} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	args := append(emuArgs(), "-o", filepath.Join(dir, "emu"), "-x", "c++", filepath.Join(dir, "main.cpp"))
-	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-		t.Fatalf("clang++ (emulation build): %v\n%s", err, out)
-	}
-	run := exec.Command(filepath.Join(dir, "emu"))
-	run.Dir = dir
-	if out, err := run.CombinedOutput(); err != nil {
-		t.Fatalf("emulation run: %v\n%s", err, out)
-	}
-	res := map[int][]byte{}
-	for id := range bufs {
-		if v := byID[id]; v != nil && v.Op == ir.OpWeight {
-			continue
+		args := append(emuArgs(), "-o", filepath.Join(dir, "emu"), "-x", "c++", filepath.Join(dir, "main.cpp"))
+		if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+			t.Fatalf("clang++ (emulation build): %v\n%s", err, out)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, bufName(id)))
-		if err != nil {
-			t.Fatal(err)
+		run := exec.Command(filepath.Join(dir, "emu"))
+		run.Dir = dir
+		if out, err := run.CombinedOutput(); err != nil {
+			t.Fatalf("emulation run: %v\n%s", err, out)
 		}
-		res[id] = b
+		res := map[int][]byte{}
+		for id := range bufs {
+			if v := byID[id]; v != nil && v.Op == ir.OpWeight {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, bufName(id)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res[id] = b
+		}
+		return res
 	}
-	return res
 }
 
 func bufName(id int) string {

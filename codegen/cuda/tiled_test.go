@@ -336,7 +336,7 @@ func TestEmulateTiled(t *testing.T) {
 	for _, c := range tiledCases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			runEmuCase(t, clang, c)
+			runEmuCase(t, c, emulator(clang))
 		})
 	}
 }

@@ -30,9 +30,16 @@ var emuGoldenDefault = []string{
 func TestGoldenE2EEmulated(t *testing.T) {
 	emuDriver(t)
 	all := os.Getenv("MINERVA_CUDAEMU_GOLDEN") == "all"
-	for _, index := range []string{"index.json", "index-gptoss.json"} {
+	goldenE2E(t, []string{"index.json", "index-gptoss.json"}, func(c *golden.Case) bool { return all || contains(emuGoldenDefault, c.Name) })
+}
+
+// goldenE2E runs the golden cases that want accepts through the CUDA
+// program on whichever driver the environment loads, from the indexes
+// (index.json, index-gptoss.json) named.
+func goldenE2E(t *testing.T, indexes []string, want func(*golden.Case) bool) {
+	for _, index := range indexes {
 		for _, c := range golden.Cases(t, index) {
-			if !all && !contains(emuGoldenDefault, c.Name) {
+			if !want(c) {
 				continue
 			}
 			t.Run(c.Name, func(t *testing.T) {

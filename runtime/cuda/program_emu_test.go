@@ -21,6 +21,13 @@ import (
 // float32 in another order than the interpreter).
 func TestProgramMatchesReference(t *testing.T) {
 	emuDriver(t)
+	programMatchesReference(t, "emulat")
+}
+
+// programMatchesReference is TestProgramMatchesReference's body on
+// whichever driver the environment loads; the program's device name must
+// contain device.
+func programMatchesReference(t *testing.T, device string) {
 	m := fusedModel(t, shared.Path(t, "models/gguf/stories260K.gguf"))
 	cfg := runtime.ProgramConfig{Context: 16, Slots: 2}
 	p, err := backend{}.Compile(m.Graph, m.Weights, cfg)
@@ -85,10 +92,25 @@ func TestProgramMatchesReference(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrContextFull)
 
 	dp := p.(runtime.DeviceProgram)
-	require.Contains(t, dp.Device(), "emulat")
+	require.Contains(t, dp.Device(), device)
 	bw, err := dp.DeviceBandwidth(1<<20, 2)
 	require.NoError(t, err)
 	require.Greater(t, bw, 0.0)
+
+	// Kernel times: every launch of a step is timed and falls in a family.
+	for _, T := range []int{1, 3} {
+		times, err := p.(runtime.KernelTimer).KernelTimes(1, T, 2)
+		require.NoError(t, err)
+		n := 0
+		for _, kt := range times {
+			require.NotEmpty(t, kt.Family)
+			require.GreaterOrEqual(t, kt.Micros, 0.0)
+			n += kt.Launches
+		}
+		require.Equal(t, len(p.(*program).lib.Step(T)), n, "launches timed at T = %d", T)
+	}
+	_, err = p.(runtime.KernelTimer).KernelTimes(0, 17, 1)
+	require.Error(t, err, "more tokens than the context")
 
 	require.NoError(t, p.Close())
 	_, err = p.Step(0, []int32{1}, []int32{0})

@@ -716,3 +716,112 @@ func (pr *program) release() error {
 	}
 	return errors.Join(errs...)
 }
+
+// KernelTimes runs a step of T tokens (token 1 at positions 0..T-1) in
+// slot runs+1 times, launch by launch with an event recorded between
+// launches, and returns per kernel family the sum over its launches of
+// each launch's best time (the first run warms up).
+func (pr *program) KernelTimes(slot, T, runs int) (times []runtime.KernelTime, err error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return nil, runtime.ErrClosed
+	}
+	if T < 1 || T > pr.l.MaxT || T > pr.cfg.Context || runs < 1 {
+		return nil, fmt.Errorf("cuda: kernel times of %d tokens over %d runs (at most %d tokens)", T, runs, min(pr.l.MaxT, pr.cfg.Context))
+	}
+	if slot < 0 || slot >= pr.cfg.Slots {
+		return nil, fmt.Errorf("cuda: slot %d outside 0..%d", slot, pr.cfg.Slots-1)
+	}
+	if err := pr.enter(); err != nil {
+		return nil, err
+	}
+	defer pr.leave()
+	a := pr.a
+	var launches []int
+	for i, ln := range pr.l.Launches {
+		if ln.Runs(T) {
+			launches = append(launches, i)
+		}
+	}
+	ev := make([]uintptr, len(launches)+1)
+	defer func() {
+		for _, e := range ev {
+			if e != 0 {
+				err = errors.Join(err, a.eventDestroy(e))
+			}
+		}
+	}()
+	for i := range ev {
+		if ev[i], err = a.eventCreate(); err != nil {
+			return nil, err
+		}
+	}
+	tok, pos := pr.hostTokens(), pr.hostPos()
+	for t := range T {
+		tok[t], pos[t] = 1, int32(t)
+	}
+	for _, in := range [...]struct {
+		name string
+		src  unsafe.Pointer
+	}{{"tokens", pr.host}, {"pos", unsafe.Add(pr.host, 4*pr.l.MaxT)}} {
+		if i, ok := pr.inputs[in.name]; ok {
+			if err := a.memcpyHtoDAsync(pr.addr[i], in.src, int64(4*T), pr.stream); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ds, err := pr.l.Dispatches(T, slot)
+	if err != nil {
+		return nil, err
+	}
+	best := make([]float32, len(launches))
+	for r := 0; r <= runs; r++ {
+		if err := a.eventRecord(ev[0], pr.stream); err != nil {
+			return nil, err
+		}
+		for k, i := range launches {
+			d, b := ds[k], pr.blocks[i]
+			for j, arg := range d.Args {
+				b.setPtr(j, pr.addr[arg.Buf]+uint64(arg.Offset))
+			}
+			b.setU32(len(d.Args), uint32(T))
+			grid := [3]uint32{uint32(d.Grid[0]), uint32(d.Grid[1]), uint32(d.Grid[2])}
+			if err := a.launchKernel(pr.fns[i], grid, [3]uint32{uint32(d.Threads), 1, 1}, 0, pr.stream, b); err != nil {
+				return nil, fmt.Errorf("%w: kernel %s", err, d.Kernel)
+			}
+			if err := a.eventRecord(ev[k+1], pr.stream); err != nil {
+				return nil, err
+			}
+		}
+		if err := a.eventSynchronize(ev[len(launches)]); err != nil {
+			return nil, err
+		}
+		for k := range launches {
+			ms, err := a.eventElapsed(ev[k], ev[k+1])
+			if err != nil {
+				return nil, err
+			}
+			if r > 0 && (best[k] == 0 || ms < best[k]) {
+				best[k] = ms
+			}
+		}
+	}
+	family := map[string]string{}
+	for _, k := range pr.lib.Kernels {
+		family[k.Name] = k.Family
+	}
+	at := map[string]int{}
+	for k, i := range launches {
+		f := family[pr.l.Launches[i].Kernel]
+		j, ok := at[f]
+		if !ok {
+			j = len(times)
+			at[f] = j
+			times = append(times, runtime.KernelTime{Family: f})
+		}
+		times[j].Launches++
+		times[j].Micros += float64(best[k]) * 1e3
+	}
+	return times, nil
+}

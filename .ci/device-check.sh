@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The CUDA backend's checks on a GPU machine (issue 20), from what
+# .ci/device-pack.sh put in .dev/: a golden text through `run -t cuda`,
+# every kernel against ir/eval on the device (codegen/cuda
+# TestDeviceKernels), the program against the interpreter and every golden
+# case carried (runtime/cuda TestDevice*), and `minervac bench -t cuda` on
+# synthetic models made there (BENCH: presets, default tinyllama-1.1b and
+# llama-7b, Q4_0). Logs go to $OUT; each step has its own time limit and a
+# failed step does not stop the next.
+set -u
+OUT=${OUT:-/tmp/device-out}
+mkdir -p "$OUT"
+root=$PWD
+S=$OUT/summary.txt
+say() { echo "== $*" | tee -a "$S"; }
+B=/tmp/minerva-bin && mkdir -p $B && tar xzf .dev/bins.tgz -C $B
+[ -e ../shared ] || ln -s "$root/.dev/shared" ../shared
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >>"$S" 2>&1
+nv=$(ls /usr/local/cuda/lib64/libnvrtc.so.* 2>/dev/null | head -1)
+[ -n "$nv" ] || nv=$(find /usr /opt -name 'libnvrtc.so.*' 2>/dev/null | head -1)
+export MINERVA_NVRTC_LIB=${MINERVA_NVRTC_LIB:-$nv} MINERVA_CACHE_DIR=/tmp/minerva-cache
+say "nvrtc: $nv"
+BENCH=${BENCH:-"tinyllama-1.1b llama-7b"}
+( for p in $BENCH; do $B/minervac synth --preset $p --quant q4_0 -o /tmp/$p.gguf || true; done ) >"$OUT/synth.log" 2>&1 &
+synth=$!
+
+say "smoke: stories260K through -t cuda against its golden text"
+want=$(python3 -c 'import json; print(json.load(open("../shared/golden/e2e/stories260K__once_upon_a_time/case.json"))["gen_text"])')
+got=$(timeout 60 $B/minervac run ../shared/models/gguf/stories260K.gguf -t cuda --prompt "Once upon a time" -n 64 -v 2>>"$S")
+echo "rc=$? got: $got" >>"$S"
+[ "$got" = "$want" ] && say "smoke: text equal" || say "smoke: text DIFFERS"
+
+say "kernels on the device (TestDeviceKernels)"
+(cd codegen/cuda && timeout ${KTIME:-120} $B/cgcuda.test -test.run TestDeviceKernels -test.v -test.parallel 16) >"$OUT/kernels.log" 2>&1
+echo "rc=$?" >>"$S"
+grep -E '^(--- FAIL|FAIL|ok|PASS)' "$OUT/kernels.log" | head -40 >>"$S"
+grep -c -- '--- PASS' "$OUT/kernels.log" >>"$S"
+
+say "program and golden cases (TestDevice*)"
+(cd runtime/cuda && timeout ${GTIME:-180} $B/rtcuda.test -test.run 'TestDevice' -test.v) >"$OUT/golden.log" 2>&1
+echo "rc=$?" >>"$S"
+grep -E '(--- FAIL|^FAIL|^ok|^PASS|worst logits|greedy tokens equal)' "$OUT/golden.log" | head -80 >>"$S"
+
+wait $synth
+for p in $BENCH; do
+  say "bench $p q4_0"
+  timeout ${BTIME:-90} $B/minervac bench /tmp/$p.gguf -t cuda --json --kernel-times -p 512 -n 128 -v >>"$OUT/bench.json" 2>>"$S"
+  echo "rc=$?" >>"$S"
+done
+tail -c 3000 "$OUT/bench.json"
+cat "$S"

@@ -1,0 +1,47 @@
+//go:build linux
+
+package cuda_test
+
+import (
+	"testing"
+
+	"github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/ir"
+	rtcuda "github.com/minerva-llm/minerva/runtime/cuda"
+)
+
+// TestDeviceKernels runs every emulation case (emuCases: each weight dtype's
+// matrix-vector kernel, swiglu, qkv_rope, attention, embeddings, the row
+// ops, the vector-load and gpt-oss kernels; tiledCases: the tensor-core
+// prefill tiles) on the GPU instead of the CPU emulation, with the same
+// random inputs and the same tolerances against ir/eval. It needs libcuda
+// and NVRTC (runtime/cuda loads them) and a device of compute capability
+// 8.0 or newer; without them it skips, as it does in CI.
+func TestDeviceKernels(t *testing.T) {
+	dev, err := rtcuda.DeviceName()
+	if err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	t.Logf("device: %s", dev)
+	cases := append(emuCases(), tiledCases()...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // NVRTC compiles in parallel; RunLaunches runs one case's launches at a time
+			runEmuCase(t, c, onDevice)
+		})
+	}
+}
+
+func onDevice(t *testing.T, g *ir.Graph, lib *cuda.Library, bufs map[int][]byte, T int) map[int][]byte {
+	t.Helper()
+	if err := rtcuda.RunLaunches(lib, bufs, T); err != nil {
+		t.Fatal(err)
+	}
+	byID := valuesByID(g)
+	for id := range bufs {
+		if v := byID[id]; v != nil && v.Op == ir.OpWeight {
+			delete(bufs, id)
+		}
+	}
+	return bufs
+}
