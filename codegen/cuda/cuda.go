@@ -57,6 +57,10 @@ func (lib *Library) Step(T int) []Launch { return sched.Step(lib.Launches, T) }
 // feature (or RoPE pair) per warp, four per block.
 const nwarps = 4
 
+// mvWarps is the warps per block of a matrix-vector kernel whose
+// activation row is staged in shared memory (planXStage).
+const mvWarps = 8
+
 // emitter collects kernels (deduplicated by name) while walking a graph.
 type emitter struct {
 	kernels  []Kernel
@@ -163,6 +167,7 @@ type params struct {
 	NW, Threads      int
 	UpRow            string
 	Vec              vecLoad // matrix-vector weight read path (vecload.go)
+	XS               xStage  // the activation row in shared memory (planXStage)
 
 	// qkv_rope
 	Half, HalfHD, HD, NRot int64
@@ -357,6 +362,15 @@ func (e *emitter) matmul(v *ir.Value) error {
 		NW: nwarps, Threads: 32 * nwarps,
 		Vec: planVecLoad(parts.W.Type.DType, int64(r.unit), k/int64(r.unit), rb),
 	}
+	// With the row staged in shared memory, a block of mvWarps rows
+	// amortises the staging over twice the weight bytes; where that does
+	// not fit, nwarps.
+	for _, nw := range []int{mvWarps, nwarps} {
+		p.NW, p.Threads = nw, 32*nw
+		if p.XS = planXStage(p); p.XS.On {
+			break
+		}
+	}
 	if p.Norm {
 		if p.Eps, err = kernsrc.FloatLiteral(parts.Eps); err != nil {
 			return err
@@ -413,7 +427,7 @@ func (e *emitter) matmul(v *ir.Value) error {
 		return err
 	}
 	mv := Launch{Value: v.ID, Kernel: name, Threads: p.Threads, Args: args,
-		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, nwarps)}, rows, {N: 1}}}
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, int64(p.NW))}, rows, {N: 1}}}
 	return e.prefill(family, p, parts.W.Type.DType, rows, width, mv)
 }
 
@@ -644,4 +658,41 @@ func (e *emitter) eltwise(v *ir.Value) error {
 	e.launches = append(e.launches, Launch{Value: v.ID, Kernel: name, Threads: 32, Args: append(args, val(v)),
 		Grid: [3]GridDim{{N: kernsrc.CeilDiv(k, 32)}, rows, {N: 1}}})
 	return nil
+}
+
+// xStage is the matrix-vector kernels' copy of the activation row in
+// shared memory: K floats and, for quantized weights, one float of padding
+// per unit (float weights have one-element units, which the lanes already
+// read consecutively). Lane l decodes
+// units l, l+32, … and reads element k of each: from global memory (or
+// unpadded shared memory) the 32 lanes' reads are a unit apart, 32
+// transactions (or a 32-way bank conflict) per read; padded, unit u starts
+// at u·(unit+1) and the lanes hit 32 distinct banks. One copy per block
+// also replaces each warp's own pass over the row for the RMSNorm sum.
+type xStage struct {
+	On     bool
+	Pad    bool // units of more than one element: a float after each
+	Floats int64
+}
+
+// staticShared is the static shared memory a kernel may declare (CUDA's
+// limit without an opt-in attribute).
+const staticShared = 48 << 10
+
+// planXStage stages the row when it fits beside the weight stage; a longer
+// row keeps reading global memory.
+func planXStage(p *params) xStage {
+	pad := p.Unit > 1
+	floats := p.K
+	if pad {
+		floats += p.NU
+	}
+	bytes := 4*floats + 4*int64(p.NW)
+	if p.Vec.On {
+		bytes += int64(p.NW) * p.Vec.Bytes
+	}
+	if p.Unit < 1 || p.K%p.Unit != 0 || bytes > staticShared {
+		return xStage{}
+	}
+	return xStage{On: true, Pad: pad, Floats: floats}
 }

@@ -348,7 +348,7 @@ func TestEmulate(t *testing.T) {
 
 // runEmuCase emulates one case and compares it with ir/eval. It also checks
 // the schedule: a step of one token runs the matrix-vector kernels and a
-// prefill step the tiled ones, never both.
+// prefill step the tiled ones (and rope_kv), never both.
 func runEmuCase(t *testing.T, c emuCase, run executor) {
 	t.Helper()
 	g, w, inputs := c.build(t)
@@ -401,7 +401,8 @@ func runEmuCase(t *testing.T, c emuCase, run executor) {
 }
 
 // checkSchedule checks that Step(T) runs the tiled kernels only for T > 1
-// and the matrix-vector matmul/swiglu kernels only for T = 1.
+// (with rope_kv) and the matrix-vector matmul/swiglu/qkv_rope kernels only
+// for T = 1.
 func checkSchedule(lib *cuda.Library, T int) error {
 	family := map[string]string{}
 	for _, k := range lib.Kernels {
@@ -409,7 +410,7 @@ func checkSchedule(lib *cuda.Library, T int) error {
 	}
 	for _, l := range lib.Step(T) {
 		f := family[l.Kernel]
-		if T == 1 && strings.HasSuffix(f, "_tiled") || T > 1 && (f == "matvec" || f == "swiglu") {
+		if T == 1 && (strings.HasSuffix(f, "_tiled") || f == "rope_kv") || T > 1 && (f == "matvec" || f == "swiglu" || f == "qkv_rope") {
 			return fmt.Errorf("a step of %d tokens runs %s (%s)", T, l.Kernel, f)
 		}
 	}

@@ -140,6 +140,7 @@ func (e *emitter) moe(v *ir.Value) error {
 	pu := &params{DT: ru.name, Unit: int64(ru.unit), NU: D / int64(ru.unit), RowBytes: rbu, ExpBytes: ebu,
 		K: D, F: F, E: E, Slots: slots, Bias: bias, BiasT: biasT, Act: act, ActBody: actBody,
 		NW: nwarps, Threads: 32 * nwarps}
+	pu.XS = planXStage(pu)
 	args := []Arg{val(x), val(route), val(gate), val(up)}
 	if bias {
 		args = append(args, val(v.Args[5]), val(v.Args[6]))
@@ -158,6 +159,7 @@ func (e *emitter) moe(v *ir.Value) error {
 
 	pd := &params{DT: rd.name, Unit: int64(rd.unit), NU: F / int64(rd.unit), RowBytes: rbd, ExpBytes: ebd,
 		K: F, D: D, E: E, Slots: slots, Bias: bias, BiasT: biasT, NW: nwarps, Threads: 32 * nwarps}
+	pd.XS = planXStage(pd)
 	args = []Arg{scratch, val(route), val(down)}
 	if bias {
 		args = append(args, val(v.Args[7]))

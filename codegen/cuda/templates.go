@@ -119,7 +119,7 @@ const extraParams = `
 {{- end}}`
 
 // normPrologue computes the RMSNorm scale of row xr with the warp.
-const normPrologue = `{{if .Norm}}
+const normPrologue = `{{if .XS.On}}` + xStageSource + `{{else}}{{if .Norm}}
     // RMSNorm prologue: every warp reduces the row itself (K is small
     // beside the weight rows it then streams), so no shared memory.
     float ss = 0.0f;
@@ -127,6 +127,34 @@ const normPrologue = `{{if .Norm}}
         ss += xr[i] * xr[i];
     }
     ss = warp_sum(ss);
+    const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}{{end}}`
+
+// xStageSource copies the activation row (times the gain) into shared memory
+// once per block, with one float of padding after every unit (see
+// planXStage), and reduces the RMSNorm sum of squares over the block on the
+// way.
+const xStageSource = `
+    // The activation row{{if .Gain}} times the gain{{end}}, staged once per block{{if .XS.Pad}} with a float of
+    // padding per {{.Unit}}-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks{{end}}.
+    __shared__ float xs[{{.XS.Floats}}];{{if .Norm}}
+    __shared__ float xss[{{.NW}}];
+    float ss = 0.0f;{{end}}
+    for (u32 i = tid; i < {{.K}}u; i += {{.Threads}}u) {
+        const float xv = xr[i];{{if .Norm}}
+        ss += xv * xv;{{end}}
+        xs[i{{if .XS.Pad}} + i / {{.Unit}}u{{end}}] = xv{{if .Gain}} * ldf(gain[i]){{end}};
+    }{{if .Norm}}
+    ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }{{end}}
+    __syncthreads();{{if .Norm}}
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < {{.NW}}u; ++i) {
+        ss += xss[i];
+    }
     const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}`
 
 // stageDecl names the weight read path of a matrix-vector kernel (see
@@ -164,7 +192,7 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
                     dq_{{$.DT}}((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < {{$.Unit}}u; ++k) {
-                        {{.Acc}} += wv[k] * xr[e + k]{{if $.Gain}} * ldf(gain[e + k]){{end}};
+                        {{.Acc}} += wv[k] * {{if $.XS.On}}xs[e{{if $.XS.Pad}} + c * {{$.Vec.Units}}u + u{{end}} + k]{{else}}xr[e + k]{{if $.Gain}} * ldf(gain[e + k]){{end}}{{end}};
                     }
                 }
                 __syncwarp();
@@ -175,9 +203,59 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
             dq_{{$.DT}}(w + (u64)({{.Row}}) * {{$.RowBytes}}u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < {{$.Unit}}u; ++k) {
-                {{.Acc}} += wv[k] * xr[u * {{$.Unit}}u + k]{{if $.Gain}} * ldf(gain[u * {{$.Unit}}u + k]){{end}};
+                {{.Acc}} += wv[k] * {{if $.XS.On}}xs[u * {{$.Unit}}u{{if $.XS.Pad}} + u{{end}} + k]{{else}}xr[u * {{$.Unit}}u + k]{{if $.Gain}} * ldf(gain[u * {{$.Unit}}u + k]){{end}}{{end}};
             }
         }{{end}}{{end}}`
+
+// ropeFreqs, ropePair and ropeStore are the RoPE pieces of the qkv_rope
+// kernel (its epilogue, lane 0 of the pair's warp) and of rope_kv (one
+// thread per pair): the frequency table, the pair's columns of h, and the
+// rotation and the stores into q and the caches.
+const ropeFreqs = `
+// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+__constant__ float {{.Name}}_freq[{{.Half}}][2] = { {{- .Freqs -}} };
+`
+
+const ropePair = `
+    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
+    const u32 head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
+    if (i < {{.Half}}u) {
+        c0 = i;
+        c1 = i + {{.Half}}u;
+    }{{end}}
+    c0 += head * {{.HD}}u;
+    c1 += head * {{.HD}}u;`
+
+const ropeStore = `
+        const int ps = pos[t];
+        if (c0 < {{.QKD}}u && i < {{.Half}}u) {
+            // θ = ps·freq[i] reduced modulo 2π in extended precision
+            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
+            const float fh = {{.Name}}_freq[i][0], fl = {{.Name}}_freq[i][1];
+            const float pf = float(ps);
+            const float ph = pf * fh;
+            const float pl = fmaf(pf, fh, -ph) + pf * fl;
+            const float kq = rintf(ph * 0.15915494309189535f);
+            float th = fmaf(-kq, 6.28318548202514648f, ph);
+            th = fmaf(-kq, -1.7484556000744487e-07f, th) + pl;
+            const float cs = cosf(th){{.MScale}}, sn = sinf(th){{.MScale}};
+            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+            a0 = r0;
+            a1 = r1;
+        }
+        if (c0 < {{.QD}}u) {
+            out[(u64)t * {{.QD}}u + c0] = a0;
+            out[(u64)t * {{.QD}}u + c1] = a1;
+        } else if (c0 < {{.QKD}}u) {
+            stf(kcache + (u64)ps * {{.KVD}}u + c0 - {{.QD}}u, a0);
+            stf(kcache + (u64)ps * {{.KVD}}u + c1 - {{.QD}}u, a1);
+        } else {
+            stf(vcache + (u64)ps * {{.KVD}}u + c0 - {{.QKD}}u, a0);
+            stf(vcache + (u64)ps * {{.KVD}}u + c1 - {{.QKD}}u, a1);
+        }
+`
 
 var familyTemplates = map[string]string{
 	// embed: one thread per unit of the output row; the table row is the token's.
@@ -250,10 +328,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 	// rotates it (q and k blocks), and stores q into out and k, v into the
 	// caches at row pos[t].
 	"qkv_rope": dotLoop + `
-// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
-// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
-__constant__ float {{.Name}}_freq[{{.Half}}][2] = { {{- .Freqs -}} };
-
+` + ropeFreqs + `
 // {{.Name}}: h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ{{if .Bias}} + bias{{end}}; q, k, v = h's blocks of {{.QD}}, {{.KVD}}, {{.KVD}};
 // rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
@@ -266,15 +341,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const u32 T) {` + ids + stageDecl + `
     const u32 t = blockIdx.y, p = blockIdx.x * {{.NW}}u + warp;
     const float* xr = x + (u64)t * {{.K}}u;` + normPrologue + `
-    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
-    const u32 head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
-    u32 c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
-    if (i < {{.Half}}u) {
-        c0 = i;
-        c1 = i + {{.Half}}u;
-    }{{end}}
-    c0 += head * {{.HD}}u;
-    c1 += head * {{.HD}}u;
+` + ropePair + `
     float a0 = 0.0f, a1 = 0.0f;
     if (p < {{.Pairs}}u) {{"{"}}{{template "dot" (dotArgs . "c0" "a0")}}{{template "dot" (dotArgs . "c1" "a1")}}
     }
@@ -285,33 +352,28 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         a1 *= scale;{{end}}{{if .Bias}}
         a0 += ldf(bias[c0]);
         a1 += ldf(bias[c1]);{{end}}
-        const int ps = pos[t];
-        if (c0 < {{.QKD}}u && i < {{.Half}}u) {
-            // θ = ps·freq[i] reduced modulo 2π in extended precision
-            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
-            const float fh = {{.Name}}_freq[i][0], fl = {{.Name}}_freq[i][1];
-            const float pf = float(ps);
-            const float ph = pf * fh;
-            const float pl = fmaf(pf, fh, -ph) + pf * fl;
-            const float kq = rintf(ph * 0.15915494309189535f);
-            float th = fmaf(-kq, 6.28318548202514648f, ph);
-            th = fmaf(-kq, -1.7484556000744487e-07f, th) + pl;
-            const float cs = cosf(th){{.MScale}}, sn = sinf(th){{.MScale}};
-            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
-            a0 = r0;
-            a1 = r1;
-        }
-        if (c0 < {{.QD}}u) {
-            out[(u64)t * {{.QD}}u + c0] = a0;
-            out[(u64)t * {{.QD}}u + c1] = a1;
-        } else if (c0 < {{.QKD}}u) {
-            stf(kcache + (u64)ps * {{.KVD}}u + c0 - {{.QD}}u, a0);
-            stf(kcache + (u64)ps * {{.KVD}}u + c1 - {{.QD}}u, a1);
-        } else {
-            stf(vcache + (u64)ps * {{.KVD}}u + c0 - {{.QKD}}u, a0);
-            stf(vcache + (u64)ps * {{.KVD}}u + c1 - {{.QKD}}u, a1);
-        }
-    }
+` + ropeStore + `    }
+}
+`,
+	// rope_kv: the second launch of a qkv_rope prefill step, after a tiled
+	// product wrote h (tiled.go): thread p of token t rotates its pair as
+	// the qkv_rope kernel's epilogue does and stores q, k, v.
+	"rope_kv": ropeFreqs + `
+// {{.Name}}: q, k, v = h[t]'s blocks of {{.QD}}, {{.KVD}}, {{.KVD}} (h[T, {{.N}}] from the tiled product); rope ({{.Mode}}, n_rot {{.NRot}}
+// of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
+    const float* __restrict__ h,
+    const int* __restrict__ pos,
+    {{.CacheT}}* __restrict__ kcache,
+    {{.CacheT}}* __restrict__ vcache,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 t = blockIdx.y, p = blockIdx.x * {{.Threads}}u + threadIdx.x;
+    if (p >= {{.Pairs}}u) {
+        return;
+    }` + ropePair + `
+    float a0 = h[(u64)t * {{.N}}u + c0], a1 = h[(u64)t * {{.N}}u + c1];
+    {` + ropeStore + `    }
 }
 `,
 	// attn_split: one warp per (head, KV split, query). Each lane walks

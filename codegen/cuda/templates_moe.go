@@ -95,7 +95,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     if (e < 0) {
         return; // fewer selected experts than slots: the same for every thread of the block
     }
-    const float* xr = x + (u64)t * {{.K}}u;
+    const float* xr = x + (u64)t * {{.K}}u;{{if .XS.On}}` + xStageSource + `{{end}}
     float g = 0.0f, up = 0.0f;
     if (j < {{.F}}u) {
         const u8* w = wg + (u64)e * {{.ExpBytes}}u;{{template "dot" (dotArgs . "j" "g")}}
@@ -125,7 +125,10 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     float* __restrict__ out,
     const u32 T) {` + ids + `
     const u32 j = blockIdx.x * {{.NW}}u + warp, t = blockIdx.y;
-    const float* rt = route + (u64)t * {{.E}}u;
+    const float* rt = route + (u64)t * {{.E}}u;{{if .XS.On}}
+    // Each selected expert's activation row is staged in shared memory
+    // (padded as in the matrix-vector kernels) before its dot.
+    __shared__ float xs[{{.XS.Floats}}];{{end}}
     float acc = 0.0f;
     u32 s = 0;
     // The loop bounds depend on the route row alone: uniform in the block.
@@ -134,7 +137,12 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         if (wt == 0.0f) {
             continue;
         }
-        const float* xr = act + ((u64)t * {{.Slots}}u + s) * {{.K}}u;
+        const float* xr = act + ((u64)t * {{.Slots}}u + s) * {{.K}}u;{{if .XS.On}}
+        __syncthreads(); // every warp is done with the previous slot's row
+        for (u32 i = tid; i < {{.K}}u; i += {{.Threads}}u) {
+            xs[i{{if .XS.Pad}} + i / {{.Unit}}u{{end}}] = xr[i];
+        }
+        __syncthreads();{{end}}
         float y = 0.0f;
         if (j < {{.D}}u) {
             const u8* w = wd + (u64)e * {{.ExpBytes}}u;{{template "dot" (dotArgs . "j" "y")}}

@@ -45,11 +45,12 @@ func splitWeights(dt ir.DType) bool {
 // prefill appends a product's launches: mv, the matrix-vector launch, and
 // for fused_matmul/matmul and swiglu over [T, K] activations a tiled
 // tensor-core launch for steps of T ≥ 2 (mv then runs only at T = 1). The
-// tiled kernel takes the same arguments. qkv_rope, and weights whose unit
-// is neither one element nor the K chunk, keep the matrix-vector kernel for
-// every step.
+// tiled kernel takes the same arguments. For qkv_rope the tiled product
+// writes h into the scratch and a rope_kv launch rotates and stores it.
+// Weights whose unit is neither one element nor the K chunk keep the
+// matrix-vector kernel for every step.
 func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, width int64, mv Launch) error {
-	tiled := map[string]string{"matvec": "matmul_tiled", "swiglu": "swiglu_tiled"}[family]
+	tiled := map[string]string{"matvec": "matmul_tiled", "swiglu": "swiglu_tiled", "qkv_rope": "matmul_tiled"}[family]
 	if tiled == "" || !rows.PerToken || rows.N != 1 || (p.Unit != 1 && p.Unit != tileK) {
 		e.launches = append(e.launches, mv)
 		return nil
@@ -58,17 +59,48 @@ func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, 
 	e.launches = append(e.launches, mv)
 	cp := *p
 	cp.Name = p.Name + "_mm"
+	cp.NW, cp.Threads, cp.XS = nwarps, 32*nwarps, xStage{} // the tile's own block shape
 	tp := &tiledParams{params: &cp, TileT: tileT, TileN: tileN, TileK: tileK, Stride: tileStride, Half: tileK / 2,
 		Mats: 1, Width: width, SplitW: splitWeights(wdt)}
 	if tiled == "swiglu_tiled" {
 		tp.Mats = 2
 	}
+	args := mv.Args
+	if family == "qkv_rope" {
+		// h = the normalised rows times wᵀ (+ bias) into the scratch, then
+		// rope_kv rotates and stores it.
+		cp.Residual, tp.Width = false, p.N
+		args = append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[5:len(mv.Args)-1]...)
+		args = append(args, Arg{Value: -1, ScratchPerToken: 4 * p.N})
+	}
 	name, err := e.addTiled(tiled, wdt.String(), tp)
 	if err != nil {
 		return err
 	}
-	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: p.Threads, Args: mv.Args, MinT: 2,
-		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
+	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
+	if family == "qkv_rope" {
+		return e.ropeKV(p, rows, mv)
+	}
+	return nil
+}
+
+// ropeKV appends the rope_kv launch of a qkv_rope prefill step: it reads h
+// from the scratch the tiled product wrote and takes the matrix-vector
+// launch's pos, caches and output.
+func (e *emitter) ropeKV(p *params, rows GridDim, mv Launch) error {
+	const threads = 128
+	rp := *p
+	rp.Name = p.Name + "_rope"
+	rp.Threads, rp.NW, rp.XS = threads, threads/32, xStage{}
+	name, err := e.add("rope_kv", "", &rp)
+	if err != nil {
+		return err
+	}
+	n := len(mv.Args)
+	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: threads, MinT: 2,
+		Args: []Arg{{Value: -1, ScratchPerToken: 4 * p.N}, mv.Args[2], mv.Args[3], mv.Args[4], mv.Args[n-1]},
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(p.Pairs, threads)}, rows, {N: 1}}})
 	return nil
 }
 

@@ -141,9 +141,9 @@ func TestMMAEmu(t *testing.T) {
 
 // TestTiledSchedule checks every dtype's launches: fused_matmul, matmul and
 // swiglu have a matrix-vector launch for T = 1 and a tiled one (same
-// arguments, grid of 64-feature × 64-token tiles) for T ≥ 2; qkv_rope keeps
-// one matrix-vector launch for every step; each step computes every value
-// exactly once.
+// arguments, grid of 64-feature × 64-token tiles) for T ≥ 2; qkv_rope's
+// T ≥ 2 steps are a tiled product into the scratch and a rope_kv launch;
+// each step computes every value exactly once (rope_kv finishing qkv_rope's).
 func TestTiledSchedule(t *testing.T) {
 	for _, dt := range cuda.WeightDTypes() {
 		t.Run(dt.String(), func(t *testing.T) {
@@ -175,13 +175,21 @@ func TestTiledSchedule(t *testing.T) {
 						t.Errorf("tiled launch %s: %d token tiles for T = 65, want 2", l.Kernel, c)
 					}
 				case "qkv_rope":
-					if l.MinT != 0 || l.MaxT != 0 {
-						t.Errorf("qkv_rope launch bounded to T in [%d, %d]", l.MinT, l.MaxT)
+					// T = 1 only; prefill is a tiled product into the
+					// scratch, then rope_kv with the launch's pos, caches
+					// and output.
+					mv++
+					mm, rope := lib.Launches[i+1], lib.Launches[i+2]
+					n := len(l.Args)
+					if l.MinT != 0 || l.MaxT != 1 || family[mm.Kernel] != "matmul_tiled" || mm.MinT != 2 || mm.Value != l.Value ||
+						mm.Args[len(mm.Args)-1].Value != -1 || family[rope.Kernel] != "rope_kv" || rope.MinT != 2 || rope.Value != l.Value ||
+						fmt.Sprint(rope.Args[1:]) != fmt.Sprint([]cuda.Arg{l.Args[2], l.Args[3], l.Args[4], l.Args[n-1]}) {
+						t.Errorf("qkv_rope launch %s (min %d, max %d) is not followed by its tiled product and rope_kv: %+v, %+v", l.Kernel, l.MinT, l.MaxT, mm, rope)
 					}
 				}
 			}
-			if tiled != mv || tiled < 3 {
-				t.Errorf("%d tiled launches for %d matrix-vector ones (at least fused_matmul, matmul, swiglu)", tiled, mv)
+			if tiled != mv || tiled < 4 {
+				t.Errorf("%d tiled launches for %d matrix-vector ones (at least fused_matmul, matmul, swiglu, qkv_rope)", tiled, mv)
 			}
 			for _, T := range []int{1, 2, 64, 65} {
 				if err := checkSchedule(lib, T); err != nil {
@@ -190,7 +198,7 @@ func TestTiledSchedule(t *testing.T) {
 				seen := map[string]int{}
 				for _, l := range lib.Step(T) {
 					// attention and moe are two launches of one value each
-					if f := family[l.Kernel]; f != "attn_split" && f != "attn_merge" && f != "moe_up" && f != "moe_down" {
+					if f := family[l.Kernel]; f != "attn_split" && f != "attn_merge" && f != "moe_up" && f != "moe_down" && f != "rope_kv" {
 						seen[fmt.Sprint(l.Value)]++
 					}
 				}

@@ -163,13 +163,14 @@ extern "C" __global__ void embed_q8_0_50257x128(
     }
 }
 
+
 // qkv_rope_norm_bias_f32_768x128_float_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
 // computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
 __constant__ float qkv_rope_norm_bias_f32_768x128_float_freq[32][2] = {{1.0f, 0.0f}, {0.6890443f, 9.146678e-09f}, {0.47478205f, 5.8209864e-09f}, {0.32714587f, -2.636038e-09f}, {0.225418f, -1.2104745e-09f}, {0.15532298f, 5.6235154e-09f}, {0.107024424f, -2.3002458e-09f}, {0.073744565f, 2.9617715e-09f}, {0.050813276f, -1.5052344e-09f}, {0.031620752f, 2.0897266e-10f}, {0.019450968f, -5.8736505e-10f}, {0.011792191f, -2.0478416e-10f}, {0.007015714f, -4.570265e-11f}, {0.0040695546f, 9.526714e-11f}, {0.0022772718f, 1.1424692e-10f}, {0.001206131f, 1.5536239e-11f}, {0.0005809475f, 5.0028376e-12f}, {0.00022794779f, 3.6403883e-12f}, {3.830881e-05f, 5.922911e-13f}, {2.6396468e-05f, 5.751039e-13f}, {1.8188337e-05f, -2.9883957e-13f}, {1.253257e-05f, 2.2510636e-13f}, {8.635496e-06f, 1.1519323e-13f}, {5.9502395e-06f, -2.2186277e-13f}, {4.0999785e-06f, 1.3072865e-14f}, {2.8250668e-06f, 6.884516e-14f}, {1.9465963e-06f, -7.4050304e-14f}, {1.3412911e-06f, -3.2492946e-14f}, {9.2420896e-07f, -1.15627316e-14f}, {6.368209e-07f, 3.919089e-16f}, {4.3879783e-07f, -1.432127e-15f}, {3.0235114e-07f, 3.1314535e-15f}};
 
 // qkv_rope_norm_bias_f32_768x128_float: h = rmsnorm(x[t]) · wᵀ + bias; q, k, v = h's blocks of 512, 128, 128;
 // rope (neox, n_rot 64 of head_dim 64) on q and k; k, v → caches row pos[t]; out = q.
-extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128_float(
+extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128_float(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const int* __restrict__ pos,
@@ -183,17 +184,30 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
     (void)lane;
     (void)warp;
     // vec16 loads: 1 chunk of 128 units (512 bytes) per row through shared memory.
-    __shared__ v16 stage[4 * 32]; // 512 bytes per warp
-    const u32 t = blockIdx.y, p = blockIdx.x * 4u + warp;
+    __shared__ v16 stage[8 * 32]; // 512 bytes per warp
+    const u32 t = blockIdx.y, p = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)t * 128u;
-    // RMSNorm prologue: every warp reduces the row itself (K is small
-    // beside the weight rows it then streams), so no shared memory.
+    // The activation row, staged once per block.
+    __shared__ float xs[128];
+    __shared__ float xss[8];
     float ss = 0.0f;
-    for (u32 i = lane; i < 128u; i += 32) {
-        ss += xr[i] * xr[i];
+    for (u32 i = tid; i < 128u; i += 256u) {
+        const float xv = xr[i];
+        ss += xv * xv;
+        xs[i] = xv;
     }
     ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        ss += xss[i];
+    }
     const float scale = rsqrtf(ss / 128.0f + 1e-05f);
+
     // Pair p: head p / 32, index i inside it; columns c0, c1 of h.
     const u32 head = p / 32u, i = p % 32u;
     u32 c0 = 2 * i, c1 = 2 * i + 1;
@@ -221,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
                     dq_f32((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < 1u; ++k) {
-                        a0 += wv[k] * xr[e + k];
+                        a0 += wv[k] * xs[e + k];
                     }
                 }
                 __syncwarp();
@@ -243,7 +257,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
                     dq_f32((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < 1u; ++k) {
-                        a1 += wv[k] * xr[e + k];
+                        a1 += wv[k] * xs[e + k];
                     }
                 }
                 __syncwarp();
@@ -257,11 +271,210 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
         a1 *= scale;
         a0 += ldf(bias[c0]);
         a1 += ldf(bias[c1]);
+
         const int ps = pos[t];
         if (c0 < 640u && i < 32u) {
             // θ = ps·freq[i] reduced modulo 2π in extended precision
             // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
             const float fh = qkv_rope_norm_bias_f32_768x128_float_freq[i][0], fl = qkv_rope_norm_bias_f32_768x128_float_freq[i][1];
+            const float pf = float(ps);
+            const float ph = pf * fh;
+            const float pl = fmaf(pf, fh, -ph) + pf * fl;
+            const float kq = rintf(ph * 0.15915494309189535f);
+            float th = fmaf(-kq, 6.28318548202514648f, ph);
+            th = fmaf(-kq, -1.7484556000744487e-07f, th) + pl;
+            const float cs = cosf(th) * 1.3465736f, sn = sinf(th) * 1.3465736f;
+            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+            a0 = r0;
+            a1 = r1;
+        }
+        if (c0 < 512u) {
+            out[(u64)t * 512u + c0] = a0;
+            out[(u64)t * 512u + c1] = a1;
+        } else if (c0 < 640u) {
+            stf(kcache + (u64)ps * 128u + c0 - 512u, a0);
+            stf(kcache + (u64)ps * 128u + c1 - 512u, a1);
+        } else {
+            stf(vcache + (u64)ps * 128u + c0 - 640u, a0);
+            stf(vcache + (u64)ps * 128u + c1 - 640u, a1);
+        }
+    }
+}
+
+// qkv_rope_norm_bias_f32_768x128_float_mm: out[t, j] = rmsnorm(x[t]) · w[j] + bias[j], w f32[768, 128];
+// prefill: a 64-token × 64-feature tile per block, mma.m16n8k16 with split f16 activations and weights.
+extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128_float_mm(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,
+    const float* __restrict__ bias,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    __shared__ u32 xh[64 * 20], xl[64 * 20]; // activations, f16x2 hi and lo
+    __shared__ u32 wh[64 * 20];
+    __shared__ u32 wl[64 * 20];
+    __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
+    __shared__ float rs[64]; // and the epilogue's 1/s · RMSNorm scale
+    const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
+    const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
+    // Prologue: warp w reduces token rows w, w + 4, ...
+    for (u32 r = warp; r < 64u; r += 4u) {
+        float mx = 0.0f;
+        float ss = 0.0f;
+        if (t0 + r < T) {
+            const float* xr = x + (u64)(t0 + r) * 128u;
+            for (u32 i = lane; i < 128u; i += 32) {
+                const float v = xr[i];
+                mx = fmaxf(mx, fmaxf(v, -v));
+                ss += xr[i] * xr[i];
+            }
+        }
+        mx = warp_max(mx);
+        ss = warp_sum(ss);
+        if (lane == 0) {
+            // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
+            // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            u32 e = (__float_as_uint(mx) >> 23) & 255u;
+            e = e < 14u ? 14u : e;
+            xs[r] = __uint_as_float((267u - e) << 23);
+            rs[r] = __uint_as_float((e - 13u) << 23) * rsqrtf(ss / 128.0f + 1e-05f);
+        }
+    }
+    float acc[2][4][4];
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                acc[mi][ni][i] = 0.0f;
+            }
+        }
+    }
+    __syncthreads(); // xs is ready
+    for (u32 k0 = 0; k0 < 128u; k0 += 32u) {
+        // Load stage: activations (× gain) × s as f16 hi/lo pairs.
+        for (u32 i = tid; i < 64u * 16u; i += 128u) {
+            const u32 r = i / 16u, c = i % 16u, t = t0 + r, k = k0 + 2 * c;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (t < T) {
+                const float* xr = x + (u64)t * 128u;
+                if (k < 128u) {
+                    v0 = xr[k];
+                }
+                if (k + 1 < 128u) {
+                    v1 = xr[k + 1];
+                }
+            }
+            st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
+        }
+        // Load stage: weight rows dequantized in registers (dq_f32), stored as f16 hi/lo.
+        for (u32 i = tid; i < 1u * 64u * 16u; i += 128u) {
+            const u32 m = i / (64u * 16u), jj = i / 16u % 64u, c = i % 16u;
+            const u32 j = j0 + jj, k = k0 + 2 * c;
+            float wv[2] = {0.0f, 0.0f};
+            if (j < 768u) {
+                const u8* row = w + (u64)(j + m * 768u) * 512u;
+                if (k < 128u) {
+                    dq_f32(row, k, wv);
+                }
+                if (k + 1 < 128u) {
+                    dq_f32(row, k + 1, wv + 1);
+                }
+            }
+            const u32 at = jj * 20u + c;
+            const float v0 = wv[0], v1 = wv[1];
+            st_f16x2_split(wh, wl, at, v0, v1);
+        }
+        __syncthreads();
+        // Two k16 steps: fragments from shared memory (PTX ISA 9.7.14.5.8:
+        // A regs {row g, g+8} × {k 2q.., 2q+8..}; B regs k {2q.., 2q+8..} of feature g).
+#pragma unroll
+        for (u32 kw = 0; kw < 16u; kw += 8) {
+            u32 ah[2][4], al[2][4];
+#pragma unroll
+            for (u32 mi = 0; mi < 2; ++mi) {
+                const u32 at = (wm * 32 + mi * 16 + g) * 20u + kw + q;
+                ah[mi][0] = xh[at];
+                ah[mi][1] = xh[at + 8 * 20u];
+                ah[mi][2] = xh[at + 4];
+                ah[mi][3] = xh[at + 8 * 20u + 4];
+                al[mi][0] = xl[at];
+                al[mi][1] = xl[at + 8 * 20u];
+                al[mi][2] = xl[at + 4];
+                al[mi][3] = xl[at + 8 * 20u + 4];
+            }
+#pragma unroll
+            for (u32 ni = 0; ni < 4; ++ni) {
+                const u32 at = (wn * 32 + ni * 8 + g) * 20u + kw + q;
+                {
+                    const u32 bh[2] = {wh[at], wh[at + 4]};
+                    const u32 bl[2] = {wl[at], wl[at + 4]};
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        mma_16816(acc[mi][ni], al[mi], bh);
+                        mma_16816(acc[mi][ni], ah[mi], bl);
+                        mma_16816(acc[mi][ni], ah[mi], bh);
+                    }
+                }
+            }
+        }
+        __syncthreads(); // the next load stage overwrites the tiles
+    }
+    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
+                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                if (t < T && j < 768u) {
+                    out[(u64)t * 768u + j] = acc[mi][ni][i] * rs[r] + ldf(bias[j]);
+                }
+            }
+        }
+    }
+}
+
+// qkv_rope_norm_bias_f32_768x128_float_rope_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+__constant__ float qkv_rope_norm_bias_f32_768x128_float_rope_freq[32][2] = {{1.0f, 0.0f}, {0.6890443f, 9.146678e-09f}, {0.47478205f, 5.8209864e-09f}, {0.32714587f, -2.636038e-09f}, {0.225418f, -1.2104745e-09f}, {0.15532298f, 5.6235154e-09f}, {0.107024424f, -2.3002458e-09f}, {0.073744565f, 2.9617715e-09f}, {0.050813276f, -1.5052344e-09f}, {0.031620752f, 2.0897266e-10f}, {0.019450968f, -5.8736505e-10f}, {0.011792191f, -2.0478416e-10f}, {0.007015714f, -4.570265e-11f}, {0.0040695546f, 9.526714e-11f}, {0.0022772718f, 1.1424692e-10f}, {0.001206131f, 1.5536239e-11f}, {0.0005809475f, 5.0028376e-12f}, {0.00022794779f, 3.6403883e-12f}, {3.830881e-05f, 5.922911e-13f}, {2.6396468e-05f, 5.751039e-13f}, {1.8188337e-05f, -2.9883957e-13f}, {1.253257e-05f, 2.2510636e-13f}, {8.635496e-06f, 1.1519323e-13f}, {5.9502395e-06f, -2.2186277e-13f}, {4.0999785e-06f, 1.3072865e-14f}, {2.8250668e-06f, 6.884516e-14f}, {1.9465963e-06f, -7.4050304e-14f}, {1.3412911e-06f, -3.2492946e-14f}, {9.2420896e-07f, -1.15627316e-14f}, {6.368209e-07f, 3.919089e-16f}, {4.3879783e-07f, -1.432127e-15f}, {3.0235114e-07f, 3.1314535e-15f}};
+
+// qkv_rope_norm_bias_f32_768x128_float_rope: q, k, v = h[t]'s blocks of 512, 128, 128 (h[T, 768] from the tiled product); rope (neox, n_rot 64
+// of head_dim 64) on q and k; k, v → caches row pos[t]; out = q.
+extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128_float_rope(
+    const float* __restrict__ h,
+    const int* __restrict__ pos,
+    float* __restrict__ kcache,
+    float* __restrict__ vcache,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 t = blockIdx.y, p = blockIdx.x * 128u + threadIdx.x;
+    if (p >= 384u) {
+        return;
+    }
+    // Pair p: head p / 32, index i inside it; columns c0, c1 of h.
+    const u32 head = p / 32u, i = p % 32u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;
+    if (i < 32u) {
+        c0 = i;
+        c1 = i + 32u;
+    }
+    c0 += head * 64u;
+    c1 += head * 64u;
+    float a0 = h[(u64)t * 768u + c0], a1 = h[(u64)t * 768u + c1];
+    {
+        const int ps = pos[t];
+        if (c0 < 640u && i < 32u) {
+            // θ = ps·freq[i] reduced modulo 2π in extended precision
+            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
+            const float fh = qkv_rope_norm_bias_f32_768x128_float_rope_freq[i][0], fl = qkv_rope_norm_bias_f32_768x128_float_rope_freq[i][1];
             const float pf = float(ps);
             const float ph = pf * fh;
             const float pl = fmaf(pf, fh, -ph) + pf * fl;
@@ -388,7 +601,7 @@ extern "C" __global__ void attn_merge_h8v64_s4_sinks(
 }
 
 // fused_matmul_bias_res_f32_128x512: out[r, j] = x[r] · w[j] + bias[j] + res[r, j], w f32[128, 512].
-extern "C" __global__ void __launch_bounds__(128) fused_matmul_bias_res_f32_128x512(
+extern "C" __global__ void __launch_bounds__(256) fused_matmul_bias_res_f32_128x512(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const float* __restrict__ bias,
@@ -400,9 +613,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_bias_res_f32_128x
     (void)lane;
     (void)warp;
     // vec16 loads: 4 chunks of 128 units (512 bytes) per row through shared memory.
-    __shared__ v16 stage[4 * 32]; // 512 bytes per warp
-    const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
+    __shared__ v16 stage[8 * 32]; // 512 bytes per warp
+    const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 512u;
+    // The activation row, staged once per block.
+    __shared__ float xs[512];
+    for (u32 i = tid; i < 512u; i += 256u) {
+        const float xv = xr[i];
+        xs[i] = xv;
+    }
+    __syncthreads();
     float acc = 0.0f;
     if (j < 128u) {
         {
@@ -421,7 +641,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_bias_res_f32_128x
                     dq_f32((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < 1u; ++k) {
-                        acc += wv[k] * xr[e + k];
+                        acc += wv[k] * xs[e + k];
                     }
                 }
                 __syncwarp();
@@ -597,7 +817,7 @@ extern "C" __global__ void __launch_bounds__(32) rmsnorm_gain_128(
 }
 
 // matmul_bias_f32_8x128: out[r, j] = x[r] · w[j] + bias[j], w f32[8, 128].
-extern "C" __global__ void __launch_bounds__(128) matmul_bias_f32_8x128(
+extern "C" __global__ void __launch_bounds__(256) matmul_bias_f32_8x128(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const float* __restrict__ bias,
@@ -608,9 +828,16 @@ extern "C" __global__ void __launch_bounds__(128) matmul_bias_f32_8x128(
     (void)lane;
     (void)warp;
     // vec16 loads: 1 chunk of 128 units (512 bytes) per row through shared memory.
-    __shared__ v16 stage[4 * 32]; // 512 bytes per warp
-    const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
+    __shared__ v16 stage[8 * 32]; // 512 bytes per warp
+    const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 128u;
+    // The activation row, staged once per block.
+    __shared__ float xs[128];
+    for (u32 i = tid; i < 128u; i += 256u) {
+        const float xv = xr[i];
+        xs[i] = xv;
+    }
+    __syncthreads();
     float acc = 0.0f;
     if (j < 8u) {
         {
@@ -629,7 +856,7 @@ extern "C" __global__ void __launch_bounds__(128) matmul_bias_f32_8x128(
                     dq_f32((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < 1u; ++k) {
-                        acc += wv[k] * xr[e + k];
+                        acc += wv[k] * xs[e + k];
                     }
                 }
                 __syncwarp();
@@ -866,6 +1093,15 @@ extern "C" __global__ void __launch_bounds__(128) moe_up_oai_bias_mxfp4_e8k2_256
         return; // fewer selected experts than slots: the same for every thread of the block
     }
     const float* xr = x + (u64)t * 128u;
+    // The activation row, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[132];
+    for (u32 i = tid; i < 128u; i += 128u) {
+        const float xv = xr[i];
+        xs[i + i / 32u] = xv;
+    }
+    __syncthreads();
     float g = 0.0f, up = 0.0f;
     if (j < 256u) {
         const u8* w = wg + (u64)e * 17408u;
@@ -874,7 +1110,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_up_oai_bias_mxfp4_e8k2_256
             dq_mxfp4(w + (u64)(j) * 68u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 32u; ++k) {
-                g += wv[k] * xr[u * 32u + k];
+                g += wv[k] * xs[u * 32u + u + k];
             }
         }
         w = wu + (u64)e * 17408u;
@@ -883,7 +1119,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_up_oai_bias_mxfp4_e8k2_256
             dq_mxfp4(w + (u64)(j) * 68u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 32u; ++k) {
-                up += wv[k] * xr[u * 32u + k];
+                up += wv[k] * xs[u * 32u + u + k];
             }
         }
     }
@@ -915,6 +1151,9 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_bias_mxfp4_e8k2_128x2
     (void)warp;
     const u32 j = blockIdx.x * 4u + warp, t = blockIdx.y;
     const float* rt = route + (u64)t * 8u;
+    // Each selected expert's activation row is staged in shared memory
+    // (padded as in the matrix-vector kernels) before its dot.
+    __shared__ float xs[264];
     float acc = 0.0f;
     u32 s = 0;
     // The loop bounds depend on the route row alone: uniform in the block.
@@ -924,6 +1163,11 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_bias_mxfp4_e8k2_128x2
             continue;
         }
         const float* xr = act + ((u64)t * 2u + s) * 256u;
+        __syncthreads(); // every warp is done with the previous slot's row
+        for (u32 i = tid; i < 256u; i += 128u) {
+            xs[i + i / 32u] = xr[i];
+        }
+        __syncthreads();
         float y = 0.0f;
         if (j < 128u) {
             const u8* w = wd + (u64)e * 17408u;
@@ -932,7 +1176,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_bias_mxfp4_e8k2_128x2
             dq_mxfp4(w + (u64)(j) * 136u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 32u; ++k) {
-                y += wv[k] * xr[u * 32u + k];
+                y += wv[k] * xs[u * 32u + u + k];
             }
         }
         }
@@ -1036,7 +1280,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
 }
 
 // fused_matmul_norm_gain_q8_0_50257x128: out[r, j] = rmsnorm(x[r])·gain · w[j], w q8_0[50257, 128].
-extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50257x128(
+extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50257x128(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const float* __restrict__ gain,
@@ -1047,15 +1291,29 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     (void)lane;
     (void)warp;
     // direct loads: a q8_0 row is 136 bytes, not a multiple of 16, so its chunks are not 16-byte aligned.
-    const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
+    const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 128u;
-    // RMSNorm prologue: every warp reduces the row itself (K is small
-    // beside the weight rows it then streams), so no shared memory.
+    // The activation row times the gain, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[132];
+    __shared__ float xss[8];
     float ss = 0.0f;
-    for (u32 i = lane; i < 128u; i += 32) {
-        ss += xr[i] * xr[i];
+    for (u32 i = tid; i < 128u; i += 256u) {
+        const float xv = xr[i];
+        ss += xv * xv;
+        xs[i + i / 32u] = xv * ldf(gain[i]);
     }
     ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        ss += xss[i];
+    }
     const float scale = rsqrtf(ss / 128.0f + 1e-05f);
     float acc = 0.0f;
     if (j < 50257u) {
@@ -1064,7 +1322,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
             dq_q8_0(w + (u64)(j) * 136u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 32u; ++k) {
-                acc += wv[k] * xr[u * 32u + k] * ldf(gain[u * 32u + k]);
+                acc += wv[k] * xs[u * 32u + u + k];
             }
         }
     }

@@ -137,13 +137,14 @@ extern "C" __global__ void embed_f32_512x64(
     }
 }
 
+
 // qkv_rope_norm_f32_128x64_float_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
 // computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
 __constant__ float qkv_rope_norm_f32_128x64_float_freq[4][2] = {{1.0f, 0.0f}, {0.1f, -1.4901161e-09f}, {0.01f, 2.2351741e-10f}, {0.001f, -4.749745e-11f}};
 
 // qkv_rope_norm_f32_128x64_float: h = rmsnorm(x[t]) · wᵀ; q, k, v = h's blocks of 64, 32, 32;
 // rope (normal, n_rot 8 of head_dim 8) on q and k; k, v → caches row pos[t]; out = q.
-extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float(
+extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_f32_128x64_float(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const int* __restrict__ pos,
@@ -156,16 +157,29 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
     (void)lane;
     (void)warp;
     // direct loads: a row of 64 units is shorter than one 128-unit chunk.
-    const u32 t = blockIdx.y, p = blockIdx.x * 4u + warp;
+    const u32 t = blockIdx.y, p = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)t * 64u;
-    // RMSNorm prologue: every warp reduces the row itself (K is small
-    // beside the weight rows it then streams), so no shared memory.
+    // The activation row, staged once per block.
+    __shared__ float xs[64];
+    __shared__ float xss[8];
     float ss = 0.0f;
-    for (u32 i = lane; i < 64u; i += 32) {
-        ss += xr[i] * xr[i];
+    for (u32 i = tid; i < 64u; i += 256u) {
+        const float xv = xr[i];
+        ss += xv * xv;
+        xs[i] = xv;
     }
     ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        ss += xss[i];
+    }
     const float scale = rsqrtf(ss / 64.0f + 1e-05f);
+
     // Pair p: head p / 4, index i inside it; columns c0, c1 of h.
     const u32 head = p / 4u, i = p % 4u;
     u32 c0 = 2 * i, c1 = 2 * i + 1;
@@ -178,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
             dq_f32(w + (u64)(c0) * 256u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 1u; ++k) {
-                a0 += wv[k] * xr[u * 1u + k];
+                a0 += wv[k] * xs[u * 1u + k];
             }
         }
         for (u32 u = lane; u < 64u; u += 32) {
@@ -186,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
             dq_f32(w + (u64)(c1) * 256u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 1u; ++k) {
-                a1 += wv[k] * xr[u * 1u + k];
+                a1 += wv[k] * xs[u * 1u + k];
             }
         }
     }
@@ -195,11 +209,205 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
     if (p < 64u && lane == 0) {
         a0 *= scale;
         a1 *= scale;
+
         const int ps = pos[t];
         if (c0 < 96u && i < 4u) {
             // θ = ps·freq[i] reduced modulo 2π in extended precision
             // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
             const float fh = qkv_rope_norm_f32_128x64_float_freq[i][0], fl = qkv_rope_norm_f32_128x64_float_freq[i][1];
+            const float pf = float(ps);
+            const float ph = pf * fh;
+            const float pl = fmaf(pf, fh, -ph) + pf * fl;
+            const float kq = rintf(ph * 0.15915494309189535f);
+            float th = fmaf(-kq, 6.28318548202514648f, ph);
+            th = fmaf(-kq, -1.7484556000744487e-07f, th) + pl;
+            const float cs = cosf(th), sn = sinf(th);
+            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+            a0 = r0;
+            a1 = r1;
+        }
+        if (c0 < 64u) {
+            out[(u64)t * 64u + c0] = a0;
+            out[(u64)t * 64u + c1] = a1;
+        } else if (c0 < 96u) {
+            stf(kcache + (u64)ps * 32u + c0 - 64u, a0);
+            stf(kcache + (u64)ps * 32u + c1 - 64u, a1);
+        } else {
+            stf(vcache + (u64)ps * 32u + c0 - 96u, a0);
+            stf(vcache + (u64)ps * 32u + c1 - 96u, a1);
+        }
+    }
+}
+
+// qkv_rope_norm_f32_128x64_float_mm: out[t, j] = rmsnorm(x[t]) · w[j], w f32[128, 64];
+// prefill: a 64-token × 64-feature tile per block, mma.m16n8k16 with split f16 activations and weights.
+extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float_mm(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    __shared__ u32 xh[64 * 20], xl[64 * 20]; // activations, f16x2 hi and lo
+    __shared__ u32 wh[64 * 20];
+    __shared__ u32 wl[64 * 20];
+    __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
+    __shared__ float rs[64]; // and the epilogue's 1/s · RMSNorm scale
+    const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
+    const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
+    // Prologue: warp w reduces token rows w, w + 4, ...
+    for (u32 r = warp; r < 64u; r += 4u) {
+        float mx = 0.0f;
+        float ss = 0.0f;
+        if (t0 + r < T) {
+            const float* xr = x + (u64)(t0 + r) * 64u;
+            for (u32 i = lane; i < 64u; i += 32) {
+                const float v = xr[i];
+                mx = fmaxf(mx, fmaxf(v, -v));
+                ss += xr[i] * xr[i];
+            }
+        }
+        mx = warp_max(mx);
+        ss = warp_sum(ss);
+        if (lane == 0) {
+            // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
+            // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            u32 e = (__float_as_uint(mx) >> 23) & 255u;
+            e = e < 14u ? 14u : e;
+            xs[r] = __uint_as_float((267u - e) << 23);
+            rs[r] = __uint_as_float((e - 13u) << 23) * rsqrtf(ss / 64.0f + 1e-05f);
+        }
+    }
+    float acc[2][4][4];
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                acc[mi][ni][i] = 0.0f;
+            }
+        }
+    }
+    __syncthreads(); // xs is ready
+    for (u32 k0 = 0; k0 < 64u; k0 += 32u) {
+        // Load stage: activations (× gain) × s as f16 hi/lo pairs.
+        for (u32 i = tid; i < 64u * 16u; i += 128u) {
+            const u32 r = i / 16u, c = i % 16u, t = t0 + r, k = k0 + 2 * c;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (t < T) {
+                const float* xr = x + (u64)t * 64u;
+                if (k < 64u) {
+                    v0 = xr[k];
+                }
+                if (k + 1 < 64u) {
+                    v1 = xr[k + 1];
+                }
+            }
+            st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
+        }
+        // Load stage: weight rows dequantized in registers (dq_f32), stored as f16 hi/lo.
+        for (u32 i = tid; i < 1u * 64u * 16u; i += 128u) {
+            const u32 m = i / (64u * 16u), jj = i / 16u % 64u, c = i % 16u;
+            const u32 j = j0 + jj, k = k0 + 2 * c;
+            float wv[2] = {0.0f, 0.0f};
+            if (j < 128u) {
+                const u8* row = w + (u64)(j + m * 128u) * 256u;
+                if (k < 64u) {
+                    dq_f32(row, k, wv);
+                }
+                if (k + 1 < 64u) {
+                    dq_f32(row, k + 1, wv + 1);
+                }
+            }
+            const u32 at = jj * 20u + c;
+            const float v0 = wv[0], v1 = wv[1];
+            st_f16x2_split(wh, wl, at, v0, v1);
+        }
+        __syncthreads();
+        // Two k16 steps: fragments from shared memory (PTX ISA 9.7.14.5.8:
+        // A regs {row g, g+8} × {k 2q.., 2q+8..}; B regs k {2q.., 2q+8..} of feature g).
+#pragma unroll
+        for (u32 kw = 0; kw < 16u; kw += 8) {
+            u32 ah[2][4], al[2][4];
+#pragma unroll
+            for (u32 mi = 0; mi < 2; ++mi) {
+                const u32 at = (wm * 32 + mi * 16 + g) * 20u + kw + q;
+                ah[mi][0] = xh[at];
+                ah[mi][1] = xh[at + 8 * 20u];
+                ah[mi][2] = xh[at + 4];
+                ah[mi][3] = xh[at + 8 * 20u + 4];
+                al[mi][0] = xl[at];
+                al[mi][1] = xl[at + 8 * 20u];
+                al[mi][2] = xl[at + 4];
+                al[mi][3] = xl[at + 8 * 20u + 4];
+            }
+#pragma unroll
+            for (u32 ni = 0; ni < 4; ++ni) {
+                const u32 at = (wn * 32 + ni * 8 + g) * 20u + kw + q;
+                {
+                    const u32 bh[2] = {wh[at], wh[at + 4]};
+                    const u32 bl[2] = {wl[at], wl[at + 4]};
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        mma_16816(acc[mi][ni], al[mi], bh);
+                        mma_16816(acc[mi][ni], ah[mi], bl);
+                        mma_16816(acc[mi][ni], ah[mi], bh);
+                    }
+                }
+            }
+        }
+        __syncthreads(); // the next load stage overwrites the tiles
+    }
+    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < 4; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
+                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                if (t < T && j < 128u) {
+                    out[(u64)t * 128u + j] = acc[mi][ni][i] * rs[r];
+                }
+            }
+        }
+    }
+}
+
+// qkv_rope_norm_f32_128x64_float_rope_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+__constant__ float qkv_rope_norm_f32_128x64_float_rope_freq[4][2] = {{1.0f, 0.0f}, {0.1f, -1.4901161e-09f}, {0.01f, 2.2351741e-10f}, {0.001f, -4.749745e-11f}};
+
+// qkv_rope_norm_f32_128x64_float_rope: q, k, v = h[t]'s blocks of 64, 32, 32 (h[T, 128] from the tiled product); rope (normal, n_rot 8
+// of head_dim 8) on q and k; k, v → caches row pos[t]; out = q.
+extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float_rope(
+    const float* __restrict__ h,
+    const int* __restrict__ pos,
+    float* __restrict__ kcache,
+    float* __restrict__ vcache,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 t = blockIdx.y, p = blockIdx.x * 128u + threadIdx.x;
+    if (p >= 64u) {
+        return;
+    }
+    // Pair p: head p / 4, index i inside it; columns c0, c1 of h.
+    const u32 head = p / 4u, i = p % 4u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;
+    c0 += head * 8u;
+    c1 += head * 8u;
+    float a0 = h[(u64)t * 128u + c0], a1 = h[(u64)t * 128u + c1];
+    {
+        const int ps = pos[t];
+        if (c0 < 96u && i < 4u) {
+            // θ = ps·freq[i] reduced modulo 2π in extended precision
+            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
+            const float fh = qkv_rope_norm_f32_128x64_float_rope_freq[i][0], fl = qkv_rope_norm_f32_128x64_float_rope_freq[i][1];
             const float pf = float(ps);
             const float ph = pf * fh;
             const float pl = fmaf(pf, fh, -ph) + pf * fl;
@@ -322,7 +530,7 @@ extern "C" __global__ void attn_merge_h8v8_s4(
 }
 
 // fused_matmul_res_f32_64x64: out[r, j] = x[r] · w[j] + res[r, j], w f32[64, 64].
-extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x64(
+extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_f32_64x64(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const float* __restrict__ res,
@@ -333,8 +541,15 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x64(
     (void)lane;
     (void)warp;
     // direct loads: a row of 64 units is shorter than one 128-unit chunk.
-    const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
+    const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 64u;
+    // The activation row, staged once per block.
+    __shared__ float xs[64];
+    for (u32 i = tid; i < 64u; i += 256u) {
+        const float xv = xr[i];
+        xs[i] = xv;
+    }
+    __syncthreads();
     float acc = 0.0f;
     if (j < 64u) {
         for (u32 u = lane; u < 64u; u += 32) {
@@ -342,7 +557,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x64(
             dq_f32(w + (u64)(j) * 256u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 1u; ++k) {
-                acc += wv[k] * xr[u * 1u + k];
+                acc += wv[k] * xs[u * 1u + k];
             }
         }
     }
@@ -491,7 +706,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x64_mm(
 }
 
 // swiglu_norm_f32_344x64: h = rmsnorm(x[r]) · wᵀ, out[r, j] = silu(h[j]) · h[172 + j], w f32[344, 64].
-extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64(
+extern "C" __global__ void __launch_bounds__(256) swiglu_norm_f32_344x64(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     float* __restrict__ out,
@@ -501,15 +716,27 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64(
     (void)lane;
     (void)warp;
     // direct loads: a row of 64 units is shorter than one 128-unit chunk.
-    const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
+    const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 64u;
-    // RMSNorm prologue: every warp reduces the row itself (K is small
-    // beside the weight rows it then streams), so no shared memory.
+    // The activation row, staged once per block.
+    __shared__ float xs[64];
+    __shared__ float xss[8];
     float ss = 0.0f;
-    for (u32 i = lane; i < 64u; i += 32) {
-        ss += xr[i] * xr[i];
+    for (u32 i = tid; i < 64u; i += 256u) {
+        const float xv = xr[i];
+        ss += xv * xv;
+        xs[i] = xv;
     }
     ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        ss += xss[i];
+    }
     const float scale = rsqrtf(ss / 64.0f + 1e-05f);
     float g = 0.0f, up = 0.0f;
     if (j < 172u) {
@@ -518,7 +745,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64(
             dq_f32(w + (u64)(j) * 256u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 1u; ++k) {
-                g += wv[k] * xr[u * 1u + k];
+                g += wv[k] * xs[u * 1u + k];
             }
         }
         for (u32 u = lane; u < 64u; u += 32) {
@@ -526,7 +753,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64(
             dq_f32(w + (u64)(j + 172u) * 256u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 1u; ++k) {
-                up += wv[k] * xr[u * 1u + k];
+                up += wv[k] * xs[u * 1u + k];
             }
         }
     }
@@ -695,7 +922,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64_mm(
 }
 
 // fused_matmul_res_f32_64x172: out[r, j] = x[r] · w[j] + res[r, j], w f32[64, 172].
-extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172(
+extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_f32_64x172(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const float* __restrict__ res,
@@ -706,9 +933,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172(
     (void)lane;
     (void)warp;
     // vec16 loads: 1 chunk of 128 units (512 bytes) per row through shared memory, then 44 units directly.
-    __shared__ v16 stage[4 * 32]; // 512 bytes per warp
-    const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
+    __shared__ v16 stage[8 * 32]; // 512 bytes per warp
+    const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 172u;
+    // The activation row, staged once per block.
+    __shared__ float xs[172];
+    for (u32 i = tid; i < 172u; i += 256u) {
+        const float xv = xr[i];
+        xs[i] = xv;
+    }
+    __syncthreads();
     float acc = 0.0f;
     if (j < 64u) {
         {
@@ -727,7 +961,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172(
                     dq_f32((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < 1u; ++k) {
-                        acc += wv[k] * xr[e + k];
+                        acc += wv[k] * xs[e + k];
                     }
                 }
                 __syncwarp();
@@ -738,7 +972,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172(
             dq_f32(w + (u64)(j) * 688u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 1u; ++k) {
-                acc += wv[k] * xr[u * 1u + k];
+                acc += wv[k] * xs[u * 1u + k];
             }
         }
     }
@@ -887,7 +1121,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172_mm
 }
 
 // fused_matmul_norm_f32_512x64: out[r, j] = rmsnorm(x[r]) · w[j], w f32[512, 64].
-extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_f32_512x64(
+extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_f32_512x64(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     float* __restrict__ out,
@@ -897,15 +1131,27 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_f32_512x64(
     (void)lane;
     (void)warp;
     // direct loads: a row of 64 units is shorter than one 128-unit chunk.
-    const u32 r = blockIdx.y, j = blockIdx.x * 4u + warp;
+    const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 64u;
-    // RMSNorm prologue: every warp reduces the row itself (K is small
-    // beside the weight rows it then streams), so no shared memory.
+    // The activation row, staged once per block.
+    __shared__ float xs[64];
+    __shared__ float xss[8];
     float ss = 0.0f;
-    for (u32 i = lane; i < 64u; i += 32) {
-        ss += xr[i] * xr[i];
+    for (u32 i = tid; i < 64u; i += 256u) {
+        const float xv = xr[i];
+        ss += xv * xv;
+        xs[i] = xv;
     }
     ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        ss += xss[i];
+    }
     const float scale = rsqrtf(ss / 64.0f + 1e-05f);
     float acc = 0.0f;
     if (j < 512u) {
@@ -914,7 +1160,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_f32_512x64(
             dq_f32(w + (u64)(j) * 256u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < 1u; ++k) {
-                acc += wv[k] * xr[u * 1u + k];
+                acc += wv[k] * xs[u * 1u + k];
             }
         }
     }
