@@ -5,7 +5,7 @@
 # TestDeviceKernels), the program against the interpreter and every golden
 # case carried (runtime/cuda TestDevice*), and `minervac bench -t cuda` on
 # synthetic models made there (BENCH: presets, default tinyllama-1.1b and
-# llama-7b, Q4_0). Logs go to $OUT; each step has its own time limit and a
+# llama-7b in Q4_0 and gpt-oss-20b with MXFP4 experts). Logs go to $OUT; each step has its own time limit and a
 # failed step does not stop the next.
 set -u
 OUT=${OUT:-/tmp/device-out}
@@ -20,8 +20,14 @@ nv=$(ls /usr/local/cuda/lib64/libnvrtc.so.* 2>/dev/null | head -1)
 [ -n "$nv" ] || nv=$(find /usr /opt -name 'libnvrtc.so.*' 2>/dev/null | head -1)
 export MINERVA_NVRTC_LIB=${MINERVA_NVRTC_LIB:-$nv} MINERVA_CACHE_DIR=/tmp/minerva-cache
 say "nvrtc: $nv"
-BENCH=${BENCH:-"tinyllama-1.1b llama-7b"}
-( for p in $BENCH; do $B/minervac synth --preset $p --quant q4_0 -o /tmp/$p.gguf || true; done ) >"$OUT/synth.log" 2>&1 &
+BENCH=${BENCH-"tinyllama-1.1b llama-7b gpt-oss-20b"}
+synthOne() {
+  case $1 in
+  gpt-oss-*) $B/minervac synth --arch gpt-oss --preset $1 --quant mxfp4 -o /tmp/$1.gguf ;;
+  *) $B/minervac synth --preset $1 --quant q4_0 -o /tmp/$1.gguf ;;
+  esac
+}
+( for p in $BENCH; do synthOne $p || true; done ) >"$OUT/synth.log" 2>&1 &
 synth=$!
 
 say "smoke: stories260K through -t cuda against its golden text"
@@ -43,7 +49,7 @@ grep -E '(--- FAIL|^FAIL|^ok|^PASS|worst logits|greedy tokens equal)' "$OUT/gold
 
 wait $synth
 for p in $BENCH; do
-  say "bench $p q4_0"
+  say "bench $p"
   timeout ${BTIME:-90} $B/minervac bench /tmp/$p.gguf -t cuda --json --kernel-times -p 512 -n 128 -v >>"$OUT/bench.json" 2>>"$S"
   echo "rc=$?" >>"$S"
 done
