@@ -21,10 +21,13 @@ nv=$(ls /usr/local/cuda/lib64/libnvrtc.so.* 2>/dev/null | head -1)
 export MINERVA_NVRTC_LIB=${MINERVA_NVRTC_LIB:-$nv} MINERVA_CACHE_DIR=/tmp/minerva-cache
 say "nvrtc: $nv"
 BENCH=${BENCH-"tinyllama-1.1b llama-7b gpt-oss-20b"}
+# A BENCH entry is PRESET or PRESET:QUANT (default q4_0; mxfp4 experts for gpt-oss).
 synthOne() {
-  case $1 in
-  gpt-oss-*) $B/minervac synth --arch gpt-oss --preset $1 --quant mxfp4 -o /tmp/$1.gguf ;;
-  *) $B/minervac synth --preset $1 --quant q4_0 -o /tmp/$1.gguf ;;
+  local preset=${1%%:*} q=${1#*:}
+  [ "$q" = "$1" ] && q=
+  case $preset in
+  gpt-oss-*) $B/minervac synth --arch gpt-oss --preset $preset --quant ${q:-mxfp4} -o /tmp/$1.gguf ;;
+  *) $B/minervac synth --preset $preset --quant ${q:-q4_0} -o /tmp/$1.gguf ;;
   esac
 }
 ( for p in $BENCH; do synthOne $p || true; done ) >"$OUT/synth.log" 2>&1 &
@@ -53,5 +56,20 @@ for p in $BENCH; do
   timeout ${BTIME:-90} $B/minervac bench /tmp/$p.gguf -t cuda --json --kernel-times -p 512 -n 128 -v >>"$OUT/bench.json" 2>>"$S"
   echo "rc=$?" >>"$S"
 done
+# Registers and spills per kernel of the first benchmark's module (ptxas on
+# the cached PTX), and one profiled decode step of it (ncu), when there.
+ptx=$(ls -S $MINERVA_CACHE_DIR/cuda/*.ptx 2>/dev/null | head -1)
+if [ -n "$ptx" ] && command -v ptxas >/dev/null; then
+  say "ptxas -v (sm_90) of $(basename $ptx)"
+  timeout 30 ptxas -arch=sm_90 -v "$ptx" -o /tmp/k.cubin 2>&1 | grep -E "Compiling|registers|spill" | paste - - - | sed 's/ptxas info    ://g' >>"$S"
+fi
+first=$(echo $BENCH | cut -d' ' -f1)
+if [ -n "$first" ] && command -v ncu >/dev/null && [ -n "${NCU-1}" ]; then
+  say "ncu: one decode step of $first"
+  timeout ${NTIME:-60} ncu --launch-skip ${NSKIP:-200} --launch-count ${NCOUNT:-8} --section SpeedOfLight --section Occupancy --section LaunchStats \
+    $B/minervac bench /tmp/$first.gguf -t cuda -p 4 -n 4 --bw-mib 256 >"$OUT/ncu.txt" 2>&1
+  echo "rc=$?" >>"$S"
+  grep -E "^  [a-z_]+.*\(|Memory Throughput|DRAM Throughput|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit" "$OUT/ncu.txt" | head -120 >>"$S"
+fi
 tail -c 3000 "$OUT/bench.json"
 cat "$S"

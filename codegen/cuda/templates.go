@@ -176,13 +176,39 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
         {
             const v16* wr = (const v16*)(w + (u64)({{.Row}}) * {{$.RowBytes}}u);
             v16* sw = stage + warp * {{$.Vec.Words}}u;
+            // The next {{$.Vec.Depth}} chunk{{if gt $.Vec.Depth 1}}s{{end}} of the row are in flight in registers
+            // (pf[0] the oldest) while the stage's chunk is decoded.
+            v16 pf[{{$.Vec.Depth}}][{{$.Vec.Rounds}}];
+#pragma unroll
+            for (u32 d = 0; d < {{$.Vec.Depth}}u; ++d) {
+#pragma unroll
+                for (u32 i = 0; i < {{$.Vec.Rounds}}u; ++i) {
+                    if (i * 32 + lane < {{$.Vec.Words}}u) {
+                        pf[d][i] = ld_nc16(wr + d * {{$.Vec.Words}}u + i * 32 + lane);
+                    }
+                }
+            }
             for (u32 c = 0; c < {{$.Vec.Chunks}}u; ++c) {
 #pragma unroll
-                for (u32 i = 0; i < {{$.Vec.Words}}u; i += 32) {{"{"}}{{if $.Vec.Ragged}}
-                    if (i + lane < {{$.Vec.Words}}u) {
-                        sw[i + lane] = ld_nc16(wr + c * {{$.Vec.Words}}u + i + lane);
-                    }{{else}}
-                    sw[i + lane] = ld_nc16(wr + c * {{$.Vec.Words}}u + i + lane);{{end}}
+                for (u32 i = 0; i < {{$.Vec.Rounds}}u; ++i) {
+                    if (i * 32 + lane < {{$.Vec.Words}}u) {
+                        sw[i * 32 + lane] = pf[0][i];
+                    }
+                }
+#pragma unroll
+                for (u32 d = 0; d + 1 < {{$.Vec.Depth}}u; ++d) {
+#pragma unroll
+                    for (u32 i = 0; i < {{$.Vec.Rounds}}u; ++i) {
+                        pf[d][i] = pf[d + 1][i];
+                    }
+                }
+                if (c + {{$.Vec.Depth}}u < {{$.Vec.Chunks}}u) {
+#pragma unroll
+                    for (u32 i = 0; i < {{$.Vec.Rounds}}u; ++i) {
+                        if (i * 32 + lane < {{$.Vec.Words}}u) {
+                            pf[{{$.Vec.Depth}} - 1][i] = ld_nc16(wr + (c + {{$.Vec.Depth}}u) * {{$.Vec.Words}}u + i * 32 + lane);
+                        }
+                    }
                 }
                 __syncwarp();
 #pragma unroll

@@ -41,10 +41,18 @@ type vecLoad struct {
 	Words    int64  // 16-byte words per chunk
 	Chunks   int64  // full chunks per row
 	Ragged   bool   // Words is not a multiple of 32: the last round of loads is partial
+	Rounds   int64  // 16-byte loads per lane per chunk, ceil(Words/32)
+	Depth    int64  // chunks in flight in registers ahead of the one decoded (prefetchWords)
 	Tail     bool   // the row has units after its last full chunk
 	TailFrom int64  // the first unit after the full chunks
 	Why      string // the choice, for the comment in the emitted kernel
 }
+
+// prefetchWords bounds the 16-byte registers a lane holds for the chunks
+// in flight (Depth·Rounds): a decode warp is latency-bound with one chunk
+// in flight (the H200 measured 0.5–1.3 TB/s of 4.2), and each register
+// more lowers occupancy.
+const prefetchWords = 6
 
 // maxPer bounds Per: a chunk of 8·32 units of any dtype is 16-byte aligned
 // (32·8 units hold a whole number of 256-element super-blocks, 256 being a
@@ -63,6 +71,8 @@ func planVecLoad(dt ir.DType, unit, nu, rb int64) vecLoad {
 		}
 		v := vecLoad{Per: per, Units: units, Bytes: cb, Words: cb / 16, Chunks: nu / units,
 			Ragged: (cb/16)%32 != 0, Tail: nu%units != 0, TailFrom: nu / units * units}
+		v.Rounds = (v.Words + 31) / 32
+		v.Depth = max(1, min(v.Chunks, prefetchWords/v.Rounds))
 		switch {
 		case rb%16 != 0:
 			v.Why = fmt.Sprintf("direct loads: a %s row is %d bytes, not a multiple of 16, so its chunks are not 16-byte aligned", dt, rb)

@@ -222,10 +222,39 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
         {
             const v16* wr = (const v16*)(w + (u64)(c0) * 512u);
             v16* sw = stage + warp * 32u;
+            // The next 1 chunk of the row are in flight in registers
+            // (pf[0] the oldest) while the stage's chunk is decoded.
+            v16 pf[1][1];
+#pragma unroll
+            for (u32 d = 0; d < 1u; ++d) {
+#pragma unroll
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        pf[d][i] = ld_nc16(wr + d * 32u + i * 32 + lane);
+                    }
+                }
+            }
             for (u32 c = 0; c < 1u; ++c) {
 #pragma unroll
-                for (u32 i = 0; i < 32u; i += 32) {
-                    sw[i + lane] = ld_nc16(wr + c * 32u + i + lane);
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        sw[i * 32 + lane] = pf[0][i];
+                    }
+                }
+#pragma unroll
+                for (u32 d = 0; d + 1 < 1u; ++d) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        pf[d][i] = pf[d + 1][i];
+                    }
+                }
+                if (c + 1u < 1u) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        if (i * 32 + lane < 32u) {
+                            pf[1 - 1][i] = ld_nc16(wr + (c + 1u) * 32u + i * 32 + lane);
+                        }
+                    }
                 }
                 __syncwarp();
 #pragma unroll
@@ -244,10 +273,39 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
         {
             const v16* wr = (const v16*)(w + (u64)(c1) * 512u);
             v16* sw = stage + warp * 32u;
+            // The next 1 chunk of the row are in flight in registers
+            // (pf[0] the oldest) while the stage's chunk is decoded.
+            v16 pf[1][1];
+#pragma unroll
+            for (u32 d = 0; d < 1u; ++d) {
+#pragma unroll
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        pf[d][i] = ld_nc16(wr + d * 32u + i * 32 + lane);
+                    }
+                }
+            }
             for (u32 c = 0; c < 1u; ++c) {
 #pragma unroll
-                for (u32 i = 0; i < 32u; i += 32) {
-                    sw[i + lane] = ld_nc16(wr + c * 32u + i + lane);
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        sw[i * 32 + lane] = pf[0][i];
+                    }
+                }
+#pragma unroll
+                for (u32 d = 0; d + 1 < 1u; ++d) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        pf[d][i] = pf[d + 1][i];
+                    }
+                }
+                if (c + 1u < 1u) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        if (i * 32 + lane < 32u) {
+                            pf[1 - 1][i] = ld_nc16(wr + (c + 1u) * 32u + i * 32 + lane);
+                        }
+                    }
                 }
                 __syncwarp();
 #pragma unroll
@@ -628,10 +686,39 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_bias_res_f32_128x
         {
             const v16* wr = (const v16*)(w + (u64)(j) * 2048u);
             v16* sw = stage + warp * 32u;
+            // The next 4 chunks of the row are in flight in registers
+            // (pf[0] the oldest) while the stage's chunk is decoded.
+            v16 pf[4][1];
+#pragma unroll
+            for (u32 d = 0; d < 4u; ++d) {
+#pragma unroll
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        pf[d][i] = ld_nc16(wr + d * 32u + i * 32 + lane);
+                    }
+                }
+            }
             for (u32 c = 0; c < 4u; ++c) {
 #pragma unroll
-                for (u32 i = 0; i < 32u; i += 32) {
-                    sw[i + lane] = ld_nc16(wr + c * 32u + i + lane);
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        sw[i * 32 + lane] = pf[0][i];
+                    }
+                }
+#pragma unroll
+                for (u32 d = 0; d + 1 < 4u; ++d) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        pf[d][i] = pf[d + 1][i];
+                    }
+                }
+                if (c + 4u < 4u) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        if (i * 32 + lane < 32u) {
+                            pf[4 - 1][i] = ld_nc16(wr + (c + 4u) * 32u + i * 32 + lane);
+                        }
+                    }
                 }
                 __syncwarp();
 #pragma unroll
@@ -843,10 +930,39 @@ extern "C" __global__ void __launch_bounds__(256) matmul_bias_f32_8x128(
         {
             const v16* wr = (const v16*)(w + (u64)(j) * 512u);
             v16* sw = stage + warp * 32u;
+            // The next 1 chunk of the row are in flight in registers
+            // (pf[0] the oldest) while the stage's chunk is decoded.
+            v16 pf[1][1];
+#pragma unroll
+            for (u32 d = 0; d < 1u; ++d) {
+#pragma unroll
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        pf[d][i] = ld_nc16(wr + d * 32u + i * 32 + lane);
+                    }
+                }
+            }
             for (u32 c = 0; c < 1u; ++c) {
 #pragma unroll
-                for (u32 i = 0; i < 32u; i += 32) {
-                    sw[i + lane] = ld_nc16(wr + c * 32u + i + lane);
+                for (u32 i = 0; i < 1u; ++i) {
+                    if (i * 32 + lane < 32u) {
+                        sw[i * 32 + lane] = pf[0][i];
+                    }
+                }
+#pragma unroll
+                for (u32 d = 0; d + 1 < 1u; ++d) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        pf[d][i] = pf[d + 1][i];
+                    }
+                }
+                if (c + 1u < 1u) {
+#pragma unroll
+                    for (u32 i = 0; i < 1u; ++i) {
+                        if (i * 32 + lane < 32u) {
+                            pf[1 - 1][i] = ld_nc16(wr + (c + 1u) * 32u + i * 32 + lane);
+                        }
+                    }
                 }
                 __syncwarp();
 #pragma unroll
