@@ -2,6 +2,8 @@ package quant
 
 import (
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/minerva-llm/minerva/ir"
 )
@@ -15,14 +17,28 @@ import (
 // Byte j of qs holds element j in its low nibble and element j+16 in its high
 // nibble.
 //
-// ggml keeps the E2M1 values doubled, as the integers of kvaluesMXFP4, and
+// ggml keeps the E2M1 values doubled, as the integers of MXFP4Values, and
 // halves the scale instead (ggml_e8m0_to_fp32_half: 2^(e-128)). Both factors
 // are exact, so the product equals value*2^(e-127) whenever that is a normal
 // float; the formula is kept anyway so that the rare subnormal results round
 // the way ggml's do.
 
-// kvaluesMXFP4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code.
-var kvaluesMXFP4 = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+// MXFP4Values is ggml's kvalues_mxfp4: twice the E2M1 value of each code.
+// It is the one copy: the CPU kernels, their assembly generator and the GPU
+// kernel sources all take their tables from it.
+var MXFP4Values = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+// MXFP4ValuesC is MXFP4Values as a C initializer list, for the kernel sources.
+func MXFP4ValuesC() string {
+	var b strings.Builder
+	for i, v := range MXFP4Values {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(int(v)))
+	}
+	return b.String()
+}
 
 func init() {
 	register(ir.MXFP4, codec{dequant: dequantMXFP4, quant: quantMXFP4})
@@ -45,8 +61,8 @@ func dequantMXFP4(src []byte, dst []float32) {
 		d := e8m0Half(b[0])
 		qs := (*[16]byte)(b[1:])
 		for j := 0; j < 16; j++ {
-			y[j] = float32(kvaluesMXFP4[qs[j]&0x0f]) * d
-			y[j+16] = float32(kvaluesMXFP4[qs[j]>>4]) * d
+			y[j] = float32(MXFP4Values[qs[j]&0x0f]) * d
+			y[j+16] = float32(MXFP4Values[qs[j]>>4]) * d
 		}
 	}
 }
@@ -62,13 +78,13 @@ func dequantMXFP4(src []byte, dst []float32) {
 // spends most of its time here).
 func bestIndexMXFP4(x, e float32) uint8 {
 	best := uint8(0)
-	bestErr := abs32(float32(float32(kvaluesMXFP4[0])*e) - x)
+	bestErr := abs32(float32(float32(MXFP4Values[0])*e) - x)
 	lo, hi := 1, 8
 	if x < 0 {
 		lo, hi = 9, 16
 	}
 	for i := lo; i < hi; i++ {
-		if err := abs32(float32(float32(kvaluesMXFP4[i])*e) - x); err < bestErr {
+		if err := abs32(float32(float32(MXFP4Values[i])*e) - x); err < bestErr {
 			best, bestErr = uint8(i), err
 		}
 	}

@@ -9,9 +9,9 @@ import (
 // bestIndexFull is ggml's best_index_mxfp4 searching all 16 codes.
 func bestIndexFull(x, e float32) uint8 {
 	best := uint8(0)
-	bestErr := abs32(float32(float32(kvaluesMXFP4[0])*e) - x)
+	bestErr := abs32(float32(float32(MXFP4Values[0])*e) - x)
 	for i := 1; i < 16; i++ {
-		if err := abs32(float32(float32(kvaluesMXFP4[i])*e) - x); err < bestErr {
+		if err := abs32(float32(float32(MXFP4Values[i])*e) - x); err < bestErr {
 			best, bestErr = uint8(i), err
 		}
 	}

@@ -1,6 +1,9 @@
 package metal
 
-import "github.com/minerva-llm/minerva/ir"
+import (
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/quant"
+)
 
 // A weight dtype is rendered as one MSL function, dq_<name>(row, u, w), that
 // decodes unit u of a weight row into the thread array w (registers): the
@@ -142,7 +145,7 @@ inline uint ld_u32(device const uchar* p) {
 `,
 	"kv_mxfp4": `
 // kv_mxfp4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code (the scale is halved).
-constant float kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+constant float kv_mxfp4[16] = {` + quant.MXFP4ValuesC() + `};
 `,
 	"q3_scale": `
 // q3_scale is the unsigned 6-bit scale j of a Q3_K block: low 4 bits from nibbles of s[0:8], high 2 from s[8:12].

@@ -112,12 +112,12 @@ func qkvRoPE(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 	qd := int(v.Attrs.Int("n_head", 0) * v.Attrs.Int("head_dim", 0))
 	kvd := int(v.Attrs.Int("n_kv_head", 0) * v.Attrs.Int("head_dim", 0))
 	pos := tensorOf(v, args, p.Pos)
-	q, err := rope(v, []Tensor{columns(h, 0, qd), pos}, shape)
+	q, err := ropeOp(v, []Tensor{columns(h, 0, qd), pos}, shape)
 	if err != nil {
 		return Tensor{}, err
 	}
 	kc := columns(h, qd, qd+kvd)
-	k, err := rope(v, []Tensor{kc, pos}, kc.Shape)
+	k, err := ropeOp(v, []Tensor{kc, pos}, kc.Shape)
 	if err != nil {
 		return Tensor{}, err
 	}

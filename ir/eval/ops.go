@@ -24,7 +24,7 @@ func init() {
 		ir.OpSiLU:      unary(silu),
 		ir.OpGELU:      unary(gelu),
 		ir.OpSoftmax:   softmax,
-		ir.OpRoPE:      rope,
+		ir.OpRoPE:      ropeOp,
 		ir.OpKVWrite:   kvwrite,
 		ir.OpAttention: attention,
 		ir.OpReshape:   reshape,

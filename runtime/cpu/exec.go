@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/rope"
 	"github.com/minerva-llm/minerva/quant"
 )
 
@@ -110,7 +111,10 @@ func (e *exec) run(nd *node) error {
 		if err != nil {
 			return err
 		}
-		r := newRope(v.Attrs, pos)
+		r, err := newRope(v.Attrs, pos)
+		if err != nil {
+			return err
+		}
 		width := int(v.Type.Shape[1].N)
 		hd := int(v.Attrs.Int("head_dim", 0))
 		for t := range pos {
@@ -237,32 +241,22 @@ type ropeTab struct {
 	cs   []float64 // [T][nrot/2][2]
 }
 
-func newRope(a ir.Attrs, pos []int32) *ropeTab {
-	nrot := int(a.Int("n_rot", 0))
-	base := a.Float("base", 10000)
-	freqScale := a.Float("freq_scale", 1)
-	extFactor := a.Float("ext_factor", 0)
-	attnFactor := a.Float("attn_factor", 1)
-	r := &ropeTab{nrot: nrot, neox: a.Str("mode", "normal") == "neox", cs: make([]float64, len(pos)*nrot)}
-	var corr [2]float64
-	if extFactor != 0 {
-		corr = yarnCorrDims(nrot, a.Int("orig_ctx", 0), base, a.Float("beta_fast", 32), a.Float("beta_slow", 1))
+func newRope(a ir.Attrs, pos []int32) (*ropeTab, error) {
+	rp, err := rope.FromAttrs(a)
+	if err != nil {
+		return nil, err
 	}
+	nrot := rp.NRot
+	mscale := rp.MScale()
+	r := &ropeTab{nrot: nrot, neox: rp.Neox, cs: make([]float64, len(pos)*nrot)}
 	for t, p := range pos {
 		for i := 0; i < nrot/2; i++ {
-			thetaExtrap := float64(p) * math.Pow(base, -2*float64(i)/float64(nrot))
-			theta := freqScale * thetaExtrap
-			mscale := attnFactor
-			if extFactor != 0 {
-				mix := yarnRamp(corr[0], corr[1], 2*i) * extFactor
-				theta = theta*(1-mix) + thetaExtrap*mix
-				mscale *= 1 + 0.1*math.Log(1/freqScale)
-			}
+			theta := rp.Theta(p, i)
 			r.cs[t*nrot+2*i] = math.Cos(theta) * mscale
 			r.cs[t*nrot+2*i+1] = math.Sin(theta) * mscale
 		}
 	}
-	return r
+	return r, nil
 }
 
 // apply rotates one head of token t in place.
@@ -279,18 +273,4 @@ func (r *ropeTab) apply(t int, row []float32) {
 		row[j0] = float32(x0*c - x1*s)
 		row[j1] = float32(x0*s + x1*c)
 	}
-}
-
-func yarnCorrDims(nDims int, origCtx int64, base, betaFast, betaSlow float64) [2]float64 {
-	corrDim := func(nRot float64) float64 {
-		return float64(nDims) * math.Log(float64(origCtx)/(nRot*2*math.Pi)) / (2 * math.Log(base))
-	}
-	start := math.Floor(corrDim(betaFast))
-	end := math.Ceil(corrDim(betaSlow))
-	return [2]float64{math.Max(0, start), math.Min(float64(nDims-1), end)}
-}
-
-func yarnRamp(low, high float64, i0 int) float64 {
-	y := (float64(i0)/2 - low) / math.Max(0.001, high-low)
-	return 1 - math.Min(1, math.Max(0, y))
 }

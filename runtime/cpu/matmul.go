@@ -227,7 +227,10 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	kst, kbase := e.cache(p.stOf[p.index[parts.KCache]])
 	vst, vbase := e.cache(p.stOf[p.index[parts.VCache]])
 	kw := kst.info.Width
-	rope := newRope(a, pos)
+	rt, err := newRope(a, pos)
+	if err != nil {
+		return err
+	}
 	out := e.out(nd)
 	qd := H * hd
 	// Work items are runs of whole heads, long enough to stream well (see
@@ -250,10 +253,10 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 				}
 				switch {
 				case h < H:
-					rope.apply(r, hv)
+					rt.apply(r, hv)
 					copy(out[r*qd+h*hd:r*qd+(h+1)*hd], hv)
 				case h < H+Hkv:
-					rope.apply(r, hv)
+					rt.apply(r, hv)
 					writeRow(kst, kbase+int(pos[r])*kw+(h-H)*hd, hv)
 				default:
 					writeRow(vst, vbase+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)

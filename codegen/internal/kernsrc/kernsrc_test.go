@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/rope"
 )
 
 func TestFloatLiteralRoundTrips(t *testing.T) {
@@ -69,7 +70,7 @@ func TestRopeFreqs(t *testing.T) {
 	fr, ms, err = RopeFreqs(yarn)
 	require.NoError(t, err)
 	require.InDelta(t, 1+0.1*math.Log(32), ms, 1e-15)
-	corr := YarnCorrDims(64, 4096, 150000, 32, 1)
+	corr := rope.YarnCorrDims(64, 4096, 150000, 32, 1)
 	require.Less(t, 0.0, corr[0])
 	require.Less(t, corr[0], corr[1])
 	require.Less(t, corr[1], 31.0)

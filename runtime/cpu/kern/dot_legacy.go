@@ -3,6 +3,8 @@ package kern
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/minerva-llm/minerva/quant"
 )
 
 // The 32-element formats against Q8_0 / Q8_1 activations, as
@@ -147,8 +149,13 @@ func dotQ5_1(nb int, w, a []byte) float32 {
 	return sumf
 }
 
-// kvaluesMXFP4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code.
-var kvaluesMXFP4 = [16]int32{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+// kvaluesMXFP4 is quant.MXFP4Values (ggml's kvalues_mxfp4) widened to int32.
+var kvaluesMXFP4 = func() (t [16]int32) {
+	for i, v := range quant.MXFP4Values {
+		t[i] = int32(v)
+	}
+	return t
+}()
 
 // e8m0Half is ggml_e8m0_to_fp32_half: 2^(e-128).
 func e8m0Half(e uint8) float32 {

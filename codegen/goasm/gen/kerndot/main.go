@@ -14,9 +14,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"os"
 
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
+	"github.com/minerva-llm/minerva/quant"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -187,7 +188,7 @@ var mxfp4Block = blockKernel{name: "MXFP4", wBytes: 17,
 func mxfp4Values(c *build.Context) Mem {
 	m := c.StaticGlobal("mxfp4Values")
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for i, v := range []int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12} {
+	for i, v := range quant.MXFP4Values {
 		c.AddDatum(i, U8(uint8(v)))
 	}
 	return m

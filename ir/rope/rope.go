@@ -1,0 +1,108 @@
+// Package rope is the rotary position embedding's numerics, written once
+// for every place that computes or emits it: ir/eval and runtime/cpu rotate
+// by Params.Theta (float64, the interpreter's exact steps), and the GPU
+// kernel generators (codegen/internal/kernsrc) bake Params.Freq into their
+// sources. The attributes are the rope and qkv_rope ops': n_rot, base,
+// freq_scale, mode, and for YaRN (ext_factor ≠ 0, ggml's rope_yarn)
+// orig_ctx, beta_fast, beta_slow and attn_factor.
+package rope
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// Params are a rope's attributes, with YaRN's correction dims resolved.
+type Params struct {
+	NRot       int
+	Base       float64
+	FreqScale  float64
+	ExtFactor  float64 // YaRN when non-zero
+	AttnFactor float64
+	Neox       bool // pairs (i, i+n_rot/2) rather than (2i, 2i+1)
+	corr       [2]float64
+}
+
+// FromAttrs reads an op's rope attributes. YaRN needs a positive
+// freq_scale (its magnitude scale takes ln(1/freq_scale)).
+func FromAttrs(a ir.Attrs) (Params, error) {
+	p := Params{
+		NRot:       int(a.Int("n_rot", 0)),
+		Base:       a.Float("base", 10000),
+		FreqScale:  a.Float("freq_scale", 1),
+		ExtFactor:  a.Float("ext_factor", 0),
+		AttnFactor: a.Float("attn_factor", 1),
+		Neox:       a.Str("mode", "normal") == "neox",
+	}
+	if p.ExtFactor != 0 {
+		if p.FreqScale <= 0 {
+			return Params{}, fmt.Errorf("YaRN needs a positive freq_scale, got %v", p.FreqScale)
+		}
+		p.corr = YarnCorrDims(int64(p.NRot), a.Int("orig_ctx", 0), p.Base, a.Float("beta_fast", 32), a.Float("beta_slow", 1))
+	}
+	return p, nil
+}
+
+// Theta is the angle pair i turns by at position pos: the extrapolated
+// angle pos·base^(−2i/n_rot) times freq_scale, blended back towards the
+// extrapolated one by YaRN's ramp.
+func (p Params) Theta(pos int32, i int) float64 {
+	thetaExtrap := float64(pos) * math.Pow(p.Base, -2*float64(i)/float64(p.NRot))
+	theta := p.FreqScale * thetaExtrap
+	if p.ExtFactor != 0 {
+		mix := YarnRamp(p.corr[0], p.corr[1], int64(2*i)) * p.ExtFactor
+		theta = theta*(1-mix) + thetaExtrap*mix
+	}
+	return theta
+}
+
+// Freq is Theta(pos, i)/pos as one per-pair constant, for kernels that
+// compute pos·Freq(i) themselves (equal to Theta's steps up to float64
+// rounding).
+func (p Params) Freq(i int) float64 {
+	pow := math.Pow(p.Base, -2*float64(i)/float64(p.NRot))
+	f := p.FreqScale * pow
+	if p.ExtFactor != 0 {
+		mix := YarnRamp(p.corr[0], p.corr[1], int64(2*i)) * p.ExtFactor
+		f = f*(1-mix) + pow*mix
+	}
+	return f
+}
+
+// MScale is the factor the rotation multiplies magnitudes by: attn_factor,
+// times 1 + 0.1·ln(1/freq_scale) under YaRN.
+func (p Params) MScale() float64 {
+	m := p.AttnFactor
+	if p.ExtFactor != 0 {
+		m *= 1 + 0.1*math.Log(1/p.FreqScale)
+	}
+	return m
+}
+
+// Pair is the two dims of a head that pair i rotates.
+func (p Params) Pair(i int) (int, int) {
+	if p.Neox {
+		return i, i + p.NRot/2
+	}
+	return 2 * i, 2*i + 1
+}
+
+// YarnCorrDims is ggml_rope_yarn_corr_dims: the range of rotary dims over
+// which YaRN ramps from extrapolation to interpolation.
+func YarnCorrDims(nDims, origCtx int64, base, betaFast, betaSlow float64) [2]float64 {
+	corrDim := func(nRot float64) float64 {
+		return float64(nDims) * math.Log(float64(origCtx)/(nRot*2*math.Pi)) / (2 * math.Log(base))
+	}
+	start := math.Floor(corrDim(betaFast))
+	end := math.Ceil(corrDim(betaSlow))
+	return [2]float64{math.Max(0, start), math.Min(float64(nDims-1), end)}
+}
+
+// YarnRamp is 1 below low, 0 above high, linear between (ggml's
+// rope_yarn_ramp), at dim i0.
+func YarnRamp(low, high float64, i0 int64) float64 {
+	y := (float64(i0)/2 - low) / math.Max(0.001, high-low)
+	return 1 - math.Min(1, math.Max(0, y))
+}
