@@ -52,6 +52,28 @@ type ProgramConfig struct {
 	// owning rows [s·Context, (s+1)·Context): the layout continuous batching
 	// will step several slots through at once.
 	Slots int
+	// Options are the caller's settings of the backend (threads, kernel
+	// variant, caches, libraries).
+	Options Options
+}
+
+// Options are the settings a backend takes from its caller, never from the
+// environment: cmd/minervac fills them from its flags (whose defaults read
+// the MINERVA_* variables), a library user sets them. The zero value means
+// each backend's defaults. Two programs with different Options can live in
+// one process.
+type Options struct {
+	// Threads is the CPU backend's worker count; 0: the physical cores.
+	Threads int
+	// CPUKernels names the CPU kernel variant ("generic", "avx2", "avx512",
+	// "neon"); "": the best this CPU runs.
+	CPUKernels string
+	// CacheDir holds compiled GPU modules (under cuda/); "": the user cache
+	// directory's minerva folder.
+	CacheDir string
+	// CUDALib and NVRTCLib are the CUDA driver and NVRTC libraries to load;
+	// "": the usual file names (libcuda.so.1, libnvrtc.so.13, …).
+	CUDALib, NVRTCLib string
 }
 
 // Program is a graph compiled on a backend, with its weights resident and

@@ -6,7 +6,6 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -20,7 +19,6 @@ type benchCmd struct {
 	Model       string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
 	P           int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
 	N           int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
-	Threads     int    `help:"CPU backend worker threads (sets MINERVA_THREADS; 0 = the physical cores)." default:"0"`
 	JSON        bool   `help:"Print one JSON object instead of a table."`
 	Target      string `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU)." default:"goasm"`
 	CacheType   string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
@@ -62,31 +60,23 @@ type benchMachine struct {
 	BandwidthGBs float64 `json:"bandwidth_gb_s"`
 }
 
-func (c *benchCmd) Run() error {
+func (c *benchCmd) Run(opts *runtime.Options) error {
 	if c.P < 1 {
 		return usageError{fmt.Sprintf("-p %d: the prompt length must be ≥ 1", c.P)}
 	}
 	if c.N < 1 {
 		return usageError{fmt.Sprintf("-n %d: the number of decode steps must be ≥ 1", c.N)}
 	}
-	if c.Threads < 0 {
-		return usageError{fmt.Sprintf("--threads %d must be ≥ 0", c.Threads)}
-	}
 	if c.BWMiB < 256 {
 		return usageError{fmt.Sprintf("--bw-mib %d: the bandwidth buffer must be at least 256 MiB", c.BWMiB)}
 	}
-	threads := c.Threads
-	if threads > 0 {
-		os.Setenv("MINERVA_THREADS", strconv.Itoa(threads))
-	} else if s := os.Getenv("MINERVA_THREADS"); s != "" {
-		threads, _ = strconv.Atoi(s)
-	}
+	threads := opts.Threads
 	if threads <= 0 {
 		threads = cpu.DefaultThreads()
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), tm)
+	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), opts, tm)
 	if err != nil {
 		return err
 	}
@@ -158,7 +148,7 @@ func (c *benchCmd) Run() error {
 	}
 	r := benchReport{
 		Model: displayName(c.Model), Target: m.target, Threads: threads,
-		Kernels:      kernelsOf(m.target),
+		Kernels:      kernelsOf(m.target, opts.CPUKernels),
 		PromptTokens: c.P, DecodeTokens: c.N,
 		PrefillTokensS: round(res.PrefillTokensS, 2), DecodeTokensS: round(res.DecodeTokensS, 2),
 		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
@@ -192,11 +182,14 @@ func (c *benchCmd) Run() error {
 	return w.Flush()
 }
 
-// kernelsOf names the CPU kernel variant the goasm target runs (MINERVA_CPU
-// or the best this CPU has); other targets have none.
-func kernelsOf(target string) string {
+// kernelsOf names the CPU kernel variant the goasm target runs
+// (--cpu-kernels or the best this CPU has); other targets have none.
+func kernelsOf(target, variant string) string {
 	if target != "goasm" {
 		return ""
+	}
+	if variant != "" {
+		return variant
 	}
 	return kern.Variant()
 }

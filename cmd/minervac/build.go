@@ -160,14 +160,15 @@ type progressWriter struct{ p *progress }
 func (w progressWriter) Write(b []byte) (int, error) { w.p.Add(len(b)); return len(b), nil }
 
 // planCacheDir is where `minervac run model.gguf` keeps compiled plans:
-// $MINERVA_CACHE_DIR, or minerva/plans in the user cache directory.
-func planCacheDir() (string, error) {
-	if d := os.Getenv("MINERVA_CACHE_DIR"); d != "" {
-		return d, nil
+// --cache-dir ($MINERVA_CACHE_DIR), or minerva/plans in the user cache
+// directory.
+func planCacheDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no cache directory (set MINERVA_CACHE_DIR): %w", err)
+		return "", fmt.Errorf("no cache directory (give --cache-dir or MINERVA_CACHE_DIR): %w", err)
 	}
 	return filepath.Join(d, "minerva", "plans"), nil
 }

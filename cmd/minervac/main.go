@@ -6,12 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 type cli struct {
+	backendFlags
+
 	Run      runCmd      `cmd:"" help:"Generate text with a model (a built-in synthetic llama when no model is given)."`
 	Compile  compileCmd  `cmd:"" help:"Run the pass pipeline on a model and print the fused graph or a summary."`
 	Inspect  inspectCmd  `cmd:"" help:"Print a model file's metadata, tensors and architecture."`
@@ -36,7 +42,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		os.Exit(2)
 	}
-	if err := ctx.Run(); err != nil {
+	opts, err := c.backendFlags.options()
+	if err == nil {
+		err = ctx.Run(&opts)
+	}
+	if err != nil {
 		var u usageError
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		if errors.As(err, &u) {
@@ -44,6 +54,33 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// backendFlags are the settings every command hands its backends, as
+// runtime.Options: the one place the MINERVA_* variables are read (each is
+// a flag's default), so that nothing below cmd/ consults the environment.
+type backendFlags struct {
+	Threads    int    `help:"CPU backend worker threads (0: the physical cores)." env:"MINERVA_THREADS" default:"0"`
+	CPUKernels string `name:"cpu-kernels" help:"CPU kernel variant: generic, avx2, avx512 or neon (default: the best this CPU runs)." env:"MINERVA_CPU"`
+	CacheDir   string `name:"cache-dir" help:"Where compiled plans and GPU modules are cached (default: minerva in the user cache directory)." env:"MINERVA_CACHE_DIR"`
+	CUDALib    string `name:"cuda-lib" help:"Path of the CUDA driver library (default: libcuda.so.1)." env:"MINERVA_CUDA_LIB"`
+	NVRTCLib   string `name:"nvrtc-lib" help:"Path of the NVRTC library (default: libnvrtc.so.13, .12, …)." env:"MINERVA_NVRTC_LIB"`
+}
+
+func (f backendFlags) options() (runtime.Options, error) {
+	if f.Threads < 0 {
+		return runtime.Options{}, usageError{fmt.Sprintf("--threads %d must be ≥ 0", f.Threads)}
+	}
+	if n := goruntime.NumCPU(); f.Threads > n {
+		fmt.Fprintf(os.Stderr, "minervac: --threads %d exceeds the %d CPUs here; using %d\n", f.Threads, n, n)
+		f.Threads = n
+	}
+	if f.CPUKernels != "" {
+		if _, err := kern.Use(f.CPUKernels); err != nil {
+			return runtime.Options{}, usageError{"--cpu-kernels: " + err.Error()}
+		}
+	}
+	return runtime.Options{Threads: f.Threads, CPUKernels: f.CPUKernels, CacheDir: f.CacheDir, CUDALib: f.CUDALib, NVRTCLib: f.NVRTCLib}, nil
 }
 
 // usageError marks a bad flag combination (exit status 2, like a parse error).

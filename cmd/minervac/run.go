@@ -39,7 +39,7 @@ type runCmd struct {
 	Target        string   `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter); a plan runs on the target it was compiled for." default:"goasm"`
 }
 
-func (c *runCmd) Run() error {
+func (c *runCmd) Run(bo *runtime.Options) error {
 	if c.N < 0 {
 		return usageError{fmt.Sprintf("-n %d: the number of tokens to generate must be ≥ 0", c.N)}
 	}
@@ -52,7 +52,7 @@ func (c *runCmd) Run() error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), tm)
+	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), bo, tm)
 	if err != nil {
 		return err
 	}

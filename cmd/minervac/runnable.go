@@ -22,6 +22,7 @@ type runnable struct {
 	tok     *tokenizer.Tokenizer
 	ctx     int    // default context length
 	target  string // the backend that runs it
+	opts    runtime.Options
 	closers []io.Closer
 }
 
@@ -68,7 +69,16 @@ func fromPlan(path string) (*runnable, error) {
 // planCacheDir by the model's identity, so the second run only opens the
 // cached plan (which re-checks that the model file has not changed). No
 // path means the built-in synthetic model, compiled in memory.
-func openRunnable(path, target string, cacheType ir.DType, tm *timer) (*runnable, error) {
+func openRunnable(path, target string, cacheType ir.DType, opts *runtime.Options, tm *timer) (*runnable, error) {
+	r, err := openRunnableIn(path, target, cacheType, opts.CacheDir, tm)
+	if err != nil {
+		return nil, err
+	}
+	r.opts = *opts
+	return r, nil
+}
+
+func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm *timer) (*runnable, error) {
 	if path != "" && isPlan(path) {
 		r, err := fromPlan(path)
 		if err == nil {
@@ -103,7 +113,7 @@ func openRunnable(path, target string, cacheType ir.DType, tm *timer) (*runnable
 	if err != nil {
 		return nil, err
 	}
-	dir, err := planCacheDir()
+	dir, err := planCacheDir(cacheDir)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +153,7 @@ func (r *runnable) session(ctx int) (*runtime.Session, error) {
 	if !ok {
 		return nil, fmt.Errorf("target %s is not implemented in this build (implemented: %v)", r.target, runtime.Backends())
 	}
-	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1})
+	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1, Options: r.opts})
 	if err != nil {
 		return nil, err
 	}

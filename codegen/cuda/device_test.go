@@ -3,10 +3,12 @@
 package cuda_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/cuda"
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime"
 	rtcuda "github.com/minerva-llm/minerva/runtime/cuda"
 )
 
@@ -18,7 +20,8 @@ import (
 // and NVRTC (runtime/cuda loads them) and a device of compute capability
 // 8.0 or newer; without them it skips, as it does in CI.
 func TestDeviceKernels(t *testing.T) {
-	dev, err := rtcuda.DeviceName()
+	// minervac's flags would read these variables; the test reads them itself.
+	dev, err := rtcuda.DeviceName(runtime.Options{CUDALib: os.Getenv("MINERVA_CUDA_LIB"), NVRTCLib: os.Getenv("MINERVA_NVRTC_LIB")})
 	if err != nil {
 		t.Skipf("no GPU: %v", err)
 	}

@@ -1,7 +1,7 @@
-// Command cpuvariant prints the CPU kernel variant in effect (after
-// MINERVA_CPU), one of runtime/cpu/kern.Variants(); CI uses it to force each
-// SIMD variant the machine has. It exits 1 when MINERVA_CPU names a variant
-// this CPU cannot run.
+// Command cpuvariant prints the CPU kernel variant this machine runs by
+// default, one of runtime/cpu/kern.Variants(); with a variant name as its
+// argument it prints that name if this CPU can run it and exits 1 if not.
+// CI uses it to force each SIMD variant the machine has.
 package main
 
 import (
@@ -12,9 +12,14 @@ import (
 )
 
 func main() {
-	if name := os.Getenv("MINERVA_CPU"); name != "" && kern.Variant() != name {
-		fmt.Fprintf(os.Stderr, "cpuvariant: %s not available (have %v)\n", name, kern.Variants())
-		os.Exit(1)
+	if len(os.Args) > 1 {
+		ks, err := kern.Use(os.Args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cpuvariant:", err)
+			os.Exit(1)
+		}
+		fmt.Println(ks.Name())
+		return
 	}
 	fmt.Println(kern.Variant())
 }

@@ -3,8 +3,6 @@ package cpu
 import (
 	"math"
 
-	"github.com/minerva-llm/minerva/runtime/cpu/kern"
-
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -74,7 +72,7 @@ func (e *exec) attention(nd *node) error {
 			tm := float32(math.Inf(-1))
 			if kst.f32 != nil {
 				// The tile's scores in one kernel call (rows kw apart).
-				kern.Scores(qv, kst.f32[kbase+j0*kw+kh*hd:], kw, sc[:j1-j0])
+				e.p.ks.Scores(qv, kst.f32[kbase+j0*kw+kh*hd:], kw, sc[:j1-j0])
 				for j := range sc[:j1-j0] {
 					sc[j] *= scale
 					tm = max(tm, sc[j])
@@ -95,13 +93,13 @@ func (e *exec) attention(nd *node) error {
 				}
 				m = tm
 			}
-			kern.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
+			e.p.ks.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
 			for _, wgt := range wt[:j1-j0] {
 				l += wgt
 			}
 			if vst.f32 != nil {
 				// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-				kern.AxpyRows(acc, wt[:j1-j0], vst.f32[vbase+j0*vw+kh*dv:], vw)
+				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[vbase+j0*vw+kh*dv:], vw)
 			} else {
 				for j := j0; j < j1; j++ {
 					off := vbase + j*vw + kh*dv
@@ -135,7 +133,7 @@ func (e *exec) attention(nd *node) error {
 			}
 			r := float32(math.Exp(float64(pr[0]) - m))
 			l += float64(pr[1] * r)
-			axpy(o, r, pr[2:])
+			e.p.ks.Axpy(o, r, pr[2:])
 		}
 		if sinks != nil {
 			l += math.Exp(sink - m)
@@ -175,9 +173,6 @@ func dotF16(a []float32, b []uint16, tab []float32) float32 {
 	}
 	return s0 + s1
 }
-
-// axpy is kern.Axpy: dst += a·x.
-func axpy(dst []float32, a float32, x []float32) { kern.Axpy(dst, a, x) }
 
 func axpyF16(dst []float32, a float32, x []uint16, tab []float32) {
 	x = x[:len(dst)]

@@ -11,9 +11,7 @@ package cpu
 
 import (
 	"fmt"
-	"os"
 	goruntime "runtime"
-	"strconv"
 	"sync"
 
 	"github.com/minerva-llm/minerva/ir"
@@ -28,8 +26,8 @@ const Name = "goasm"
 func init() { runtime.RegisterBackend(Backend{}) }
 
 // Backend compiles graphs for the CPU. Threads is the number of workers of
-// each program: 0 means $MINERVA_THREADS when set, else DefaultThreads (the
-// physical cores).
+// each program: 0 means the program config's Options.Threads, and when
+// that is 0 too DefaultThreads (the physical cores).
 type Backend struct {
 	Threads int
 }
@@ -37,20 +35,18 @@ type Backend struct {
 func (Backend) Name() string { return Name }
 
 // threads resolves the worker count.
-func (b Backend) threads() int {
+func (b Backend) threads(o runtime.Options) int {
 	if b.Threads > 0 {
 		return b.Threads
 	}
-	if s := os.Getenv("MINERVA_THREADS"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			return n
-		}
+	if o.Threads > 0 {
+		return o.Threads
 	}
 	return DefaultThreads()
 }
 
 // DefaultThreads is the worker count when neither Backend.Threads nor
-// MINERVA_THREADS sets one: the physical cores among GOMAXPROCS CPUs.
+// Options.Threads sets one: the physical cores among GOMAXPROCS CPUs.
 func DefaultThreads() int { return physicalCores() }
 
 // cval is a value that depends on weights only: raw bytes in dtype dt
@@ -103,6 +99,7 @@ type node struct {
 
 type program struct {
 	mu     sync.Mutex
+	ks     kern.Kernels // the kernel variant (Options.CPUKernels)
 	cfg    runtime.ProgramConfig
 	sig    runtime.Signature
 	g      *ir.Graph
@@ -146,6 +143,9 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 		return nil, err
 	}
 	p := &program{cfg: cfg, sig: sig, g: g, index: map[*ir.Value]int{}, tokIdx: -1, posIdx: -1}
+	if p.ks, err = kern.Use(cfg.Options.CPUKernels); err != nil {
+		return nil, err
+	}
 	if p.q82, err = actRounding(g); err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 	if p.consts[p.logits] != nil {
 		return nil, fmt.Errorf("logits do not depend on the tokens")
 	}
-	p.pool = newPool(b.threads())
+	p.pool = newPool(b.threads(cfg.Options))
 	p.scratch = make([][]float32, p.pool.n)
 	goruntime.AddCleanup(p, func(pl *pool) { pl.stop() }, p.pool)
 	return p, nil
@@ -306,8 +306,8 @@ func (p *program) prepare(nd *node) error {
 		if err != nil {
 			return err
 		}
-		if c.packed == nil && kern.PackedSupported(c.dt) && n%8 == 0 {
-			c.packed = kern.Pack(c.dt, n, k, c.data)
+		if c.packed == nil && p.ks.PackedSupported(c.dt) && n%8 == 0 {
+			c.packed = p.ks.Pack(c.dt, n, k, c.data)
 		}
 	case ir.OpEmbed:
 		rawArg = 0
@@ -427,4 +427,14 @@ func (p *program) Close() error {
 	}
 	p.states, p.consts, p.vals, p.bufs = nil, nil, nil, nil
 	return nil
+}
+
+// ProgramSettings reports the kernel variant and worker count a CPU
+// program runs with (ok is false for another backend's program).
+func ProgramSettings(p runtime.Program) (variant string, threads int, ok bool) {
+	pr, ok := p.(*program)
+	if !ok {
+		return "", 0, false
+	}
+	return pr.ks.Name(), pr.pool.n, true
 }

@@ -10,8 +10,6 @@ import (
 // computed as ggml does: its AVX2 code where kern has an AVX2 variant and the
 // CPU has AVX2, its generic code otherwise (MINERVA_CPU forces either).
 
-func actType(w ir.DType) ir.DType                        { return kern.ActType(w) }
-func actBytes(w ir.DType, n int) int                     { return kern.ActBytes(w, n) }
-func quantizeActs(t ir.DType, x []float32, dst []byte)   { kern.QuantizeActs(t, x, dst) }
-func kernSupported(wt ir.DType) bool                     { return kern.Supported(wt) }
-func dot(wt ir.DType, n int, w []byte, a []byte) float32 { return kern.Dot(wt, n, w, a) }
+func actType(w ir.DType) ir.DType    { return kern.ActType(w) }
+func actBytes(w ir.DType, n int) int { return kern.ActBytes(w, n) }
+func kernSupported(wt ir.DType) bool { return kern.Supported(wt) }

@@ -64,11 +64,12 @@ type weightRows struct {
 	k, rb  int
 	data   []byte
 	packed *kern.Packed
+	ks     kern.Kernels // the program's kernel variant
 }
 
-func (c *cval) rows() weightRows {
+func (c *cval) rows(ks kern.Kernels) weightRows {
 	_, k, rb, _ := c.matrix()
-	return weightRows{dt: c.dt, k: k, rb: rb, data: c.data, packed: c.packed}
+	return weightRows{dt: c.dt, k: k, rb: rb, data: c.data, packed: c.packed, ks: ks}
 }
 
 // actFormat is the activation row layout the matrix's kernels read, and its
@@ -82,10 +83,10 @@ func (w weightRows) actBytes() int {
 
 func (w weightRows) quantize(x []float32, dst []byte) {
 	if w.packed != nil {
-		kern.QuantizePackedActs(x, dst)
+		w.ks.QuantizePackedActs(x, dst)
 		return
 	}
-	quantizeActs(actType(w.dt), x, dst)
+	w.ks.QuantizeActs(actType(w.dt), x, dst)
 }
 
 // dots sets dst[r*ld+j] to the dot of weight row j0+j with activation row r
@@ -97,13 +98,13 @@ func (w weightRows) dots(j0, cnt int, acts []byte, ab, R int, dst []float32, ld 
 	}
 	if R == 1 {
 		for j := 0; j < cnt; j++ {
-			dst[j] = dot(w.dt, w.k, w.data[(j0+j)*w.rb:][:w.rb], acts)
+			dst[j] = w.ks.Dot(w.dt, w.k, w.data[(j0+j)*w.rb:][:w.rb], acts)
 		}
 		return
 	}
 	tmp = tmp[:R]
 	for j := 0; j < cnt; j++ {
-		kern.DotRows(w.dt, w.k, w.data[(j0+j)*w.rb:][:w.rb], acts, ab, tmp)
+		w.ks.DotRows(w.dt, w.k, w.data[(j0+j)*w.rb:][:w.rb], acts, ab, tmp)
 		for r, s := range tmp {
 			dst[r*ld+j] = s
 		}
@@ -140,7 +141,7 @@ func (e *exec) matmul(nd *node) error {
 	if err != nil {
 		return err
 	}
-	wr := c.rows()
+	wr := c.rows(e.p.ks)
 	x := e.f32(p.index[parts.X])
 	R := len(x) / K
 	if parts.Norm {
@@ -204,7 +205,7 @@ func (e *exec) matmul(nd *node) error {
 			wr.dots(j0, cnt, acts, ab, R, g, cnt, tmp)
 			wr.dots(F+j0, cnt, acts, ab, R, u, cnt, tmp)
 			for r := 0; r < R; r++ {
-				kern.SiLUMul(out[r*F+j0:][:cnt], g[r*cnt:], u[r*cnt:])
+				e.p.ks.SiLUMul(out[r*F+j0:][:cnt], g[r*cnt:], u[r*cnt:])
 			}
 		})
 	case ir.OpQKVRoPE:

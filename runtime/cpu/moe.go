@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // Mixture of experts on the CPU: topk_softmax (the router's selection) and
@@ -319,8 +318,8 @@ func (e *exec) moe(nd *node) error {
 		g, u := tmp[:R], tmp[R:]
 		xg, xu := b.xg[r0*gRB:r1*gRB], b.xu[r0*uRB:r1*uRB]
 		for j := j0; j < j1; j++ {
-			kern.DotRows(dims.gate.dt, D, dims.gate.row(ex, j), xg, gRB, g)
-			kern.DotRows(dims.up.dt, D, dims.up.row(ex, j), xu, uRB, u)
+			e.p.ks.DotRows(dims.gate.dt, D, dims.gate.row(ex, j), xg, gRB, g)
+			e.p.ks.DotRows(dims.up.dt, D, dims.up.row(ex, j), xu, uRB, u)
 			var gb, ub float32
 			if bg != nil {
 				gb, ub = bg[ex*F+j], bu[ex*F+j]
@@ -350,7 +349,7 @@ func (e *exec) moe(nd *node) error {
 		tmp := p.scratchFor(w, R)
 		hq := b.hq[r0*dRB : r1*dRB]
 		for j := j0; j < j1; j++ {
-			kern.DotRows(dims.down.dt, F, dims.down.row(ex, j), hq, dRB, tmp)
+			e.p.ks.DotRows(dims.down.dt, F, dims.down.row(ex, j), hq, dRB, tmp)
 			var db float32
 			if bd != nil {
 				db = bd[ex*D+j]

@@ -36,7 +36,7 @@ func (p *program) quantizeActs(t ir.DType, x []float32, dst []byte) {
 		quantizeQ8_2(x, dst)
 		return
 	}
-	quantizeActs(t, x, dst)
+	p.ks.QuantizeActs(t, x, dst)
 }
 
 // quantizeQ8_2 rounds as ik_llama.cpp does before its MXFP4 and Q8_0

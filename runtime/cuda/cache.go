@@ -41,11 +41,11 @@ type moduleCache struct {
 	Dir string
 }
 
-// defaultModuleCache is $MINERVA_CACHE_DIR/cuda, or minerva/cuda in the
-// user cache directory; disabled when neither exists.
-func defaultModuleCache() moduleCache {
-	if d := os.Getenv("MINERVA_CACHE_DIR"); d != "" {
-		return moduleCache{Dir: filepath.Join(d, "cuda")}
+// defaultModuleCache is dir/cuda (Options.CacheDir), or minerva/cuda in
+// the user cache directory; disabled when neither exists.
+func defaultModuleCache(dir string) moduleCache {
+	if dir != "" {
+		return moduleCache{Dir: filepath.Join(dir, "cuda")}
 	}
 	if d, err := os.UserCacheDir(); err == nil {
 		return moduleCache{Dir: filepath.Join(d, "minerva", "cuda")}

@@ -67,8 +67,7 @@ func TestModuleCache(t *testing.T) {
 	if _, ok, _ := (moduleCache{}).load(key); ok {
 		t.Fatal("a disabled cache returned a module")
 	}
-	t.Setenv("MINERVA_CACHE_DIR", "/x")
-	if d := defaultModuleCache().Dir; d != filepath.Join("/x", "cuda") {
+	if d := defaultModuleCache("/x").Dir; d != filepath.Join("/x", "cuda") {
 		t.Fatalf("default cache dir %q", d)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
+	"github.com/minerva-llm/minerva/runtime"
 )
 
 // The tests below run the CUDA program on a real GPU: the same checks as
@@ -17,14 +18,17 @@ import (
 // the driver and NVRTC the system has. Without a loadable driver and a
 // device they skip, as they do in CI.
 
-// realDevice skips unless libcuda and NVRTC load (from the system, not
-// the emulated driver) and device 0 can run the kernels.
-func realDevice(t *testing.T) {
+// realDevice skips unless libcuda and NVRTC load (the system's, or the
+// files $MINERVA_CUDA_LIB and $MINERVA_NVRTC_LIB name, as minervac's flags
+// would read them) and device 0 can run the kernels; it returns the
+// Options of a program there.
+func realDevice(t *testing.T) runtime.Options {
 	t.Helper()
-	if strings.Contains(os.Getenv("MINERVA_CUDA_LIB"), "emucuda") {
+	opts := runtime.Options{CUDALib: os.Getenv("MINERVA_CUDA_LIB"), NVRTCLib: os.Getenv("MINERVA_NVRTC_LIB"), CacheDir: t.TempDir()}
+	if strings.Contains(opts.CUDALib, "emucuda") {
 		t.Skip("MINERVA_CUDA_LIB names the emulated driver")
 	}
-	name, err := DeviceName()
+	name, err := DeviceName(opts)
 	if err != nil {
 		t.Skipf("no GPU: %v", err)
 	}
@@ -32,19 +36,18 @@ func realDevice(t *testing.T) {
 		t.Skipf("device %s is the emulated driver", name)
 	}
 	t.Logf("device: %s", name)
+	return opts
 }
 
 func TestDeviceProgramMatchesReference(t *testing.T) {
-	realDevice(t)
-	t.Setenv("MINERVA_CACHE_DIR", t.TempDir())
-	programMatchesReference(t, "")
+	programMatchesReference(t, realDevice(t), "")
 }
 
 // TestDeviceGoldenE2E runs every golden case whose index and model file are
 // present (a GPU machine may be handed a subset of ../shared, with indexes
 // trimmed to the cases it carries).
 func TestDeviceGoldenE2E(t *testing.T) {
-	realDevice(t)
+	opts := realDevice(t)
 	var indexes []string
 	for _, index := range []string{"index.json", "index-gptoss.json"} {
 		if _, err := os.Stat(filepath.Join(shared.Path(t, "golden/e2e"), index)); err == nil {
@@ -53,7 +56,7 @@ func TestDeviceGoldenE2E(t *testing.T) {
 			t.Logf("golden/e2e/%s not here, not run", index)
 		}
 	}
-	goldenE2E(t, indexes, func(c *golden.Case) bool {
+	goldenE2E(t, opts, indexes, func(c *golden.Case) bool {
 		if _, err := os.Stat(c.ModelPath); err != nil {
 			t.Logf("%s: model not here, not run", c.Name)
 			return false

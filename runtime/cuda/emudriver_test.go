@@ -21,6 +21,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/minerva-llm/minerva/runtime"
 )
 
 // The emulated driver (testdata/emudriver/emudriver.cc) is one shared
@@ -35,18 +37,18 @@ var (
 )
 
 // emuDriver builds the emulated driver once per test binary (into a temp
-// dir; skip the test when clang++ is missing) and sets MINERVA_CUDA_LIB,
-// MINERVA_NVRTC_LIB, MINERVA_CUDAEMU_INCLUDE (absolute path of
-// codegen/cuda/testdata) and MINERVA_CUDAEMU_CACHE with t.Setenv; returns
-// the .so path. It also points MINERVA_CACHE_DIR at a fresh temp dir: the
+// dir; skip the test when clang++ is missing), sets the emulator's own
+// variables MINERVA_CUDAEMU_INCLUDE (absolute path of codegen/cuda/testdata)
+// and MINERVA_CUDAEMU_CACHE with t.Setenv, and returns the Options a program
+// on it takes: the .so as both libraries, and a fresh module cache dir (the
 // emulator's "PTX" names an object in its own cache, and must never land in
 // the user's module cache, where a real driver of the same version and
-// compute capability would find it. The driver keeps the current context
+// compute capability would find it). The driver keeps the current context
 // per OS thread, as CUDA does: a test calling it must hold
 // runtime.LockOSThread (and t.Setenv rules out t.Parallel).
-func emuDriver(t *testing.T) string { return emuDriverTB(t) }
+func emuDriver(t *testing.T) runtime.Options { return emuDriverTB(t) }
 
-func emuDriverTB(t testing.TB) string {
+func emuDriverTB(t testing.TB) runtime.Options {
 	t.Helper()
 	cxx, err := exec.LookPath("clang++")
 	if err != nil {
@@ -60,8 +62,6 @@ func emuDriverTB(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("MINERVA_CUDA_LIB", emuPath)
-	t.Setenv("MINERVA_NVRTC_LIB", emuPath)
 	t.Setenv("MINERVA_CUDAEMU_INCLUDE", inc)
 	t.Setenv("MINERVA_CUDAEMU_CXX", cxx)
 	cache := os.Getenv("MINERVA_CUDAEMU_CACHE")
@@ -74,8 +74,7 @@ func emuDriverTB(t testing.TB) string {
 	// The program's module cache (keyed by source, arch and driver version)
 	// would hand back an image naming an object built from an older
 	// cudaemu.h: each test gets its own.
-	t.Setenv("MINERVA_CACHE_DIR", t.TempDir())
-	return emuPath
+	return runtime.Options{CUDALib: emuPath, NVRTCLib: emuPath, CacheDir: t.TempDir()}
 }
 
 // buildEmuDriver compiles emudriver.cc into the temp dir, named by the
@@ -127,14 +126,14 @@ type emu struct {
 
 func newEmu(t testing.TB) *emu {
 	t.Helper()
-	path := emuDriverTB(t)
+	opts := emuDriverTB(t)
 	goruntime.LockOSThread()
 	t.Cleanup(goruntime.UnlockOSThread)
-	a, err := loadAPI(dlopen)
+	a, err := loadAPI(dlopen, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib, err := dlopen(path)
+	lib, err := dlopen(opts.CUDALib)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,15 +28,15 @@ var emuGoldenDefault = []string{
 }
 
 func TestGoldenE2EEmulated(t *testing.T) {
-	emuDriver(t)
+	opts := emuDriver(t)
 	all := os.Getenv("MINERVA_CUDAEMU_GOLDEN") == "all"
-	goldenE2E(t, []string{"index.json", "index-gptoss.json"}, func(c *golden.Case) bool { return all || contains(emuGoldenDefault, c.Name) })
+	goldenE2E(t, opts, []string{"index.json", "index-gptoss.json"}, func(c *golden.Case) bool { return all || contains(emuGoldenDefault, c.Name) })
 }
 
 // goldenE2E runs the golden cases that want accepts through the CUDA
 // program on whichever driver the environment loads, from the indexes
 // (index.json, index-gptoss.json) named.
-func goldenE2E(t *testing.T, indexes []string, want func(*golden.Case) bool) {
+func goldenE2E(t *testing.T, opts runtime.Options, indexes []string, want func(*golden.Case) bool) {
 	for _, index := range indexes {
 		for _, c := range golden.Cases(t, index) {
 			if !want(c) {
@@ -53,7 +53,7 @@ func goldenE2E(t *testing.T, indexes []string, want func(*golden.Case) bool) {
 				}
 				m := fusedModel(t, c.ModelPath)
 				ctx := len(c.PromptTokens) + c.NGen + 1
-				p, err := backend{}.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: ctx})
+				p, err := backend{}.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: ctx, Options: opts})
 				require.NoError(t, err)
 				defer p.Close()
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/runtime"
 )
 
 // The kernel harness: one library's launches run once on the GPU over
@@ -32,13 +33,13 @@ var (
 	}
 )
 
-// openHarness loads the driver and creates the harness's context on device
-// 0, once per process.
-func openHarness() error {
+// openHarness loads the driver (o's libraries) and creates the harness's
+// context on device 0, once per process: the first call's libraries stay.
+func openHarness(o runtime.Options) error {
 	harnessOnce.Do(func() {
 		goruntime.LockOSThread()
 		defer goruntime.UnlockOSThread()
-		a, err := load()
+		a, err := load(o)
 		if err != nil {
 			harnessErr = err
 			return
@@ -73,11 +74,11 @@ func openHarness() error {
 	return harnessErr
 }
 
-// DeviceName loads the driver and NVRTC and names device 0 with its compute
-// capability; the error says why there is no usable GPU (no driver, no
-// device, too old a device).
-func DeviceName() (string, error) {
-	if err := openHarness(); err != nil {
+// DeviceName loads the driver and NVRTC (o's libraries) and names device 0
+// with its compute capability; the error says why there is no usable GPU
+// (no driver, no device, too old a device).
+func DeviceName(o runtime.Options) (string, error) {
+	if err := openHarness(o); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s (compute capability %d.%d)", harness.device, harness.major, harness.minor), nil
@@ -87,9 +88,9 @@ func DeviceName() (string, error) {
 // step of T tokens once, in order, over bufs — the bytes of every buffer the
 // launches name, by graph value ID, the scratch under -1 — and copies every
 // buffer back into bufs. Compilation runs concurrently across callers; the
-// launches of one call run alone.
+// launches of one call run alone. The driver is the one DeviceName loaded.
 func RunLaunches(lib *cudagen.Library, bufs map[int][]byte, T int) (err error) {
-	if err := openHarness(); err != nil {
+	if err := openHarness(runtime.Options{}); err != nil {
 		return err
 	}
 	a := harness.a

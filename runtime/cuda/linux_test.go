@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"unsafe"
@@ -56,14 +55,13 @@ func TestArgBlock(t *testing.T) {
 }
 
 func TestOpenLibError(t *testing.T) {
-	t.Setenv("MINERVA_NVRTC_LIB", "")
 	fail := func(name string) (uintptr, error) {
 		if name == "libnvrtc.so.12" {
 			return 0, errors.New("libnvrtc.so.12: wrong ELF class:\nELFCLASS32")
 		}
 		return 0, errors.New(name + ": cannot open shared object file: No such file or directory")
 	}
-	_, err := openLib(nvrtcLib, fail)
+	_, err := openLib(nvrtcLib, "", fail)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -80,14 +78,13 @@ func TestOpenLibError(t *testing.T) {
 		t.Errorf("error %q repeats the not-found reasons", msg)
 	}
 
-	// The variable names the one file tried.
-	t.Setenv("MINERVA_NVRTC_LIB", "/opt/x/libnvrtc.so.12.4")
+	// A path names the one file tried.
 	var tried []string
-	_, err = openLib(nvrtcLib, func(n string) (uintptr, error) { tried = append(tried, n); return 0, errors.New("No such file") })
+	_, err = openLib(nvrtcLib, "/opt/x/libnvrtc.so.12.4", func(n string) (uintptr, error) { tried = append(tried, n); return 0, errors.New("No such file") })
 	if len(tried) != 1 || tried[0] != "/opt/x/libnvrtc.so.12.4" || !strings.Contains(err.Error(), "/opt/x/libnvrtc.so.12.4") {
 		t.Fatalf("tried %v: %v", tried, err)
 	}
-	h, err := openLib(nvrtcLib, func(string) (uintptr, error) { return 42, nil })
+	h, err := openLib(nvrtcLib, "", func(string) (uintptr, error) { return 42, nil })
 	if h != 42 || err != nil {
 		t.Fatalf("openLib = %d, %v", h, err)
 	}
@@ -96,10 +93,7 @@ func TestOpenLibError(t *testing.T) {
 // On a machine without the NVIDIA driver, Compile fails with the loader's
 // one-line error naming libcuda.so.1.
 func TestCompileWithoutDriver(t *testing.T) {
-	if os.Getenv("MINERVA_CUDA_LIB") != "" {
-		t.Skip("MINERVA_CUDA_LIB is set")
-	}
-	if _, err := load(); err == nil {
+	if _, err := load(runtime.Options{}); err == nil {
 		t.Skip("libcuda and NVRTC load here")
 	} else if strings.Contains(err.Error(), "NVRTC") {
 		t.Skipf("libcuda loads here: %v", err)

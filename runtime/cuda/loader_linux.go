@@ -5,17 +5,19 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"os"
 	goruntime "runtime"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/minerva-llm/minerva/runtime"
 )
 
 // libSpec is a shared library the backend needs: the file names tried in
-// order, and the environment variable that names the file instead.
+// order, and the flag (with its environment variable) that names the file
+// instead, for the error message.
 type libSpec struct {
 	what  string
 	env   string
@@ -23,22 +25,23 @@ type libSpec struct {
 }
 
 var (
-	cudaLib = libSpec{"the CUDA driver", "MINERVA_CUDA_LIB", []string{"libcuda.so.1", "libcuda.so"}}
+	cudaLib = libSpec{"the CUDA driver", "--cuda-lib or MINERVA_CUDA_LIB", []string{"libcuda.so.1", "libcuda.so"}}
 	// NVRTC carries its major.minor in the soname; libnvrtc.so exists only
 	// with the toolkit's development files.
-	nvrtcLib = libSpec{"NVRTC", "MINERVA_NVRTC_LIB", []string{
+	nvrtcLib = libSpec{"NVRTC", "--nvrtc-lib or MINERVA_NVRTC_LIB", []string{
 		"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1", "libnvrtc.so.11.0",
 		"/usr/local/cuda/lib64/libnvrtc.so",
 	}}
 )
 
-// openLib dlopens the first of s's names that loads ($env alone when set).
-// On failure the error is one line naming every file tried and $env, with
-// the loader's reason for any file that exists but did not load.
-func openLib(s libSpec, dlopen func(string) (uintptr, error)) (uintptr, error) {
+// openLib dlopens path, or when it is empty the first of s's names that
+// loads. On failure the error is one line naming every file tried and how
+// to name the file, with the loader's reason for any file that exists but
+// did not load.
+func openLib(s libSpec, path string, dlopen func(string) (uintptr, error)) (uintptr, error) {
 	names := s.names
-	if p := os.Getenv(s.env); p != "" {
-		names = []string{p}
+	if path != "" {
+		names = []string{path}
 	}
 	var reasons []string
 	for _, n := range names {
@@ -50,7 +53,7 @@ func openLib(s libSpec, dlopen func(string) (uintptr, error)) (uintptr, error) {
 			reasons = append(reasons, r)
 		}
 	}
-	msg := fmt.Sprintf("cuda: cannot load %s: tried %s; set %s to the library's path", s.what, strings.Join(names, ", "), s.env)
+	msg := fmt.Sprintf("cuda: cannot load %s: tried %s; name the library's path with %s", s.what, strings.Join(names, ", "), s.env)
 	if len(reasons) > 0 {
 		msg += " (" + strings.Join(reasons, "; ") + ")"
 	}
@@ -87,18 +90,18 @@ var (
 	loaded = map[[2]string]*api{}
 )
 
-// load opens both libraries and resolves every entry point, once per
-// process and pair of $MINERVA_CUDA_LIB / $MINERVA_NVRTC_LIB values (the
-// tests point them at the emulated driver); a failure is not remembered,
-// so a later call with the environment fixed tries again.
-func load() (*api, error) {
+// load opens both libraries (Options.CUDALib and NVRTCLib, or the usual
+// names) and resolves every entry point, once per process and pair of paths
+// (the tests load the emulated driver); a failure is not remembered, so a
+// later call with other paths tries again.
+func load(o runtime.Options) (*api, error) {
 	loadMu.Lock()
 	defer loadMu.Unlock()
-	key := [2]string{os.Getenv(cudaLib.env), os.Getenv(nvrtcLib.env)}
+	key := [2]string{o.CUDALib, o.NVRTCLib}
 	if a, ok := loaded[key]; ok {
 		return a, nil
 	}
-	a, err := loadAPI(dlopen)
+	a, err := loadAPI(dlopen, o)
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +109,12 @@ func load() (*api, error) {
 	return a, nil
 }
 
-func loadAPI(open func(string) (uintptr, error)) (*api, error) {
-	cu, err := openLib(cudaLib, open)
+func loadAPI(open func(string) (uintptr, error), o runtime.Options) (*api, error) {
+	cu, err := openLib(cudaLib, o.CUDALib, open)
 	if err != nil {
 		return nil, err
 	}
-	nv, err := openLib(nvrtcLib, open)
+	nv, err := openLib(nvrtcLib, o.NVRTCLib, open)
 	if err != nil {
 		return nil, err
 	}

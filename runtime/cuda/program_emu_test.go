@@ -20,16 +20,15 @@ import (
 // logits row must agree within 1e-5·max|ref| (the kernels accumulate in
 // float32 in another order than the interpreter).
 func TestProgramMatchesReference(t *testing.T) {
-	emuDriver(t)
-	programMatchesReference(t, "emulat")
+	programMatchesReference(t, emuDriver(t), "emulat")
 }
 
 // programMatchesReference is TestProgramMatchesReference's body on
 // whichever driver the environment loads; the program's device name must
 // contain device.
-func programMatchesReference(t *testing.T, device string) {
+func programMatchesReference(t *testing.T, opts runtime.Options, device string) {
 	m := fusedModel(t, shared.Path(t, "models/gguf/stories260K.gguf"))
-	cfg := runtime.ProgramConfig{Context: 16, Slots: 2}
+	cfg := runtime.ProgramConfig{Context: 16, Slots: 2, Options: opts}
 	p, err := backend{}.Compile(m.Graph, m.Weights, cfg)
 	require.NoError(t, err)
 	defer p.Close()

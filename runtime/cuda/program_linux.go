@@ -95,7 +95,7 @@ func (pr *program) enter() error {
 func (pr *program) leave() { goruntime.UnlockOSThread() }
 
 func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Program, error) {
-	a, err := load()
+	a, err := load(cfg.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (pr *program) open() error {
 	if err != nil {
 		return err
 	}
-	cache := defaultModuleCache()
+	cache := defaultModuleCache(pr.cfg.Options.CacheDir)
 	key := cacheKey(pr.lib.Source, major, minor, drv)
 	ptx, cached, err := cache.load(key)
 	if err != nil {

@@ -4,7 +4,6 @@ package kern
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"sync/atomic"
 )
@@ -45,24 +44,45 @@ var genericVariant = &variant{name: "generic"}
 // by the per-architecture init (dispatch_amd64.go).
 var variants = map[string]*variant{"generic": genericVariant}
 
-// best is the variant picked when MINERVA_CPU is unset.
+// best is the fastest variant this CPU runs, the default.
 var best = genericVariant
 
+// active is the process default (Current): best unless SetVariant changed it.
 var active atomic.Pointer[variant]
 
 func init() {
 	archVariants()
 	active.Store(best)
-	if name := os.Getenv("MINERVA_CPU"); name != "" {
-		if err := SetVariant(name); err != nil {
-			fmt.Fprintf(os.Stderr, "minerva: MINERVA_CPU: %v; using the generic kernels\n", err)
-			active.Store(genericVariant)
-		}
-	}
 }
 
-// Variant is the name of the kernel variant Dot uses: "generic", "avx2",
-// "avx512" or "neon".
+// Kernels is one variant's kernel set. A program holds its own (Use), so
+// two programs in one process may run different variants; the package-level
+// functions use Current.
+type Kernels struct{ v *variant }
+
+// Use returns the named variant's kernels; "" names the process default
+// (Current: the best this CPU runs unless SetVariant chose another).
+// An unknown name, or one this CPU cannot run, is an error naming the
+// variants it has.
+func Use(name string) (Kernels, error) {
+	if name == "" {
+		return Current(), nil
+	}
+	v, err := lookup(name)
+	if err != nil {
+		return Kernels{}, err
+	}
+	return Kernels{v}, nil
+}
+
+// Current is the process default kernels: the best variant, or the one
+// SetVariant chose.
+func Current() Kernels { return Kernels{active.Load()} }
+
+// Name is the variant's name: "generic", "avx2", "avx512" or "neon".
+func (ks Kernels) Name() string { return ks.v.name }
+
+// Variant is the name of the process default variant (Current).
 func Variant() string { return active.Load().name }
 
 // Variants lists the kernel variants this CPU can run, sorted.
@@ -75,21 +95,29 @@ func Variants() []string {
 	return names
 }
 
-// SetVariant makes Dot use the named kernel variant ("generic"; "avx2" on
+// SetVariant makes the named kernel variant the process default (Current) ("generic"; "avx2" on
 // amd64 CPUs with AVX2, FMA and F16C; "avx512" on those with AVX-512 VNNI
 // and VL too; "neon" on arm64 CPUs with the dot product extension). It is safe to call concurrently with
-// Dot. The environment variable MINERVA_CPU selects the variant at start-up;
-// the default is the fastest the CPU runs.
+// Dot. The default is the fastest the CPU runs; a program picks its own with
+// Use (the command line's --cpu-kernels, or $MINERVA_CPU).
 func SetVariant(name string) error {
-	v, ok := variants[name]
-	if !ok {
-		if knownVariant(name) {
-			return fmt.Errorf("kernel variant %q is not supported by this CPU (have %v)", name, Variants())
-		}
-		return fmt.Errorf("unknown kernel variant %q (have %v)", name, Variants())
+	v, err := lookup(name)
+	if err != nil {
+		return err
 	}
 	active.Store(v)
 	return nil
+}
+
+func lookup(name string) (*variant, error) {
+	v, ok := variants[name]
+	if !ok {
+		if knownVariant(name) {
+			return nil, fmt.Errorf("kernel variant %q is not supported by this CPU (have %v)", name, Variants())
+		}
+		return nil, fmt.Errorf("unknown kernel variant %q (have %v)", name, Variants())
+	}
+	return v, nil
 }
 
 func knownVariant(name string) bool {

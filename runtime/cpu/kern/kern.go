@@ -90,7 +90,7 @@ func Supported(wt ir.DType) bool {
 // Dot returns the dot product of weight row w (dtype wt, n elements) with an
 // activation row a in ActType(wt) format, computed as ggml's generic vec_dot
 // does. It panics on an unsupported dtype or short slices.
-func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
+func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	// The types with SIMD variants (see dispatch.go) are handled here in
 	// full: sizes are constants and ir's dtype table (a map) is not
 	// consulted. For them, n not a multiple of 32 panics in rowBytes below.
@@ -99,52 +99,52 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 		switch wt {
 		case ir.Q4_0:
 			w, a = w[:nb*18], a[:nb*34]
-			if f := active.Load().q4_0; f != nil {
+			if f := ks.v.q4_0; f != nil {
 				return f(nb, w, a)
 			}
 			return dotQ4_0(nb, w, a)
 		case ir.Q8_0:
 			w, a = w[:nb*34], a[:nb*34]
-			if f := active.Load().q8_0; f != nil {
+			if f := ks.v.q8_0; f != nil {
 				return f(nb, w, a)
 			}
 			return dotQ8_0(nb, w, a)
 		case ir.MXFP4:
 			w, a = w[:nb*17], a[:nb*34]
-			if f := active.Load().mxfp4; f != nil {
+			if f := ks.v.mxfp4; f != nil {
 				return f(nb, w, a)
 			}
 			return dotMXFP4(nb, w, a)
 		case ir.Q5_0:
 			w, a = w[:nb*22], a[:nb*34]
-			if f := active.Load().q5_0; f != nil {
+			if f := ks.v.q5_0; f != nil {
 				return f(nb, w, a)
 			}
 			return dotQ5_0(nb, w, a)
 		case ir.Q4_1:
 			w, a = w[:nb*20], a[:nb*36]
-			if f := active.Load().q4_1; f != nil {
+			if f := ks.v.q4_1; f != nil {
 				return f(nb, w, a)
 			}
 			return dotQ4_1(nb, w, a)
 		case ir.Q5_1:
 			w, a = w[:nb*24], a[:nb*36]
-			if f := active.Load().q5_1; f != nil {
+			if f := ks.v.q5_1; f != nil {
 				return f(nb, w, a)
 			}
 			return dotQ5_1(nb, w, a)
 		case ir.Q4_K:
-			if f := active.Load().q4_K; f != nil && n&255 == 0 {
+			if f := ks.v.q4_K; f != nil && n&255 == 0 {
 				nb >>= 3
 				return f(nb, w[:nb*144], a[:nb*292])
 			}
 		case ir.Q5_K:
-			if f := active.Load().q5_K; f != nil && n&255 == 0 {
+			if f := ks.v.q5_K; f != nil && n&255 == 0 {
 				nb >>= 3
 				return f(nb, w[:nb*176], a[:nb*292])
 			}
 		case ir.Q6_K:
-			if f := active.Load().q6_K; f != nil && n&255 == 0 {
+			if f := ks.v.q6_K; f != nil && n&255 == 0 {
 				nb >>= 3
 				return f(nb, w[:nb*210], a[:nb*292])
 			}
@@ -154,7 +154,7 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	a = a[:ActBytes(wt, n)]
 	switch wt {
 	case ir.F32, ir.F16, ir.BF16:
-		if useVec() && n >= 32 {
+		if ks.vec() && n >= 32 {
 			return dotFloatSIMD(wt, n, w, a)
 		}
 	}
@@ -191,7 +191,7 @@ func Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 // one weight row against several activation rows, stride bytes apart, with
 // results identical to Dot's. Where the active variant has a four-row kernel
 // each weight block is unpacked once for four rows.
-func DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []float32) {
+func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []float32) {
 	R := len(dst)
 	if R == 0 {
 		return
@@ -204,7 +204,7 @@ func DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []float32) {
 	r := 0
 	if n >= 0 && n&31 == 0 && R >= 4 {
 		nb := n >> 5
-		v := active.Load()
+		v := ks.v
 		var x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
 		switch wt {
 		case ir.Q4_0:
@@ -227,14 +227,14 @@ func DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []float32) {
 		}
 	}
 	for ; r < R; r++ {
-		dst[r] = Dot(wt, n, w, a[r*stride:])
+		dst[r] = ks.Dot(wt, n, w, a[r*stride:])
 	}
 }
 
 // QuantizeActs encodes x (len n, a multiple of the block size of t) into dst
 // (len t.RowBytes(n)), as ggml does for vec_dot. For t == ir.F32 it copies the
 // float bits. t must be one of F32, F16, BF16, Q8_0, Q8_1, Q8_K.
-func QuantizeActs(t ir.DType, x []float32, dst []byte) {
+func (ks Kernels) QuantizeActs(t ir.DType, x []float32, dst []byte) {
 	dst = dst[:rowBytes(t, len(x))]
 	switch t {
 	case ir.F32:
@@ -250,7 +250,7 @@ func QuantizeActs(t ir.DType, x []float32, dst []byte) {
 			binary.LittleEndian.PutUint16(dst[2*i:], quant.F32ToBF16(v))
 		}
 	case ir.Q8_0:
-		quantQ8_0(x, dst)
+		ks.quantQ8_0(x, dst)
 	case ir.Q8_1:
 		quantQ8_1(x, dst)
 	case ir.Q8_K:
@@ -294,8 +294,8 @@ func amaxQ8(x *[32]float32) float32 {
 }
 
 // quantQ8_0 is quantize_row_q8_0_ref.
-func quantQ8_0(x []float32, dst []byte) {
-	if useVec() && len(x) >= 32 {
+func (ks Kernels) quantQ8_0(x []float32, dst []byte) {
+	if ks.vec() && len(x) >= 32 {
 		nb := len(x) / 32
 		quantQ8_0AVX2(x[:nb*32], dst[:nb*34], nil)
 		return

@@ -47,16 +47,16 @@ func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []floa
 }
 
 // PackedSupported reports whether the active variant has group kernels for wt.
-func PackedSupported(wt ir.DType) bool {
-	gemv, gemm4 := groupKernels(active.Load(), wt)
+func (ks Kernels) PackedSupported(wt ir.DType) bool {
+	gemv, gemm4 := groupKernels(ks.v, wt)
 	return gemv != nil && gemm4 != nil
 }
 
 // Pack interleaves an n×k weight matrix (data: n rows of wt) for the active
 // variant's group kernels. It returns nil when the variant has none for wt or
 // k is not a whole number of blocks.
-func Pack(wt ir.DType, n, k int, data []byte) *Packed {
-	v := active.Load()
+func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
+	v := ks.v
 	gemv, gemm4 := groupKernels(v, wt)
 	if gemv == nil || gemm4 == nil || k <= 0 || k%32 != 0 || n <= 0 {
 		return nil
@@ -148,14 +148,14 @@ func (p *Packed) Rows() int { return p.n }
 func PackedActBytes(n int) int { return n/32*34 + n/32*8 }
 
 // QuantizePackedActs encodes x (len a multiple of 32) as PackedActBytes.
-func QuantizePackedActs(x []float32, dst []byte) {
+func (ks Kernels) QuantizePackedActs(x []float32, dst []byte) {
 	nb := len(x) / 32
 	dst = dst[:PackedActBytes(len(x))]
-	if useVec() && nb > 0 {
+	if ks.vec() && nb > 0 {
 		quantQ8_0AVX2(x[:nb*32], dst[:nb*34], dst[nb*34:])
 		return
 	}
-	quantQ8_0(x, dst[:nb*34])
+	ks.quantQ8_0(x, dst[:nb*34])
 	side := dst[nb*34:]
 	for b := 0; b < nb; b++ {
 		blk := dst[b*34:][:34]

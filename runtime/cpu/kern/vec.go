@@ -15,13 +15,13 @@ import (
 // generic variant keeps the plain Go loops, so forcing it reproduces the
 // earlier results bit for bit.
 
-// useVec reports whether the SIMD vector kernels run.
-func useVec() bool { return vecAsm && active.Load() != genericVariant }
+// vec reports whether the SIMD vector kernels run.
+func (ks Kernels) vec() bool { return vecAsm && ks.v != genericVariant }
 
 // DotF32 returns Σ a[i]·b[i] over len(a) elements (b at least as long).
-func DotF32(a, b []float32) float32 {
+func (ks Kernels) DotF32(a, b []float32) float32 {
 	b = b[:len(a)]
-	if useVec() && len(a) >= 32 {
+	if ks.vec() && len(a) >= 32 {
 		n := len(a) &^ 31
 		s := dotF32AVX2(a[:n], b[:n])
 		for i := n; i < len(a); i++ {
@@ -44,10 +44,10 @@ func DotF32(a, b []float32) float32 {
 }
 
 // Axpy adds alpha·x[i] to dst[i] for i < len(dst).
-func Axpy(dst []float32, alpha float32, x []float32) {
+func (ks Kernels) Axpy(dst []float32, alpha float32, x []float32) {
 	x = x[:len(dst)]
 	i := 0
-	if useVec() {
+	if ks.vec() {
 		i = len(dst) &^ 7
 		axpyF32AVX2(dst[:i], alpha, x[:i])
 	}
@@ -59,10 +59,10 @@ func Axpy(dst []float32, alpha float32, x []float32) {
 // SiLUMul sets dst[i] = silu(g[i])·u[i] = g/(1+e^-g)·u for i < len(dst).
 // The generic variant evaluates silu in float64 and rounds once; the SIMD
 // kernel uses a float32 exp within 2 ulp, so it may differ in the last bits.
-func SiLUMul(dst, g, u []float32) {
+func (ks Kernels) SiLUMul(dst, g, u []float32) {
 	g, u = g[:len(dst)], u[:len(dst)]
 	i := 0
-	if useVec() {
+	if ks.vec() {
 		i = len(dst) &^ 7
 		siluMulAVX2(dst[:i], g[:i], u[:i])
 	}
@@ -75,10 +75,10 @@ func SiLUMul(dst, g, u []float32) {
 // ExpSub sets dst[i] = exp(x[i] − m) for i < len(dst): the weights of an
 // attention tile against its running maximum. The generic variant evaluates
 // exp in float64 and rounds once; the SIMD kernel is within 2 ulp.
-func ExpSub(dst, x []float32, m float32) {
+func (ks Kernels) ExpSub(dst, x []float32, m float32) {
 	x = x[:len(dst)]
 	i := 0
-	if useVec() {
+	if ks.vec() {
 		i = len(dst) &^ 7
 		expSubAVX2(dst[:i], x[:i], m)
 	}
@@ -114,32 +114,32 @@ func dotFloatSIMD(wt ir.DType, n int, w, a []byte) float32 {
 
 // Scores sets out[j] = q · k[j*stride : j*stride+len(q)] for j < len(out):
 // one attention tile's scores against cache rows stride floats apart.
-func Scores(q, k []float32, stride int, out []float32) {
+func (ks Kernels) Scores(q, k []float32, stride int, out []float32) {
 	if len(out) == 0 {
 		return
 	}
 	_ = k[(len(out)-1)*stride+len(q)-1]
-	if useVec() && len(q)%8 == 0 && len(q) > 0 {
+	if ks.vec() && len(q)%8 == 0 && len(q) > 0 {
 		scoresF32AVX2(q, k, stride, out)
 		return
 	}
 	for j := range out {
-		out[j] = DotF32(q, k[j*stride:j*stride+len(q)])
+		out[j] = ks.DotF32(q, k[j*stride:j*stride+len(q)])
 	}
 }
 
 // AxpyRows adds w[j]·v[j*stride : j*stride+len(acc)] to acc for every
 // j < len(w), rows in order: one attention tile's weighted values.
-func AxpyRows(acc, w, v []float32, stride int) {
+func (ks Kernels) AxpyRows(acc, w, v []float32, stride int) {
 	if len(w) == 0 {
 		return
 	}
 	_ = v[(len(w)-1)*stride+len(acc)-1]
-	if useVec() && len(acc)%8 == 0 && len(acc) > 0 {
+	if ks.vec() && len(acc)%8 == 0 && len(acc) > 0 {
 		axpyRowsF32AVX2(acc, w, v, stride)
 		return
 	}
 	for j, wj := range w {
-		Axpy(acc, wj, v[j*stride:j*stride+len(acc)])
+		ks.Axpy(acc, wj, v[j*stride:j*stride+len(acc)])
 	}
 }
