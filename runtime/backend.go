@@ -55,6 +55,11 @@ type ProgramConfig struct {
 	// Options are the caller's settings of the backend (threads, kernel
 	// variant, caches, libraries).
 	Options Options
+	// Kernels is the kernels section of the plan being run, for the
+	// plan's target (a GPU backend's emitted library, JSON): the backend
+	// runs it as stored. Nil when there is no plan (a model compiled in
+	// memory): the backend emits the library from the graph itself.
+	Kernels []byte
 }
 
 // Options are the settings a backend takes from its caller, never from the

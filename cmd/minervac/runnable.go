@@ -22,6 +22,7 @@ type runnable struct {
 	tok     *tokenizer.Tokenizer
 	ctx     int    // default context length
 	target  string // the backend that runs it
+	kernels []byte // the plan's kernels section for target (nil: none, or no plan)
 	opts    runtime.Options
 	closers []io.Closer
 }
@@ -61,7 +62,8 @@ func fromPlan(path string) (*runnable, error) {
 		l.Close()
 		return nil, fmt.Errorf("%s: tokenizer: %w", path, err)
 	}
-	return &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, target: l.Plan.Target, closers: []io.Closer{l}}, nil
+	return &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, target: l.Plan.Target,
+		kernels: l.Plan.Kernels[l.Plan.Target], closers: []io.Closer{l}}, nil
 }
 
 // openRunnable turns what the user named into something to run. A plan file
@@ -153,7 +155,7 @@ func (r *runnable) session(ctx int) (*runtime.Session, error) {
 	if !ok {
 		return nil, fmt.Errorf("target %s is not implemented in this build (implemented: %v)", r.target, runtime.Backends())
 	}
-	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1, Options: r.opts})
+	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1, Options: r.opts, Kernels: r.kernels})
 	if err != nil {
 		return nil, err
 	}

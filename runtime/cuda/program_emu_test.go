@@ -3,10 +3,13 @@
 package cuda
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/runtime"
@@ -115,4 +118,47 @@ func programMatchesReference(t *testing.T, opts runtime.Options, device string) 
 	_, err = p.Step(0, []int32{1}, []int32{0})
 	require.ErrorIs(t, err, runtime.ErrClosed)
 	require.NoError(t, p.Close(), "closing twice")
+}
+
+// The plan is what runs: a program given a plan's kernels section runs that
+// library as stored (here the emitted one with a marker comment appended,
+// which Emit would never write) and steps as the interpreter does; a section
+// that does not decode strictly into a library is an error naming it.
+func TestProgramRunsPlanLibrary(t *testing.T) {
+	opts := emuDriver(t)
+	m := fusedModel(t, shared.Path(t, "models/gguf/stories260K.gguf"))
+	lib, err := cudagen.Emit(m.Graph)
+	require.NoError(t, err)
+	const marker = "\n// stored in the plan\n"
+	lib.Source += marker
+	section, err := json.Marshal(lib)
+	require.NoError(t, err)
+	cfg := runtime.ProgramConfig{Context: 8, Options: opts, Kernels: section}
+	p, err := backend{}.Compile(m.Graph, m.Weights, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	require.True(t, strings.HasSuffix(p.(*program).lib.Source, marker), "the program did not run the plan's library")
+	refB, _ := runtime.LookupBackend("reference")
+	ref, err := refB.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 8})
+	require.NoError(t, err)
+	defer ref.Close()
+	got, err := p.Step(0, []int32{1, 403}, []int32{0, 1})
+	require.NoError(t, err)
+	want, err := ref.Step(0, []int32{1, 403}, []int32{0, 1})
+	require.NoError(t, err)
+	for i := range want {
+		require.LessOrEqual(t, golden.RelErr(got[i], want[i]), 1e-5)
+	}
+
+	for _, bad := range []struct{ section, want string }{
+		{`{"source": "", "launches": []}`, "no kernel source"},
+		{`{"source": "x", "bogus": 1}`, "unknown field"},
+		{string(section) + `{}`, "data after the library"},
+		{`[1, 2]`, "kernels section"},
+	} {
+		cfg.Kernels = []byte(bad.section)
+		_, err := backend{}.Compile(m.Graph, m.Weights, cfg)
+		require.ErrorContains(t, err, bad.want)
+		require.ErrorContains(t, err, "cuda")
+	}
 }

@@ -105,7 +105,7 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 	if cfg.Context <= 0 {
 		return nil, fmt.Errorf("cuda: context %d must be positive", cfg.Context)
 	}
-	lib, err := cudagen.Emit(g)
+	lib, err := library(g, cfg.Kernels)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ebitengine/purego/objc"
 
-	"github.com/minerva-llm/minerva/codegen/metal"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/runtime"
@@ -43,7 +42,7 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 	if cfg.Slots <= 0 {
 		cfg.Slots = 1
 	}
-	lib, err := metal.Emit(g)
+	lib, err := library(g, cfg.Kernels)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,19 @@ type (
 	layout   = devplan.Layout
 )
 
+// library is the library a program runs: the plan's kernels section as
+// stored when there is one (the plan is what runs), else emitted from g.
+func library(g *ir.Graph, section []byte) (*metal.Library, error) {
+	if section == nil {
+		return metal.Emit(g)
+	}
+	var lib metal.Library
+	if err := devplan.DecodeLibrary("metal", section, &lib, func() string { return lib.Source }); err != nil {
+		return nil, err
+	}
+	return &lib, nil
+}
+
 // planLayout lays out lib (emitted from g) for steps of up to maxT tokens
 // and slots of ctx rows.
 func planLayout(g *ir.Graph, lib *metal.Library, maxT, ctx, slots int) (*layout, error) {

@@ -1,7 +1,9 @@
 package metal
 
 import (
+	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/metal"
@@ -92,5 +94,33 @@ func TestPipelineKey(t *testing.T) {
 	}
 	if pipelineKey("x", true) == pipelineKey("x", false) {
 		t.Error("ICB and plain pipelines share a key")
+	}
+}
+
+// library runs a plan's kernels section as stored and emits from the graph
+// only without one; a section that does not decode strictly is an error.
+func TestLibraryFromPlan(t *testing.T) {
+	g := fusedGraph(t, "../../../shared/models/gguf/stories260K.gguf")
+	emitted, err := library(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := *emitted
+	stored.Source += "\n// stored in the plan\n"
+	section, err := json.Marshal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := library(g, section)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Source != stored.Source || len(got.Launches) != len(emitted.Launches) {
+		t.Fatalf("library from the plan: %d launches, source %d bytes; want the stored one", len(got.Launches), len(got.Source))
+	}
+	for _, bad := range []string{`{"source": ""}`, `{"source": "x", "bogus": 1}`, string(section) + "{}", "[]"} {
+		if _, err := library(g, []byte(bad)); err == nil || !strings.Contains(err.Error(), "metal: the plan's kernels section") {
+			t.Errorf("section %.40q: error %v", bad, err)
+		}
 	}
 }

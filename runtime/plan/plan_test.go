@@ -108,6 +108,19 @@ func TestKernelsAndMemory(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"header", "graph", "tokenizer", "config", "sampling", "memory", "kernels/cuda", "kernels/goasm", "kernels/metal"}, names)
+
+	// The GPU runtimes run the kernels section as stored (the plan is what
+	// runs), so an altered one must not load: one flipped bit fails the
+	// section's checksum.
+	for _, s := range spans {
+		if s.Name == "kernels/goasm" {
+			bad := bytes.Clone(data)
+			bad[s.Offset+s.Length/2] ^= 0x01
+			_, err := plan.Parse(bad, plan.ParseOptions{ExpectTarget: "cuda"})
+			require.ErrorIs(t, err, plan.ErrChecksum)
+			require.ErrorContains(t, err, `checksum mismatch in section "kernels/goasm"`)
+		}
+	}
 }
 
 func TestWriteRejects(t *testing.T) {

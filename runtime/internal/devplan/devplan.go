@@ -11,7 +11,9 @@
 package devplan
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -568,6 +570,25 @@ func (l *Layout) Check(ds []Dispatch, T, slot int) error {
 					d.Kernel, j, a.Value, T, b.Offset, b.Offset+need, l.Bufs[b.Buf].Name, size)
 			}
 		}
+	}
+	return nil
+}
+
+// DecodeLibrary decodes the kernels section of a plan (an emitted library,
+// JSON) into lib, strictly: a field the library type lacks, trailing data
+// or no kernel source is an error naming the backend. The section's bytes
+// were checksummed when the plan was opened.
+func DecodeLibrary(backend string, section []byte, lib any, source func() string) error {
+	dec := json.NewDecoder(bytes.NewReader(section))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(lib); err != nil {
+		return fmt.Errorf("%s: the plan's kernels section: %w", backend, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%s: the plan's kernels section has data after the library", backend)
+	}
+	if source() == "" {
+		return fmt.Errorf("%s: the plan's kernels section holds no kernel source", backend)
 	}
 	return nil
 }
