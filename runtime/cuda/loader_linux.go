@@ -83,6 +83,9 @@ type api struct {
 	cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy            uintptr
 	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime             uintptr
 	cuEventDestroy                                                                   uintptr
+
+	// Optional entry points (0 when the library lacks them): diagnostics.
+	cuCtxGetCurrent uintptr
 }
 
 var (
@@ -175,6 +178,9 @@ func loadAPI(open func(string) (uintptr, error), o runtime.Options) (*api, error
 			return nil, fmt.Errorf("cuda: symbol %s missing from the loaded library (driver or NVRTC too old?)", s.name)
 		}
 		*s.p = p
+	}
+	if p, err := purego.Dlsym(cu, "cuCtxGetCurrent"); err == nil {
+		a.cuCtxGetCurrent = p
 	}
 	return a, nil
 }
@@ -358,6 +364,19 @@ func cString(s string) []byte {
 
 func (a *api) ctxDestroy(ctx uintptr) error {
 	return check("cuCtxDestroy_v2", a.call(a.cuCtxDestroy, ctx))
+}
+
+// ctxCurrent is the calling thread's current context, for error messages
+// (0 when unknown).
+func (a *api) ctxCurrent() uintptr {
+	if a.cuCtxGetCurrent == 0 {
+		return 0
+	}
+	var c uintptr
+	if a.call(a.cuCtxGetCurrent, uintptr(unsafe.Pointer(&c))) != Success {
+		return 0
+	}
+	return c
 }
 
 func (a *api) ctxSetCurrent(ctx uintptr) error {

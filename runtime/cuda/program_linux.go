@@ -617,7 +617,7 @@ func (pr *program) replayDecode(slot int, out output) error {
 		}
 		pr.graphDef = append(pr.graphDef, g)
 		if exec, err = a.graphInstantiate(g); err != nil {
-			return err
+			return fmt.Errorf("%w (decode graph of slot %d; current context %#x, the program's %#x)", err, slot, a.ctxCurrent(), pr.ctx)
 		}
 		pr.graphs[key] = exec
 	}
