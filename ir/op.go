@@ -1,6 +1,9 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // Op names an operation. The text form uses these names verbatim.
 type Op string
@@ -250,4 +253,15 @@ func inferAttention(args []*Value, a Attrs) (Type, error) {
 	}
 	dv := v.Type.Shape[1].N / nkv
 	return Type{F32, Shape{q.Type.Shape[0], D(nh * dv)}}, nil
+}
+
+// Ops lists every op of the table, leaf ops included, sorted by name: the
+// rows of the op × backend coverage test (internal/opcover).
+func Ops() []Op {
+	out := make([]Op, 0, len(ops))
+	for o := range ops {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }

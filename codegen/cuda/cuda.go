@@ -255,24 +255,36 @@ func rowsOf(t ir.Type) (GridDim, error) {
 
 func val(v *ir.Value) Arg { return Arg{Value: v.ID} }
 
+// lowerings is the emitter's op table: the ops it has kernels for. Reshape
+// is an alias of its operand's buffer and leaf ops are buffers, so neither
+// needs one (Emit skips them).
+var lowerings = map[ir.Op]func(*emitter, *ir.Value) error{
+	ir.OpEmbed:          (*emitter).embed,
+	ir.OpMatMul:         (*emitter).matmul,
+	ir.OpFusedMatMul:    (*emitter).matmul,
+	ir.OpSwiGLU:         (*emitter).matmul,
+	ir.OpQKVRoPE:        (*emitter).matmul,
+	ir.OpAttention:      (*emitter).attention,
+	ir.OpFlashAttention: (*emitter).attention,
+	ir.OpRMSNorm:        (*emitter).rmsnorm,
+	ir.OpSoftmax:        (*emitter).softmax,
+	ir.OpAdd:            (*emitter).eltwise,
+	ir.OpMul:            (*emitter).eltwise,
+	ir.OpSiLU:           (*emitter).eltwise,
+	ir.OpGELU:           (*emitter).eltwise,
+	ir.OpTopKSoftmax:    (*emitter).topkSoftmax,
+	ir.OpMoE:            (*emitter).moe,
+}
+
+// Supports reports whether Emit handles op.
+func Supports(op ir.Op) bool {
+	_, ok := lowerings[op]
+	return ok || op.IsLeaf() || op == ir.OpReshape
+}
+
 func (e *emitter) node(v *ir.Value) error {
-	switch v.Op {
-	case ir.OpEmbed:
-		return e.embed(v)
-	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
-		return e.matmul(v)
-	case ir.OpAttention, ir.OpFlashAttention:
-		return e.attention(v)
-	case ir.OpRMSNorm:
-		return e.rmsnorm(v)
-	case ir.OpSoftmax:
-		return e.softmax(v)
-	case ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU:
-		return e.eltwise(v)
-	case ir.OpTopKSoftmax:
-		return e.topkSoftmax(v)
-	case ir.OpMoE:
-		return e.moe(v)
+	if f, ok := lowerings[v.Op]; ok {
+		return f(e, v)
 	}
 	return fmt.Errorf("no CUDA kernel for op %s yet", v.Op)
 }

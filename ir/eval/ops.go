@@ -14,6 +14,13 @@ type kernel func(v *ir.Value, args []Tensor, shape []int64) (Tensor, error)
 
 var kernels map[ir.Op]kernel
 
+// Supports reports whether the interpreter gives op a meaning (leaf ops are
+// the graph's inputs, weights and states).
+func Supports(op ir.Op) bool {
+	_, ok := kernels[op]
+	return ok || op.IsLeaf()
+}
+
 func init() {
 	kernels = map[ir.Op]kernel{
 		ir.OpEmbed:     embed,

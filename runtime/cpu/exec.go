@@ -54,102 +54,146 @@ func (e *exec) cache(st int) (*state, int) {
 	return s, e.slot * e.p.cfg.Context * s.info.Width
 }
 
+// steps is the CPU backend's op table: how a step computes each op.
+var steps = map[ir.Op]func(*exec, *node) error{
+	ir.OpEmbed:          (*exec).embed,
+	ir.OpRMSNorm:        (*exec).rmsnorm,
+	ir.OpMatMul:         (*exec).matmul,
+	ir.OpFusedMatMul:    (*exec).matmul,
+	ir.OpSwiGLU:         (*exec).matmul,
+	ir.OpQKVRoPE:        (*exec).matmul,
+	ir.OpAdd:            (*exec).binary,
+	ir.OpMul:            (*exec).binary,
+	ir.OpSiLU:           (*exec).unary,
+	ir.OpGELU:           (*exec).unary,
+	ir.OpSoftmax:        (*exec).softmax,
+	ir.OpRoPE:           (*exec).rope,
+	ir.OpKVWrite:        (*exec).kvwrite,
+	ir.OpAttention:      (*exec).attention,
+	ir.OpFlashAttention: (*exec).attention,
+	ir.OpTopKSoftmax:    (*exec).topkSoftmax,
+	ir.OpMoE:            (*exec).moe,
+	ir.OpReshape:        (*exec).reshape,
+	ir.OpConcat:         (*exec).concat,
+}
+
+// Supports reports whether the CPU backend computes op (leaf ops are
+// buffers).
+func Supports(op ir.Op) bool {
+	_, ok := steps[op]
+	return ok || op.IsLeaf()
+}
+
 func (e *exec) run(nd *node) error {
+	if f, ok := steps[nd.v.Op]; ok {
+		return f(e, nd)
+	}
+	return fmt.Errorf("op %s is not supported", nd.v.Op)
+}
+
+func (e *exec) rmsnorm(nd *node) error {
 	v := nd.v
-	switch v.Op {
-	case ir.OpEmbed:
-		return e.embed(nd)
-	case ir.OpRMSNorm:
-		x := e.f32(nd.args[0])
-		var gain []float32
-		if len(nd.args) == 2 {
-			gain = e.f32(nd.args[1])
-		}
-		out := e.out(nd)
-		w := int(v.Type.Shape.Last().N)
-		rmsnormRows(x, out, w, v.Attrs.Float("eps", 0), gain)
-	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
-		return e.matmul(nd)
-	case ir.OpAdd, ir.OpMul:
-		a, b := e.f32(nd.args[0]), e.f32(nd.args[1])
-		out := e.out(nd)
-		nb := len(b)
-		if nb == 0 {
-			return nil
-		}
-		if v.Op == ir.OpAdd {
-			for i, x := range a {
-				out[i] = x + b[i%nb]
-			}
-		} else {
-			for i, x := range a {
-				out[i] = x * b[i%nb]
-			}
-		}
-	case ir.OpSiLU, ir.OpGELU:
-		f := silu
-		if v.Op == ir.OpGELU {
-			f = gelu
-		}
-		a := e.f32(nd.args[0])
-		out := e.out(nd)
+	x := e.f32(nd.args[0])
+	var gain []float32
+	if len(nd.args) == 2 {
+		gain = e.f32(nd.args[1])
+	}
+	out := e.out(nd)
+	w := int(v.Type.Shape.Last().N)
+	rmsnormRows(x, out, w, v.Attrs.Float("eps", 0), gain)
+	return nil
+}
+
+func (e *exec) binary(nd *node) error {
+	a, b := e.f32(nd.args[0]), e.f32(nd.args[1])
+	out := e.out(nd)
+	nb := len(b)
+	if nb == 0 {
+		return nil
+	}
+	if nd.v.Op == ir.OpAdd {
 		for i, x := range a {
-			out[i] = float32(f(float64(x)))
+			out[i] = x + b[i%nb]
 		}
-	case ir.OpSoftmax:
-		a := e.f32(nd.args[0])
-		out := e.out(nd)
-		w := int(v.Type.Shape.Last().N)
-		for r := 0; r+w <= len(a) && w > 0; r += w {
-			softmaxRow(a[r:r+w], out[r:r+w])
+	} else {
+		for i, x := range a {
+			out[i] = x * b[i%nb]
 		}
-	case ir.OpRoPE:
-		x := e.f32(nd.args[0])
-		out := e.out(nd)
-		copy(out, x)
-		pos, err := e.i32(nd.args[1])
-		if err != nil {
-			return err
+	}
+	return nil
+}
+
+func (e *exec) unary(nd *node) error {
+	f := silu
+	if nd.v.Op == ir.OpGELU {
+		f = gelu
+	}
+	a := e.f32(nd.args[0])
+	out := e.out(nd)
+	for i, x := range a {
+		out[i] = float32(f(float64(x)))
+	}
+	return nil
+}
+
+func (e *exec) softmax(nd *node) error {
+	a := e.f32(nd.args[0])
+	out := e.out(nd)
+	w := int(nd.v.Type.Shape.Last().N)
+	for r := 0; r+w <= len(a) && w > 0; r += w {
+		softmaxRow(a[r:r+w], out[r:r+w])
+	}
+	return nil
+}
+
+func (e *exec) rope(nd *node) error {
+	v := nd.v
+	x := e.f32(nd.args[0])
+	out := e.out(nd)
+	copy(out, x)
+	pos, err := e.i32(nd.args[1])
+	if err != nil {
+		return err
+	}
+	r, err := newRope(v.Attrs, pos)
+	if err != nil {
+		return err
+	}
+	width := int(v.Type.Shape[1].N)
+	hd := int(v.Attrs.Int("head_dim", 0))
+	for t := range pos {
+		for h := 0; h < width/hd; h++ {
+			r.apply(t, out[t*width+h*hd:t*width+(h+1)*hd])
 		}
-		r, err := newRope(v.Attrs, pos)
-		if err != nil {
-			return err
-		}
-		width := int(v.Type.Shape[1].N)
-		hd := int(v.Attrs.Int("head_dim", 0))
-		for t := range pos {
-			for h := 0; h < width/hd; h++ {
-				r.apply(t, out[t*width+h*hd:t*width+(h+1)*hd])
-			}
-		}
-	case ir.OpKVWrite:
-		x := e.f32(nd.args[1])
-		pos, err := e.i32(nd.args[2])
-		if err != nil {
-			return err
-		}
-		st, base := e.cache(nd.st)
-		w := st.info.Width
-		for t, q := range pos {
-			writeRow(st, base+int(q)*w, x[t*w:(t+1)*w])
-		}
-	case ir.OpAttention, ir.OpFlashAttention:
-		return e.attention(nd)
-	case ir.OpTopKSoftmax:
-		return e.topkSoftmax(nd)
-	case ir.OpMoE:
-		return e.moe(nd)
-	case ir.OpReshape:
-		if nd.st < 0 {
-			e.p.vals[nd.idx] = e.f32(nd.args[0])
-		}
-	case ir.OpConcat:
-		out := e.out(nd)[:0]
-		for _, a := range nd.args {
-			out = append(out, e.f32(a)...)
-		}
-	default:
-		return fmt.Errorf("op %s is not supported", v.Op)
+	}
+	return nil
+}
+
+func (e *exec) kvwrite(nd *node) error {
+	x := e.f32(nd.args[1])
+	pos, err := e.i32(nd.args[2])
+	if err != nil {
+		return err
+	}
+	st, base := e.cache(nd.st)
+	w := st.info.Width
+	for t, q := range pos {
+		writeRow(st, base+int(q)*w, x[t*w:(t+1)*w])
+	}
+	return nil
+}
+
+func (e *exec) reshape(nd *node) error {
+	if nd.st < 0 {
+		e.p.vals[nd.idx] = e.f32(nd.args[0])
+	}
+	return nil
+}
+
+func (e *exec) concat(nd *node) error {
+	out := e.out(nd)[:0]
+	for _, a := range nd.args {
+		out = append(out, e.f32(a)...)
 	}
 	return nil
 }
