@@ -537,19 +537,28 @@ func (pr *program) run(slot int, tokens, pos []int32, out output) error {
 	return pr.a.streamSynchronize(pr.stream)
 }
 
-// enqueue issues one step of T tokens in slot on the stream: the input
-// copies from pinned memory, every launch, and the copy back of out.
-func (pr *program) enqueue(T, slot int, out output) error {
-	a := pr.a
+// copyInputs enqueues the copies of the step's tokens and positions (T of
+// each) from pinned memory to the device.
+func (pr *program) copyInputs(T int) error {
 	for _, in := range [...]struct {
 		name string
 		src  unsafe.Pointer
 	}{{"tokens", pr.host}, {"pos", unsafe.Add(pr.host, 4*pr.l.MaxT)}} {
 		if i, ok := pr.inputs[in.name]; ok {
-			if err := a.memcpyHtoDAsync(pr.addr[i], in.src, int64(4*T), pr.stream); err != nil {
+			if err := pr.a.memcpyHtoDAsync(pr.addr[i], in.src, int64(4*T), pr.stream); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// enqueue issues one step of T tokens in slot on the stream: the input
+// copies from pinned memory, every launch, and the copy back of out.
+func (pr *program) enqueue(T, slot int, out output) error {
+	a := pr.a
+	if err := pr.copyInputs(T); err != nil {
+		return err
 	}
 	ds, err := pr.l.Dispatches(T, slot)
 	if err != nil {
@@ -761,15 +770,8 @@ func (pr *program) KernelTimes(slot, T, runs int) (times []runtime.KernelTime, e
 	for t := range T {
 		tok[t], pos[t] = 1, int32(t)
 	}
-	for _, in := range [...]struct {
-		name string
-		src  unsafe.Pointer
-	}{{"tokens", pr.host}, {"pos", unsafe.Add(pr.host, 4*pr.l.MaxT)}} {
-		if i, ok := pr.inputs[in.name]; ok {
-			if err := a.memcpyHtoDAsync(pr.addr[i], in.src, int64(4*T), pr.stream); err != nil {
-				return nil, err
-			}
-		}
+	if err := pr.copyInputs(T); err != nil {
+		return nil, err
 	}
 	ds, err := pr.l.Dispatches(T, slot)
 	if err != nil {
