@@ -34,7 +34,7 @@ type runCmd struct {
 	CacheType     string   `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
 	JSON          bool     `help:"Print one JSON object (prompt_tokens, tokens, text, timings) instead of streaming text."`
 	DumpLogits    string   `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
-	Stop          []string `help:"Stop when the generated text contains this string (repeatable); the string itself is not printed."`
+	Stop          []string `help:"Stop when the generated text contains this string (repeatable); the string itself is not printed." sep:"none"`
 	Verbose       bool     `short:"v" help:"Print load and compile times on stderr."`
 	Target        string   `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter); a plan runs on the target it was compiled for." default:"goasm"`
 }

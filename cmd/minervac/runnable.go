@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/ir"
@@ -155,6 +156,9 @@ func (r *runnable) session(ctx int) (*runtime.Session, error) {
 	if !ok {
 		return nil, fmt.Errorf("target %s is not implemented in this build (implemented: %v)", r.target, runtime.Backends())
 	}
+	if err := checkKVMemory(r.graph, ctx, availableMemory()); err != nil {
+		return nil, err
+	}
 	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1, Options: r.opts, Kernels: r.kernels})
 	if err != nil {
 		return nil, err
@@ -166,3 +170,47 @@ func (r *runnable) session(ctx int) (*runtime.Session, error) {
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// checkKVMemory refuses a context whose KV caches alone need more than the
+// memory available (avail bytes; 0: unknown, no check), before anything is
+// allocated: an absurd --ctx is one line, not the kernel's OOM killer.
+func checkKVMemory(g *ir.Graph, ctx int, avail int64) error {
+	sig, err := runtime.CheckGraph(g)
+	if err != nil {
+		return err
+	}
+	var perPos int64
+	for _, s := range sig.States {
+		perPos += int64(s.Width) * int64(s.DType.BlockBytes())
+	}
+	need := perPos * int64(ctx)
+	if perPos > 0 && need/perPos != int64(ctx) || avail > 0 && need > avail {
+		return usageError{fmt.Sprintf("--ctx %d needs %s of KV cache; this machine has %s available", ctx, gigabytes(need), gigabytes(avail))}
+	}
+	return nil
+}
+
+func gigabytes(b int64) string {
+	if b < 0 {
+		return "more than 9 EB"
+	}
+	return fmt.Sprintf("%.1f GB", float64(b)/1e9)
+}
+
+// availableMemory is MemAvailable from /proc/meminfo, or 0 where there is
+// none.
+func availableMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}

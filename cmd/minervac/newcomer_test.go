@@ -1,0 +1,32 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/internal/shared"
+)
+
+// An absurd --ctx is refused in one line, before the KV cache is
+// allocated (stories260K takes 1280 bytes per position: 10⁸ positions are
+// 128 GB), never handed to the kernel's OOM killer.
+func TestRunRefusesKVCacheLargerThanMemory(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	stdout, stderr, code := minervac(t, "run", model, "--ctx", "100000000", "-n", "1")
+	require.Equal(t, 2, code, stderr)
+	require.Empty(t, stdout)
+	require.Contains(t, stderr, "--ctx 100000000 needs 128.0 GB of KV cache; this machine has")
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
+}
+
+// A --stop string keeps its commas: "Lily, zzz" never occurs, so the
+// golden continuation (which names Lily) runs to the end; split at the
+// comma, "Lily" would stop it.
+func TestRunStopKeepsCommas(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	stdout, stderr, code := minervac(t, "run", model, "--prompt", "Once upon a time", "-n", "32", "--stop", "Lily, zzz")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "named Lily. She")
+}
