@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -17,6 +18,7 @@ import (
 
 type cli struct {
 	backendFlags
+	Version kong.VersionFlag `help:"Print the version, commit, Go version and CPU kernel variant, and exit."`
 
 	Run      runCmd      `cmd:"" help:"Generate text with a model (a built-in synthetic llama when no model is given)."`
 	Compile  compileCmd  `cmd:"" help:"Run the pass pipeline on a model and print the fused graph or a summary."`
@@ -32,10 +34,16 @@ func main() {
 		kong.Name("minervac"),
 		kong.Description("Minerva: a compiler for large language models."),
 		kong.UsageOnError(),
+		kong.Vars{"version": versionString()},
 	)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		os.Exit(2)
+	}
+	if len(os.Args) == 1 {
+		// Bare minervac: the usage, every command included, not an error.
+		_, _ = parser.Parse([]string{"--help"})
+		return
 	}
 	ctx, err := parser.Parse(goStyleFlags(parser, os.Args[1:]))
 	if err != nil {
@@ -54,6 +62,30 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// versionString is what --version prints: the compiler version, the VCS
+// commit the binary was built from (when the build recorded one), the Go
+// version and the CPU kernel variant this machine runs.
+func versionString() string {
+	commit := "unknown commit"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = " (modified)"
+				}
+			}
+		}
+		if rev != "" {
+			commit = "commit " + rev + dirty
+		}
+	}
+	return fmt.Sprintf("%s, %s, %s %s/%s, CPU kernels %s", compilerVersion, commit, goruntime.Version(), goruntime.GOOS, goruntime.GOARCH, kern.Variant())
 }
 
 // backendFlags are the settings every command hands its backends, as

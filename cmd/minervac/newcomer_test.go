@@ -30,3 +30,19 @@ func TestRunStopKeepsCommas(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "named Lily. She")
 }
+
+// --version names the compiler, the Go version and the CPU kernel variant;
+// a bare minervac prints the usage with every command, as a success.
+func TestVersionAndBareUsage(t *testing.T) {
+	stdout, stderr, code := minervac(t, "--version")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "minervac dev")
+	require.Contains(t, stdout, "go1.")
+	require.Contains(t, stdout, "CPU kernels ")
+
+	stdout, stderr, code = minervac(t)
+	require.Equal(t, 0, code, stderr)
+	for _, cmd := range []string{"run", "compile", "inspect", "tokenize", "synth", "bench"} {
+		require.Contains(t, stdout, "\n  "+cmd+" ", "usage lists %s", cmd)
+	}
+}
