@@ -108,7 +108,7 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		if err != nil {
 			return nil, err
 		}
-		if p.Model, err = plan.Identify(abs, m.file); err != nil {
+		if p.Model, err = m.identify(abs); err != nil {
 			return nil, err
 		}
 	}

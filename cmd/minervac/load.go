@@ -7,6 +7,7 @@ import (
 
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/runtime/plan"
 	"github.com/minerva-llm/minerva/synth"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
@@ -31,6 +32,21 @@ type loaded struct {
 	file  *gguf.File
 	model *arch.Model
 	tok   *tokenizer.Tokenizer
+	ref   *plan.ModelRef // identity (identify), computed once
+}
+
+// identify is plan.Identify of the model file at abs, computed once: the
+// header hash is the expensive part of opening a model.
+func (m *loaded) identify(abs string) (plan.ModelRef, error) {
+	if m.ref != nil && m.ref.Path == abs {
+		return *m.ref, nil
+	}
+	ref, err := plan.Identify(abs, m.file)
+	if err != nil {
+		return ref, err
+	}
+	m.ref = &ref
+	return ref, nil
 }
 
 // loadModel opens path, or builds the built-in synthetic model when path is

@@ -6,7 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/internal/shared"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime"
 )
 
 // An absurd --ctx is refused in one line, before the KV cache is
@@ -44,5 +47,26 @@ func TestVersionAndBareUsage(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	for _, cmd := range []string{"run", "compile", "inspect", "tokenize", "synth", "bench"} {
 		require.Contains(t, stdout, "\n  "+cmd+" ", "usage lists %s", cmd)
+	}
+}
+
+// `run model.gguf` maps the model file once, whether the plan cache misses
+// (compile, write, load the plan) or hits: the plan borrows the open model
+// instead of opening and hashing it again. Counted through gguf.Opens.
+func TestRunOpensModelOnce(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	opts := &runtime.Options{CacheDir: t.TempDir()}
+	for _, pass := range []string{"cache miss", "cache hit"} {
+		before := gguf.Opens()
+		r, err := openRunnable(model, "reference", ir.F32, opts, &timer{})
+		require.NoError(t, err, pass)
+		require.Equal(t, int64(1), gguf.Opens()-before, "%s: gguf.Open calls", pass)
+		s, err := r.session(8)
+		require.NoError(t, err, pass)
+		rows, err := s.Eval([]int32{1, 403})
+		require.NoError(t, err, pass)
+		require.Len(t, rows, 2)
+		require.NoError(t, s.Close())
+		r.Close()
 	}
 }

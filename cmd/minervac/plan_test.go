@@ -63,7 +63,7 @@ func TestPlanRunMatchesInMemory(t *testing.T) {
 			for _, emb := range []bool{false, embed} {
 				path := filepath.Join(dir, c.Name+".plan")
 				require.NoError(t, writePlan(p, m, path, emb))
-				r, err := fromPlan(path)
+				r, err := fromPlan(path, nil)
 				require.NoError(t, err)
 				rows, tokens := trace(t, r.graph, r.weights, c.PromptTokens, forced, c.NGen)
 				r.Close()

@@ -49,8 +49,15 @@ func isPlan(path string) bool {
 }
 
 // fromPlan opens a plan file and checks this build can run its target.
-func fromPlan(path string) (*runnable, error) {
-	l, err := plan.Open(path)
+// lend, when set, is the model the plan was compiled from, already open and
+// identified: the plan borrows it rather than opening and hashing it again,
+// and the runnable takes it over (closing it after the plan).
+func fromPlan(path string, lend *loaded) (*runnable, error) {
+	var o plan.OpenOptions
+	if lend != nil && lend.ref != nil {
+		o = plan.OpenOptions{Model: lend.file, Ref: *lend.ref}
+	}
+	l, err := plan.OpenWith(path, o)
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +70,13 @@ func fromPlan(path string) (*runnable, error) {
 		l.Close()
 		return nil, fmt.Errorf("%s: tokenizer: %w", path, err)
 	}
-	return &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, target: l.Plan.Target,
-		kernels: l.Plan.Kernels[l.Plan.Target], closers: []io.Closer{l}}, nil
+	r := &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, target: l.Plan.Target,
+		kernels: l.Plan.Kernels[l.Plan.Target]}
+	if o.Model != nil {
+		r.closers = append(r.closers, lend.file)
+	}
+	r.closers = append(r.closers, l)
+	return r, nil
 }
 
 // openRunnable turns what the user named into something to run. A plan file
@@ -83,7 +95,7 @@ func openRunnable(path, target string, cacheType ir.DType, opts *runtime.Options
 
 func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm *timer) (*runnable, error) {
 	if path != "" && isPlan(path) {
-		r, err := fromPlan(path)
+		r, err := fromPlan(path, nil)
 		if err == nil {
 			tm.say("loaded plan %s", path)
 		}
@@ -107,12 +119,19 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 		tm.say("compiled in memory")
 		return &runnable{graph: p.Graph, weights: m.model.Weights, tok: m.tok, ctx: p.Context, target: target, closers: []io.Closer{m.file}}, nil
 	}
-	defer m.file.Close()
+	// The model stays open: the plan borrows it (fromPlan), so the file is
+	// mapped and its header hashed once per command.
+	keep := false
+	defer func() {
+		if !keep {
+			m.file.Close()
+		}
+	}()
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	ref, err := plan.Identify(abs, m.file)
+	ref, err := m.identify(abs)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +141,9 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 	}
 	cached := filepath.Join(dir, cacheKey(ref, opts)+".plan")
 	if _, err := os.Stat(cached); err == nil {
-		r, err := fromPlan(cached)
+		r, err := fromPlan(cached, m)
 		if err == nil {
+			keep = true
 			tm.say("compile skipped: cached plan %s", cached)
 			return r, nil
 		}
@@ -142,8 +162,9 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 		return nil, fmt.Errorf("plan cache: %w", err)
 	}
 	tm.say("cached plan %s", cached)
-	r, err := fromPlan(cached)
+	r, err := fromPlan(cached, m)
 	if err == nil {
+		keep = true
 		tm.say("loaded plan")
 	}
 	return r, err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync/atomic"
 
 	"github.com/minerva-llm/minerva/internal/mmap"
 )
@@ -16,6 +17,7 @@ import (
 // reads of the lost pages fault; GGUF files are not edited in place, so this
 // is accepted for the sake of zero-copy weights.
 func Open(path string) (*File, error) {
+	opens.Add(1)
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
@@ -54,3 +56,10 @@ func Open(path string) (*File, error) {
 	f.closeFn = unmap
 	return f, nil
 }
+
+// opens counts Open calls (Opens).
+var opens atomic.Int64
+
+// Opens is the number of files Open has mapped in this process: a command
+// that opens its model once adds one (cmd/minervac's tests hold it to that).
+func Opens() int64 { return opens.Load() }

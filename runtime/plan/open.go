@@ -24,8 +24,9 @@ type Loaded struct {
 	Plan *Plan
 	Path string // the plan file
 
-	unmap func() error // the plan's mapping
-	model *gguf.File   // the referenced model, nil when embedded
+	unmap    func() error // the plan's mapping
+	model    *gguf.File   // the referenced model, nil when embedded
+	borrowed bool         // model is the caller's (OpenOptions): Close leaves it open
 }
 
 // Open maps the plan file at path read-only and checks it (see Parse). For
@@ -36,7 +37,20 @@ type Loaded struct {
 // A plan or model file that is truncated by someone else while mapped makes
 // reads of the lost pages fault; neither is edited in place, so this is
 // accepted for the sake of zero-copy weights.
-func Open(path string) (*Loaded, error) {
+func Open(path string) (*Loaded, error) { return OpenWith(path, OpenOptions{}) }
+
+// OpenOptions lend Open what the caller already has open.
+type OpenOptions struct {
+	// Model is the model file a referenced plan names, already open and
+	// identified (Ref, from Identify) by the caller, who keeps owning it:
+	// the plan then neither opens nor hashes it again, and checks Ref
+	// against what the plan recorded instead.
+	Model *gguf.File
+	Ref   ModelRef
+}
+
+// OpenWith is Open using what o lends.
+func OpenWith(path string, o OpenOptions) (*Loaded, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -70,7 +84,13 @@ func Open(path string) (*Loaded, error) {
 	}
 	l := &Loaded{Plan: p, Path: path, unmap: unmap}
 	if !p.Embedded {
-		if l.model, err = openModel(path, p); err != nil {
+		if o.Model != nil && o.Ref.Path == p.Model.Path {
+			if err := checkModel(path, p, o.Model, o.Ref); err != nil {
+				_ = unmap()
+				return nil, err
+			}
+			l.model, l.borrowed = o.Model, true
+		} else if l.model, err = openModel(path, p); err != nil {
 			_ = unmap()
 			return nil, err
 		}
@@ -107,9 +127,24 @@ func openModel(planPath string, p *Plan) (*gguf.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("plan %s refers to model %s: %w", planPath, ref.Path, err)
 	}
-	if now.Size != ref.Size || now.HeaderSHA256 != ref.HeaderSHA256 {
+	if err := checkModel(planPath, p, f, now); err != nil {
 		f.Close()
-		return nil, changed("header sha256 %.12s…, now %.12s…", ref.HeaderSHA256, now.HeaderSHA256)
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkModel checks that model file f, identified as now, is the one plan p
+// (at planPath) was compiled against.
+func checkModel(planPath string, p *Plan, f *gguf.File, now ModelRef) error {
+	ref := p.Model
+	changed := func(format string, args ...any) error {
+		return &Error{Path: planPath, Kind: ErrModelChanged, whole: true,
+			Msg: fmt.Sprintf("model file %s has changed since the plan was compiled (%s): recompile %s",
+				ref.Path, fmt.Sprintf(format, args...), planPath)}
+	}
+	if now.Size != ref.Size || now.HeaderSHA256 != ref.HeaderSHA256 {
+		return changed("header sha256 %.12s…, now %.12s…", ref.HeaderSHA256, now.HeaderSHA256)
 	}
 	// Same header, so the same tensor table; checked anyway, cheaply, so
 	// that a plan compiled against some other file fails here, not mid-run.
@@ -120,11 +155,10 @@ func openModel(planPath string, p *Plan) (*gguf.File, error) {
 		t, ok := f.Tensor(v.Name())
 		want, err := weightBytes(v)
 		if !ok || err != nil || t.Type != v.Type.DType || int64(len(f.TensorData(t))) != want {
-			f.Close()
-			return nil, changed("tensor %q does not match the graph's %s", v.Name(), v.Type)
+			return changed("tensor %q does not match the graph's %s", v.Name(), v.Type)
 		}
 	}
-	return f, nil
+	return nil
 }
 
 // Check returns an ErrTarget error unless the plan was compiled for target.
@@ -149,10 +183,10 @@ func (l *Loaded) Weights() eval.Weights {
 // decoded sections stay usable; weight bytes do not.
 func (l *Loaded) Close() error {
 	var errs []error
-	if l.model != nil {
+	if l.model != nil && !l.borrowed {
 		errs = append(errs, l.model.Close())
-		l.model = nil
 	}
+	l.model = nil
 	if l.unmap != nil {
 		errs = append(errs, l.unmap())
 		l.unmap = nil
