@@ -264,5 +264,43 @@ func ConstValues(g *Graph) map[*Value]bool {
 	return c
 }
 
+// stateWrites is the op table's column of in-place writes: the operands an
+// op writes into (KV caches, states or earlier writes into them) and the
+// operand holding the rows it writes (i32 positions). Passes, the memory
+// planner and the runtimes read it here rather than switching on ops.
+var stateWrites = map[Op]struct {
+	operands []int
+	pos      int
+}{
+	OpKVWrite: {[]int{0}, 2},    // kvwrite(cache, x, pos)
+	OpQKVRoPE: {[]int{3, 4}, 2}, // qkv_rope(x, w, pos, kcache, vcache, ...)
+}
+
 // WritesState reports whether op writes into a state operand.
-func WritesState(op Op) bool { return op == OpKVWrite || op == OpQKVRoPE }
+func WritesState(op Op) bool { _, ok := stateWrites[op]; return ok }
+
+// WrittenOperands are the operands of v that v writes in place (nil for
+// an op that writes none).
+func WrittenOperands(v *Value) []*Value {
+	w, ok := stateWrites[v.Op]
+	if !ok {
+		return nil
+	}
+	out := make([]*Value, 0, len(w.operands))
+	for _, i := range w.operands {
+		if i < len(v.Args) {
+			out = append(out, v.Args[i])
+		}
+	}
+	return out
+}
+
+// WritePos is the positions operand of a state-writing op v: the rows it
+// writes; nil for other ops.
+func WritePos(v *Value) *Value {
+	w, ok := stateWrites[v.Op]
+	if !ok || w.pos >= len(v.Args) {
+		return nil
+	}
+	return v.Args[w.pos]
+}

@@ -89,13 +89,7 @@ func keptLeaf(v *ir.Value) bool {
 // values at the root of its cache operands (a cache operand may itself be
 // the result of an earlier kvwrite into the same buffer).
 func writtenStates(v *ir.Value) []*ir.Value {
-	var caches []*ir.Value
-	switch v.Op {
-	case ir.OpKVWrite:
-		caches = v.Args[:1]
-	case ir.OpQKVRoPE:
-		caches = v.Args[3:5]
-	}
+	caches := ir.WrittenOperands(v)
 	out := make([]*ir.Value, len(caches))
 	for i, c := range caches {
 		for c.Op == ir.OpKVWrite {
@@ -107,9 +101,8 @@ func writtenStates(v *ir.Value) []*ir.Value {
 }
 
 // writePos returns the positions operand of a state-writing op, the rows it
-// writes: kvwrite(cache, x, pos) and qkv_rope(x, w, pos, ...) both hold it
-// third.
-func writePos(v *ir.Value) *ir.Value { return v.Args[2] }
+// writes (ir's table of in-place writes).
+func writePos(v *ir.Value) *ir.Value { return ir.WritePos(v) }
 
 func init() {
 	register(Pass{

@@ -256,18 +256,9 @@ func CheckGraph(g *ir.Graph) (Signature, error) {
 				return sig, fmt.Errorf("state %q has dtype %s: KV caches are f32 or f16", v.Name(), v.Type.DType)
 			}
 			sig.States = append(sig.States, StateInfo{Name: v.Name(), DType: v.Type.DType, Width: int(s[1].N)})
-		case ir.OpKVWrite, ir.OpQKVRoPE:
-			var at *ir.Value
-			if v.Op == ir.OpKVWrite {
-				at = v.Args[2]
-			} else {
-				p, err := ir.MatMulParts(v)
-				if err != nil {
-					return sig, fmt.Errorf("%v (%s): %w", v, v.Op, err)
-				}
-				at = p.Pos
-			}
-			if at != pos || pos == nil {
+		}
+		if ir.WritesState(v.Op) {
+			if at := ir.WritePos(v); at != pos || pos == nil {
 				return sig, fmt.Errorf("%v (%s) writes the cache at rows other than the pos input", v, v.Op)
 			}
 		}
