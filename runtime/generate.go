@@ -20,6 +20,10 @@ type GenerateOptions struct {
 	// KeepLogits records the logits of every prompt position and every
 	// generated step in the result (for --dump-logits and tests).
 	KeepLogits bool
+	// UBatch is the most prompt tokens evaluated in one step (0:
+	// DefaultUBatch): a longer prompt runs as several steps, so that a
+	// step's activations are bounded by UBatch tokens, not the prompt.
+	UBatch int
 
 	// Decode turns generated token ids into text (a tokenizer's Decode). It
 	// must be prefix-stable: decoding more tokens only appends text. With
@@ -72,8 +76,11 @@ type Timings struct {
 	GenTime      time.Duration `json:"gen_ns"`
 }
 
-// Generate evaluates the prompt in one step, then samples up to MaxTokens
-// tokens one step at a time. It stops early on EOS (unless IgnoreEOS), on a
+// DefaultUBatch is GenerateOptions.UBatch's default, llama.cpp's ubatch.
+const DefaultUBatch = 512
+
+// Generate evaluates the prompt in steps of at most UBatch tokens, then
+// samples up to MaxTokens tokens one step at a time. It stops early on EOS (unless IgnoreEOS), on a
 // stop string, at the context limit (Stop = StopContext, no error), or when
 // ctx is cancelled (checked before every step; the error is ctx's, and the
 // result so far is returned with it).
@@ -116,13 +123,22 @@ func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOpti
 	var logits []float32
 	var next int32 // the greedy token after the last step (greedy)
 	start := time.Now()
-	if greedy {
-		next, err = s.EvalGreedy(prompt)
-		if err != nil {
+	ub := opts.UBatch
+	if ub <= 0 {
+		ub = DefaultUBatch
+	}
+	for at := 0; at < len(prompt); at += ub {
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-	} else {
-		rows, err := s.Eval(prompt)
+		chunk := prompt[at:min(at+ub, len(prompt))]
+		if greedy {
+			if next, err = s.EvalGreedy(chunk); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		rows, err := s.Eval(chunk)
 		if err != nil {
 			return nil, err
 		}

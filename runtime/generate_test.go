@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
@@ -310,4 +311,31 @@ func TestLoadOptions(t *testing.T) {
 	require.ErrorContains(t, err, "no")
 	_, err = runtime.LoadGGUF(shared.Path(t, "models/gguf/stories260K.gguf"), runtime.LoadOptions{CacheType: ir.Q8_0})
 	require.ErrorContains(t, err, "not f32 or f16")
+}
+
+// A prompt longer than UBatch runs as several steps and gives the tokens and
+// logits of one whole-prompt step (the CPU backend, stories260K): the
+// prompt's logits within 1e-5 of max |logit| (later steps attend over the
+// cache in other tile splits), every greedy token equal.
+func TestGenerateUBatch(t *testing.T) {
+	m := loadStories(t, runtime.LoadOptions{})
+	prompt := make([]int32, 45)
+	for i := range prompt {
+		prompt[i] = int32(1 + (i*37)%500)
+	}
+	run := func(ub int) *runtime.Result {
+		e := newEngine(t, m, runtime.EngineOptions{Backend: "goasm", Context: 128})
+		s, err := e.NewSession()
+		require.NoError(t, err)
+		defer s.Close()
+		res, err := runtime.Generate(context.Background(), s, prompt, runtime.GenerateOptions{MaxTokens: 16, EOS: -1, Sampler: runtime.DefaultSampler(), KeepLogits: true, UBatch: ub})
+		require.NoError(t, err)
+		return res
+	}
+	whole, chunked := run(len(prompt)), run(16)
+	require.Equal(t, whole.Tokens, chunked.Tokens)
+	require.Len(t, chunked.PromptLogits, len(prompt))
+	for i := range whole.PromptLogits {
+		require.LessOrEqual(t, golden.RelErr(chunked.PromptLogits[i], whole.PromptLogits[i]), 1e-5, "prompt row %d", i)
+	}
 }

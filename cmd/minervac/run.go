@@ -31,6 +31,7 @@ type runCmd struct {
 	IgnoreEOS     bool     `help:"Keep generating after the end-of-sequence token."`
 	NoBOS         bool     `help:"Do not add the beginning-of-sequence token."`
 	Ctx           int      `help:"KV cache size in positions (default: the model's context length, at most 4096)."`
+	UBatch        int      `name:"ubatch" help:"Most prompt tokens evaluated in one step: a longer prompt runs as several, bounding activation memory." default:"512"`
 	CacheType     string   `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
 	JSON          bool     `help:"Print one JSON object (prompt_tokens, tokens, text, timings) instead of streaming text."`
 	DumpLogits    string   `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
@@ -45,6 +46,9 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	}
 	if c.Ctx < 0 {
 		return usageError{fmt.Sprintf("--ctx %d must be positive", c.Ctx)}
+	}
+	if c.UBatch < 1 {
+		return usageError{fmt.Sprintf("--ubatch %d must be ≥ 1", c.UBatch)}
 	}
 	sc := runtime.SamplerConfig{Temperature: c.Temp, TopK: c.TopK, TopP: c.TopP, MinP: c.MinP, RepeatPenalty: c.RepeatPenalty, Seed: c.Seed}
 	if err := sc.Validate(); err != nil {
@@ -83,7 +87,7 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	defer out.Flush()
 	opts := runtime.GenerateOptions{
 		MaxTokens: c.N, Sampler: sc, EOS: m.tok.EOS(), IgnoreEOS: c.IgnoreEOS,
-		KeepLogits: c.DumpLogits != "", Decode: m.tok.Decode, Stop: c.Stop,
+		KeepLogits: c.DumpLogits != "", Decode: m.tok.Decode, Stop: c.Stop, UBatch: c.UBatch,
 	}
 	if !c.JSON {
 		opts.OnText = func(text string) error {
