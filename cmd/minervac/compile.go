@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -18,7 +19,7 @@ type compileCmd struct {
 	EmbedWeights bool   `help:"Copy the weights into the plan (self-contained, mmap-able) instead of referencing the model file."`
 	Ctx          int    `help:"Default KV cache size in positions (default: the model's context length, at most 4096)."`
 	CacheType    string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
-	Emit         string `help:"What to print on stdout: ir (the final graph), summary, or none (default: summary, or none with -o)." enum:"ir,summary,none," default:""`
+	Emit         string `help:"What to print on stdout: ir (the final graph), summary, none, or cuda/metal (the emitted kernel source of that target; default: summary, or none with -o)." enum:"ir,summary,none,cuda,metal," default:""`
 	PrintAfter   string `help:"Print the graph on stderr after the named pass, or after every pass with 'all'." placeholder:"all|PASS"`
 	TimePasses   bool   `help:"Report each pass's time on stderr."`
 	VerifyEach   bool   `help:"Run the IR verifier after every pass."`
@@ -31,6 +32,9 @@ func (c *compileCmd) Run() error {
 	}
 	if err := checkTarget(c.Target); err != nil {
 		return err
+	}
+	if (c.Emit == "cuda" || c.Emit == "metal") && c.Emit != c.Target {
+		return usageError{fmt.Sprintf("--emit %s needs -target %s (the source is emitted for the target compiled)", c.Emit, c.Emit)}
 	}
 	if c.EmbedWeights && c.Output == "" {
 		return usageError{"--embed-weights needs -o FILE"}
@@ -78,6 +82,12 @@ func (c *compileCmd) Run() error {
 		fmt.Print(ir.Print(g))
 	case "summary":
 		printSummary(c.Model, m, before, g)
+	case "cuda", "metal":
+		var lib gpuLibrary
+		if err := json.Unmarshal(p.Kernels[emit], &lib); err != nil {
+			return fmt.Errorf("--emit %s: %w", emit, err)
+		}
+		fmt.Print(lib.Source)
 	}
 	return nil
 }

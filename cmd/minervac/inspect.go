@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
-	"github.com/minerva-llm/minerva/runtime/plan"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/runtime/plan"
 )
 
 type inspectCmd struct {
@@ -101,6 +104,9 @@ func inspectPlan(path string) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "sampling defaults: temperature %g, top-k %d, top-p %g, min-p %g, repeat penalty %g\n",
 		p.Sampling.Temperature, p.Sampling.TopK, p.Sampling.TopP, p.Sampling.MinP, p.Sampling.RepeatPenalty)
+	if err := inspectKernels(w, p); err != nil {
+		return err
+	}
 	if !p.Embedded {
 		if l, err := plan.Open(path); err != nil {
 			fmt.Fprintf(w, "status: cannot run: %v\n", err)
@@ -109,5 +115,42 @@ func inspectPlan(path string) error {
 			fmt.Fprintln(w, "status: model file present and unchanged")
 		}
 	}
+	return nil
+}
+
+// gpuLibrary is what the CUDA and Metal libraries in a plan's kernels
+// section have in common (codegen/cuda.Library, codegen/metal.Library).
+type gpuLibrary struct {
+	Source  string `json:"source"`
+	Kernels []struct {
+		Name   string `json:"name"`
+		Family string `json:"family"`
+	} `json:"kernels"`
+	Launches []sched.Launch `json:"launches"`
+}
+
+// inspectKernels lists a GPU plan's kernels: how many of each family, the
+// launches of a decode step (T = 1) and of a prefill step, and the source
+// size (compile --emit cuda|metal prints the source).
+func inspectKernels(w io.Writer, p *plan.Plan) error {
+	section := p.Kernels[p.Target]
+	if len(section) == 0 {
+		return nil
+	}
+	var lib gpuLibrary
+	if err := json.Unmarshal(section, &lib); err != nil {
+		return fmt.Errorf("kernels section for %s: %w", p.Target, err)
+	}
+	families := map[string]int{}
+	for _, k := range lib.Kernels {
+		families[k.Family]++
+	}
+	fmt.Fprintf(w, "kernels (%s): %d,", p.Target, len(lib.Kernels))
+	for _, f := range unionKeys(families, nil) {
+		fmt.Fprintf(w, " %s %d,", f, families[f])
+	}
+	T := min(512, p.Context)
+	fmt.Fprintf(w, " source %d bytes; launches per step: %d decode (T = 1), %d prefill (T = %d)\n",
+		len(lib.Source), len(sched.Step(lib.Launches, 1)), len(sched.Step(lib.Launches, T)), T)
 	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,4 +71,27 @@ func TestRunOpensModelOnce(t *testing.T) {
 		require.NoError(t, s.Close())
 		r.Close()
 	}
+}
+
+// A GPU plan shows its kernels in inspect (families, source size, launches
+// per step), and compile --emit cuda prints the emitted source: for
+// stories260K, byte for byte codegen/cuda's golden file.
+func TestInspectAndEmitGPUKernels(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	planPath := filepath.Join(t.TempDir(), "stories.cuda.plan")
+	_, stderr, code := minervac(t, "compile", model, "-target", "cuda", "-o", planPath)
+	require.Equal(t, 0, code, stderr)
+	stdout, stderr, code := minervac(t, "inspect", planPath)
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `kernels \(cuda\): 15, .*matvec 3, .*source \d+ bytes; launches per step: 32 decode \(T = 1\), 37 prefill \(T = 512\)`, stdout)
+
+	stdout, stderr, code = minervac(t, "compile", model, "-target", "cuda", "--emit", "cuda")
+	require.Equal(t, 0, code, stderr)
+	want, err := os.ReadFile(filepath.Join("..", "..", "codegen", "cuda", "testdata", "stories260K.cu"))
+	require.NoError(t, err)
+	require.Equal(t, string(want), stdout)
+
+	_, stderr, code = minervac(t, "compile", model, "-target", "goasm", "--emit", "cuda")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--emit cuda needs -target cuda")
 }
