@@ -17,7 +17,8 @@ import (
 
 type benchCmd struct {
 	Model       string `arg:"" help:"Plan file (from minervac compile -o) or model file (.gguf)." type:"path"`
-	P           int    `short:"p" help:"Prompt tokens evaluated in one step (prefill)." default:"512"`
+	P           int    `short:"p" help:"Prompt tokens (prefill); decode is then measured at this depth." default:"512"`
+	UBatch      int    `name:"ubatch" help:"Most prompt tokens per step (0: the whole prompt in one step; 512 is llama.cpp's, as in llama-batched-bench -npp P)." default:"0"`
 	N           int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
 	JSON        bool   `help:"Print one JSON object instead of a table."`
 	Target      string `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU)." default:"goasm"`
@@ -104,7 +105,10 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 	}
-	res, err := bench.Run(sess, bench.Options{Prompt: c.P, Decode: c.N, Vocab: vocab, Seed: c.Seed, Warmup: true})
+	if c.UBatch < 0 {
+		return usageError{fmt.Sprintf("--ubatch %d must be ≥ 0", c.UBatch)}
+	}
+	res, err := bench.Run(sess, bench.Options{Prompt: c.P, UBatch: c.UBatch, Decode: c.N, Vocab: vocab, Seed: c.Seed, Warmup: true})
 	if err != nil {
 		return err
 	}

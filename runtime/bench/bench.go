@@ -21,7 +21,8 @@ import (
 
 // Options say what to measure.
 type Options struct {
-	Prompt int    // prompt tokens evaluated in one step (prefill)
+	Prompt int    // prompt tokens (prefill), in steps of at most UBatch
+	UBatch int    // most prompt tokens per step; 0: the whole prompt in one step
 	Decode int    // single-token steps after the prefill
 	Vocab  int    // random token ids are drawn from [0, Vocab)
 	Seed   uint64 // seed of the token ids
@@ -67,8 +68,12 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		}
 		return t
 	}
+	ub := o.UBatch
+	if ub <= 0 || ub > o.Prompt {
+		ub = o.Prompt
+	}
 	if o.Warmup {
-		for _, n := range []int{o.Prompt, 1} {
+		for _, n := range []int{ub, 1} {
 			if _, err := sess.Eval(ids(n)); err != nil {
 				return nil, err
 			}
@@ -82,8 +87,10 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	}
 	r := &Result{PromptTokens: o.Prompt, DecodeTokens: o.Decode}
 	t0 := time.Now()
-	if _, err := sess.Eval(prompt); err != nil {
-		return nil, err
+	for at := 0; at < len(prompt); at += ub {
+		if _, err := sess.Eval(prompt[at:min(at+ub, len(prompt))]); err != nil {
+			return nil, err
+		}
 	}
 	r.Prefill = time.Since(t0)
 	var total time.Duration
