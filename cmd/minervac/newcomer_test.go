@@ -95,3 +95,20 @@ func TestInspectAndEmitGPUKernels(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--emit cuda needs -target cuda")
 }
+
+// An unusable plan cache (a directory that cannot be created, or none at
+// all: HOME unset) costs a compile in memory with a one-line warning, and
+// the run still prints the golden text.
+func TestRunWithUnusablePlanCache(t *testing.T) {
+	c := goldenCase(t, "stories260K__once_upon_a_time")
+	for _, env := range [][]string{
+		{"MINERVA_CACHE_DIR=/proc/minerva-no-such-dir"},
+		{"MINERVA_CACHE_DIR=", "HOME=", "XDG_CACHE_HOME="},
+	} {
+		stdout, stderr, code := minervacEnv(t, env, "run", c.ModelPath, "--prompt", *c.PromptText, "-n", "64")
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, c.GenText+"\n", stdout, "env %v", env)
+		require.Contains(t, stderr, "plan cache unusable (")
+		require.Contains(t, stderr, "compiled in memory, not cached")
+	}
+}

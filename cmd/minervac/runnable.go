@@ -135,31 +135,41 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 	if err != nil {
 		return nil, err
 	}
-	dir, err := planCacheDir(cacheDir)
-	if err != nil {
-		return nil, err
-	}
+	dir, dirErr := planCacheDir(cacheDir)
 	cached := filepath.Join(dir, cacheKey(ref, opts)+".plan")
-	if _, err := os.Stat(cached); err == nil {
-		r, err := fromPlan(cached, m)
-		if err == nil {
-			keep = true
-			tm.say("compile skipped: cached plan %s", cached)
-			return r, nil
+	if dirErr == nil {
+		if _, err := os.Stat(cached); err == nil {
+			r, err := fromPlan(cached, m)
+			if err == nil {
+				keep = true
+				tm.say("compile skipped: cached plan %s", cached)
+				return r, nil
+			}
+			// A stale or damaged cache entry is rebuilt, not an error.
+			fmt.Fprintf(os.Stderr, "minervac: recompiling: %v\n", err)
 		}
-		// A stale or damaged cache entry is rebuilt, not an error.
-		fmt.Fprintf(os.Stderr, "minervac: recompiling: %v\n", err)
 	}
 	p, err := compileModel(m, abs, opts)
 	if err != nil {
 		return nil, err
 	}
 	tm.say("compiled %s", path)
+	// A cache that cannot be used (no cache directory, one that cannot be
+	// created or written) costs the next run a compile, not this run.
+	inMemory := func(why error) (*runnable, error) {
+		fmt.Fprintf(os.Stderr, "minervac: plan cache unusable (%v); compiled in memory, not cached\n", why)
+		keep = true
+		return &runnable{graph: p.Graph, weights: m.model.Weights, tok: m.tok, ctx: p.Context, target: target,
+			kernels: p.Kernels[target], closers: []io.Closer{m.file}}, nil
+	}
+	if dirErr != nil {
+		return inMemory(dirErr)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("plan cache: %w", err)
+		return inMemory(err)
 	}
 	if err := writePlan(p, m, cached, false); err != nil {
-		return nil, fmt.Errorf("plan cache: %w", err)
+		return inMemory(err)
 	}
 	tm.say("cached plan %s", cached)
 	r, err := fromPlan(cached, m)
