@@ -56,6 +56,10 @@ func main() {
 	}
 	if err != nil {
 		var u usageError
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code)) // the command has said why
+		}
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		if errors.As(err, &u) {
 			os.Exit(2)
@@ -114,6 +118,12 @@ func (f backendFlags) options() (runtime.Options, error) {
 	}
 	return runtime.Options{Threads: f.Threads, CPUKernels: f.CPUKernels, CacheDir: f.CacheDir, CUDALib: f.CUDALib, NVRTCLib: f.NVRTCLib}, nil
 }
+
+// exitCode ends minervac with that status and no further message (the
+// command printed its own).
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // usageError marks a bad flag combination (exit status 2, like a parse error).
 type usageError struct{ msg string }

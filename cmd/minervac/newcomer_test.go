@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,4 +113,28 @@ func TestRunWithUnusablePlanCache(t *testing.T) {
 		require.Contains(t, stderr, "plan cache unusable (")
 		require.Contains(t, stderr, "compiled in memory, not cached")
 	}
+}
+
+// Ctrl-C during generation ends the line, prints the timings so far and
+// exits 130, as a shell expects of SIGINT.
+func TestRunInterrupt(t *testing.T) {
+	cmd := exec.Command(minervacBin, "run", "--prompt", "hi", "-n", "100000", "--ctx", "100100", "--ignore-eos")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	// Interrupt once text streams: generation (and its handler) is running.
+	first := make([]byte, 1)
+	_, err = io.ReadFull(out, first)
+	require.NoError(t, err, stderr.String())
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	rest, err := io.ReadAll(out)
+	require.NoError(t, err)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, stderr.String())
+	require.Equal(t, 130, ee.ExitCode(), stderr.String())
+	require.Regexp(t, `minervac: interrupted: prompt 3 tokens in [0-9.]+ ms, generated [0-9]+ tokens`, stderr.String())
+	require.True(t, strings.HasSuffix(string(first)+string(rest), "\n"), "the text ends with a newline")
 }

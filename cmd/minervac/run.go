@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -96,6 +97,18 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 		}
 	}
 	res, err := runtime.Generate(ctx, sess, prompt, opts)
+	if err != nil && errors.Is(err, context.Canceled) && res != nil {
+		// Ctrl-C: end the line, say what was done, exit 130 as a shell
+		// expects of SIGINT.
+		if !c.JSON {
+			out.WriteString("\n")
+		}
+		out.Flush()
+		t := res.Timings
+		fmt.Fprintf(os.Stderr, "minervac: interrupted: prompt %d tokens in %.1f ms, generated %d tokens in %.1f ms (%.1f tok/s)\n",
+			t.PromptTokens, ms(t.PromptTime.Seconds()), len(res.Tokens), ms(t.GenTime.Seconds()), rate(len(res.Tokens), t.GenTime.Seconds()))
+		return exitCode(130)
+	}
 	if err != nil {
 		return err
 	}
