@@ -59,6 +59,12 @@ func (c *compileCmd) Run() error {
 		return err
 	}
 	tm.say("compiled for %s", c.Target)
+	if c.Ctx > 0 {
+		// A plan may be compiled for a bigger machine: say so, do not refuse.
+		if err := checkKVMemory(p.Graph, c.Ctx, availableMemory()); err != nil {
+			fmt.Fprintf(os.Stderr, "minervac: warning: %v (running the plan here would be refused)\n", err)
+		}
+	}
 	if c.Output != "" {
 		if err := writePlan(p, m, c.Output, c.EmbedWeights); err != nil {
 			return err

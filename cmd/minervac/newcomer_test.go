@@ -138,3 +138,22 @@ func TestRunInterrupt(t *testing.T) {
 	require.Regexp(t, `minervac: interrupted: prompt 3 tokens in [0-9.]+ ms, generated [0-9]+ tokens`, stderr.String())
 	require.True(t, strings.HasSuffix(string(first)+string(rest), "\n"), "the text ends with a newline")
 }
+
+// Flags a plan or --tokens make moot say so: -t and --cache-type on a plan,
+// --prompt with --tokens; compile --ctx beyond this machine's memory warns.
+func TestIgnoredFlagsSaySo(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	planPath := filepath.Join(t.TempDir(), "stories.plan")
+	_, stderr, code := minervac(t, "compile", model, "-target", "reference", "-o", planPath, "--ctx", "100000000")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "warning: --ctx 100000000 needs 128.0 GB of KV cache")
+
+	_, stderr, code = minervac(t, "run", planPath, "-t", "goasm", "--cache-type", "f16", "--ctx", "64", "-n", "1")
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "-t goasm is ignored", "a flag at its default is not reported")
+	require.Contains(t, stderr, "--cache-type f16 is ignored")
+
+	_, stderr, code = minervac(t, "run", model, "--tokens", "1,403", "--prompt", "hello", "-n", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "--prompt is ignored: --tokens gives the prompt")
+}

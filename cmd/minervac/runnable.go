@@ -245,3 +245,18 @@ func availableMemory() int64 {
 	}
 	return 0
 }
+
+// warnIgnoredForPlan says on stderr which flags a plan makes moot: it runs
+// on the target and with the KV cache type it was compiled for. A flag left
+// at its default is not reported (the user did not ask for anything).
+func warnIgnoredForPlan(path, target, cacheType string) {
+	if path == "" || !isPlan(path) {
+		return
+	}
+	if target != "goasm" {
+		fmt.Fprintf(os.Stderr, "minervac: -t %s is ignored: a plan runs on the target it was compiled for\n", target)
+	}
+	if cacheType != "f32" {
+		fmt.Fprintf(os.Stderr, "minervac: --cache-type %s is ignored: a plan keeps the KV cache type it was compiled with\n", cacheType)
+	}
+}
