@@ -8,6 +8,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -137,29 +138,59 @@ func (e usageError) Error() string { return e.msg }
 // anything else (a negative number, say) is left alone.
 func goStyleFlags(parser *kong.Kong, args []string) []string {
 	long := map[string]bool{}
+	short := map[rune]string{}  // short flag → its long name
+	valued := map[string]bool{} // long flags that take a value
 	var walk func(n *kong.Node)
 	walk = func(n *kong.Node) {
 		for _, f := range n.Flags {
 			long[f.Name] = true
+			if f.Short != 0 {
+				short[f.Short] = f.Name
+			}
+			valued[f.Name] = !f.IsBool() && !f.IsCounter()
 		}
 		for _, c := range n.Children {
 			walk(c)
 		}
 	}
 	walk(parser.Model.Node)
-	out := make([]string, len(args))
+	out := make([]string, 0, len(args))
 	for i, a := range args {
-		out[i] = a
 		if a == "--" {
-			copy(out[i:], args[i:])
-			break
+			return append(out, args[i:]...)
 		}
 		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
 			name, _, _ := strings.Cut(a[1:], "=")
 			if len(name) > 1 && long[name] {
-				out[i] = "-" + a
+				a = "-" + a
 			}
 		}
+		// A negative number after a flag that takes a value is that value
+		// (kong would read "-5" as a short flag): `-n -5` becomes `--n=-5`,
+		// so the command's own range check answers.
+		if n := len(out); n > 0 && isNegativeNumber(a) {
+			prev := out[n-1]
+			var name string
+			switch {
+			case strings.HasPrefix(prev, "--") && !strings.Contains(prev, "="):
+				name = prev[2:]
+			case len(prev) == 2 && prev[0] == '-':
+				name = short[rune(prev[1])]
+			}
+			if name != "" && valued[name] {
+				out[n-1] = "--" + name + "=" + a
+				continue
+			}
+		}
+		out = append(out, a)
 	}
 	return out
+}
+
+func isNegativeNumber(s string) bool {
+	if len(s) < 2 || s[0] != '-' {
+		return false
+	}
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }

@@ -157,3 +157,21 @@ func TestIgnoredFlagsSaySo(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "--prompt is ignored: --tokens gives the prompt")
 }
+
+// A negative value after a flag reaches the command's own range check
+// instead of kong's "short flag" complaint.
+func TestNegativeValuesGetRangeMessages(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-n", "-5"}, "-n -5: the number of tokens to generate must be ≥ 0"},
+		{[]string{"run", "--temp", "-1"}, "temperature -1 must be ≥ 0"},
+		{[]string{"run", "--threads", "-2"}, "--threads -2 must be ≥ 0"},
+	} {
+		_, stderr, code := minervac(t, c.args...)
+		require.Equal(t, 2, code, stderr)
+		require.Contains(t, stderr, c.want)
+		require.NotContains(t, stderr, "short flag")
+	}
+}
