@@ -166,53 +166,64 @@ func (m GPTOSS) Write(out io.Writer) (int64, error) {
 	return w.WriteTo(out)
 }
 
-// producer writes n values mean + std·N(0, 1) of one tensor as typ, in pieces
-// of whole rows. Each piece has its own generator, seeded from the model
-// seed, the tensor name and the piece index, so the pieces are drawn in
-// parallel and the bytes do not depend on the number of CPUs.
+// producer writes n values mean + std·N(0, 1) of one tensor as typ (see
+// drawPieces).
 func (m GPTOSS) producer(name string, typ ir.DType, n, row int64, std, mean float64) func(io.Writer) error {
+	return func(w io.Writer) error { return drawPieces(w, m.Seed, name, typ, n, row, std, mean, nil) }
+}
+
+// drawPieces writes n values mean + std·rowScale(r)·N(0, 1) (rowScale nil:
+// 1) of one tensor with rows of row values as typ, in pieces of whole rows
+// (about chunkValues values each). Each piece has its own generator, seeded
+// from the model seed, the tensor name and the piece index, so the pieces
+// are drawn in parallel on GOMAXPROCS goroutines and the bytes do not
+// depend on the number of CPUs; a batch of pieces is written as soon as it
+// is done, so a tensor larger than memory can stream.
+func drawPieces(w io.Writer, seed uint64, name string, typ ir.DType, n, row int64, std, mean float64, rowScale func(r int64) float64) error {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	stream := h.Sum64()
-	return func(w io.Writer) error {
-		piece := max(row, chunkValues/row*row)
-		pieces := int((n + piece - 1) / piece)
-		workers := runtime.GOMAXPROCS(0)
-		outs := make([][]byte, workers)
-		errs := make([]error, workers)
-		for base := 0; base < pieces; base += workers {
-			batch := min(workers, pieces-base)
-			var wg sync.WaitGroup
-			for i := 0; i < batch; i++ {
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					lo := int64(base+i) * piece
-					vals := make([]float32, min(n, lo+piece)-lo)
-					rng := rand.New(rand.NewPCG(m.Seed, stream+uint64(base+i)))
-					for j := range vals {
-						vals[j] = float32(mean + std*rng.NormFloat64())
+	piece := max(row, chunkValues/row*row)
+	pieces := int((n + piece - 1) / piece)
+	workers := runtime.GOMAXPROCS(0)
+	outs := make([][]byte, workers)
+	errs := make([]error, workers)
+	for base := 0; base < pieces; base += workers {
+		batch := min(workers, pieces-base)
+		var wg sync.WaitGroup
+		for i := 0; i < batch; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				lo := int64(base+i) * piece
+				vals := make([]float32, min(n, lo+piece)-lo)
+				rng := rand.New(rand.NewPCG(seed, stream+uint64(base+i)))
+				for j := range vals {
+					s := std
+					if rowScale != nil {
+						s *= rowScale((lo + int64(j)) / row)
 					}
-					size, err := typ.RowBytes(int64(len(vals)))
-					if err == nil {
-						outs[i] = make([]byte, size)
-						err = quant.Quantize(typ, vals, outs[i])
-					}
-					errs[i] = err
-				}(i)
+					vals[j] = float32(mean + s*rng.NormFloat64())
+				}
+				size, err := typ.RowBytes(int64(len(vals)))
+				if err == nil {
+					outs[i] = make([]byte, size)
+					err = quant.Quantize(typ, vals, outs[i])
+				}
+				errs[i] = err
+			}(i)
+		}
+		wg.Wait()
+		for i := 0; i < batch; i++ {
+			if errs[i] != nil {
+				return errs[i]
 			}
-			wg.Wait()
-			for i := 0; i < batch; i++ {
-				if errs[i] != nil {
-					return errs[i]
-				}
-				if _, err := w.Write(outs[i]); err != nil {
-					return err
-				}
+			if _, err := w.Write(outs[i]); err != nil {
+				return err
 			}
 		}
-		return nil
 	}
+	return nil
 }
 
 // BPEVocab returns a byte-level BPE vocabulary of n tokens (n ≥ 512) that

@@ -6,13 +6,10 @@
 package synth
 
 import (
-	"errors"
+	"bytes"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math/rand/v2"
-	"runtime"
-	"sync"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
@@ -88,13 +85,14 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 	// its own generator (seeded by the model seed, the tensor name and the
 	// piece), on every CPU: a 7B model is written in seconds, and its bytes
 	// do not depend on the number of CPUs. rowScale, if set, scales row r.
-	addParallel := func(name string, rows, cols int, rowScale func(r int) float64) {
+	addParallel := func(name string, rows, cols int, rowScale func(r int64) float64) {
 		if err != nil {
 			return
 		}
-		data, e := quantizeParallel(m.Seed, name, m.Matrix, rows, cols, std, rowScale)
+		var data bytes.Buffer
+		e := drawPieces(&data, m.Seed, name, m.Matrix, int64(rows)*int64(cols), int64(cols), std, 0, rowScale)
 		if e == nil {
-			e = w.AddTensor(name, m.Matrix, []uint64{uint64(cols), uint64(rows)}, data)
+			e = w.AddTensor(name, m.Matrix, []uint64{uint64(cols), uint64(rows)}, data.Bytes())
 		}
 		if e != nil {
 			err = fmt.Errorf("synth: %s: %w", name, e)
@@ -156,7 +154,7 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 	// their output rows gives random weights the same habit, so the text a
 	// synthetic model prints is made of word pieces rather than stray bytes.
 	if !m.Tied {
-		shrink := func(r int) float64 {
+		shrink := func(r int64) float64 {
 			if m.Types[r] != 1 {
 				return 0.25
 			}
@@ -167,7 +165,7 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		} else {
 			output := make([]float32, nv*m.NEmbd)
 			for i := range output {
-				output[i] = float32(rng.NormFloat64() * std * shrink(i/m.NEmbd))
+				output[i] = float32(rng.NormFloat64() * std * shrink(int64(i/m.NEmbd)))
 			}
 			add("output.weight", m.Matrix, output, uint64(m.NEmbd), uint64(nv))
 		}
@@ -236,50 +234,6 @@ func Default() Llama {
 }
 
 // parallelValues is the matrix size from which Write draws a matrix in
-// parallel pieces (quantizeParallel) rather than from the model's one
+// parallel pieces (drawPieces) rather than from the model's one
 // sequential generator: small models keep the bytes they always had.
 const parallelValues = 1 << 22
-
-// quantizeParallel returns a rows×cols matrix of typ whose values are
-// normal with deviation std (times rowScale(r) for row r, if set), drawn in
-// pieces of whole rows on GOMAXPROCS goroutines.
-func quantizeParallel(seed uint64, name string, typ ir.DType, rows, cols int, std float64, rowScale func(int) float64) ([]byte, error) {
-	rowBytes, err := typ.RowBytes(int64(cols))
-	if err != nil {
-		return nil, err
-	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	stream := h.Sum64()
-	piece := max(1, (1<<20)/cols) // rows per piece
-	pieces := (rows + piece - 1) / piece
-	data := make([]byte, int64(rows)*rowBytes)
-	errs := make([]error, pieces)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p := range next {
-				lo, hi := p*piece, min(rows, (p+1)*piece)
-				rng := rand.New(rand.NewPCG(seed, stream+uint64(p)))
-				vals := make([]float32, (hi-lo)*cols)
-				for i := range vals {
-					s := std
-					if rowScale != nil {
-						s *= rowScale(lo + i/cols)
-					}
-					vals[i] = float32(rng.NormFloat64() * s)
-				}
-				errs[p] = quant.Quantize(typ, vals, data[int64(lo)*rowBytes:int64(hi)*rowBytes])
-			}
-		}()
-	}
-	for p := range pieces {
-		next <- p
-	}
-	close(next)
-	wg.Wait()
-	return data, errors.Join(errs...)
-}
