@@ -24,11 +24,8 @@ var (
 	harnessOnce sync.Once
 	harnessErr  error
 	harness     struct {
-		a       *api
-		ctx     uintptr
-		device  string
-		major   int
-		minor   int
+		a *api
+		deviceInfo
 		launchM sync.Mutex // one case's launches at a time: a fault names its case
 	}
 )
@@ -40,36 +37,10 @@ func openHarness(o runtime.Options) error {
 		goruntime.LockOSThread()
 		defer goruntime.UnlockOSThread()
 		a, err := load(o)
-		if err != nil {
-			harnessErr = err
-			return
+		if err == nil {
+			harness.deviceInfo, err = a.openDevice()
 		}
-		if err := a.init(); err != nil {
-			harnessErr = err
-			return
-		}
-		dev, err := a.device(0)
-		if err != nil {
-			harnessErr = err
-			return
-		}
-		if harness.major, harness.minor, err = a.computeCapability(dev); err != nil {
-			harnessErr = err
-			return
-		}
-		if harness.device, err = a.deviceName(dev); err != nil {
-			harnessErr = err
-			return
-		}
-		if harness.major < 8 {
-			harnessErr = fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 8.0 or newer", harness.device, harness.major, harness.minor)
-			return
-		}
-		if harness.ctx, err = a.ctxCreate(dev); err != nil {
-			harnessErr = err
-			return
-		}
-		harness.a = a
+		harness.a, harnessErr = a, err
 	})
 	return harnessErr
 }
@@ -81,7 +52,7 @@ func DeviceName(o runtime.Options) (string, error) {
 	if err := openHarness(o); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s (compute capability %d.%d)", harness.device, harness.major, harness.minor), nil
+	return fmt.Sprintf("%s (compute capability %d.%d)", harness.name, harness.major, harness.minor), nil
 }
 
 // RunLaunches compiles lib with NVRTC for device 0, runs the launches of a

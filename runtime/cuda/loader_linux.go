@@ -230,6 +230,38 @@ func (a *api) computeCapability(dev int32) (major, minor int, err error) {
 	return int(v[0]), int(v[1]), nil
 }
 
+// deviceInfo is device 0 as a program or the kernel harness opens it.
+type deviceInfo struct {
+	name         string
+	major, minor int     // compute capability
+	ctx          uintptr // a context created on it, current on the calling thread
+}
+
+// openDevice initialises the driver, checks that device 0 can run the
+// kernels and creates a context on it. The caller holds its OS thread.
+func (a *api) openDevice() (deviceInfo, error) {
+	var d deviceInfo
+	if err := a.init(); err != nil {
+		return d, err
+	}
+	dev, err := a.device(0)
+	if err != nil {
+		return d, err
+	}
+	if d.major, d.minor, err = a.computeCapability(dev); err != nil {
+		return d, err
+	}
+	if d.name, err = a.deviceName(dev); err != nil {
+		return d, err
+	}
+	if d.major < 8 {
+		// The prefill kernels use mma.sync.m16n8k16 with f16 operands (sm_80).
+		return d, fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 8.0 (Ampere) or newer", d.name, d.major, d.minor)
+	}
+	d.ctx, err = a.ctxCreate(dev)
+	return d, err
+}
+
 func (a *api) ctxCreate(dev int32) (uintptr, error) {
 	var ctx uintptr
 	err := check("cuCtxCreate_v2", a.call(a.cuCtxCreate, uintptr(unsafe.Pointer(&ctx)), 0, uintptr(dev)))

@@ -136,27 +136,12 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 // NVRTC) and resolves every kernel. The caller holds its OS thread.
 func (pr *program) open() error {
 	a := pr.a
-	if err := a.init(); err != nil {
-		return err
-	}
-	dev, err := a.device(0)
+	d, err := a.openDevice()
 	if err != nil {
 		return err
 	}
-	major, minor, err := a.computeCapability(dev)
-	if err != nil {
-		return err
-	}
-	if pr.device, err = a.deviceName(dev); err != nil {
-		return err
-	}
-	if major < 8 {
-		// The prefill kernels use mma.sync.m16n8k16 with f16 operands (sm_80).
-		return fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 8.0 (Ampere) or newer", pr.device, major, minor)
-	}
-	if pr.ctx, err = a.ctxCreate(dev); err != nil {
-		return err
-	}
+	pr.device, pr.ctx = d.name, d.ctx
+	major, minor := d.major, d.minor
 	if pr.stream, err = a.streamCreate(); err != nil {
 		return err
 	}
@@ -537,6 +522,22 @@ func (pr *program) run(slot int, tokens, pos []int32, out output) error {
 	return pr.a.streamSynchronize(pr.stream)
 }
 
+// launch issues launch i of the schedule as dispatched for a step of T
+// tokens (d: its bound buffers and grid) on the stream, through the
+// launch's parameter block.
+func (pr *program) launch(i int, d devplan.Dispatch, T int) error {
+	b := pr.blocks[i]
+	for j, arg := range d.Args {
+		b.setPtr(j, pr.addr[arg.Buf]+uint64(arg.Offset))
+	}
+	b.setU32(len(d.Args), uint32(T))
+	grid := [3]uint32{uint32(d.Grid[0]), uint32(d.Grid[1]), uint32(d.Grid[2])}
+	if err := pr.a.launchKernel(pr.fns[i], grid, [3]uint32{uint32(d.Threads), 1, 1}, 0, pr.stream, b); err != nil {
+		return fmt.Errorf("%w: kernel %s", err, d.Kernel)
+	}
+	return nil
+}
+
 // copyInputs enqueues the copies of the step's tokens and positions (T of
 // each) from pinned memory to the device.
 func (pr *program) copyInputs(T int) error {
@@ -569,17 +570,10 @@ func (pr *program) enqueue(T, slot int, out output) error {
 		if !ln.Runs(T) {
 			continue
 		}
-		d := ds[k]
+		if err := pr.launch(i, ds[k], T); err != nil {
+			return err
+		}
 		k++
-		b := pr.blocks[i]
-		for j, arg := range d.Args {
-			b.setPtr(j, pr.addr[arg.Buf]+uint64(arg.Offset))
-		}
-		b.setU32(len(d.Args), uint32(T))
-		grid := [3]uint32{uint32(d.Grid[0]), uint32(d.Grid[1]), uint32(d.Grid[2])}
-		if err := a.launchKernel(pr.fns[i], grid, [3]uint32{uint32(d.Threads), 1, 1}, 0, pr.stream, b); err != nil {
-			return fmt.Errorf("%w: kernel %s", err, d.Kernel)
-		}
 	}
 	lb, err := pr.l.Bind(pr.l.Logits, T, slot)
 	if err != nil {
@@ -783,14 +777,8 @@ func (pr *program) KernelTimes(slot, T, runs int) (times []runtime.KernelTime, e
 			return nil, err
 		}
 		for k, i := range launches {
-			d, b := ds[k], pr.blocks[i]
-			for j, arg := range d.Args {
-				b.setPtr(j, pr.addr[arg.Buf]+uint64(arg.Offset))
-			}
-			b.setU32(len(d.Args), uint32(T))
-			grid := [3]uint32{uint32(d.Grid[0]), uint32(d.Grid[1]), uint32(d.Grid[2])}
-			if err := a.launchKernel(pr.fns[i], grid, [3]uint32{uint32(d.Threads), 1, 1}, 0, pr.stream, b); err != nil {
-				return nil, fmt.Errorf("%w: kernel %s", err, d.Kernel)
+			if err := pr.launch(i, ds[k], T); err != nil {
+				return nil, err
 			}
 			if err := a.eventRecord(ev[k+1], pr.stream); err != nil {
 				return nil, err
