@@ -101,11 +101,7 @@ func OpenWith(path string, o OpenOptions) (*Loaded, error) {
 // openModel opens and checks the model file a referenced plan names.
 func openModel(planPath string, p *Plan) (*gguf.File, error) {
 	ref := p.Model
-	changed := func(format string, args ...any) error {
-		return &Error{Path: planPath, Kind: ErrModelChanged, whole: true,
-			Msg: fmt.Sprintf("model file %s has changed since the plan was compiled (%s): recompile %s",
-				ref.Path, fmt.Sprintf(format, args...), planPath)}
-	}
+	changed := func(format string, args ...any) error { return modelChanged(planPath, ref.Path, format, args...) }
 	st, err := os.Stat(ref.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -134,15 +130,19 @@ func openModel(planPath string, p *Plan) (*gguf.File, error) {
 	return f, nil
 }
 
+// modelChanged is the ErrModelChanged error of the plan at planPath, whose
+// model file model differs from what it was compiled against (why).
+func modelChanged(planPath, model, format string, args ...any) error {
+	return &Error{Path: planPath, Kind: ErrModelChanged, whole: true,
+		Msg: fmt.Sprintf("model file %s has changed since the plan was compiled (%s): recompile %s",
+			model, fmt.Sprintf(format, args...), planPath)}
+}
+
 // checkModel checks that model file f, identified as now, is the one plan p
 // (at planPath) was compiled against.
 func checkModel(planPath string, p *Plan, f *gguf.File, now ModelRef) error {
 	ref := p.Model
-	changed := func(format string, args ...any) error {
-		return &Error{Path: planPath, Kind: ErrModelChanged, whole: true,
-			Msg: fmt.Sprintf("model file %s has changed since the plan was compiled (%s): recompile %s",
-				ref.Path, fmt.Sprintf(format, args...), planPath)}
-	}
+	changed := func(format string, args ...any) error { return modelChanged(planPath, ref.Path, format, args...) }
 	if now.Size != ref.Size || now.HeaderSHA256 != ref.HeaderSHA256 {
 		return changed("header sha256 %.12s…, now %.12s…", ref.HeaderSHA256, now.HeaderSHA256)
 	}
