@@ -77,7 +77,6 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	warnIgnoredForPlan(c.Model, c.Target, c.CacheType)
 	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), opts, tm)
 	if err != nil {
 		return err

@@ -55,7 +55,6 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	if err := sc.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	warnIgnoredForPlan(c.Model, c.Target, c.CacheType)
 	if c.Tokens != "" && c.Prompt != "Once upon a time" {
 		fmt.Fprintln(os.Stderr, "minervac: --prompt is ignored: --tokens gives the prompt")
 	}

@@ -95,6 +95,14 @@ func openRunnable(path, target string, cacheType ir.DType, opts *runtime.Options
 
 func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm *timer) (*runnable, error) {
 	if path != "" && isPlan(path) {
+		// A plan runs on the target and with the KV cache type it was
+		// compiled for; a flag left at its default is not reported.
+		if target != "goasm" {
+			fmt.Fprintf(os.Stderr, "minervac: -t %s is ignored: a plan runs on the target it was compiled for\n", target)
+		}
+		if cacheType != ir.F32 {
+			fmt.Fprintf(os.Stderr, "minervac: --cache-type %s is ignored: a plan keeps the KV cache type it was compiled with\n", cacheType)
+		}
 		r, err := fromPlan(path, nil)
 		if err == nil {
 			tm.say("loaded plan %s", path)
@@ -206,13 +214,13 @@ func (f closerFunc) Close() error { return f() }
 // memory available (avail bytes; 0: unknown, no check), before anything is
 // allocated: an absurd --ctx is one line, not the kernel's OOM killer.
 func checkKVMemory(g *ir.Graph, ctx int, avail int64) error {
-	sig, err := runtime.CheckGraph(g)
-	if err != nil {
-		return err
-	}
+	// One row of every state (the KV caches, [C, W] of f32 or f16); the
+	// backend checks the graph itself when it compiles.
 	var perPos int64
-	for _, s := range sig.States {
-		perPos += int64(s.Width) * int64(s.DType.BlockBytes())
+	for _, v := range g.Values {
+		if v.Op == ir.OpState && len(v.Type.Shape) == 2 {
+			perPos += v.Type.Shape[1].N * int64(v.Type.DType.BlockBytes())
+		}
 	}
 	need := perPos * int64(ctx)
 	if perPos > 0 && need/perPos != int64(ctx) || avail > 0 && need > avail {
@@ -244,19 +252,4 @@ func availableMemory() int64 {
 		}
 	}
 	return 0
-}
-
-// warnIgnoredForPlan says on stderr which flags a plan makes moot: it runs
-// on the target and with the KV cache type it was compiled for. A flag left
-// at its default is not reported (the user did not ask for anything).
-func warnIgnoredForPlan(path, target, cacheType string) {
-	if path == "" || !isPlan(path) {
-		return
-	}
-	if target != "goasm" {
-		fmt.Fprintf(os.Stderr, "minervac: -t %s is ignored: a plan runs on the target it was compiled for\n", target)
-	}
-	if cacheType != "f32" {
-		fmt.Fprintf(os.Stderr, "minervac: --cache-type %s is ignored: a plan keeps the KV cache type it was compiled with\n", cacheType)
-	}
 }
