@@ -66,12 +66,13 @@ func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, 
 		tp.Mats = 2
 	}
 	args := mv.Args
+	var h Arg // qkv_rope: the scratch the tiled product writes h into and rope_kv reads
 	if family == "qkv_rope" {
-		// h = the normalised rows times wᵀ (+ bias) into the scratch, then
-		// rope_kv rotates and stores it.
-		cp.Residual, tp.Width = false, p.N
-		args = append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[5:len(mv.Args)-1]...)
-		args = append(args, Arg{Value: -1, ScratchPerToken: 4 * p.N})
+		// The matrix-vector launch takes (x, w, pos, kcache, vcache,
+		// extras…, out); the product takes (x, w, extras…, h).
+		h = Arg{Value: -1, ScratchPerToken: 4 * p.N}
+		tp.Width = p.N
+		args = append(append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[5:len(mv.Args)-1]...), h)
 	}
 	name, err := e.addTiled(tiled, wdt.String(), tp)
 	if err != nil {
@@ -80,7 +81,7 @@ func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, 
 	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
 		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
 	if family == "qkv_rope" {
-		return e.ropeKV(p, rows, mv)
+		return e.ropeKV(p, rows, mv, h)
 	}
 	return nil
 }
@@ -88,7 +89,7 @@ func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, 
 // ropeKV appends the rope_kv launch of a qkv_rope prefill step: it reads h
 // from the scratch the tiled product wrote and takes the matrix-vector
 // launch's pos, caches and output.
-func (e *emitter) ropeKV(p *params, rows GridDim, mv Launch) error {
+func (e *emitter) ropeKV(p *params, rows GridDim, mv Launch, h Arg) error {
 	const threads = 128
 	rp := *p
 	rp.Name = p.Name + "_rope"
@@ -99,7 +100,7 @@ func (e *emitter) ropeKV(p *params, rows GridDim, mv Launch) error {
 	}
 	n := len(mv.Args)
 	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: threads, MinT: 2,
-		Args: []Arg{{Value: -1, ScratchPerToken: 4 * p.N}, mv.Args[2], mv.Args[3], mv.Args[4], mv.Args[n-1]},
+		Args: []Arg{h, mv.Args[2], mv.Args[3], mv.Args[4], mv.Args[n-1]},
 		Grid: [3]GridDim{{N: kernsrc.CeilDiv(p.Pairs, threads)}, rows, {N: 1}}})
 	return nil
 }
