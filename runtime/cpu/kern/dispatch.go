@@ -83,7 +83,7 @@ func Current() Kernels { return Kernels{active.Load()} }
 func (ks Kernels) Name() string { return ks.v.name }
 
 // Variant is the name of the process default variant (Current).
-func Variant() string { return active.Load().name }
+func Variant() string { return Current().Name() }
 
 // Variants lists the kernel variants this CPU can run, sorted.
 func Variants() []string {
