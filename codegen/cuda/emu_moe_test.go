@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -258,20 +257,7 @@ int main() {
     return 0;
 }
 `, T, a.Threads, a.Kernel)
-			for name, b := range map[string][]byte{"lib.cu": []byte(lib.Source), "main.cpp": []byte(main), "logits.bin": logits} {
-				if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			args := append(emuArgs(), "-o", filepath.Join(dir, "emu"), "-x", "c++", filepath.Join(dir, "main.cpp"))
-			if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-				t.Fatalf("clang++ (emulation build): %v\n%s", err, out)
-			}
-			run := exec.Command(filepath.Join(dir, "emu"))
-			run.Dir = dir
-			if out, err := run.CombinedOutput(); err != nil {
-				t.Fatalf("emulation run: %v\n%s", err, out)
-			}
+			buildAndRun(t, clang, dir, map[string][]byte{"lib.cu": []byte(lib.Source), "main.cpp": []byte(main), "logits.bin": logits})
 			got, err := os.ReadFile(filepath.Join(dir, "out.bin"))
 			if err != nil {
 				t.Fatal(err)

@@ -513,20 +513,7 @@ func emulator(clang string) executor {
 			}
 		}
 		m.WriteString("    return 0;\n}\n")
-		for name, src := range map[string]string{"lib.cu": lib.Source, "main.cpp": m.String()} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		args := append(emuArgs(), "-o", filepath.Join(dir, "emu"), "-x", "c++", filepath.Join(dir, "main.cpp"))
-		if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-			t.Fatalf("clang++ (emulation build): %v\n%s", err, out)
-		}
-		run := exec.Command(filepath.Join(dir, "emu"))
-		run.Dir = dir
-		if out, err := run.CombinedOutput(); err != nil {
-			t.Fatalf("emulation run: %v\n%s", err, out)
-		}
+		buildAndRun(t, clang, dir, map[string][]byte{"lib.cu": []byte(lib.Source), "main.cpp": []byte(m.String())})
 		res := map[int][]byte{}
 		for id := range bufs {
 			if v := byID[id]; v != nil && v.Op == ir.OpWeight {
@@ -539,6 +526,26 @@ func emulator(clang string) executor {
 			res[id] = b
 		}
 		return res
+	}
+}
+
+// buildAndRun writes files into dir (lib.cu, main.cpp and any inputs),
+// builds main.cpp against cudaemu.h and runs it there.
+func buildAndRun(t *testing.T, clang, dir string, files map[string][]byte) {
+	t.Helper()
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append(emuArgs(), "-o", filepath.Join(dir, "emu"), "-x", "c++", filepath.Join(dir, "main.cpp"))
+	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+		t.Fatalf("clang++ (emulation build): %v\n%s", err, out)
+	}
+	run := exec.Command(filepath.Join(dir, "emu"))
+	run.Dir = dir
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("emulation run: %v\n%s", err, out)
 	}
 }
 
