@@ -35,6 +35,14 @@ func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
 		key  []byte
 	)
 	for _, word := range t.pre.split(text) {
+		if t.ignoreMerges {
+			// Llama-3: a pre-token that is a vocabulary entry is that
+			// token, whatever the merges would make of it.
+			if id, ok := t.ids[word]; ok {
+				out = append(out, id)
+				continue
+			}
+		}
 		syms = splitSymbols(word, syms)
 		q.items = q.items[:0]
 

@@ -84,6 +84,24 @@ func (t *Tokenizer) piece(id int32) []byte {
 	return t.pieceData[t.pieceOff[id]:t.pieceOff[id+1]:t.pieceOff[id+1]]
 }
 
+// DecodeOptions says how token ids become text.
+type DecodeOptions struct {
+	// Special writes control and unknown tokens as their text ("<|end|>",
+	// "<s>") instead of nothing: llama.cpp's token_to_piece with
+	// special=true. It is what a harmony output parser or a "decode
+	// round-trips the text" check on text with special tokens needs.
+	Special bool
+}
+
+// pieceWith is piece, with control and unknown tokens written as their text
+// when o.Special is set.
+func (t *Tokenizer) pieceWith(id int32, o DecodeOptions) []byte {
+	if o.Special && id >= 0 && int(id) < len(t.tokens) && t.attrs[id]&(attrUnknown|attrControl) != 0 {
+		return []byte(t.tokens[id])
+	}
+	return t.piece(id)
+}
+
 // TokenBytes returns the bytes token id contributes to output text: for SPM
 // "▁" becomes " " and <0xNN> the byte NN; for gpt2 the byte-level mapping is
 // reversed; control, unknown and unused tokens give nothing, and so does an
@@ -98,13 +116,18 @@ func (t *Tokenizer) TokenBytes(id int32) []byte {
 // token cut off mid-character, is kept as raw bytes in the string. Ids outside
 // the vocabulary contribute nothing.
 func (t *Tokenizer) Decode(ids []int32) string {
+	return t.DecodeWith(ids, DecodeOptions{})
+}
+
+// DecodeWith is Decode with options.
+func (t *Tokenizer) DecodeWith(ids []int32, o DecodeOptions) string {
 	n := 0
 	for _, id := range ids {
-		n += len(t.piece(id))
+		n += len(t.pieceWith(id, o))
 	}
 	b := make([]byte, 0, n)
 	for _, id := range ids {
-		b = append(b, t.piece(id)...)
+		b = append(b, t.pieceWith(id, o)...)
 	}
 	return string(b)
 }
@@ -115,6 +138,7 @@ func (t *Tokenizer) Decode(ids []int32) string {
 // A StreamDecoder is not safe for concurrent use.
 type StreamDecoder struct {
 	t       *Tokenizer
+	o       DecodeOptions
 	pending []byte // an incomplete UTF-8 sequence, at most 3 bytes
 }
 
@@ -123,11 +147,17 @@ func (t *Tokenizer) NewStreamDecoder() *StreamDecoder {
 	return &StreamDecoder{t: t}
 }
 
+// NewStreamDecoderWith starts a stream of tokens decoded with options (e.g.
+// Special, so that a harmony parser sees "<|channel|>" and "<|return|>").
+func (t *Tokenizer) NewStreamDecoderWith(o DecodeOptions) *StreamDecoder {
+	return &StreamDecoder{t: t, o: o}
+}
+
 // Add appends token id and returns the text that is complete so far and not
 // returned before. Bytes that cannot start or continue a character come out
 // as U+FFFD right away; a valid but unfinished character stays pending.
 func (d *StreamDecoder) Add(id int32) string {
-	d.pending = append(d.pending, d.t.piece(id)...)
+	d.pending = append(d.pending, d.t.pieceWith(id, d.o)...)
 	var out strings.Builder
 	p := d.pending
 	for len(p) > 0 {

@@ -7,8 +7,9 @@ import (
 )
 
 // preTokenizer splits gpt2 input into words before BPE. llama.cpp chooses the
-// split rules from tokenizer.ggml.pre; the two supported here are the GPT-2
-// regex and llama.cpp's fallback for a missing or "default" pre.
+// split rules from tokenizer.ggml.pre (llama_vocab::impl::load); each kind
+// here is one of its rule sets, written by hand because Go's regexp has no
+// lookahead and its \s, \p{L} are not the reference's classes.
 type preTokenizer int
 
 const (
@@ -22,36 +23,94 @@ const (
 	// preGPT2 is the GPT-2 regex alone:
 	//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 	preGPT2
+	// preLlama3 is the Llama-3 regex (see splitLlama3), digits in groups of
+	// up to three.
+	preLlama3
+	// preQwen2 is the Llama-3 regex with single digits (\p{N} for \p{N}{1,3}).
+	preQwen2
+	// preGPT4o is llama.cpp's adaptation of the o200k regex (see splitGPT4o).
+	preGPT4o
+	// preO200k is the o200k regex as tiktoken and Hugging Face run it (see
+	// splitO200k). No GGUF names it: llama.cpp always runs its adaptation,
+	// preGPT4o, so only a tokenizer.json reader chooses this one.
+	preO200k
 )
 
-// preTokenizers maps tokenizer.ggml.pre values to their split rules. The
-// gpt2 names are those llama.cpp maps to the GPT-2 regex without changing how
-// text is encoded (pre types that add SEP tokens or other steps are left out).
-var preTokenizers = map[string]preTokenizer{
-	"":                preDefault,
-	"default":         preDefault,
-	"gpt-2":           preGPT2,
-	"phi-2":           preGPT2,
-	"mpt":             preGPT2,
-	"olmo":            preGPT2,
-	"jais":            preGPT2,
-	"trillion":        preGPT2,
-	"granite-docling": preGPT2,
-	"exaone4":         preGPT2,
-	"jina-es":         preGPT2,
-	"jina-de":         preGPT2,
-	"jina-v2-es":      preGPT2,
-	"jina-v2-de":      preGPT2,
-	"gigachat":        preGPT2,
-	"a.x-4.0":         preGPT2,
-	"mellum":          preGPT2,
-	"modern-bert":     preGPT2,
+// preSpec is what a tokenizer.ggml.pre value selects.
+type preSpec struct {
+	split preTokenizer
+	// ignoreMerges: a pre-token that is a whole vocabulary entry is taken as
+	// that token without running the merges (llama.cpp's ignore_merges, set
+	// for the Llama-3 family). It changes ids where the merges would not
+	// rebuild the entry.
+	ignoreMerges bool
 }
 
+// preTokenizers maps tokenizer.ggml.pre values to their split rules. The
+// names are those llama.cpp maps to these rule sets without changing anything
+// else about encoding (pre types that add SEP tokens, drop BOS or need other
+// steps are left out, so that they fail loudly instead of encoding wrongly).
+var preTokenizers = map[string]preSpec{
+	"":                {split: preDefault},
+	"default":         {split: preDefault},
+	"gpt-2":           {split: preGPT2},
+	"phi-2":           {split: preGPT2},
+	"mpt":             {split: preGPT2},
+	"olmo":            {split: preGPT2},
+	"jais":            {split: preGPT2},
+	"trillion":        {split: preGPT2},
+	"granite-docling": {split: preGPT2},
+	"exaone4":         {split: preGPT2},
+	"jina-es":         {split: preGPT2},
+	"jina-de":         {split: preGPT2},
+	"jina-v2-es":      {split: preGPT2},
+	"jina-v2-de":      {split: preGPT2},
+	"gigachat":        {split: preGPT2},
+	"a.x-4.0":         {split: preGPT2},
+	"mellum":          {split: preGPT2},
+	"modern-bert":     {split: preGPT2},
+
+	"llama-bpe": {split: preLlama3, ignoreMerges: true},
+	"llama3":    {split: preLlama3, ignoreMerges: true},
+	"llama-v3":  {split: preLlama3, ignoreMerges: true},
+	"falcon3":   {split: preLlama3, ignoreMerges: true},
+	"falcon-h1": {split: preLlama3, ignoreMerges: true},
+	"pixtral":   {split: preLlama3, ignoreMerges: true},
+	"midm-2.0":  {split: preLlama3, ignoreMerges: true},
+	"lfm2":      {split: preLlama3, ignoreMerges: true},
+	// The same regex without ignore_merges (LLAMA_VOCAB_PRE_TYPE_DBRX,
+	// _SMAUG); a tokenizer.json with the Llama-3 regex and ignore_merges
+	// false maps here too.
+	"dbrx":      {split: preLlama3},
+	"smaug-bpe": {split: preLlama3},
+
+	"qwen2":            {split: preQwen2},
+	"deepseek-r1-qwen": {split: preQwen2},
+	"megrez":           {split: preQwen2},
+	"stablelm2":        {split: preQwen2},
+
+	"gpt-4o":  {split: preGPT4o},
+	"llama4":  {split: preGPT4o},
+	"kanana2": {split: preGPT4o},
+}
+
+// preO200kName is the Vocab.Pre value of the exact o200k splitter. It is not
+// a llama.cpp name (the angle brackets keep it from clashing with one); the
+// tokenizer.json reader sets it for the o200k regex.
+const preO200kName = "<tiktoken-o200k>"
+
+func init() {
+	preTokenizers[preO200kName] = preSpec{split: preO200k}
+}
+
+// supportedPre lists the accepted tokenizer.ggml.pre values for an error
+// message, the missing value ("") left out.
 func supportedPre() string {
 	names := make([]string, 0, len(preTokenizers))
 	for k := range preTokenizers {
-		names = append(names, "\""+k+"\"")
+		if k != "" && k != preO200kName {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
@@ -72,6 +131,14 @@ func (p preTokenizer) split(text string) []string {
 		spans = splitDigitTriples(cpts, spans)
 	case preGPT2:
 		spans = splitGPT2(cpts, spans)
+	case preLlama3:
+		spans = splitLlama3(cpts, spans, 3)
+	case preQwen2:
+		spans = splitLlama3(cpts, spans, 1)
+	case preGPT4o:
+		spans = splitGPT4o(cpts, spans)
+	case preO200k:
+		spans = splitO200k(cpts, spans)
 	}
 
 	words := make([]string, 0, len(spans))

@@ -268,7 +268,7 @@ func TestNewRejectsBrokenVocabs(t *testing.T) {
 		{"add_eos without EOS", func(v *tokenizer.Vocab) { v.AddEOS, v.EOS = true, -1 }, "no EOS token"},
 		{"duplicate token", func(v *tokenizer.Vocab) { v.Tokens[3] = "</s>" }, `duplicate token "</s>" has ids 2 and 3`},
 		{"gpt2 without merges", func(v *tokenizer.Vocab) { v.Model, v.Pre = "gpt2", "gpt-2" }, "no merges"},
-		{"gpt2 unknown pre", func(v *tokenizer.Vocab) { v.Model, v.Pre, v.Merges = "gpt2", "llama-bpe", []string{"a b"} }, `unsupported gpt2 pre-tokenizer "llama-bpe"`},
+		{"gpt2 unknown pre", func(v *tokenizer.Vocab) { v.Model, v.Pre, v.Merges = "gpt2", "made-up", []string{"a b"} }, `unsupported gpt2 pre-tokenizer "made-up" (tokenizer.ggml.pre); supported: `},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,9 +13,21 @@
 // in the merge queues, how invalid UTF-8 is decoded, which token types print
 // nothing) are reproduced on purpose and called out where they occur.
 //
-// Special-token text is never parsed: "<s>" in the input is plain text. The
-// one exception is the same as llama.cpp's: tokens of type user_defined are
-// always matched literally before the model's own algorithm runs.
+// The gpt2 pre-tokenizers are those of GPT-2, Llama-3 ("llama-bpe"), Qwen2
+// ("qwen2") and o200k ("gpt-4o", llama.cpp's adaptation; the exact o200k rules
+// for tokenizer.json files), each a hand-written matcher for its regex.
+//
+// Special-token text such as "<s>" is plain text unless the caller asks for
+// special tokens to be parsed (EncodeOptions.ParseSpecial). Either way, as in
+// llama.cpp, tokens of type user_defined are matched literally before the
+// model's own algorithm runs.
+//
+// A Vocab comes from a GGUF file's tokenizer.ggml.* keys (frontend/arch) or
+// from Hugging Face's tokenizer.json and tokenizer_config.json (ParseHF); the
+// same Tokenizer runs behind both.
+//
+// Errors from New do not start with the package name: callers already say
+// "<file>: tokenizer: …".
 //
 // A Tokenizer is immutable after New and safe for concurrent use.
 package tokenizer
@@ -76,56 +88,30 @@ type Vocab struct {
 	// is negated so that the zero value keeps that default. Ignored for gpt2,
 	// which never adds a prefix.
 	NoSpacePrefix bool
-}
 
-// Token attribute bits, mirroring llama_token_attr. A token can carry more
-// than one (llama.cpp adds "control" to end-of-generation tokens by name).
-const (
-	attrUndefined   uint8 = 0
-	attrUnknown     uint8 = 1 << 0
-	attrUnused      uint8 = 1 << 1
-	attrNormal      uint8 = 1 << 2
-	attrControl     uint8 = 1 << 3
-	attrUserDefined uint8 = 1 << 4
-	attrByte        uint8 = 1 << 5
-)
+	// IgnoreMerges makes a gpt2 tokenizer take a pre-token that is a whole
+	// vocabulary entry as that token, without merging (tokenizer.json's
+	// BPE ignore_merges). GGUF files leave it false: New turns it on for the
+	// pre-tokenizers llama.cpp turns it on for (llama-bpe and its aliases).
+	IgnoreMerges bool
 
-// eogNames are token texts that llama.cpp always treats as end-of-generation
-// and forces to be control tokens, whatever type the GGUF gives them (see
-// llama_vocab::impl::load). It matters for output: control tokens print
-// nothing, and they are not matched in input text.
-var eogNames = map[string]bool{
-	"<|eot_id|>": true, "<|im_end|>": true, "<|end|>": true, "<|return|>": true,
-	"<|call|>": true, "<|flush|>": true, "<|calls|>": true, "<end_of_turn>": true,
-	"<|endoftext|>": true, "</s>": true, "<|eom_id|>": true, "<EOT>": true,
-	"_<EOT>": true, "[EOT]": true, "[EOS]": true, "<|end_of_text|>": true,
-	"<end_of_utterance>": true, "<eos>": true, "<turn|>": true,
-	"<|tool_response>": true, "<｜end▁of▁sentence｜>": true, "[e~[": true,
-}
-
-// fimNames lists, per fill-in-the-middle role (prefix, suffix, middle, pad,
-// repo, file separator), the token texts llama.cpp recognises. When the GGUF
-// names no token for a role, llama.cpp takes the first match and forces it to
-// be a control token; we take the lowest id (llama.cpp's pick follows hash
-// map order, which only matters if a vocabulary has two candidates).
-var fimNames = [][]string{
-	{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"},
-	{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"},
-	{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"},
-	{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
-	{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
-	{"<|file_sep|>"},
+	// NFC normalizes gpt2 input to Unicode NFC before pre-tokenization
+	// (a tokenizer.json NFC normalizer, Qwen's). llama.cpp does not
+	// normalize, so GGUF files never set it.
+	NFC bool
 }
 
 // Tokenizer encodes and decodes text for one vocabulary.
 type Tokenizer struct {
-	kind   Kind
-	pre    preTokenizer // gpt2 only
-	tokens []string
-	scores []float32
-	types  []TokenType
-	attrs  []uint8
-	ids    map[string]int32 // token text → id
+	kind         Kind
+	pre          preTokenizer // gpt2 only
+	ignoreMerges bool         // gpt2 only, see Vocab.IgnoreMerges
+	nfc          bool         // gpt2 only, see Vocab.NFC
+	tokens       []string
+	scores       []float32
+	types        []TokenType
+	attrs        []uint8
+	ids          map[string]int32 // token text → id
 
 	// ranks maps a merge "left right" to its rank (gpt2 only). The key is the
 	// merge line itself, so building it copies no strings.
@@ -140,14 +126,15 @@ type Tokenizer struct {
 	addBOS, addEOS     bool
 	spacePrefix        bool
 
+	// eog is the end-of-generation set (see IsEOG).
+	eog map[int32]bool
+
 	// byteToken[b] is the token used for byte b when nothing better matches:
 	// SPM <0xNN> (or the one-byte token), gpt2 the one-byte token. -1: none.
 	byteToken [256]int32
 
-	// userDefined lists user_defined tokens, longest text first: they are cut
-	// out of the input before tokenization, as llama.cpp does even when it is
-	// not parsing special tokens.
-	userDefined []int32
+	// specials finds special tokens written in input text (see special.go).
+	specials specialIndex
 
 	// pieceData[pieceOff[id]:pieceOff[id+1]] is what token id prints (see
 	// TokenBytes), computed once so that decoding is a copy.
@@ -160,10 +147,10 @@ type Tokenizer struct {
 func New(v Vocab) (*Tokenizer, error) {
 	n := len(v.Tokens)
 	if n == 0 {
-		return nil, errors.New("tokenizer: vocabulary has no tokens")
+		return nil, errors.New("vocabulary has no tokens")
 	}
 	if int64(n) > 1<<31-1 {
-		return nil, fmt.Errorf("tokenizer: vocabulary has %d tokens, more than int32 ids can address", n)
+		return nil, fmt.Errorf("vocabulary has %d tokens, more than int32 ids can address", n)
 	}
 	t := &Tokenizer{kind: Kind(v.Model)}
 	switch t.kind {
@@ -172,34 +159,36 @@ func New(v Vocab) (*Tokenizer, error) {
 	case KindBPE:
 		pre, ok := preTokenizers[v.Pre]
 		if !ok {
-			return nil, fmt.Errorf("tokenizer: unsupported gpt2 pre-tokenizer %q (supported: %s)", v.Pre, supportedPre())
+			return nil, fmt.Errorf("unsupported gpt2 pre-tokenizer %q (tokenizer.ggml.pre); supported: %s", v.Pre, supportedPre())
 		}
-		t.pre = pre
+		t.pre = pre.split
+		t.ignoreMerges = pre.ignoreMerges || v.IgnoreMerges
+		t.nfc = v.NFC
 		if len(v.Merges) == 0 {
-			return nil, errors.New("tokenizer: gpt2 vocabulary has no merges")
+			return nil, errors.New("gpt2 vocabulary has no merges")
 		}
 	default:
-		return nil, fmt.Errorf("tokenizer: unknown tokenizer model %q (want %q or %q)", v.Model, KindSPM, KindBPE)
+		return nil, fmt.Errorf("unknown tokenizer model %q (want %q or %q)", v.Model, KindSPM, KindBPE)
 	}
 	if v.Scores != nil && len(v.Scores) != n {
-		return nil, fmt.Errorf("tokenizer: %d scores for %d tokens", len(v.Scores), n)
+		return nil, fmt.Errorf("%d scores for %d tokens", len(v.Scores), n)
 	}
 	if v.Types != nil && len(v.Types) != n {
-		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(v.Types), n)
+		return nil, fmt.Errorf("%d token types for %d tokens", len(v.Types), n)
 	}
 	for _, s := range []struct {
 		name string
 		id   int32
 	}{{"BOS", v.BOS}, {"EOS", v.EOS}, {"UNK", v.UNK}, {"PAD", v.PAD}} {
 		if s.id < -1 || int64(s.id) >= int64(n) {
-			return nil, fmt.Errorf("tokenizer: %s id %d is outside the vocabulary [0, %d) (use -1 for none)", s.name, s.id, n)
+			return nil, fmt.Errorf("%s id %d is outside the vocabulary [0, %d) (use -1 for none)", s.name, s.id, n)
 		}
 	}
 	if v.AddBOS && v.BOS < 0 {
-		return nil, errors.New("tokenizer: add_bos_token is set but the vocabulary has no BOS token")
+		return nil, errors.New("add_bos_token is set but the vocabulary has no BOS token")
 	}
 	if v.AddEOS && v.EOS < 0 {
-		return nil, errors.New("tokenizer: add_eos_token is set but the vocabulary has no EOS token")
+		return nil, errors.New("add_eos_token is set but the vocabulary has no EOS token")
 	}
 	t.bos, t.eos, t.unk, t.pad = v.BOS, v.EOS, v.UNK, v.PAD
 	t.addBOS, t.addEOS = v.AddBOS, v.AddEOS
@@ -207,7 +196,6 @@ func New(v Vocab) (*Tokenizer, error) {
 	t.tokens = make([]string, n)
 	t.scores = make([]float32, n)
 	t.types = make([]TokenType, n)
-	t.attrs = make([]uint8, n)
 	t.ids = make(map[string]int32, n)
 	for i, text := range v.Tokens {
 		if text == "" {
@@ -216,7 +204,7 @@ func New(v Vocab) (*Tokenizer, error) {
 			text = fmt.Sprintf("[EMPTY_%d]", i)
 		}
 		if prev, dup := t.ids[text]; dup {
-			return nil, fmt.Errorf("tokenizer: duplicate token %q has ids %d and %d", text, prev, i)
+			return nil, fmt.Errorf("duplicate token %q has ids %d and %d", text, prev, i)
 		}
 		t.ids[text] = int32(i)
 		t.maxTokenLen = max(t.maxTokenLen, int32(len(text)))
@@ -228,23 +216,8 @@ func New(v Vocab) (*Tokenizer, error) {
 		if v.Types != nil {
 			t.types[i] = TokenType(v.Types[i])
 		}
-		t.attrs[i] = typeAttr(t.types[i])
-		if eogNames[text] {
-			t.attrs[i] |= attrControl
-		}
 	}
-
-	for _, names := range fimNames {
-		best := int32(-1)
-		for _, name := range names {
-			if id, ok := t.ids[name]; ok && (best < 0 || id < best) {
-				best = id
-			}
-		}
-		if best >= 0 {
-			t.attrs[best] |= attrControl
-		}
-	}
+	t.assignAttrs()
 
 	for b := 0; b < 256; b++ {
 		t.byteToken[b] = -1
@@ -275,34 +248,9 @@ func New(v Vocab) (*Tokenizer, error) {
 		}
 	}
 
-	for id, a := range t.attrs {
-		if a&attrUserDefined != 0 && a&(attrControl|attrUnknown) == 0 {
-			t.userDefined = append(t.userDefined, int32(id))
-		}
-	}
-	sortByLengthDesc(t.userDefined, t.tokens)
-
+	t.specials = t.buildSpecialIndex()
 	t.buildPieces()
 	return t, nil
-}
-
-// typeAttr maps a GGUF token type to llama.cpp's attribute bits.
-func typeAttr(tt TokenType) uint8 {
-	switch tt {
-	case TypeNormal:
-		return attrNormal
-	case TypeUnknown:
-		return attrUnknown
-	case TypeControl:
-		return attrControl
-	case TypeUserDefined:
-		return attrUserDefined
-	case TypeUnused:
-		return attrUnused
-	case TypeByte:
-		return attrByte
-	}
-	return attrUndefined
 }
 
 // sortByLengthDesc orders ids by decreasing token length, ties by id, so that
