@@ -17,6 +17,8 @@ import (
 // caller's Conversation.
 func toGonja(v any) any {
 	switch x := v.(type) {
+	case nil:
+		return jsonNull
 	case *Object:
 		if x == nil {
 			return nil
@@ -58,6 +60,33 @@ func toGonja(v any) any {
 	default:
 		return v
 	}
+}
+
+// jsonNull is a JSON null as templates see it: a typed nil pointer, which
+// gonja takes for None everywhere (it is nil, false, prints nothing, `is none`)
+// except in the defined test, which this package replaces so that a null
+// field is defined, as a Python None is. gonja has a single nil for both None
+// and undefined, and gpt-oss prints "// default: null" for a parameter whose
+// default is null only because `param_spec.default is defined`.
+var jsonNull = (*nullValue)(nil)
+
+type nullValue struct{}
+
+// isDefined is Jinja's defined test: anything but undefined (gonja's nil),
+// None from the conversation included.
+func isDefined(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, nil
+	}
+	if _, ok := in.Interface().(*nullValue); ok {
+		return true, nil
+	}
+	return !in.IsNil(), nil
+}
+
+func isUndefined(ctx *exec.Context, in *exec.Value, args *exec.VarArgs) (bool, error) {
+	d, err := isDefined(ctx, in, args)
+	return !d, err
 }
 
 // fromGonja turns a value a template computed back into the JSON model, so

@@ -240,11 +240,11 @@ func dictMethods() *exec.MethodSet[map[string]any] {
 			}
 			for _, p := range dictPairs(self) {
 				if p.Key.EqualValueTo(key) {
-					return p.Value, nil
+					return p.Value.Interface(), nil // gonja wraps what a method returns itself
 				}
 			}
 			if d, ok := args["default"]; ok {
-				return d, nil
+				return d.Interface(), nil
 			}
 			return nil, nil
 		},

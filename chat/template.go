@@ -101,12 +101,11 @@ func (t *Template) Render(conv Conversation, opts Options) (out string, err erro
 		msgs[i] = toGonja(m)
 	}
 	data["messages"] = msgs
+	data["tools"] = jsonNull // None, which is defined, as transformers passes tools=None
 	if conv.Tools != nil {
 		data["tools"] = toGonja(conv.Tools)
-	} else {
-		data["tools"] = nil
 	}
-	data["documents"] = nil
+	data["documents"] = jsonNull
 	data["add_generation_prompt"] = opts.AddGenerationPrompt
 	for k, v := range opts.SpecialTokens {
 		data[k] = v
@@ -133,7 +132,7 @@ func (t *Template) Render(conv Conversation, opts Options) (out string, err erro
 		if raised != nil {
 			return "", raised
 		}
-		return "", fmt.Errorf("chat template: %s", oneLine(err.Error()))
+		return "", fmt.Errorf("chat template: %s", strings.TrimPrefix(oneLine(err.Error()), "unable to execute template: "))
 	}
 	return b.String(), nil
 }
@@ -174,10 +173,13 @@ func environment() *exec.Environment {
 			fs[name] = listFilter(f)
 		}
 		filters := exec.NewFilterSet(fs)
+		tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
+		_ = tests.Replace("defined", isDefined)
+		_ = tests.Replace("undefined", isUndefined)
 		env = &exec.Environment{
 			Context:           exec.EmptyContext().Update(builtins.GlobalFunctions),
 			Filters:           filters,
-			Tests:             builtins.Tests,
+			Tests:             tests,
 			ControlStructures: builtins.ControlStructures,
 			Methods: exec.Methods{
 				Bool:  builtins.Methods.Bool,
