@@ -137,14 +137,14 @@ func TestParseConversation(t *testing.T) {
 	require.Nil(t, conv.Tools)
 
 	bad := map[string]string{
-		`[]`:                              "must be a JSON object",
-		`{}`:                              `no "messages"`,
-		`{"messages": {}}`:                `"messages" must be an array`,
-		`{"messages": [1]}`:               "message 0 must be an object",
+		`[]`:                               "must be a JSON object",
+		`{}`:                               `no "messages"`,
+		`{"messages": {}}`:                 `"messages" must be an array`,
+		`{"messages": [1]}`:                "message 0 must be an object",
 		`{"messages": [{"content": "x"}]}`: `message 0 has no "role"`,
 		`{"messages": [{"role": 1}]}`:      `"role" must be a string`,
-		`{"messages": [], "tools": {}}`:   `"tools" must be an array or null`,
-		`{"messages": [`:                  "bad JSON",
+		`{"messages": [], "tools": {}}`:    `"tools" must be an array or null`,
+		`{"messages": [`:                   "bad JSON",
 	}
 	for in, want := range bad {
 		_, err := ParseConversation([]byte(in))
