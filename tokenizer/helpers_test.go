@@ -23,6 +23,7 @@ const (
 	gpt2VocabPath  = "models/gguf/vocab/ggml-vocab-gpt-2.gguf"
 	storiesPath    = "models/gguf/stories260K.gguf"
 	storiesGolden  = "golden/tokenizer/stories260K.jsonl"
+	o200kVocabPath = "models/gguf/vocab/o200k-harmony.gguf"
 	vocabTestSepar = "\n__ggml_vocab_test__\n"
 )
 

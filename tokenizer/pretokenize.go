@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // preTokenizer splits gpt2 input into words before BPE. llama.cpp chooses the
@@ -116,8 +117,10 @@ func supportedPre() string {
 	return strings.Join(names, ", ")
 }
 
-// split returns the words of text, each already byte-encoded (every UTF-8
-// byte replaced by its printable stand-in, see byteToUnicode).
+// split returns the words of text as raw UTF-8. Text that Go's decoder
+// accepts comes back as substrings of text; otherwise each word is the
+// re-encoding of the code points the lax decoder read (see decodeCodepoints),
+// which is what llama.cpp byte-encodes.
 func (p preTokenizer) split(text string) []string {
 	cpts := decodeCodepoints(text)
 	// The splitters work on lengths of consecutive pieces, in code points, as
@@ -142,22 +145,40 @@ func (p preTokenizer) split(text string) []string {
 	}
 
 	words := make([]string, 0, len(spans))
-	var utf []byte
-	var sb strings.Builder
 	start := 0
+	if utf8.ValidString(text) {
+		off := 0
+		for _, n := range spans {
+			w := off
+			for _, c := range cpts[start : start+n] {
+				w += utf8.RuneLen(c)
+			}
+			words = append(words, text[off:w])
+			off = w
+			start += n
+		}
+		return words
+	}
 	for _, n := range spans {
-		utf = utf[:0]
+		var utf []byte
 		for _, c := range cpts[start : start+n] {
 			utf = appendCodepoint(utf, c)
 		}
+		words = append(words, string(utf))
 		start += n
-		sb.Reset()
-		for _, b := range utf {
-			sb.WriteString(byteToUnicode[b])
-		}
-		words = append(words, sb.String())
 	}
 	return words
+}
+
+// byteEncode replaces every byte of raw by its printable stand-in (see
+// byteToUnicode): the form of gpt2 vocabulary entries and merges.
+func byteEncode(raw string) string {
+	var sb strings.Builder
+	sb.Grow(len(raw) * 2)
+	for i := 0; i < len(raw); i++ {
+		sb.WriteString(byteToUnicode[raw[i]])
+	}
+	return sb.String()
 }
 
 // decodeCodepoints is llama.cpp's unicode_cpts_from_utf8. It is laxer than

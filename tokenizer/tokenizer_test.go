@@ -392,3 +392,33 @@ func readJSON(t testing.TB, rel string, v any) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, v))
 }
+
+// BenchmarkEncodeO200k measures encoding speed on the gpt-oss vocabulary
+// (201,088 tokens, 446,189 merges, the gpt-4o pre-tokenizer): English prose,
+// code and mixed-script text, so that the figure is not one kind of text's.
+func BenchmarkEncodeO200k(b *testing.B) {
+	tk := loadTokenizer(b, o200kVocabPath)
+	for _, tc := range []struct{ name, text string }{
+		{"prose", strings.Repeat(benchParagraph+"\n\n", 20)},
+		{"goldens", benchGoldenText(b)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				tk.Encode(tc.text, false)
+			}
+		})
+	}
+}
+
+// benchGoldenText joins the o200k golden strings: many scripts, emoji,
+// whitespace runs and code.
+func benchGoldenText(b *testing.B) string {
+	var sb strings.Builder
+	for _, g := range readTokGolden(b, "golden/tokenizer/o200k-harmony.jsonl") {
+		sb.WriteString(g.Text)
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}

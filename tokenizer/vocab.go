@@ -36,7 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // Kind is the tokenizer family, the GGUF tokenizer.ggml.model value.
@@ -116,6 +115,14 @@ type Tokenizer struct {
 	// ranks maps a merge "left right" to its rank (gpt2 only). The key is the
 	// merge line itself, so building it copies no strings.
 	ranks map[string]int32
+
+	// pairs, byteID and mergeByID serve the fast merge of short words by
+	// token ids (see mergeSmall); mergeByID is false when some merge of two
+	// tokens makes text that is no token, where only the text-based merge
+	// is exact.
+	pairs     map[uint64]pairMerge
+	byteID    [256]int32
+	mergeByID bool
 
 	// maxTokenLen and maxMergeLen bound the text a lookup can match, so the
 	// merge loops skip lookups that cannot succeed (long runs of one
@@ -233,19 +240,7 @@ func New(v Vocab) (*Tokenizer, error) {
 	}
 
 	if t.kind == KindBPE {
-		t.ranks = make(map[string]int32, len(v.Merges))
-		for i, m := range v.Merges {
-			// llama.cpp splits at the first space after the first byte and
-			// keeps the first rank of a duplicated pair. Entries without such
-			// a space become an empty pair that no lookup can hit.
-			if strings.IndexByte(m[min(1, len(m)):], ' ') < 0 {
-				continue
-			}
-			if _, dup := t.ranks[m]; !dup {
-				t.ranks[m] = int32(i)
-				t.maxMergeLen = max(t.maxMergeLen, int32(len(m)))
-			}
-		}
+		t.buildMerges(v.Merges)
 	}
 
 	t.specials = t.buildSpecialIndex()
