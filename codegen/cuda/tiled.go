@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"text/template"
 
+	"github.com/minerva-llm/minerva/codegen/gpu"
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
 	"github.com/minerva-llm/minerva/ir"
 )
@@ -12,7 +13,7 @@ import (
 // tiledParams are the fields the tiled templates (templates_tiled.go) read:
 // the matrix-vector kernel's params plus the tiling.
 type tiledParams struct {
-	*params
+	*gpu.Params
 	TileT, TileN, TileK int64
 	Stride, Half        int64 // shared row stride and words per chunk row, in f16x2 words
 	Mats                int64 // weight matrices per tile: 1, or 2 for swiglu (gate and up rows)
@@ -49,18 +50,18 @@ func splitWeights(dt ir.DType) bool {
 // writes h into the scratch and a rope_kv launch rotates and stores it.
 // Weights whose unit is neither one element nor the K chunk keep the
 // matrix-vector kernel for every step.
-func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, width int64, mv Launch) error {
+func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows GridDim, width int64, mv Launch) error {
 	tiled := map[string]string{"matvec": "matmul_tiled", "swiglu": "swiglu_tiled", "qkv_rope": "matmul_tiled"}[family]
 	if tiled == "" || !rows.PerToken || rows.N != 1 || (p.Unit != 1 && p.Unit != tileK) {
-		e.launches = append(e.launches, mv)
+		e.Launch(mv)
 		return nil
 	}
 	mv.MaxT = 1
-	e.launches = append(e.launches, mv)
+	e.Launch(mv)
 	cp := *p
 	cp.Name = p.Name + "_mm"
-	cp.NW, cp.Threads, cp.XS = nwarps, 32*nwarps, xStage{} // the tile's own block shape
-	tp := &tiledParams{params: &cp, TileT: tileT, TileN: tileN, TileK: tileK, Stride: tileStride, Half: tileK / 2,
+	cp.NW, cp.Threads, cp.XS = nwarps, 32*nwarps, gpu.XStage{} // the tile's own block shape
+	tp := &tiledParams{Params: &cp, TileT: tileT, TileN: tileN, TileK: tileK, Stride: tileStride, Half: tileK / 2,
 		Mats: 1, Width: width, SplitW: splitWeights(wdt)}
 	if tiled == "swiglu_tiled" {
 		tp.Mats = 2
@@ -74,14 +75,14 @@ func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, 
 		tp.Width = p.N
 		args = append(append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[5:len(mv.Args)-1]...), h)
 	}
-	name, err := e.addTiled(tiled, wdt.String(), tp)
+	name, err := addTiled(e, tiled, wdt.String(), tp)
 	if err != nil {
 		return err
 	}
-	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
+	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
 		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
 	if family == "qkv_rope" {
-		return e.ropeKV(p, rows, mv, h)
+		return ropeKV(e, p, rows, mv, h)
 	}
 	return nil
 }
@@ -89,42 +90,30 @@ func (e *emitter) prefill(family string, p *params, wdt ir.DType, rows GridDim, 
 // ropeKV appends the rope_kv launch of a qkv_rope prefill step: it reads h
 // from the scratch the tiled product wrote and takes the matrix-vector
 // launch's pos, caches and output.
-func (e *emitter) ropeKV(p *params, rows GridDim, mv Launch, h Arg) error {
+func ropeKV(e *gpu.Emitter, p *gpu.Params, rows GridDim, mv Launch, h Arg) error {
 	const threads = 128
 	rp := *p
 	rp.Name = p.Name + "_rope"
-	rp.Threads, rp.NW, rp.XS = threads, threads/32, xStage{}
-	name, err := e.add("rope_kv", "", &rp)
+	rp.Threads, rp.NW, rp.XS = threads, threads/32, gpu.XStage{}
+	name, err := e.Add("rope_kv", "", &rp)
 	if err != nil {
 		return err
 	}
 	n := len(mv.Args)
-	e.launches = append(e.launches, Launch{Value: mv.Value, Kernel: name, Threads: threads, MinT: 2,
+	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: threads, MinT: 2,
 		Args: []Arg{h, mv.Args[2], mv.Args[3], mv.Args[4], mv.Args[n-1]},
 		Grid: [3]GridDim{{N: kernsrc.CeilDiv(p.Pairs, threads)}, rows, {N: 1}}})
 	return nil
 }
 
-// addTiled is emitter.add for the tiled templates: it registers the kernel,
-// reuses an identical one of the same name and renames one that differs.
-func (e *emitter) addTiled(family, dtype string, tp *tiledParams) (string, error) {
-	base := tp.Name
-	for i := 2; ; i++ {
+// addTiled is Emitter.Add for the tiled templates, which read tiledParams.
+func addTiled(e *gpu.Emitter, family, dtype string, tp *tiledParams) (string, error) {
+	return e.Register(family, dtype, tp.Name, func(name string) (string, error) {
+		tp.Name = name
 		var b bytes.Buffer
 		if err := tiledCompiled.Execute(&b, tp); err != nil {
 			return "", fmt.Errorf("rendering %s: %w", family, err)
 		}
-		src := b.String()
-		old, ok := e.sources[tp.Name]
-		if !ok {
-			e.sources[tp.Name] = src
-			e.order = append(e.order, tp.Name)
-			e.kernels = append(e.kernels, Kernel{Name: tp.Name, Family: family, DType: dtype})
-			return tp.Name, nil
-		}
-		if old == src {
-			return tp.Name, nil
-		}
-		tp.Name = fmt.Sprintf("%s_v%d", base, i)
-	}
+		return b.String(), nil
+	})
 }

@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 
+	"github.com/minerva-llm/minerva/codegen/gpu"
+
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -33,20 +35,7 @@ import (
 // take the vector path and the tail (NU mod 32·Per units) the direct one.
 // A kernel whose rows fail the test, or are shorter than one chunk, takes
 // the direct path only; the emitted kernel says which in a comment.
-type vecLoad struct {
-	On       bool
-	Per      int64  // 32-unit groups per chunk: units per lane per chunk
-	Units    int64  // units per chunk, 32·Per
-	Bytes    int64  // bytes per chunk
-	Words    int64  // 16-byte words per chunk
-	Chunks   int64  // full chunks per row
-	Ragged   bool   // Words is not a multiple of 32: the last round of loads is partial
-	Rounds   int64  // 16-byte loads per lane per chunk, ceil(Words/32)
-	Depth    int64  // chunks in flight in registers ahead of the one decoded (prefetchWords)
-	Tail     bool   // the row has units after its last full chunk
-	TailFrom int64  // the first unit after the full chunks
-	Why      string // the choice, for the comment in the emitted kernel
-}
+// The chosen path is a gpu.VecLoad.
 
 // prefetchWords bounds the 16-byte registers a lane holds for the chunks
 // in flight (Depth·Rounds): a decode warp is latency-bound with one chunk
@@ -57,19 +46,19 @@ const prefetchWords = 6
 // maxPer bounds Per: a chunk of 8·32 units of any dtype is 16-byte aligned
 // (32·8 units hold a whole number of 256-element super-blocks, 256 being a
 // multiple of every block size here, and every block size in bytes is
-// even), so the search below always ends for the dtypes of dtypeTable.
+// even), so the search below always ends for the dtypes of decoders.
 const maxPer = 8
 
 // planVecLoad chooses the weight read path for rows of nu units of unit
 // elements (rb bytes) of dtype dt.
-func planVecLoad(dt ir.DType, unit, nu, rb int64) vecLoad {
+func planVecLoad(dt ir.DType, unit, nu, rb int64) gpu.VecLoad {
 	for per := int64(1); per <= maxPer; per++ {
 		units := 32 * per
 		cb, err := dt.RowBytes(units * unit)
 		if err != nil || cb%16 != 0 || cb < 512 {
 			continue
 		}
-		v := vecLoad{Per: per, Units: units, Bytes: cb, Words: cb / 16, Chunks: nu / units,
+		v := gpu.VecLoad{Per: per, Units: units, Bytes: cb, Words: cb / 16, Chunks: nu / units,
 			Ragged: (cb/16)%32 != 0, Tail: nu%units != 0, TailFrom: nu / units * units}
 		v.Rounds = (v.Words + 31) / 32
 		v.Depth = max(1, min(v.Chunks, prefetchWords/v.Rounds))
@@ -87,7 +76,7 @@ func planVecLoad(dt ir.DType, unit, nu, rb int64) vecLoad {
 		}
 		return v
 	}
-	return vecLoad{Why: fmt.Sprintf("direct loads: no chunk of %s units up to %d is a multiple of 16 bytes", dt, 32*maxPer)}
+	return gpu.VecLoad{Why: fmt.Sprintf("direct loads: no chunk of %s units up to %d is a multiple of 16 bytes", dt, 32*maxPer)}
 }
 
 func plural(n int64) string {

@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"github.com/minerva-llm/minerva/codegen/gpu"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
 )
@@ -17,36 +18,28 @@ import (
 // The formulas follow the quant package (ggml's dequantize_row_*), which is
 // what ir/eval multiplies with; float operation order may differ, which the
 // tests' tolerances allow.
-type dtypeRender struct {
-	name string // suffix of dq_<name> and of kernel names
-	unit int    // elements per unit
-	// helpers lists prelude helpers the decoder calls (besides ld_f16).
-	helpers []string
-	body    string // the function body; row, u and w are in scope
-}
-
-var dtypeTable = map[ir.DType]dtypeRender{
-	ir.F32: {"f32", 1, nil, `
+var decoders = map[ir.DType]gpu.Decoder{
+	ir.F32: {Name: "f32", Unit: 1, Body: `
     w[0] = ((device const float*)row)[u];`},
-	ir.F16: {"f16", 1, nil, `
+	ir.F16: {Name: "f16", Unit: 1, Body: `
     w[0] = float(((device const half*)row)[u]);`},
-	ir.BF16: {"bf16", 1, nil, `
+	ir.BF16: {Name: "bf16", Unit: 1, Body: `
     w[0] = as_type<float>(uint(((device const ushort*)row)[u]) << 16);`},
-	ir.Q4_0: {"q4_0", 32, nil, `
+	ir.Q4_0: {Name: "q4_0", Unit: 32, Body: `
     device const uchar* b = row + u * 18;
     const float d = ld_f16(b);
     for (int j = 0; j < 16; ++j) {
         w[j]      = float(int(b[2 + j] & 15) - 8) * d;
         w[j + 16] = float(int(b[2 + j] >> 4) - 8) * d;
     }`},
-	ir.Q4_1: {"q4_1", 32, nil, `
+	ir.Q4_1: {Name: "q4_1", Unit: 32, Body: `
     device const uchar* b = row + u * 20;
     const float d = ld_f16(b), m = ld_f16(b + 2);
     for (int j = 0; j < 16; ++j) {
         w[j]      = float(b[4 + j] & 15) * d + m;
         w[j + 16] = float(b[4 + j] >> 4) * d + m;
     }`},
-	ir.Q5_0: {"q5_0", 32, []string{"ld_u32"}, `
+	ir.Q5_0: {Name: "q5_0", Unit: 32, Helpers: []string{"ld_u32"}, Body: `
     device const uchar* b = row + u * 22;
     const float d = ld_f16(b);
     const uint qh = ld_u32(b + 2);
@@ -55,7 +48,7 @@ var dtypeTable = map[ir.DType]dtypeRender{
         w[j]      = float(int((b[6 + j] & 15) | h0) - 16) * d;
         w[j + 16] = float(int((b[6 + j] >> 4) | h1) - 16) * d;
     }`},
-	ir.Q5_1: {"q5_1", 32, []string{"ld_u32"}, `
+	ir.Q5_1: {Name: "q5_1", Unit: 32, Helpers: []string{"ld_u32"}, Body: `
     device const uchar* b = row + u * 24;
     const float d = ld_f16(b), m = ld_f16(b + 2);
     const uint qh = ld_u32(b + 4);
@@ -64,13 +57,13 @@ var dtypeTable = map[ir.DType]dtypeRender{
         w[j]      = float((b[8 + j] & 15) | h0) * d + m;
         w[j + 16] = float((b[8 + j] >> 4) | h1) * d + m;
     }`},
-	ir.Q8_0: {"q8_0", 32, nil, `
+	ir.Q8_0: {Name: "q8_0", Unit: 32, Body: `
     device const uchar* b = row + u * 34;
     const float d = ld_f16(b);
     for (int j = 0; j < 32; ++j) {
         w[j] = float((int(b[2 + j]) ^ 128) - 128) * d;
     }`},
-	ir.MXFP4: {"mxfp4", 32, []string{"kv_mxfp4"}, `
+	ir.MXFP4: {Name: "mxfp4", Unit: 32, Helpers: []string{"kv_mxfp4"}, Body: `
     device const uchar* b = row + u * 17;
     const uint e = b[0];
     // ggml_e8m0_to_fp32_half: 2^(e-128), subnormal for e < 2.
@@ -79,7 +72,7 @@ var dtypeTable = map[ir.DType]dtypeRender{
         w[j]      = kv_mxfp4[b[1 + j] & 15] * d;
         w[j + 16] = kv_mxfp4[b[1 + j] >> 4] * d;
     }`},
-	ir.Q2_K: {"q2_k", 32, nil, `
+	ir.Q2_K: {Name: "q2_k", Unit: 32, Body: `
     device const uchar* b = row + (u / 8) * 84;
     const uint s = u % 8, n = s / 4, shift = 2 * (s % 4), is = 8 * n + 2 * (s % 4);
     const float d = ld_f16(b + 80), dmin = ld_f16(b + 82);
@@ -88,7 +81,7 @@ var dtypeTable = map[ir.DType]dtypeRender{
         const uint sc = b[is + (l >= 16 ? 1 : 0)];
         w[l] = d * float(sc & 15) * float((q[l] >> shift) & 3) - dmin * float(sc >> 4);
     }`},
-	ir.Q3_K: {"q3_k", 32, []string{"q3_scale"}, `
+	ir.Q3_K: {Name: "q3_k", Unit: 32, Helpers: []string{"q3_scale"}, Body: `
     device const uchar* b = row + (u / 8) * 110;
     const uint s = u % 8, n = s / 4, shift = 2 * (s % 4), is = 8 * n + 2 * (s % 4);
     const float d = ld_f16(b + 108);
@@ -99,7 +92,7 @@ var dtypeTable = map[ir.DType]dtypeRender{
         const int v = int((q[l] >> shift) & 3) - 4 + int(((b[l] >> s) & 1) << 2);
         w[l] = (l < 16 ? d1 : d2) * float(v);
     }`},
-	ir.Q4_K: {"q4_k", 32, []string{"scale_min_k4"}, `
+	ir.Q4_K: {Name: "q4_k", Unit: 32, Helpers: []string{"scale_min_k4"}, Body: `
     device const uchar* b = row + (u / 8) * 144;
     const uint s = u % 8, g = s / 2;
     const float d = ld_f16(b), dmin = ld_f16(b + 2);
@@ -109,7 +102,7 @@ var dtypeTable = map[ir.DType]dtypeRender{
     for (int l = 0; l < 32; ++l) {
         w[l] = d1 * float((s & 1) ? (q[l] >> 4) : (q[l] & 15)) - m1;
     }`},
-	ir.Q5_K: {"q5_k", 32, []string{"scale_min_k4"}, `
+	ir.Q5_K: {Name: "q5_k", Unit: 32, Helpers: []string{"scale_min_k4"}, Body: `
     device const uchar* b = row + (u / 8) * 176;
     const uint s = u % 8, g = s / 2;
     const float d = ld_f16(b), dmin = ld_f16(b + 2);
@@ -121,7 +114,7 @@ var dtypeTable = map[ir.DType]dtypeRender{
         const uint v = ((s & 1) ? (q[l] >> 4) : (q[l] & 15)) | (((qh[l] >> s) & 1) << 4);
         w[l] = d1 * float(v) - m1;
     }`},
-	ir.Q6_K: {"q6_k", 32, nil, `
+	ir.Q6_K: {Name: "q6_k", Unit: 32, Body: `
     device const uchar* b = row + (u / 8) * 210;
     const uint s = u % 8, n = s / 4, part = s % 4;
     const float d = ld_f16(b + 208);
@@ -168,9 +161,3 @@ inline uint2 scale_min_k4(uint j, device const uchar* q) {
 
 // helperOrder fixes the order helpers appear in, so output is deterministic.
 var helperOrder = []string{"ld_u32", "kv_mxfp4", "q3_scale", "scale_min_k4"}
-
-// WeightDTypes lists the weight dtypes the emitter can decode, in a fixed order.
-func WeightDTypes() []ir.DType {
-	return []ir.DType{ir.F32, ir.F16, ir.BF16, ir.Q4_0, ir.Q4_1, ir.Q5_0, ir.Q5_1, ir.Q8_0,
-		ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.MXFP4}
-}

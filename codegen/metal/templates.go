@@ -85,7 +85,7 @@ kernel void {{.Name}}(
 }
 `,
 	// matvec: fused_matmul and matmul. One simdgroup per output feature,
-	// {{.NSG}} per threadgroup; grid (ceil(N/NSG), rows).
+	// {{.NW}} per threadgroup; grid (ceil(N/NSG), rows).
 	"matvec": dotLoop + `
 // {{.Name}}: out[r, j] = {{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}} · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[r, j]{{end}}, w {{.DT}}[{{.N}}, {{.K}}].
 kernel void {{.Name}}(
@@ -96,7 +96,7 @@ kernel void {{.Name}}(
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
-    const uint r = tgpig.y, j = tgpig.x * {{.NSG}}u + sgitg;
+    const uint r = tgpig.y, j = tgpig.x * {{.NW}}u + sgitg;
     device const float* xr = x + (ulong)r * {{.K}}u;` + normPrologue + `
     float acc = 0.0f;
     if (j < {{.N}}u) {{"{"}}{{template "dot" (dotArgs . "j" "acc")}}
@@ -118,7 +118,7 @@ kernel void {{.Name}}(
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
-    const uint r = tgpig.y, j = tgpig.x * {{.NSG}}u + sgitg;
+    const uint r = tgpig.y, j = tgpig.x * {{.NW}}u + sgitg;
     device const float* xr = x + (ulong)r * {{.K}}u;` + normPrologue + `
     float g = 0.0f, up = 0.0f;
     if (j < {{.F}}u) {{"{"}}{{template "dot" (dotArgs . "j" "g")}}{{template "dot" (dotArgs . .UpRow "up")}}
@@ -153,7 +153,7 @@ kernel void {{.Name}}(
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
-    const uint t = tgpig.y, p = tgpig.x * {{.NSG}}u + sgitg;
+    const uint t = tgpig.y, p = tgpig.x * {{.NW}}u + sgitg;
     device const float* xr = x + (ulong)t * {{.K}}u;` + normPrologue + `
     // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
     const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
@@ -383,7 +383,7 @@ kernel void {{.Name}}(
 {{- end}}
     device float* act [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
-    const uint j = tgpig.x * {{.NSG}}u + sgitg, s = tgpig.y, t = tgpig.z;
+    const uint j = tgpig.x * {{.NW}}u + sgitg, s = tgpig.y, t = tgpig.z;
     const int e = {{.Name}}_expert(route + (ulong)t * {{.E}}u, s);
     if (e < 0) {
         return; // fewer selected experts than slots: the same for every thread of the group
@@ -417,7 +417,7 @@ kernel void {{.Name}}(
 {{- end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
-    const uint j = tgpig.x * {{.NSG}}u + sgitg, t = tgpig.y;
+    const uint j = tgpig.x * {{.NW}}u + sgitg, t = tgpig.y;
     device const float* rt = route + (ulong)t * {{.E}}u;
     float acc = 0.0f;
     uint s = 0;
@@ -547,8 +547,8 @@ kernel void {{.Name}}(
     threadgroup float sv[{{.TileT}} * {{.TileN}}]; // up output tile{{end}}{{if .Norm}}
     threadgroup float sscale[{{.TileT}}];{{end}}
     const uint j0 = tgpig.x * {{.TileN}}u, t0 = tgpig.y * {{.TileT}}u;{{if .Norm}}
-    // RMSNorm prologue: simdgroup s reduces token rows s, s + {{.NSG}}, ...
-    for (uint tt = sgitg; tt < {{.TileT}}u; tt += {{.NSG}}u) {
+    // RMSNorm prologue: simdgroup s reduces token rows s, s + {{.NW}}, ...
+    for (uint tt = sgitg; tt < {{.TileT}}u; tt += {{.NW}}u) {
         float ss = 0.0f;
         if (t0 + tt < T) {
             device const float* xr = x + (ulong)(t0 + tt) * {{.K}}u;

@@ -1,0 +1,80 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// attention lowers attention and flash_attention to a split pass and a
+// merge pass through the step's scratch buffer (kv_splits partials per
+// query and head); plain attention is one split.
+func (e *Emitter) attention(v *ir.Value) error {
+	a := v.Attrs
+	q, k, vv := v.Args[0], v.Args[1], v.Args[2]
+	nh, nkv, hd := a.Int("n_head", 0), a.Int("n_kv_head", 0), a.Int("head_dim", 0)
+	splits := a.Int("kv_splits", 1)
+	if k.Type.DType != vv.Type.DType {
+		return fmt.Errorf("K and V differ in dtype: %s, %s", k.Type.DType, vv.Type.DType)
+	}
+	ct, err := e.cacheType(k.Type.DType)
+	if err != nil {
+		return err
+	}
+	kw, err := kernsrc.LastConst(k.Type)
+	if err != nil {
+		return err
+	}
+	vw, err := kernsrc.LastConst(vv.Type)
+	if err != nil {
+		return err
+	}
+	scale, err := kernsrc.FloatLiteral(a.Float("scale", 1))
+	if err != nil {
+		return err
+	}
+	dv := vw / nkv
+	p := &Params{
+		CacheT: ct, H: nh, HD: hd, DV: dv, Group: nh / nkv, Splits: splits, Window: a.Int("window", 0),
+		QW: nh * hd, KW: kw, VW: vw, OW: nh * dv, PartW: dv + 2, Scale: scale, Sinks: len(v.Args) == 5,
+	}
+	p.Name = fmt.Sprintf("attn_split_%s_h%dkv%dd%dv%d_s%d", ct, nh, nkv, hd, dv, splits)
+	if p.Window > 0 {
+		p.Name += fmt.Sprintf("_w%d", p.Window)
+	}
+	scratch := Arg{Value: -1, ScratchPerToken: 4 * nh * splits * p.PartW}
+	args := []Arg{val(q), val(k), val(vv), val(v.Args[3]), scratch}
+	p.bind(args)
+	split, err := e.Add("attn_split", k.Type.DType.String(), p)
+	if err != nil {
+		return err
+	}
+	e.Launch(Launch{Value: v.ID, Kernel: split, Threads: 32, Args: args,
+		Grid: [3]GridDim{{N: nh}, {N: splits}, {N: 1, PerToken: true}}})
+
+	m := &Params{H: nh, DV: dv, Splits: splits, PartW: dv + 2, OW: nh * dv, Sinks: p.Sinks}
+	args = []Arg{scratch}
+	if m.Sinks {
+		if m.SinkT, err = e.operandType("sinks", v.Args[4]); err != nil {
+			return err
+		}
+		args = append(args, val(v.Args[4]))
+	}
+	args = append(args, val(v))
+	m.bind(args)
+	m.Name = fmt.Sprintf("attn_merge_h%dv%d_s%d", nh, dv, splits)
+	if m.Sinks {
+		m.Name += "_sinks"
+		if m.SinkT == e.Lang.F16 {
+			m.Name += "_f16"
+		}
+	}
+	merge, err := e.Add("attn_merge", "", m)
+	if err != nil {
+		return err
+	}
+	e.Launch(Launch{Value: v.ID, Kernel: merge, Threads: int(32 * kernsrc.CeilDiv(dv, 32)), Args: args,
+		Grid: [3]GridDim{{N: nh}, {N: 1, PerToken: true}, {N: 1}}})
+	return nil
+}
