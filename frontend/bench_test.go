@@ -1,21 +1,18 @@
-package plan_test
+package frontend_test
 
 import (
-	"os"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir/eval"
-	"github.com/minerva-llm/minerva/runtime/plan"
 )
 
-// BenchmarkOpen measures loading a stories260K plan: map, check every
+// BenchmarkOpen measures opening a stories260K plan: map, check every
 // checksum, decode the graph, tokenizer and the rest, and (referenced) open
-// and hash the model file's header.
+// the model file and hash its header.
 func BenchmarkOpen(b *testing.B) {
-	c := compileFile(b, shared.Path(b, "models/gguf/stories260K.gguf"), "reference")
+	c := compileFile(b, shared.Path(b, "models/gguf/stories260K.gguf"))
 	for _, tc := range []struct {
 		name    string
 		weights eval.Weights
@@ -25,25 +22,12 @@ func BenchmarkOpen(b *testing.B) {
 			b.ReportMetric(float64(len(data)), "plan-bytes")
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				l, err := plan.Open(path)
+				s, err := frontend.Open(path)
 				if err != nil {
 					b.Fatal(err)
 				}
-				l.Close()
+				s.Close()
 			}
 		})
 	}
-}
-
-// TestPlanSizes logs the sizes of the stories260K plans (go test -v).
-func TestPlanSizes(t *testing.T) {
-	model := shared.Path(t, "models/gguf/stories260K.gguf")
-	c := compileFile(t, model, "reference")
-	st, err := os.Stat(model)
-	require.NoError(t, err)
-	ref := encode(t, c.plan, nil)
-	emb := encode(t, c.plan, c.model.Weights)
-	t.Logf("stories260K: model %d bytes, plan %d bytes referenced, %d bytes embedded", st.Size(), len(ref), len(emb))
-	require.Less(t, len(ref), 64<<10, "a referenced plan is small")
-	require.Less(t, int64(len(emb)), st.Size()+64<<10, "embedding costs the weights and little more")
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/internal/shared"
-	"github.com/minerva-llm/minerva/runtime/plan"
+	"github.com/minerva-llm/minerva/plan"
 )
 
 // base holds the plans the broken variants are made from.
@@ -103,40 +103,6 @@ func brokenCases(t *testing.T, b *base) []brokenCase {
 			path, _ := writePlan(t, c.plan, nil)
 			return path
 		}, open: checkTarget("reference"), kind: plan.ErrTarget, want: "compiled for target cuda, not reference: recompile with -target reference"},
-		{name: "model file moved", file: func(t *testing.T) string {
-			model := filepath.Join(t.TempDir(), "model.gguf")
-			copyFile(t, shared.Path(t, "models/gguf/stories260K.gguf"), model)
-			c := compileFile(t, model, "reference")
-			path, _ := writePlan(t, c.plan, nil)
-			require.NoError(t, os.Rename(model, model+".moved"))
-			return path
-		}, kind: plan.ErrModelMissing, want: "/model.gguf, which is missing: recompile or use --embed-weights"},
-		{name: "model file replaced, same size", file: func(t *testing.T) string {
-			dir := t.TempDir()
-			model := filepath.Join(dir, "model.gguf")
-			copyFile(t, shared.Path(t, "models/gguf/synthetic/llama-p-Q4_0.gguf"), model)
-			c := compileFile(t, model, "reference")
-			path, _ := writePlan(t, c.plan, nil)
-			other := filepath.Join(dir, "other.gguf")
-			copyFile(t, shared.Path(t, "models/gguf/synthetic/llama-p-Q4_K.gguf"), other)
-			st0, _ := os.Stat(model)
-			st1, _ := os.Stat(other)
-			require.Equal(t, st0.Size(), st1.Size())
-			require.NoError(t, os.Rename(other, model))
-			return path
-		}, kind: plan.ErrModelChanged, want: "/model.gguf has changed since the plan was compiled (header sha256 "},
-		{name: "model file grew", file: func(t *testing.T) string {
-			model := filepath.Join(t.TempDir(), "model.gguf")
-			copyFile(t, shared.Path(t, "models/gguf/stories260K.gguf"), model)
-			c := compileFile(t, model, "reference")
-			path, _ := writePlan(t, c.plan, nil)
-			f, err := os.OpenFile(model, os.O_APPEND|os.O_WRONLY, 0)
-			require.NoError(t, err)
-			_, err = f.Write([]byte{0})
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
-			return path
-		}, kind: plan.ErrModelChanged, want: "has changed since the plan was compiled (size 1185376 bytes, now 1185377)"},
 		{name: "plan file missing", file: func(t *testing.T) string { return filepath.Join(t.TempDir(), "nope.bin") }, want: "no such file"},
 	}
 	for _, s := range []string{"graph", "tokenizer", "config", "sampling", "memory", "weights"} {

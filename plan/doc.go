@@ -8,8 +8,15 @@
 // checksummed, and every failure to read one is a one-line *Error wrapping
 // one of the Err* sentinels: not a plan, another format version, truncated
 // (naming the section and its byte range), checksum mismatch (naming the
-// section), missing or undecodable section, another target, model file
-// missing or changed.
+// section), missing or undecodable section, another target. (A referenced
+// model file that is missing or has changed is frontend.Open's error: it
+// opens that file.)
+//
+// The package sits on a floor below the frontends (docs/ARCHITECTURE.md):
+// it imports only ir, tokenizer and the mapping helper, so that anything
+// (frontend.Open, a runtime, a tool) can read a plan without the GGUF
+// reader or the architecture builders. The architecture summary a plan
+// records, Config, is defined here for that reason.
 //
 // # File layout (format version 1)
 //
@@ -53,7 +60,7 @@
 //	                i32 BOS, EOS, UNK, PAD; u8 flags (1 AddBOS, 2 AddEOS,
 //	                4 NoSpacePrefix). Binary because token texts need not be
 //	                UTF-8 and scores may be infinite.
-//	config          JSON {"config": arch.Config, "context": default KV length}
+//	config          JSON {"config": Config, "context": default KV length}
 //	sampling        JSON of Sampling
 //	memory          JSON of Memory: the plan-memory pass's arena figures and
 //	                the KV and weight bytes; checked against the graph
@@ -69,10 +76,11 @@
 //
 // # Referenced and embedded weights
 //
-// Without embedded weights a plan names the model file by absolute path and
-// Open checks that the file is still there, has the same size and the same
-// SHA-256 over its header and tensor table (a few kilobytes to megabytes,
-// so cheap) before mapping it. With embedded weights the plan stands alone
-// and Open serves the tensors from its own read-only mapping: every tensor
-// is 64-byte aligned in the file, so backends can use it in place.
+// Without embedded weights a plan names the model file by absolute path,
+// size and SHA-256 over its header and tensor table (ModelRef).
+// frontend.Open resolves the reference: it checks that the file is still
+// there, with the same size and hash (a few kilobytes to megabytes, so
+// cheap), as it maps it. With embedded weights the plan stands alone and
+// File serves the tensors from its own read-only mapping: every tensor is
+// 64-byte aligned in the file, so backends can use it in place.
 package plan

@@ -2,8 +2,6 @@ package plan
 
 import (
 	"io"
-
-	"github.com/minerva-llm/minerva/ir/eval"
 )
 
 // ParseUnchecked parses without verifying checksums, so that fuzzed bytes
@@ -14,7 +12,7 @@ func ParseUnchecked(data []byte) (*Plan, error) {
 
 // WriteEdited writes p with the named sections' bytes replaced (nil: the
 // section dropped), checksums recomputed.
-func WriteEdited(w io.Writer, p *Plan, weights eval.Weights, edit map[string][]byte) error {
+func WriteEdited(w io.Writer, p *Plan, weights Weights, edit map[string][]byte) error {
 	return write(w, p, weights, edit)
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
-	"github.com/minerva-llm/minerva/runtime/plan"
+	"github.com/minerva-llm/minerva/plan"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
@@ -22,7 +22,7 @@ import (
 // every new interesting input for up to a minute by default, reporting
 // 0 execs/sec meanwhile; run it with a short minimization budget:
 //
-//	go test ./runtime/plan -run '^$' -fuzz FuzzPlan -fuzzminimizetime 2s
+//	go test ./plan -run '^$' -fuzz FuzzPlan -fuzzminimizetime 2s
 func FuzzPlan(f *testing.F) {
 	c := compileFile(f, shared.Path(f, "models/gguf/stories260K.gguf"), "reference")
 	ref := encode(f, c.plan, nil)

@@ -9,13 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
+	"github.com/minerva-llm/minerva/plan"
 	"github.com/minerva-llm/minerva/runtime"
-	"github.com/minerva-llm/minerva/runtime/plan"
 	"github.com/minerva-llm/minerva/synth"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
@@ -32,11 +33,11 @@ var testSampling = plan.Sampling{Temperature: 0.8, TopP: 0.95, MinP: 0.05, Repea
 // minervac compile does. The file stays open until the test ends.
 func compileFile(t testing.TB, path, target string) *compiled {
 	t.Helper()
-	f, err := gguf.Open(path)
+	src, err := frontend.Open(path)
 	require.NoError(t, err)
-	t.Cleanup(func() { f.Close() })
-	c := compileGGUF(t, f, target)
-	c.plan.Model, err = plan.Identify(path, f)
+	t.Cleanup(func() { src.Close() })
+	c := compileGGUF(t, src.GGUF, target)
+	c.plan.Model, err = src.Identity()
 	require.NoError(t, err)
 	return c
 }
@@ -91,13 +92,6 @@ func writePlan(t testing.TB, p *plan.Plan, w eval.Weights) (string, []byte) {
 	path := filepath.Join(t.TempDir(), "plan.bin")
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 	return path, data
-}
-
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(to, b, 0o644))
 }
 
 // logits runs a prompt in one step, then one decode step with the greedy

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
@@ -21,8 +20,9 @@ const Magic = "MNRVPLAN"
 const Align = 64
 
 // ModelRef identifies the model file a plan was compiled from. For a plan
-// without embedded weights it is how the runtime finds the weights and
-// checks that they are still the ones the plan was compiled against.
+// without embedded weights it is how frontend.Open finds the weights and
+// checks that they are still the ones the plan was compiled against
+// (frontend.Source.Identity computes it).
 type ModelRef struct {
 	Path string // absolute path of the model file
 	Size int64  // file size in bytes
@@ -79,7 +79,7 @@ type Plan struct {
 	Model    ModelRef
 	Graph    *ir.Graph // the compiled (fused) graph
 	Vocab    tokenizer.Vocab
-	Config   arch.Config
+	Config   Config
 	Context  int // default KV cache length
 	Sampling Sampling
 	// Kernels holds opaque per-target bytes (none for reference). Parse
@@ -100,14 +100,12 @@ type Plan struct {
 // Sentinel errors: every error of this package wraps one of them (as its
 // *Error's Kind), so callers can tell the cases apart with errors.Is.
 var (
-	ErrNotPlan      = errors.New("not a plan file")
-	ErrVersion      = errors.New("unsupported plan format version")
-	ErrTruncated    = errors.New("plan file is truncated")
-	ErrChecksum     = errors.New("plan checksum mismatch")
-	ErrCorrupt      = errors.New("plan file is corrupt")
-	ErrTarget       = errors.New("plan is for another target")
-	ErrModelMissing = errors.New("model file of the plan is missing")
-	ErrModelChanged = errors.New("model file of the plan has changed")
+	ErrNotPlan   = errors.New("not a plan file")
+	ErrVersion   = errors.New("unsupported plan format version")
+	ErrTruncated = errors.New("plan file is truncated")
+	ErrChecksum  = errors.New("plan checksum mismatch")
+	ErrCorrupt   = errors.New("plan file is corrupt")
+	ErrTarget    = errors.New("plan is for another target")
 )
 
 // Error is a plan error: one line, naming the file when known.
@@ -115,15 +113,9 @@ type Error struct {
 	Path string // plan file; "" when the error came from Parse
 	Kind error  // one of the Err* sentinels
 	Msg  string // what is wrong, without the file name
-
-	// whole: Msg is the entire line (model-file errors name both files).
-	whole bool
 }
 
 func (e *Error) Error() string {
-	if e.whole {
-		return e.Msg
-	}
 	if e.Path == "" {
 		return "plan: " + e.Msg
 	}

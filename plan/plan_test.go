@@ -13,12 +13,14 @@ import (
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
-	"github.com/minerva-llm/minerva/runtime/plan"
+	"github.com/minerva-llm/minerva/plan"
 )
 
 // A plan written and opened again holds the same graph, vocabulary, config
 // and defaults, and runs to the same logits, bit for bit, as the in-memory
-// graph did, with referenced and with embedded weights.
+// graph did, with referenced weights (served by the model the test has open;
+// frontend.Open resolves the reference, tested there) and with embedded
+// weights (served from the plan's mapping).
 func TestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		model string
@@ -43,6 +45,13 @@ func TestRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			defer l.Close()
 			require.NoError(t, l.Check("reference"))
+			var weights plan.Weights = c.model.Weights
+			if tc.embed {
+				weights = l.Plan.EmbeddedWeights()
+			} else {
+				_, err := l.Plan.EmbeddedWeights().WeightBytes(c.plan.Graph.Values[2].Name())
+				require.ErrorContains(t, err, "plan does not embed its weights")
+			}
 			got := l.Plan
 			require.Equal(t, ir.Print(c.plan.Graph), ir.Print(got.Graph))
 			require.Equal(t, c.plan.Vocab, got.Vocab)
@@ -61,21 +70,21 @@ func TestRoundTrip(t *testing.T) {
 
 			prompt := encodePrompt(t, c.model.Vocab, "Once upon a time, there was a little")
 			want := logits(t, c.model.Graph, c.model.Weights, prompt)
-			require.Equal(t, want, logits(t, got.Graph, l.Weights(), prompt))
+			require.Equal(t, want, logits(t, got.Graph, weights, prompt))
 
 			if tc.embed && (runtime.GOOS == "linux" || runtime.GOOS == "darwin") {
 				// The plan is mapped at a page boundary, so aligned file
 				// offsets are aligned addresses.
 				for _, v := range got.Graph.Values {
 					if v.Op == ir.OpWeight {
-						b, err := l.Weights().WeightBytes(v.Name())
+						b, err := weights.WeightBytes(v.Name())
 						require.NoError(t, err)
 						require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(b)))%plan.Align, "tensor %s", v.Name())
 					}
 				}
 			}
 			require.NoError(t, l.Close())
-			_, err = l.Weights().WeightBytes(got.Graph.Values[2].Name())
+			_, err = l.Plan.EmbeddedWeights().WeightBytes(got.Graph.Values[2].Name())
 			require.Error(t, err, "weights are gone after Close")
 			require.Equal(t, ir.Print(c.plan.Graph), ir.Print(got.Graph), "the plan outlives Close")
 		})
@@ -159,3 +168,16 @@ func TestWriteRejects(t *testing.T) {
 type missingWeights struct{}
 
 func (missingWeights) WeightBytes(name string) ([]byte, error) { return nil, os.ErrNotExist }
+
+// TestPlanSizes logs the sizes of the stories260K plans (go test -v).
+func TestPlanSizes(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	c := compileFile(t, model, "reference")
+	st, err := os.Stat(model)
+	require.NoError(t, err)
+	ref := encode(t, c.plan, nil)
+	emb := encode(t, c.plan, c.model.Weights)
+	t.Logf("stories260K: model %d bytes, plan %d bytes referenced, %d bytes embedded", st.Size(), len(ref), len(emb))
+	require.Less(t, len(ref), 64<<10, "a referenced plan is small")
+	require.Less(t, int64(len(emb)), st.Size()+64<<10, "embedding costs the weights and little more")
+}

@@ -13,9 +13,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/ir/eval"
 )
 
 // castagnoli is CRC-32C, computed with SSE4.2 on amd64 and the CRC32
@@ -48,8 +46,8 @@ var required = []string{secGraph, secTokenizer, secConfig, secSampling, secMemor
 
 // configJSON is the config section.
 type configJSON struct {
-	Config  arch.Config `json:"config"`
-	Context int         `json:"context"`
+	Config  Config `json:"config"`
+	Context int    `json:"context"`
 }
 
 // section is one section being written.
@@ -72,14 +70,14 @@ type section struct {
 // Write streams: the header, which holds every section's offset and
 // checksum, comes first, so embedded weights are read twice (once for their
 // checksum). Nothing is written when p is invalid.
-func Write(w io.Writer, p *Plan, weights eval.Weights) error {
+func Write(w io.Writer, p *Plan, weights Weights) error {
 	return write(w, p, weights, nil)
 }
 
 // write is Write with a test hook: edit replaces the bytes of the named
 // sections (nil drops the section), so tests can make plans whose
 // checksums hold but whose contents are wrong.
-func write(w io.Writer, p *Plan, weights eval.Weights, edit map[string][]byte) error {
+func write(w io.Writer, p *Plan, weights Weights, edit map[string][]byte) error {
 	secs, flags, err := buildSections(p, weights)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
@@ -286,7 +284,7 @@ func weightBytes(v *ir.Value) (int64, error) {
 	return v.Type.DType.RowBytes(n)
 }
 
-func buildSections(p *Plan, weights eval.Weights) ([]*section, uint32, error) {
+func buildSections(p *Plan, weights Weights) ([]*section, uint32, error) {
 	embedded := weights != nil
 	if err := checkPlan(p, embedded); err != nil {
 		return nil, 0, err
@@ -347,7 +345,7 @@ func buildSections(p *Plan, weights eval.Weights) ([]*section, uint32, error) {
 // at an offset that is a multiple of Align (the section itself starts at
 // one, so the tensors are aligned in the file). The checksum is computed
 // here, over the bytes Write will write, padding included.
-func weightsSection(g *ir.Graph, weights eval.Weights) (*section, error) {
+func weightsSection(g *ir.Graph, weights Weights) (*section, error) {
 	type entry struct {
 		name string
 		data []byte

@@ -6,6 +6,8 @@ import (
 	"log"
 	"strings"
 
+	"github.com/minerva-llm/minerva/frontend"
+	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/runtime"
 	_ "github.com/minerva-llm/minerva/runtime/cpu" // registers the CPU backend, "goasm"
 )
@@ -14,13 +16,22 @@ import (
 // from this package's directory (tests run there).
 const storiesPath = "../../shared/models/gguf/stories260K.gguf"
 
-// Load a model, compile it on a backend, open a session and stream greedy
-// text as it is generated.
+// Open a model file, build its graph, compile it on a backend, open a
+// session and stream greedy text as it is generated.
 func Example() {
-	model, err := runtime.LoadGGUF(storiesPath, runtime.LoadOptions{})
+	src, err := frontend.Open(storiesPath) // maps the file
 	if err != nil {
 		log.Fatal(err)
 	}
+	built, err := src.Build(arch.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	model, err := runtime.NewModel(built.Graph, built.Weights, built.Vocab, built.Config.ContextLength)
+	if err != nil {
+		log.Fatal(err)
+	}
+	model.Closer = src // model.Close unmaps the file
 	defer model.Close()
 	engine, err := model.NewEngine(runtime.EngineOptions{Backend: "reference", Context: 256})
 	if err != nil {
@@ -53,7 +64,7 @@ func Example() {
 // Stop strings match the text, wherever the token boundaries fall ("girl"
 // is three tokens here: " g", "ir", "l"); the result ends before them.
 func Example_stopStrings() {
-	model, err := runtime.LoadGGUF(storiesPath, runtime.LoadOptions{})
+	model, err := loadModel(storiesPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,7 +99,7 @@ func Example_stopStrings() {
 // Generation is cancelled through its context: here by the callback, as a
 // user interrupt or a closed connection would.
 func Example_cancel() {
-	model, err := runtime.LoadGGUF(storiesPath, runtime.LoadOptions{})
+	model, err := loadModel(storiesPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -129,7 +140,7 @@ func Example_cancel() {
 func ExampleBackend() {
 	fmt.Println(runtime.Backends())
 
-	model, err := runtime.LoadGGUF(storiesPath, runtime.LoadOptions{})
+	model, err := loadModel(storiesPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -169,4 +180,25 @@ func ExampleBackend() {
 	// KV cache: 163840 bytes for 2 slots of 64 positions
 	// slot 0: ", there"
 	// slot 1: " and Lily"
+}
+
+// loadModel opens a GGUF model and makes a runtime.Model of it, as Example
+// does; Close unmaps the file.
+func loadModel(path string) (*runtime.Model, error) {
+	src, err := frontend.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	built, err := src.Build(arch.Options{})
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	model, err := runtime.NewModel(built.Graph, built.Weights, built.Vocab, built.Config.ContextLength)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	model.Closer = src
+	return model, nil
 }

@@ -10,15 +10,25 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend"
+	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/tokenizer"
 )
 
-func loadStories(t *testing.T, opts runtime.LoadOptions) *runtime.Model {
+// loadStories opens stories260K through the one open path and makes a
+// runtime.Model of its graph, built with opts.
+func loadStories(t *testing.T, opts arch.Options) *runtime.Model {
 	t.Helper()
-	m, err := runtime.LoadGGUF(shared.Path(t, "models/gguf/stories260K.gguf"), opts)
+	src, err := frontend.Open(shared.Path(t, "models/gguf/stories260K.gguf"))
+	require.NoError(t, err)
+	t.Cleanup(func() { src.Close() })
+	built, err := src.Build(opts)
+	require.NoError(t, err)
+	m, err := runtime.NewModel(built.Graph, built.Weights, built.Vocab, built.Config.ContextLength)
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	return m
@@ -52,7 +62,7 @@ func generateText(t *testing.T, e *runtime.Engine, prompt string, opts runtime.G
 const storiesGreedy = ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball."
 
 func TestStopStrings(t *testing.T) {
-	m := loadStories(t, runtime.LoadOptions{})
+	m := loadStories(t, arch.Options{})
 	e := newEngine(t, m, runtime.EngineOptions{Context: 128})
 	greedy := runtime.DefaultSampler()
 	full, pieces, err := generateText(t, e, "Once upon a time", runtime.GenerateOptions{MaxTokens: 40, Sampler: greedy})
@@ -119,7 +129,7 @@ func TestStopStrings(t *testing.T) {
 // EOS ends generation; the text leaves it out. The context limit stops
 // with StopContext and the text so far.
 func TestGenerateTextStops(t *testing.T) {
-	m := loadStories(t, runtime.LoadOptions{})
+	m := loadStories(t, arch.Options{})
 	greedy := runtime.DefaultSampler()
 	e := newEngine(t, m, runtime.EngineOptions{Context: 12})
 	res, pieces, err := generateText(t, e, "Once upon a time", runtime.GenerateOptions{MaxTokens: 40, Sampler: greedy})
@@ -147,7 +157,7 @@ func TestGenerateTextStops(t *testing.T) {
 // Partial UTF-8 is held back until the character is complete, and a stop
 // string is found across the bytes of split characters.
 func TestStreamUTF8(t *testing.T) {
-	m := loadStories(t, runtime.LoadOptions{})
+	m := loadStories(t, arch.Options{})
 	e := newEngine(t, m, runtime.EngineOptions{Context: 64})
 	// A decoder that gives one byte of text per token, whatever the token.
 	const text = "¡hé, wörld! ☃ ok"
@@ -174,7 +184,7 @@ func TestStreamUTF8(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	m := loadStories(t, runtime.LoadOptions{})
+	m := loadStories(t, arch.Options{})
 	e := newEngine(t, m, runtime.EngineOptions{Context: 128})
 	s, err := e.NewSession()
 	require.NoError(t, err)
@@ -223,7 +233,7 @@ func TestCancel(t *testing.T) {
 // Sessions of one engine take slots; several generate at once (from
 // goroutines) exactly as each would alone.
 func TestEngineSessions(t *testing.T) {
-	m := loadStories(t, runtime.LoadOptions{})
+	m := loadStories(t, arch.Options{})
 	require.Equal(t, 2048, m.ContextLength)
 	e := newEngine(t, m, runtime.EngineOptions{Slots: 3, Context: 96})
 	require.Equal(t, "reference", e.Backend())
@@ -294,23 +304,20 @@ func TestEngineSessions(t *testing.T) {
 	require.ErrorContains(t, err, `unknown backend "nope" (available: [goasm reference])`)
 }
 
-// A model loaded with f16 caches, and one transformed at load.
-func TestLoadOptions(t *testing.T) {
-	m16 := loadStories(t, runtime.LoadOptions{CacheType: ir.F16})
+// A model built with f16 caches runs; NewModel refuses a vocabulary the
+// tokenizer cannot use.
+func TestNewModel(t *testing.T) {
+	m16 := loadStories(t, arch.Options{CacheType: ir.F16})
 	dt, err := runtime.CacheTypeOf(m16.Graph)
 	require.NoError(t, err)
 	require.Equal(t, ir.F16, dt)
 	res, _, err := generateText(t, newEngine(t, m16, runtime.EngineOptions{Context: 64}), "Once upon a time", runtime.GenerateOptions{MaxTokens: 10, Sampler: runtime.DefaultSampler()})
 	require.NoError(t, err)
 	require.Equal(t, ", there was a little girl named Lily", res.Text)
+	require.Equal(t, 2048, m16.ContextLength, "llama.context_length of stories260K")
 
-	called := false
-	loadStories(t, runtime.LoadOptions{Transform: func(g *ir.Graph) error { called = true; return nil }})
-	require.True(t, called)
-	_, err = runtime.LoadGGUF(shared.Path(t, "models/gguf/stories260K.gguf"), runtime.LoadOptions{Transform: func(g *ir.Graph) error { return errors.New("no") }})
-	require.ErrorContains(t, err, "no")
-	_, err = runtime.LoadGGUF(shared.Path(t, "models/gguf/stories260K.gguf"), runtime.LoadOptions{CacheType: ir.Q8_0})
-	require.ErrorContains(t, err, "not f32 or f16")
+	_, err = runtime.NewModel(m16.Graph, m16.Weights, tokenizer.Vocab{Model: "nope"}, 128)
+	require.ErrorContains(t, err, "tokenizer: ")
 }
 
 // A prompt longer than UBatch runs as several steps and gives the tokens and
@@ -318,7 +325,7 @@ func TestLoadOptions(t *testing.T) {
 // prompt's logits within 1e-5 of max |logit| (later steps attend over the
 // cache in other tile splits), every greedy token equal.
 func TestGenerateUBatch(t *testing.T) {
-	m := loadStories(t, runtime.LoadOptions{})
+	m := loadStories(t, arch.Options{})
 	prompt := make([]int32, 45)
 	for i := range prompt {
 		prompt[i] = int32(1 + (i*37)%500)

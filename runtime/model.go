@@ -7,16 +7,14 @@ import (
 	"io"
 	"sync"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
-	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
 // Model is what the runtime runs: a graph, its weights, and the tokenizer
-// that turns text into the graph's tokens and back. LoadGGUF builds one from
-// a GGUF file; other loaders (plan files) fill in the fields themselves.
+// that turns text into the graph's tokens and back. NewModel makes one of
+// what a frontend built; the fields may also be filled in directly.
 //
 // A Model is read-only once built and may be shared by several engines.
 type Model struct {
@@ -33,50 +31,35 @@ type Model struct {
 	Closer io.Closer
 }
 
-// LoadOptions control how a model file becomes a Model.
-type LoadOptions struct {
-	// CacheType is the KV cache element type: ir.F32 (the zero value) or
-	// ir.F16.
-	CacheType ir.DType
-	// Transform, when set, rewrites the graph after it is built: the pass
-	// pipeline, for instance (passes.Run with passes.Pipeline(); the
-	// runtime does not import passes itself).
-	Transform func(g *ir.Graph) error
-}
-
 // DefaultMaxContext caps the default context of an engine: a model's
 // trained context can be far larger than a KV cache one wants to allocate
 // without asking.
 const DefaultMaxContext = 4096
 
-// LoadGGUF opens a GGUF model (mapping its tensor data), builds its graph
-// with the architecture frontend and its tokenizer. Close the model when its
-// engines are closed.
-func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
-	f, err := gguf.Open(path)
+// NewModel makes a Model of a graph, the weights it names, the vocabulary
+// of its tokenizer and the context it was trained for: what a frontend
+// builds from a model file.
+//
+//	src, err := frontend.Open(path) // a GGUF file
+//	...
+//	defer src.Close()
+//	m, err := src.Build(arch.Options{})
+//	...
+//	model, err := runtime.NewModel(m.Graph, m.Weights, m.Vocab, m.Config.ContextLength)
+//
+// The runtime takes the parts, not the file: reading model files is the
+// frontend's, a floor below (docs/ARCHITECTURE.md, import floors), so the
+// runtime does not import it. The weights stay the source's: close it after
+// the model's engines.
+func NewModel(g *ir.Graph, w eval.Weights, v tokenizer.Vocab, contextLength int) (*Model, error) {
+	tok, err := tokenizer.New(v)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	m, err := arch.Load(f, arch.Options{CacheType: opts.CacheType})
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	tok, err := tokenizer.New(m.Vocab)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: tokenizer: %w", path, err)
-	}
-	if opts.Transform != nil {
-		if err := opts.Transform(m.Graph); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	return &Model{Graph: m.Graph, Weights: m.Weights, Tokenizer: tok, ContextLength: m.Config.ContextLength, Closer: f}, nil
+	return &Model{Graph: g, Weights: w, Tokenizer: tok, ContextLength: contextLength}, nil
 }
 
-// Close releases the model file.
+// Close closes Closer, when set: the file the weights are mapped from.
 func (m *Model) Close() error {
 	if m.Closer == nil {
 		return nil

@@ -18,11 +18,11 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
+	"github.com/minerva-llm/minerva/plan"
 	"github.com/minerva-llm/minerva/runtime"
 	_ "github.com/minerva-llm/minerva/runtime/cpu"   // the "goasm" backend
 	_ "github.com/minerva-llm/minerva/runtime/cuda"  // the "cuda" backend (runs only on linux, with the NVIDIA driver)
 	_ "github.com/minerva-llm/minerva/runtime/metal" // the "metal" backend (runs only on darwin)
-	"github.com/minerva-llm/minerva/runtime/plan"
 )
 
 // compilerVersion goes into every plan; a plan cache keyed on it is never
@@ -52,7 +52,8 @@ type compileOptions struct {
 }
 
 // compileModel runs the pass pipeline on a loaded model and returns the plan
-// (without writing it).
+// (without writing it). With path set the plan refers to the model file
+// (m.src.Identity, hashed once per source); "" leaves the reference empty.
 func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) {
 	list, err := passes.Pipeline()
 	if err != nil {
@@ -104,11 +105,7 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		p.Kernels = map[string][]byte{o.Target: b}
 	}
 	if path != "" {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, err
-		}
-		if p.Model, err = m.identify(abs); err != nil {
+		if p.Model, err = m.src.Identity(); err != nil {
 			return nil, err
 		}
 	}
@@ -128,7 +125,7 @@ func writePlan(p *plan.Plan, m *loaded, path string, embed bool) error {
 	var w io.Writer = bw
 	if embed {
 		var total int64
-		for _, t := range m.file.Tensors {
+		for _, t := range m.src.GGUF.Tensors {
 			total += int64(t.Size)
 		}
 		bar := newProgress(total, "embedding weights")
@@ -174,8 +171,8 @@ func planCacheDir(dir string) (string, error) {
 }
 
 // cacheKey names the cached plan of a model: the model's identity (size and
-// the SHA-256 of its header and tensor table, which plan.Identify computes
-// and Open re-checks), the compiler version and build, and every option that
+// the SHA-256 of its header and tensor table, which frontend.Source.Identity
+// computes and frontend.Open re-checks), the compiler version and build, and every option that
 // changes the plan.
 func cacheKey(ref plan.ModelRef, o compileOptions) string {
 	h := sha256.New()

@@ -48,7 +48,7 @@ func (c *compileCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	defer m.file.Close()
+	defer m.src.Close()
 	tm.say("loaded %s", displayName(c.Model))
 	before := opCounts(m.model.Graph)
 	p, err := compileModel(m, c.Model, compileOptions{

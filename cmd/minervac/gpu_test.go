@@ -14,7 +14,7 @@ import (
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/runtime/plan"
+	"github.com/minerva-llm/minerva/plan"
 )
 
 // `minervac compile -target metal|cuda` writes a plan whose kernels/<target>
@@ -80,7 +80,7 @@ func TestCompileTargetGPU(t *testing.T) {
 	// same way gives the same source as the golden file's generator.
 	m, err := loadModel(shared.Path(t, "models/gguf/stories260K.gguf"), arch.Options{})
 	require.NoError(t, err)
-	defer m.file.Close()
+	defer m.src.Close()
 	p, err := compileModel(m, "", compileOptions{Target: "metal"})
 	require.NoError(t, err)
 	require.Contains(t, string(p.Kernels["metal"]), "fused_matmul_norm_f32_512x64")

@@ -9,8 +9,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/minerva-llm/minerva/codegen/sched"
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/frontend/arch"
-	"github.com/minerva-llm/minerva/runtime/plan"
+	"github.com/minerva-llm/minerva/plan"
 )
 
 type inspectCmd struct {
@@ -18,14 +19,17 @@ type inspectCmd struct {
 }
 
 func (c *inspectCmd) Run() error {
-	if isPlan(c.File) {
-		return inspectPlan(c.File)
-	}
-	f, err := openGGUF(c.File)
+	// A plan is opened without the model it refers to, so that one whose
+	// model has moved can still be inspected (inspectPlan resolves it last).
+	src, err := frontend.OpenWith(c.File, frontend.Options{Unresolved: true})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer src.Close()
+	if src.Format == frontend.FormatPlan {
+		return inspectPlan(src)
+	}
+	f := src.GGUF
 	w := os.Stdout
 	fmt.Fprintf(w, "file: %s\nformat: GGUF v%d, %d bytes, alignment %d, data at byte %d\n", c.File, f.Version, f.Size(), f.Alignment, f.DataOffset)
 	fmt.Fprintf(w, "\nmetadata (%d keys):\n", len(f.KV))
@@ -52,7 +56,7 @@ func (c *inspectCmd) Run() error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "\narchitecture: %s\n", f.Architecture())
-	m, err := arch.Load(f, arch.Options{})
+	m, err := src.Build(arch.Options{})
 	if err != nil {
 		fmt.Fprintf(w, "  not runnable by this build: %v\n", err)
 		return nil
@@ -70,20 +74,12 @@ func (c *inspectCmd) Run() error {
 	return nil
 }
 
-// inspectPlan prints what a plan holds. It parses the file without opening
-// the model it refers to, so a plan whose model has moved can still be
-// inspected; whether the model is still there is reported at the end.
-func inspectPlan(path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	p, err := plan.Parse(data, plan.ParseOptions{})
-	if err != nil {
-		return err
-	}
+// inspectPlan prints what a plan holds, opened without the model it refers
+// to; whether the model is still there, unchanged, is reported at the end.
+func inspectPlan(src *frontend.Source) error {
+	p := src.Plan
 	w := os.Stdout
-	fmt.Fprintf(w, "file: %s (%d bytes)\nformat: minerva plan v%d, compiled by %s for target %s\n", path, len(data), plan.FormatVersion, p.Compiler, p.Target)
+	fmt.Fprintf(w, "file: %s (%d bytes)\nformat: minerva plan v%d, compiled by %s for target %s\n", src.Path, src.Size(), plan.FormatVersion, p.Compiler, p.Target)
 	if p.Embedded {
 		fmt.Fprintf(w, "weights: embedded (%d bytes)\n", p.Memory.WeightBytes)
 	} else {
@@ -108,10 +104,9 @@ func inspectPlan(path string) error {
 		return err
 	}
 	if !p.Embedded {
-		if l, err := plan.Open(path); err != nil {
+		if err := src.ResolveModel(nil); err != nil {
 			fmt.Fprintf(w, "status: cannot run: %v\n", err)
 		} else {
-			l.Close()
 			fmt.Fprintln(w, "status: model file present and unchanged")
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
@@ -54,25 +54,88 @@ func TestVersionAndBareUsage(t *testing.T) {
 	}
 }
 
-// `run model.gguf` maps the model file once, whether the plan cache misses
-// (compile, write, load the plan) or hits: the plan borrows the open model
-// instead of opening and hashing it again. Counted through gguf.Opens.
-func TestRunOpensModelOnce(t *testing.T) {
-	model := shared.Path(t, "models/gguf/stories260K.gguf")
-	opts := &runtime.Options{CacheDir: t.TempDir()}
-	for _, pass := range []string{"cache miss", "cache hit"} {
-		before := gguf.Opens()
-		r, err := openRunnable(model, "reference", ir.F32, opts, &timer{})
-		require.NoError(t, err, pass)
-		require.Equal(t, int64(1), gguf.Opens()-before, "%s: gguf.Open calls", pass)
+// Every command opens each file it reads once, counted through the one open
+// path (frontend.Opens, by file). `run model.gguf` opens the model once on a
+// plan-cache miss (compile, write the plan, run what was compiled: the plan
+// is not read back) and once with the cached plan on a hit (the plan borrows
+// the open model); `run plan.bin` opens the plan and the model it refers
+// to once each. Before the open path was one, a hit opened the model three
+// times (sniffing the magic, mapping, hashing) and `run plan.bin` the plan
+// twice and the model twice.
+func TestEachCommandOpensEachFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.gguf")
+	copyFile(t, shared.Path(t, "models/gguf/stories260K.gguf"), model)
+	cacheDir := filepath.Join(dir, "cache")
+	opts := &runtime.Options{CacheDir: cacheDir}
+	// run opens, compiles if need be, and steps the model.
+	run := func(path string) {
+		r, err := openRunnable(path, "reference", ir.F32, opts, &timer{})
+		require.NoError(t, err, path)
+		defer r.Close()
 		s, err := r.session(8)
-		require.NoError(t, err, pass)
+		require.NoError(t, err, path)
+		defer s.Close()
 		rows, err := s.Eval([]int32{1, 403})
-		require.NoError(t, err, pass)
+		require.NoError(t, err, path)
 		require.Len(t, rows, 2)
-		require.NoError(t, s.Close())
-		r.Close()
 	}
+
+	require.Equal(t, map[string]int{model: 1}, opened(func() { run(model) }), "run model.gguf, plan cache miss")
+	plans, _ := filepath.Glob(filepath.Join(cacheDir, "*.plan"))
+	require.Len(t, plans, 1, "the miss cached a plan")
+	require.Equal(t, map[string]int{model: 1, plans[0]: 1}, opened(func() { run(model) }), "run model.gguf, plan cache hit")
+
+	ref, emb := filepath.Join(dir, "ref.plan"), filepath.Join(dir, "emb.plan")
+	require.Equal(t, map[string]int{model: 1}, opened(func() {
+		quietly(t, (&compileCmd{Model: model, Target: "reference", Output: ref}).Run)
+	}), "compile -o ref.plan")
+	require.Equal(t, map[string]int{model: 1}, opened(func() {
+		quietly(t, (&compileCmd{Model: model, Target: "reference", Output: emb, EmbedWeights: true}).Run)
+	}), "compile -o emb.plan --embed-weights")
+	require.Equal(t, map[string]int{ref: 1, model: 1}, opened(func() { run(ref) }), "run ref.plan")
+	require.Equal(t, map[string]int{emb: 1}, opened(func() { run(emb) }), "run emb.plan")
+
+	for _, tc := range []struct {
+		name string
+		cmd  func() error
+		want map[string]int
+	}{
+		{"compile model.gguf", (&compileCmd{Model: model, Target: "reference"}).Run, map[string]int{model: 1}},
+		{"inspect model.gguf", (&inspectCmd{File: model}).Run, map[string]int{model: 1}},
+		{"inspect ref.plan", (&inspectCmd{File: ref}).Run, map[string]int{ref: 1, model: 1}},
+		{"tokenize model.gguf", (&tokenizeCmd{File: model, Text: "Once"}).Run, map[string]int{model: 1}},
+		{"tokenize ref.plan", (&tokenizeCmd{File: ref, Text: "Once"}).Run, map[string]int{ref: 1}},
+	} {
+		require.Equal(t, tc.want, opened(func() { quietly(t, tc.cmd) }), tc.name)
+	}
+}
+
+// opened returns how many more times each file was opened through the
+// frontend while f ran.
+func opened(f func()) map[string]int {
+	before := frontend.Opens()
+	f()
+	diff := map[string]int{}
+	for path, n := range frontend.Opens() {
+		if d := n - before[path]; d != 0 {
+			diff[path] = d
+		}
+	}
+	return diff
+}
+
+// quietly runs a command in this process with its standard output
+// discarded.
+func quietly(t *testing.T, run func() error) {
+	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer null.Close()
+	stdout := os.Stdout
+	os.Stdout = null
+	defer func() { os.Stdout = stdout }()
+	require.NoError(t, run())
 }
 
 // A GPU plan shows its kernels in inspect (families, source size, launches

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
@@ -50,7 +51,7 @@ func TestPlanRunMatchesInMemory(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			m, err := loadModel(c.ModelPath, arch.Options{})
 			require.NoError(t, err)
-			defer m.file.Close()
+			defer m.src.Close()
 			p, err := compileModel(m, c.ModelPath, compileOptions{Target: "reference"})
 			require.NoError(t, err)
 			forced := c.GenTokens[:len(c.GenLogits)]
@@ -63,7 +64,9 @@ func TestPlanRunMatchesInMemory(t *testing.T) {
 			for _, emb := range []bool{false, embed} {
 				path := filepath.Join(dir, c.Name+".plan")
 				require.NoError(t, writePlan(p, m, path, emb))
-				r, err := fromPlan(path, nil)
+				src, err := frontend.Open(path)
+				require.NoError(t, err)
+				r, err := fromPlan(src)
 				require.NoError(t, err)
 				rows, tokens := trace(t, r.graph, r.weights, c.PromptTokens, forced, c.NGen)
 				r.Close()
@@ -223,6 +226,6 @@ func TestPlanPrefillEqualsIncremental(t *testing.T) {
 		}
 		a.Close()
 		b.Close()
-		m.file.Close()
+		m.src.Close()
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/plan"
 	"github.com/minerva-llm/minerva/runtime"
-	"github.com/minerva-llm/minerva/runtime/plan"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
@@ -36,54 +37,29 @@ func (r *runnable) Close() {
 	}
 }
 
-// isPlan reports whether the file at path starts with the plan magic.
-func isPlan(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
+// fromPlan makes a runnable of an opened plan, checking that this build can
+// run its target. The runnable takes src over (closes it), also on error.
+func fromPlan(src *frontend.Source) (*runnable, error) {
+	p := src.Plan
+	if _, ok := runtime.LookupBackend(p.Target); !ok {
+		src.Close()
+		return nil, fmt.Errorf("%s was compiled for target %s, which this build cannot run (it runs: %v)", src.Path, p.Target, runtime.Backends())
 	}
-	defer f.Close()
-	head := make([]byte, len(plan.Magic))
-	_, err = io.ReadFull(f, head)
-	return err == nil && string(head) == plan.Magic
+	tok, err := tokenizer.New(p.Vocab)
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("%s: tokenizer: %w", src.Path, err)
+	}
+	return &runnable{graph: p.Graph, weights: src.Weights(), tok: tok, ctx: p.Context, target: p.Target,
+		kernels: p.Kernels[p.Target], closers: []io.Closer{src}}, nil
 }
 
-// fromPlan opens a plan file and checks this build can run its target.
-// lend, when set, is the model the plan was compiled from, already open and
-// identified: the plan borrows it rather than opening and hashing it again,
-// and the runnable takes it over (closing it after the plan).
-func fromPlan(path string, lend *loaded) (*runnable, error) {
-	var o plan.OpenOptions
-	if lend != nil && lend.ref != nil {
-		o = plan.OpenOptions{Model: lend.file, Ref: *lend.ref}
-	}
-	l, err := plan.OpenWith(path, o)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := runtime.LookupBackend(l.Plan.Target); !ok {
-		l.Close()
-		return nil, fmt.Errorf("%s was compiled for target %s, which this build cannot run (it runs: %v)", path, l.Plan.Target, runtime.Backends())
-	}
-	tok, err := tokenizer.New(l.Plan.Vocab)
-	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("%s: tokenizer: %w", path, err)
-	}
-	r := &runnable{graph: l.Plan.Graph, weights: l.Weights(), tok: tok, ctx: l.Plan.Context, target: l.Plan.Target,
-		kernels: l.Plan.Kernels[l.Plan.Target]}
-	if o.Model != nil {
-		r.closers = append(r.closers, lend.file)
-	}
-	r.closers = append(r.closers, l)
-	return r, nil
-}
-
-// openRunnable turns what the user named into something to run. A plan file
-// is opened as is. A GGUF file is compiled once and the plan cached in
-// planCacheDir by the model's identity, so the second run only opens the
-// cached plan (which re-checks that the model file has not changed). No
-// path means the built-in synthetic model, compiled in memory.
+// openRunnable turns what the user named into something to run, opening
+// each file once (frontend.Open). A plan file runs as is. A GGUF file is
+// compiled once and the plan cached in planCacheDir by the model's
+// identity, so the second run only opens the cached plan (which borrows the
+// open model and checks it against the plan's record). No path means the
+// built-in synthetic model, compiled in memory.
 func openRunnable(path, target string, cacheType ir.DType, opts *runtime.Options, tm *timer) (*runnable, error) {
 	r, err := openRunnableIn(path, target, cacheType, opts.CacheDir, tm)
 	if err != nil {
@@ -94,7 +70,11 @@ func openRunnable(path, target string, cacheType ir.DType, opts *runtime.Options
 }
 
 func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm *timer) (*runnable, error) {
-	if path != "" && isPlan(path) {
+	src, err := openSource(path)
+	if err != nil {
+		return nil, err
+	}
+	if src.Format == frontend.FormatPlan {
 		// A plan runs on the target and with the KV cache type it was
 		// compiled for; a flag left at its default is not reported.
 		if target != "goasm" {
@@ -103,43 +83,45 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 		if cacheType != ir.F32 {
 			fmt.Fprintf(os.Stderr, "minervac: --cache-type %s is ignored: a plan keeps the KV cache type it was compiled with\n", cacheType)
 		}
-		r, err := fromPlan(path, nil)
+		r, err := fromPlan(src)
 		if err == nil {
 			tm.say("loaded plan %s", path)
 		}
 		return r, err
 	}
-	m, err := loadModel(path, arch.Options{CacheType: cacheType})
-	if err != nil {
-		return nil, err
-	}
+	// From here the runnable owns src (its closers), unless this fails.
+	keep := false
+	defer func() {
+		if !keep {
+			src.Close()
+		}
+	}()
 	tm.say("read %s", displayName(path))
 	if err := checkTarget(target); err != nil {
 		return nil, err
 	}
 	opts := compileOptions{Target: target, CacheType: cacheType}
+	// compiled runs the graph compiled here, with the source's weights:
+	// after writing the cached plan it is not read back, so the graph is
+	// built, verified and printed once from command to first token.
+	compiled := func(m *loaded, p *plan.Plan) *runnable {
+		keep = true
+		return &runnable{graph: p.Graph, weights: src.Weights(), tok: m.tok, ctx: p.Context, target: target,
+			kernels: p.Kernels[target], closers: []io.Closer{src}}
+	}
 	if path == "" {
+		m, err := build(src, arch.Options{CacheType: cacheType})
+		if err != nil {
+			return nil, err
+		}
 		p, err := compileModel(m, "", opts)
 		if err != nil {
-			m.file.Close()
 			return nil, err
 		}
 		tm.say("compiled in memory")
-		return &runnable{graph: p.Graph, weights: m.model.Weights, tok: m.tok, ctx: p.Context, target: target, closers: []io.Closer{m.file}}, nil
+		return compiled(m, p), nil
 	}
-	// The model stays open: the plan borrows it (fromPlan), so the file is
-	// mapped and its header hashed once per command.
-	keep := false
-	defer func() {
-		if !keep {
-			m.file.Close()
-		}
-	}()
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := m.identify(abs)
+	ref, err := src.Identity()
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +129,9 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 	cached := filepath.Join(dir, cacheKey(ref, opts)+".plan")
 	if dirErr == nil {
 		if _, err := os.Stat(cached); err == nil {
-			r, err := fromPlan(cached, m)
+			// The cached plan borrows the open model: neither is opened or
+			// hashed twice, and the graph is parsed, not built.
+			r, err := openCached(cached, src)
 			if err == nil {
 				keep = true
 				tm.say("compile skipped: cached plan %s", cached)
@@ -157,7 +141,11 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 			fmt.Fprintf(os.Stderr, "minervac: recompiling: %v\n", err)
 		}
 	}
-	p, err := compileModel(m, abs, opts)
+	m, err := build(src, arch.Options{CacheType: cacheType})
+	if err != nil {
+		return nil, err
+	}
+	p, err := compileModel(m, path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -166,9 +154,7 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 	// created or written) costs the next run a compile, not this run.
 	inMemory := func(why error) (*runnable, error) {
 		fmt.Fprintf(os.Stderr, "minervac: plan cache unusable (%v); compiled in memory, not cached\n", why)
-		keep = true
-		return &runnable{graph: p.Graph, weights: m.model.Weights, tok: m.tok, ctx: p.Context, target: target,
-			kernels: p.Kernels[target], closers: []io.Closer{m.file}}, nil
+		return compiled(m, p), nil
 	}
 	if dirErr != nil {
 		return inMemory(dirErr)
@@ -180,12 +166,22 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 		return inMemory(err)
 	}
 	tm.say("cached plan %s", cached)
-	r, err := fromPlan(cached, m)
-	if err == nil {
-		keep = true
-		tm.say("loaded plan")
+	return compiled(m, p), nil
+}
+
+// openCached opens the cached plan of the model src, lending it src; the
+// runnable closes the plan, then src.
+func openCached(path string, src *frontend.Source) (*runnable, error) {
+	ps, err := frontend.OpenWith(path, frontend.Options{Lend: src})
+	if err != nil {
+		return nil, err
 	}
-	return r, err
+	r, err := fromPlan(ps)
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append([]io.Closer{src}, r.closers...)
+	return r, nil
 }
 
 // session compiles the runnable on its target's backend with one sequence

@@ -7,10 +7,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
 	"github.com/minerva-llm/minerva/synth"
+	"github.com/minerva-llm/minerva/tokenizer"
 )
 
 type synthCmd struct {
@@ -35,14 +36,9 @@ func (c *synthCmd) Run() error {
 		return usageError{err.Error()}
 	}
 	if c.Vocab != "" {
-		f, err := openGGUF(c.Vocab)
+		v, err := readVocab(c.Vocab)
 		if err != nil {
 			return err
-		}
-		v, err := arch.LoadVocab(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.Vocab, err)
 		}
 		if v.Model != "llama" || len(v.Scores) != len(v.Tokens) || len(v.Types) != len(v.Tokens) {
 			return fmt.Errorf("%s: --vocab needs a SentencePiece (llama) vocabulary with scores and token types", c.Vocab)
@@ -59,14 +55,9 @@ func (c *synthCmd) runGPTOSS(dt ir.DType) error {
 		return usageError{err.Error()}
 	}
 	if c.Vocab != "" {
-		f, err := openGGUF(c.Vocab)
+		v, err := readVocab(c.Vocab)
 		if err != nil {
 			return err
-		}
-		v, err := arch.LoadVocab(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.Vocab, err)
 		}
 		if v.Model != "gpt2" || len(v.Merges) == 0 || v.EOS < 0 {
 			return fmt.Errorf("%s: --vocab for gpt-oss needs a byte-level BPE (gpt2) vocabulary with merges and an EOS id", c.Vocab)
@@ -122,4 +113,19 @@ type countingWriter struct {
 func (c countingWriter) Write(b []byte) (int, error) {
 	c.bar.Add(len(b))
 	return c.w.Write(b)
+}
+
+// readVocab reads the tokenizer vocabulary of a model file or plan; errors
+// name the file.
+func readVocab(path string) (tokenizer.Vocab, error) {
+	src, err := frontend.Open(path)
+	if err != nil {
+		return tokenizer.Vocab{}, err
+	}
+	defer src.Close()
+	v, err := src.Vocab()
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }

@@ -5,24 +5,25 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
 type tokenizeCmd struct {
-	File  string `arg:"" help:"Model or vocab-only GGUF file." type:"path"`
+	File  string `arg:"" help:"Model or vocab-only GGUF file, or a plan." type:"path"`
 	Text  string `help:"Text to tokenize." required:""`
 	NoBOS bool   `help:"Do not add the beginning-of-sequence token."`
 	JSON  bool   `help:"Print {\"ids\": [...], \"pieces\": [...]} as JSON."`
 }
 
 func (c *tokenizeCmd) Run() error {
-	f, err := openGGUF(c.File)
+	// Only the vocabulary is read: a plan's model file stays closed.
+	src, err := frontend.OpenWith(c.File, frontend.Options{Unresolved: true})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	v, err := arch.LoadVocab(f)
+	defer src.Close()
+	v, err := src.Vocab()
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.File, err)
 	}

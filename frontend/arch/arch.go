@@ -9,6 +9,7 @@ import (
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/plan"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
@@ -21,35 +22,10 @@ type Options struct {
 	VCacheType ir.DType
 }
 
-// Config is the architecture summary a frontend read from the file.
-type Config struct {
-	Arch          string
-	NLayer        int
-	NEmbd         int
-	NHead         int
-	NHeadKV       int
-	HeadDim       int
-	NFF           int
-	NVocab        int
-	NRot          int
-	ContextLength int
-	RopeBase      float64
-	RopeFreqScale float64
-	RMSEps        float64
-	TiedOutput    bool
-
-	// Mixture of experts, sliding windows and YaRN (gpt-oss); zero and
-	// omitted for dense families.
-	HeadDimV       int     `json:",omitempty"`
-	NExpert        int     `json:",omitempty"`
-	NExpertUsed    int     `json:",omitempty"`
-	NFFExp         int     `json:",omitempty"`
-	SlidingWindow  int     `json:",omitempty"`
-	SlidingLayers  []int   `json:",omitempty"`
-	RopeScaling    string  `json:",omitempty"`
-	RopeOrigCtx    int     `json:",omitempty"`
-	RopeAttnFactor float64 `json:",omitempty"`
-}
+// Config is the architecture summary a frontend reads from the file. It is
+// defined with the plan format that records it (plan.Config), so that a
+// plan can be read without the frontends.
+type Config = plan.Config
 
 // Model is what a frontend produces: the graph, its configuration, the
 // tokenizer vocabulary, and the weights it refers to.
@@ -101,17 +77,12 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	return build(f, opts)
 }
 
-// Weights serves tensor bytes from a GGUF file to the interpreter and backends.
+// Weights serves tensor bytes from a GGUF file to the interpreter and
+// backends (gguf.File.WeightBytes).
 type Weights struct{ f *gguf.File }
 
 // WeightBytes returns the raw bytes of the named tensor.
-func (w *Weights) WeightBytes(name string) ([]byte, error) {
-	t, ok := w.f.Tensor(name)
-	if !ok {
-		return nil, fmt.Errorf("tensor %q is not in the model file", name)
-	}
-	return w.f.TensorData(t), nil
-}
+func (w *Weights) WeightBytes(name string) ([]byte, error) { return w.f.WeightBytes(name) }
 
 // meta reads typed metadata with the architecture prefix and collects the
 // first error, so a frontend can read a dozen keys and check once.

@@ -1,6 +1,13 @@
 package gguf
 
-import "github.com/minerva-llm/minerva/ir"
+import (
+	"fmt"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// Magic opens every GGUF file.
+const Magic = "GGUF"
 
 // DefaultAlignment is the data alignment of a file without general.alignment.
 const DefaultAlignment = 32
@@ -125,6 +132,31 @@ func (f *File) TensorData(t *TensorInfo) []byte {
 	start := f.DataOffset + t.Offset
 	end := start + t.Size
 	return f.data[start:end:end]
+}
+
+// WeightBytes returns the bytes of the named tensor (TensorData by name),
+// so that a File serves its tensors to the interpreter and the backends
+// (ir/eval.Weights).
+func (f *File) WeightBytes(name string) ([]byte, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("tensor %q is not in the model file", name)
+	}
+	b := f.TensorData(t)
+	if b == nil {
+		return nil, fmt.Errorf("tensor %q: the model file was closed", name)
+	}
+	return b, nil
+}
+
+// Header returns the file's bytes before the tensor data: the header,
+// metadata and tensor table, which identify a model (a plan records their
+// SHA-256). Nil after Close.
+func (f *File) Header() []byte {
+	if f.DataOffset > uint64(len(f.data)) {
+		return nil
+	}
+	return f.data[:f.DataOffset:f.DataOffset]
 }
 
 // Architecture returns general.architecture, or "" if absent.

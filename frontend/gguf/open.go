@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sync/atomic"
 
 	"github.com/minerva-llm/minerva/internal/mmap"
 )
@@ -16,13 +15,22 @@ import (
 // tensor data. A file that is truncated by someone else while mapped makes
 // reads of the lost pages fault; GGUF files are not edited in place, so this
 // is accepted for the sake of zero-copy weights.
+//
+// Commands open model files through frontend.Open, which opens each file
+// once and hands the descriptor to OpenFile.
 func Open(path string) (*File, error) {
-	opens.Add(1)
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	defer fh.Close() // a mapping outlives its descriptor
+	return OpenFile(fh)
+}
+
+// OpenFile is Open of a file the caller has opened (fh.Name() names it in
+// errors). The mapping outlives fh, which the caller closes.
+func OpenFile(fh *os.File) (*File, error) {
+	path := fh.Name()
 	st, err := fh.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
@@ -56,10 +64,3 @@ func Open(path string) (*File, error) {
 	f.closeFn = unmap
 	return f, nil
 }
-
-// opens counts Open calls (Opens).
-var opens atomic.Int64
-
-// Opens is the number of files Open has mapped in this process: a command
-// that opens its model once adds one (cmd/minervac's tests hold it to that).
-func Opens() int64 { return opens.Load() }

@@ -93,7 +93,7 @@ func (p *parser) parse() (*File, error) {
 	if size < 4 {
 		return nil, p.short(0, "magic", 4)
 	}
-	if string(d.data[:4]) != "GGUF" {
+	if string(d.data[:4]) != Magic {
 		return nil, errorAt(0, "bad magic %q, want \"GGUF\"", d.data[:4])
 	}
 	d.off = 4

@@ -217,7 +217,7 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 
 	// The header is built in memory: it is small next to the tensor data
 	// (a few MB for a 150k-token vocabulary at most).
-	h := []byte("GGUF")
+	h := []byte(Magic)
 	h = binary.LittleEndian.AppendUint32(h, w.version)
 	h = binary.LittleEndian.AppendUint64(h, uint64(len(w.tensors)))
 	h = binary.LittleEndian.AppendUint64(h, uint64(len(w.kvs)))

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend"
+	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/runtime"
 	"github.com/minerva-llm/minerva/runtime/bench"
@@ -24,9 +26,11 @@ func (c *countSteps) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 // With UBatch the prompt runs in steps of at most that many tokens (the last
 // one shorter), and decode then starts at the prompt's depth.
 func TestRunUBatch(t *testing.T) {
-	m, err := runtime.LoadGGUF(shared.Path(t, "models/gguf/stories260K.gguf"), runtime.LoadOptions{})
+	src, err := frontend.Open(shared.Path(t, "models/gguf/stories260K.gguf"))
 	require.NoError(t, err)
-	defer m.Close()
+	defer src.Close()
+	m, err := src.Build(arch.Options{})
+	require.NoError(t, err)
 	b, _ := runtime.LookupBackend("reference")
 	p, err := b.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 64})
 	require.NoError(t, err)

@@ -1,0 +1,277 @@
+// Package frontend is the one way a model comes in. Open recognizes what a
+// path names (a GGUF model file or a Minerva plan), opens, maps and
+// identifies each file once, and returns a Source: the one value every
+// minervac command starts from.
+//
+// The formats themselves live below: frontend/gguf reads and writes GGUF
+// files, package plan reads and writes plans (a floor lower, so that reading
+// a plan needs no frontend), and frontend/arch turns a GGUF file's metadata
+// and tensors into a graph. Issue 16 adds Hugging Face SafeTensors and MLX
+// directories as further cases of Open (see sniff).
+package frontend
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/plan"
+	"github.com/minerva-llm/minerva/tokenizer"
+)
+
+// Format is the kind of model source Open recognized.
+type Format string
+
+const (
+	// FormatGGUF is a GGUF model file: metadata, tokenizer and tensors; its
+	// graph is built by frontend/arch (Source.Build).
+	FormatGGUF Format = "GGUF"
+	// FormatPlan is a plan written by minervac compile: a compiled graph,
+	// tokenizer, config and kernels, with its weights embedded or in the
+	// model file it refers to.
+	FormatPlan Format = "plan"
+)
+
+// Source is a model opened once. Its files stay mapped until Close; nothing
+// of it opens, maps or hashes a file a second time.
+type Source struct {
+	// Path is the file as named to Open; "" for a model parsed from memory
+	// (ParseGGUF).
+	Path string
+	// Name names the source in messages: Path, or what ParseGGUF was told.
+	Name   string
+	Format Format
+
+	// GGUF is the parsed, mapped model file (FormatGGUF).
+	GGUF *gguf.File
+	// Plan is the decoded plan (FormatPlan).
+	Plan *plan.Plan
+	// Model is the model file a plan without embedded weights refers to,
+	// opened and checked against the plan's record (plan.ModelRef); nil for
+	// an embedded plan, and for a plan opened with Options.Unresolved until
+	// ResolveModel.
+	Model *Source
+
+	abs      string         // Path made absolute
+	size     int64          // the file's size when opened
+	ref      *plan.ModelRef // Identity, computed once
+	planFile *plan.File     // FormatPlan: the plan's mapping
+	borrowed bool           // Model was lent (Options.Lend): Close leaves it open
+}
+
+// Options tune OpenWith.
+type Options struct {
+	// Lend is a model source the caller already has open (a GGUF file). A
+	// plan that refers to the same file borrows it instead of opening and
+	// hashing it again, after checking Lend's identity against the plan's
+	// record. The caller keeps owning Lend and closes it after the plan.
+	Lend *Source
+	// Unresolved leaves the model file a plan refers to unopened: Model
+	// stays nil until ResolveModel (inspect shows a plan whose model has
+	// moved).
+	Unresolved bool
+}
+
+// Open opens the model at path: a GGUF file or a plan (and the model file
+// the plan refers to). Errors are one line naming the file.
+func Open(path string) (*Source, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, o Options) (*Source, error) {
+	fh, st, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close() // the mappings outlive the descriptor
+	format, err := sniff(fh, st, path)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{Path: path, Name: path, Format: format, abs: abs, size: st.Size()}
+	switch format {
+	case FormatGGUF:
+		// gguf's errors name the file.
+		if s.GGUF, err = gguf.OpenFile(fh); err != nil {
+			return nil, err
+		}
+	case FormatPlan:
+		if s.planFile, err = plan.OpenFile(fh); err != nil {
+			return nil, err
+		}
+		s.Plan = s.planFile.Plan
+		if !s.Plan.Embedded && !o.Unresolved {
+			if err := s.ResolveModel(o.Lend); err != nil {
+				s.Close()
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// ParseGGUF makes a Source of a GGUF file held in memory (the built-in
+// synthetic model), named name in messages. It has no file: Identity fails,
+// so a plan cannot refer to it.
+func ParseGGUF(name string, data []byte) (*Source, error) {
+	f, err := gguf.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &Source{Name: name, Format: FormatGGUF, GGUF: f, size: int64(len(data))}, nil
+}
+
+// openFile opens path for reading, counting the open (Opens), and turns
+// the common mistakes into one line.
+func openFile(path string) (*os.File, fs.FileInfo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	opens.Lock()
+	opens.n[abs]++
+	opens.Unlock()
+	fh, err := os.Open(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, noFile(path)
+	case err != nil:
+		return nil, nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, nil, err
+	}
+	return fh, st, nil
+}
+
+// noFile is the error of a path that names nothing: one line, and
+// errors.Is(err, fs.ErrNotExist).
+type noFile string
+
+func (e noFile) Error() string { return string(e) + ": no such file" }
+func (e noFile) Unwrap() error { return fs.ErrNotExist }
+
+// sniff tells the format of the file fh (at path) from its first bytes.
+// A format with a directory layout (issue 16: Hugging Face SafeTensors, MLX)
+// is recognized here, from the directory's files.
+func sniff(fh *os.File, st fs.FileInfo, path string) (Format, error) {
+	if st.IsDir() {
+		return "", fmt.Errorf("%s is a directory: model directories (Hugging Face SafeTensors, MLX) are not supported yet; give a .gguf file or a plan", path)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	head := make([]byte, len(plan.Magic))
+	n, err := fh.ReadAt(head, 0)
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	head = head[:n]
+	switch {
+	case n == 0:
+		return "", fmt.Errorf("%s: file is empty: not a GGUF model or a plan", path)
+	case bytes.HasPrefix([]byte(plan.Magic), head) || bytes.HasPrefix(head, []byte(plan.Magic)):
+		return FormatPlan, nil // a file cut inside the magic is the plan reader's to report
+	case bytes.HasPrefix(head, []byte(gguf.Magic)) || bytes.HasPrefix([]byte(gguf.Magic), head):
+		return FormatGGUF, nil
+	}
+	return "", fmt.Errorf("%s: unknown magic %q: neither a GGUF model (%q) nor a Minerva plan (%q)", path, head[:min(n, 4)], gguf.Magic, plan.Magic)
+}
+
+// opens counts the files Open has opened, by absolute path.
+var opens = struct {
+	sync.Mutex
+	n map[string]int
+}{n: map[string]int{}}
+
+// Opens returns how many times this process has opened each file through
+// Open (and ResolveModel), by absolute path: a command that starts from
+// Open opens each of its files once, and cmd/minervac's tests hold it to
+// that.
+func Opens() map[string]int {
+	opens.Lock()
+	defer opens.Unlock()
+	out := make(map[string]int, len(opens.n))
+	for k, v := range opens.n {
+		out[k] = v
+	}
+	return out
+}
+
+// Build builds the graph of a model file with frontend/arch. Each call
+// builds afresh (the passes rewrite a graph in place), so a command calls
+// it once. A plan is already compiled: its graph is Plan.Graph. Errors do
+// not name the file; the caller does.
+func (s *Source) Build(opts arch.Options) (*arch.Model, error) {
+	if s.Format != FormatGGUF {
+		return nil, fmt.Errorf("it is a compiled plan, not a model file (run it, or compile the model it was compiled from)")
+	}
+	return arch.Load(s.GGUF, opts)
+}
+
+// Vocab returns the vocabulary of the model's tokenizer: read from a GGUF
+// file's metadata, or the plan's. Errors do not name the file.
+func (s *Source) Vocab() (tokenizer.Vocab, error) {
+	if s.Format == FormatPlan {
+		return s.Plan.Vocab, nil
+	}
+	return arch.LoadVocab(s.GGUF)
+}
+
+// Weights serves the model's tensors, valid until Close: from the GGUF
+// file, from the plan's own mapping when it embeds them, or from the model
+// file it refers to.
+func (s *Source) Weights() eval.Weights {
+	switch {
+	case s.Format == FormatGGUF:
+		return s.GGUF
+	case s.Model != nil:
+		return s.Model.GGUF
+	}
+	return s.Plan.EmbeddedWeights()
+}
+
+// Size is the size in bytes of the file Open mapped (the plan, for a plan).
+func (s *Source) Size() int64 { return s.size }
+
+// Files lists the absolute paths of the files the source holds open: the
+// model file, or the plan and the model it refers to.
+func (s *Source) Files() []string {
+	var out []string
+	if s.abs != "" {
+		out = append(out, s.abs)
+	}
+	if s.Model != nil {
+		out = append(out, s.Model.Files()...)
+	}
+	return out
+}
+
+// Close releases the mappings (a lent model stays open). Closing twice is
+// harmless.
+func (s *Source) Close() error {
+	var errs []error
+	if s.GGUF != nil {
+		errs = append(errs, s.GGUF.Close())
+	}
+	if s.planFile != nil {
+		errs = append(errs, s.planFile.Close())
+	}
+	if s.Model != nil && !s.borrowed {
+		errs = append(errs, s.Model.Close())
+	}
+	return errors.Join(errs...)
+}
