@@ -1,7 +1,9 @@
 // Command cpuvariant prints the CPU kernel variant this machine runs by
 // default, one of runtime/cpu/kern.Variants(); with a variant name as its
 // argument it prints that name if this CPU can run it and exits 1 if not.
-// CI uses it to force each SIMD variant the machine has.
+// CI uses it to force each SIMD variant the machine has. A command, so it
+// lives under cmd/, the top floor: it imports runtime/cpu/kern, which no
+// package under internal/ (a bottom floor) may.
 package main
 
 import (
