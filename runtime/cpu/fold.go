@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/fold"
 	"github.com/minerva-llm/minerva/quant"
 )
 
@@ -24,10 +25,8 @@ func f32Const(shape []int64, f []float32) *cval {
 	return &cval{dt: ir.F32, shape: shape, data: bytesOfF32(f), f32: f}
 }
 
-// fold computes a value that depends on weights only, at load time:
-// concatenations of one dtype are byte concatenations (whole rows are whole
-// blocks), reshapes share the bytes, and arithmetic (folded norm gains)
-// happens in float32 exactly as the interpreter does it.
+// fold computes a value that depends on weights only, at load time, as
+// ir/fold defines it; a reshape keeps its operand's decoded floats too.
 func (p *program) fold(v *ir.Value) (*cval, error) {
 	shape, err := v.Type.Shape.Bind(nil)
 	if err != nil {
@@ -46,14 +45,13 @@ func (p *program) fold(v *ir.Value) (*cval, error) {
 		c.shape = shape
 		return &c, nil
 	case ir.OpConcat:
-		n := 0
-		for _, a := range args {
-			n += len(a.data)
+		raw := make([][]byte, len(args))
+		for i, a := range args {
+			raw[i] = a.data
 		}
-		buf := alignedBytes(n)
-		off := 0
-		for _, a := range args {
-			off += copy(buf[off:], a.data)
+		buf, err := fold.Concat(v, raw, alignedBytes)
+		if err != nil {
+			return nil, err
 		}
 		return &cval{dt: args[0].dt, shape: shape, data: buf}, nil
 	case ir.OpMul, ir.OpAdd:
@@ -62,17 +60,9 @@ func (p *program) fold(v *ir.Value) (*cval, error) {
 				return nil, err
 			}
 		}
-		a, b := args[0].f32, args[1].f32
-		out := make([]float32, len(a))
-		nb := len(b)
-		if v.Op == ir.OpMul {
-			for i, x := range a {
-				out[i] = x * b[i%nb]
-			}
-		} else {
-			for i, x := range a {
-				out[i] = x + b[i%nb]
-			}
+		out, err := fold.Elementwise(v.Op, args[0].f32, args[1].f32)
+		if err != nil {
+			return nil, err
 		}
 		return f32Const(shape, out), nil
 	}

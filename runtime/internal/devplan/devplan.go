@@ -12,16 +12,15 @@ package devplan
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
 
 	"github.com/minerva-llm/minerva/codegen/sched"
-	"github.com/minerva-llm/minerva/quant"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/fold"
 	"github.com/minerva-llm/minerva/ir/eval"
 )
 
@@ -446,57 +445,8 @@ func Chunks(n, maxT int) [][2]int {
 }
 
 // FoldConst computes a value that depends on weights only (ir.ConstValues)
-// from its operands' bytes, as the CPU backend does at load: a reshape
-// shares its operand's bytes, a concatenation of one dtype concatenates
-// bytes (whole rows are whole blocks), and mul/add (folded norm gains, b
-// broadcast over a's leading rows) are computed in float32 into an f32
-// result.
-func FoldConst(v *ir.Value, args [][]byte) ([]byte, error) {
-	switch v.Op {
-	case ir.OpReshape:
-		return args[0], nil
-	case ir.OpConcat:
-		var out []byte
-		for i, a := range v.Args {
-			if a.Type.DType != v.Args[0].Type.DType {
-				return nil, fmt.Errorf("concat of %s and %s cannot be folded at load", v.Args[0].Type.DType, a.Type.DType)
-			}
-			out = append(out, args[i]...)
-		}
-		return out, nil
-	case ir.OpMul, ir.OpAdd:
-		fs := make([][]float32, 2)
-		for i, a := range v.Args[:2] {
-			shape, err := a.Type.Shape.Bind(nil)
-			if err != nil {
-				return nil, err
-			}
-			n := int64(1)
-			for _, d := range shape {
-				n *= d
-			}
-			fs[i] = make([]float32, n)
-			if err := quant.Dequantize(a.Type.DType, args[i], fs[i]); err != nil {
-				return nil, fmt.Errorf("folding %v: %w", v, err)
-			}
-		}
-		a, b := fs[0], fs[1]
-		if len(b) == 0 || len(a)%len(b) != 0 {
-			return nil, fmt.Errorf("folding %v: %d elements by %d", v, len(a), len(b))
-		}
-		out := make([]byte, 4*len(a))
-		for i, x := range a {
-			y := b[i%len(b)]
-			r := x * y
-			if v.Op == ir.OpAdd {
-				r = x + y
-			}
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(r))
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("cannot fold %s at load", v.Op)
-}
+// from its operands' bytes, as ir/fold defines it for every backend.
+func FoldConst(v *ir.Value, args [][]byte) ([]byte, error) { return fold.Bytes(v, args) }
 
 // Check verifies the dispatches of a step of T tokens in slot `slot`
 // against the launches and the buffers: one dispatch per launch that runs
