@@ -23,12 +23,19 @@ func toGonja(v any) any {
 		if x == nil {
 			return nil
 		}
+		if x.Len() == 0 {
+			// gonja counts every Dict true; an empty Go map is false, as {} is in Python.
+			return map[string]any{}
+		}
 		d := &exec.Dict{Pairs: make([]*exec.Pair, 0, len(x.keys))}
 		for _, k := range x.keys {
 			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue(k), Value: exec.AsValue(toGonja(x.vals[k]))})
 		}
 		return d
 	case map[string]any: // no order of its own: sorted, so renders are reproducible
+		if len(x) == 0 {
+			return map[string]any{}
+		}
 		keys := make([]string, 0, len(x))
 		for k := range x {
 			keys = append(keys, k)

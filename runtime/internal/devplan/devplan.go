@@ -20,8 +20,8 @@ import (
 	"github.com/minerva-llm/minerva/codegen/sched"
 
 	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/ir/fold"
 	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/ir/fold"
 )
 
 // Launch is one launch of the schedule (codegen/sched, which both GPU
