@@ -459,7 +459,8 @@ func contentText(v any) (string, error) {
 	}
 	return "", fmt.Errorf("content must be a string, got %s", jsonKind(v))
 }
-const harmonyBrowserTool = 	"## browser\n\n" +
+
+const harmonyBrowserTool = "## browser\n\n" +
 	"// Tool for browsing.\n" +
 	"// The `cursor` appears in brackets before each browsing display: `[{cursor}]`.\n" +
 	"// Cite information from the tool using the following format:\n" +
@@ -494,7 +495,6 @@ const harmonyBrowserTool = 	"## browser\n\n" +
 	"}) => any;\n\n" +
 	"} // namespace browser\n\n"
 
-const harmonyPythonTool = 	"## python\n\n" +
+const harmonyPythonTool = "## python\n\n" +
 	"Use this tool to execute Python code in your chain of thought. The code will not be shown to the user. This tool should be used for internal reasoning, but not for code that is intended to be visible to the user (e.g. when creating plots, tables, or files).\n\n" +
 	"When you send a message containing Python code to python, it will be executed in a stateful Jupyter notebook environment. python will respond with the output of the execution or time out after 120.0 seconds. The drive at '/mnt/data' can be used to save and persist user files. Internet access for this session is UNKNOWN. Depends on the cluster.\n\n"
-
