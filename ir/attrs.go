@@ -6,7 +6,7 @@ import (
 )
 
 // Attrs are an op's compile-time parameters. Values are int64, float64,
-// string or []int64; the text form prints them sorted by key so that
+// string, []int64 or []float64; the text form prints them sorted by key so that
 // print → parse → print is stable.
 type Attrs map[string]any
 
@@ -41,6 +41,20 @@ func (a Attrs) Str(key string, def string) string {
 func (a Attrs) Ints(key string) []int64 {
 	v, _ := a[key].([]int64)
 	return v
+}
+
+// Floats returns a float-list attribute, or nil when absent (an empty list
+// reads back from the text form as []int64, and is empty here too).
+func (a Attrs) Floats(key string) []float64 {
+	switch v := a[key].(type) {
+	case []float64:
+		return v
+	case []int64:
+		if len(v) == 0 {
+			return []float64{}
+		}
+	}
+	return nil
 }
 
 // Keys returns the attribute names in sorted order.
@@ -84,6 +98,14 @@ func (a Attrs) Clone() (Attrs, error) {
 			out[k] = v
 		case []int64:
 			out[k] = append([]int64(nil), v...)
+		case []float64:
+			out[k] = append([]float64(nil), v...)
+		case []float32:
+			l := make([]float64, len(v))
+			for i, x := range v {
+				l[i] = float64(x)
+			}
+			out[k] = l
 		case []int:
 			l := make([]int64, len(v))
 			for i, x := range v {

@@ -513,35 +513,47 @@ func (p *parser) attrValue() (any, error) {
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
-		list := []int64{}
+		// A list is all integers or all floats, as the printer writes them.
+		var ints []int64
+		var floats []float64
 		if p.tok.is(tokPunct, "]") {
-			return list, p.advance()
+			return []int64{}, p.advance()
 		}
 		for {
-			if p.tok.kind != tokNumber {
-				return nil, p.unexpected("an integer in the list")
+			if p.tok.kind != tokNumber && !p.tok.is(tokIdent, "Inf") && !p.tok.is(tokIdent, "NaN") {
+				return nil, p.unexpected("a number in the list")
 			}
 			n, err := parseNumber(p.tok)
 			if err != nil {
 				return nil, err
 			}
-			i, ok := n.(int64)
-			if !ok {
-				return nil, p.tok.pos.errorf("list elements must be integers, found %s", p.tok.text)
+			switch n := n.(type) {
+			case int64:
+				if floats != nil {
+					return nil, p.tok.pos.errorf("list mixes floats and integers at %s", p.tok.text)
+				}
+				ints = append(ints, n)
+			case float64:
+				if ints != nil {
+					return nil, p.tok.pos.errorf("list mixes integers and floats at %s", p.tok.text)
+				}
+				floats = append(floats, n)
 			}
-			list = append(list, i)
 			if err := p.advance(); err != nil {
 				return nil, err
 			}
 			if p.tok.is(tokPunct, "]") {
-				return list, p.advance()
+				if floats != nil {
+					return floats, p.advance()
+				}
+				return ints, p.advance()
 			}
 			if err := p.expectPunct(",", `"," or "]" in the list`); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return nil, p.unexpected("an attribute value (number, string or [integers])")
+	return nil, p.unexpected("an attribute value (number, string or list of numbers)")
 }
 
 // parseNumber reads an integer when the text has no fraction, exponent, Inf

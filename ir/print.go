@@ -101,7 +101,8 @@ func attrKeyString(k string) string {
 // formatAttr formats one attribute value as the text form spells it: int64 as
 // a decimal integer, float64 in the shortest form that reads back to the same
 // bits and always looks like a float (10000 prints as 10000.0, so the value
-// stays a float through a round trip), strings quoted, and []int64 as [1, 2].
+// stays a float through a round trip), strings quoted, []int64 as [1, 2] and
+// []float64 as [1.0, 2.5].
 func formatAttr(v any) string {
 	switch v := v.(type) {
 	case int64:
@@ -116,6 +117,12 @@ func formatAttr(v any) string {
 		parts := make([]string, len(v))
 		for i, x := range v {
 			parts[i] = strconv.FormatInt(x, 10)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case []float64:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = formatFloat(x)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	}

@@ -31,6 +31,7 @@ func buildAllOps() *Builder {
 	x = b.GELU(b.SiLU(x))
 	q := b.RoPE(x, pos, Attrs{
 		"head_dim": 32, "n_rot": 16, "base": 1e6, "mode": "neox", "freq_scale": 0.25,
+		"freq_factors": []float64{1, 1, 2.44226, 8, 8, 8, 8, 8},
 		"ext_factor": -0.0, "attn_factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "orig_ctx": 4096,
 	})
 	kv := b.MatMul(x, b.Weight("wkv", typ(Q5_K, 32, 128)), nil)
@@ -266,7 +267,7 @@ func TestParseErrors(t *testing.T) {
 		{"percent without number", head + "  %x = silu %0 : f32[T, 4]\n}", `3:3: expected a value number after '%'`},
 		{"huge id", head + "  %99999999999999999999999 = silu %0 : f32[T, 4]\n}", `3:3: value number %99999999999999999999999 is out of range`},
 		{"duplicate id", head + "  %0 = silu %0 : f32[T, 4]\n}", `3:3: duplicate value %0 (first defined at 2:3)`},
-		{"bad attribute value", head + "  %1 = rmsnorm %0 {eps = small} : f32[T, 4]\n}", `3:26: expected an attribute value (number, string or [integers]), found identifier "small"`},
+		{"bad attribute value", head + "  %1 = rmsnorm %0 {eps = small} : f32[T, 4]\n}", `3:26: expected an attribute value (number, string or list of numbers), found identifier "small"`},
 		{"attribute without value", head + "  %1 = rmsnorm %0 {eps} : f32[T, 4]\n}", `3:23: expected "=" after attribute "eps", found "}"`},
 		{"attribute name a number", head + "  %1 = rmsnorm %0 {1 = 2} : f32[T, 4]\n}", `3:20: expected an attribute name, found number 1`},
 		{"unclosed attributes", head + "  %1 = rmsnorm %0 {eps = 1e-5 : f32[T, 4]\n}", `3:31: expected "," or "}" in the attributes, found ":"`},
@@ -274,8 +275,9 @@ func TestParseErrors(t *testing.T) {
 		{"integer out of range", head + "  %1 = rmsnorm %0 {eps = 9223372036854775808} : f32[T, 4]\n}", `3:26: integer 9223372036854775808 is out of range`},
 		{"float out of range", head + "  %1 = rmsnorm %0 {eps = 1e999} : f32[T, 4]\n}", `3:26: number 1e999 is out of range`},
 		{"malformed exponent", head + "  %1 = rmsnorm %0 {eps = 1e} : f32[T, 4]\n}", `3:26: malformed number "1e": exponent has no digits`},
-		{"float in a list", head + "  %1 = silu %0 {l = [1, 2.5]} : f32[T, 4]\n}", `3:25: list elements must be integers, found 2.5`},
-		{"string in a list", head + "  %1 = silu %0 {l = [\"a\"]} : f32[T, 4]\n}", `3:22: expected an integer in the list, found string "a"`},
+		{"float in an integer list", head + "  %1 = silu %0 {l = [1, 2.5]} : f32[T, 4]\n}", `3:25: list mixes integers and floats at 2.5`},
+		{"integer in a float list", head + "  %1 = silu %0 {l = [1.5, 2]} : f32[T, 4]\n}", `3:27: list mixes floats and integers at 2`},
+		{"string in a list", head + "  %1 = silu %0 {l = [\"a\"]} : f32[T, 4]\n}", `3:22: expected a number in the list, found string "a"`},
 		{"unclosed list", head + "  %1 = silu %0 {l = [1 2]} : f32[T, 4]\n}", `3:24: expected "," or "]" in the list, found number 2`},
 		{"unterminated string", head + "  %1 = input {name = \"y} : f32[4]\n}", `3:22: unterminated string`},
 		{"string at end of input", "graph \"g", `1:7: unterminated string`},

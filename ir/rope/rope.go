@@ -3,7 +3,8 @@
 // by Params.Theta (float64, the interpreter's exact steps), and the GPU
 // kernel generators (codegen/internal/kernsrc) bake Params.Freq into their
 // sources. The attributes are the rope and qkv_rope ops': n_rot, base,
-// freq_scale, mode, and for YaRN (ext_factor ≠ 0, ggml's rope_yarn)
+// freq_scale, mode, freq_factors (Llama 3's rope_freqs: one divisor per
+// pair), and for YaRN (ext_factor ≠ 0, ggml's rope_yarn)
 // orig_ctx, beta_fast, beta_slow and attn_factor.
 package rope
 
@@ -22,7 +23,10 @@ type Params struct {
 	ExtFactor  float64 // YaRN when non-zero
 	AttnFactor float64
 	Neox       bool // pairs (i, i+n_rot/2) rather than (2i, 2i+1)
-	corr       [2]float64
+	// Factors divide each pair's base frequency (ggml's freq_factors, the
+	// rope_freqs tensor of Llama 3.1 files); nil means all ones.
+	Factors []float64
+	corr    [2]float64
 }
 
 // FromAttrs reads an op's rope attributes. YaRN needs a positive
@@ -35,6 +39,17 @@ func FromAttrs(a ir.Attrs) (Params, error) {
 		ExtFactor:  a.Float("ext_factor", 0),
 		AttnFactor: a.Float("attn_factor", 1),
 		Neox:       a.Str("mode", "normal") == "neox",
+		Factors:    a.Floats("freq_factors"),
+	}
+	if p.Factors != nil {
+		if len(p.Factors) != p.NRot/2 {
+			return Params{}, fmt.Errorf("freq_factors has %d values for %d rotated pairs", len(p.Factors), p.NRot/2)
+		}
+		for i, f := range p.Factors {
+			if !(f > 0) || math.IsInf(f, 0) {
+				return Params{}, fmt.Errorf("freq_factors[%d] = %v is not a positive number", i, f)
+			}
+		}
 	}
 	if p.ExtFactor != 0 {
 		if p.FreqScale <= 0 {
@@ -46,10 +61,11 @@ func FromAttrs(a ir.Attrs) (Params, error) {
 }
 
 // Theta is the angle pair i turns by at position pos: the extrapolated
-// angle pos·base^(−2i/n_rot) times freq_scale, blended back towards the
-// extrapolated one by YaRN's ramp.
+// angle pos·base^(−2i/n_rot) (divided by the pair's frequency factor)
+// times freq_scale, blended back towards the extrapolated one by YaRN's
+// ramp.
 func (p Params) Theta(pos int32, i int) float64 {
-	thetaExtrap := float64(pos) * math.Pow(p.Base, -2*float64(i)/float64(p.NRot))
+	thetaExtrap := float64(pos) * p.base(i)
 	theta := p.FreqScale * thetaExtrap
 	if p.ExtFactor != 0 {
 		mix := YarnRamp(p.corr[0], p.corr[1], int64(2*i)) * p.ExtFactor
@@ -62,11 +78,20 @@ func (p Params) Theta(pos int32, i int) float64 {
 // compute pos·Freq(i) themselves (equal to Theta's steps up to float64
 // rounding).
 func (p Params) Freq(i int) float64 {
-	pow := math.Pow(p.Base, -2*float64(i)/float64(p.NRot))
+	pow := p.base(i)
 	f := p.FreqScale * pow
 	if p.ExtFactor != 0 {
 		mix := YarnRamp(p.corr[0], p.corr[1], int64(2*i)) * p.ExtFactor
 		f = f*(1-mix) + pow*mix
+	}
+	return f
+}
+
+// base is pair i's unscaled frequency, base^(−2i/n_rot) over its factor.
+func (p Params) base(i int) float64 {
+	f := math.Pow(p.Base, -2*float64(i)/float64(p.NRot))
+	if p.Factors != nil {
+		f /= p.Factors[i]
 	}
 	return f
 }

@@ -48,3 +48,26 @@ func TestAttrs(t *testing.T) {
 	_, err = FromAttrs(ir.Attrs{"n_rot": int64(8), "freq_scale": 0.0, "ext_factor": 1.0})
 	require.ErrorContains(t, err, "freq_scale")
 }
+
+// Llama 3.1's rope_freqs divide each pair's frequency (the fixture
+// llama31-p-mix's factors, README-archs.md): θ_i = pos·base^(−2i/n_rot) /
+// factor_i, checked against that formula written out, and a factor list of
+// the wrong length or with a non-positive value is refused.
+func TestFreqFactors(t *testing.T) {
+	factors := []float64{1, 1, 2.44226, 8, 8, 8, 8, 8}
+	p, err := FromAttrs(ir.Attrs{"n_rot": int64(16), "base": 500000.0, "freq_factors": factors})
+	require.NoError(t, err)
+	for i, f := range factors {
+		for _, pos := range []int32{1, 13, 49} {
+			want := float64(pos) * math.Pow(500000, -2*float64(i)/16) / f
+			require.InEpsilon(t, want, p.Theta(pos, i), 1e-14, "pair %d pos %d", i, pos)
+			require.InEpsilon(t, want, float64(pos)*p.Freq(i), 1e-14, "pair %d pos %d", i, pos)
+		}
+	}
+	_, err = FromAttrs(ir.Attrs{"n_rot": int64(16), "freq_factors": factors[:7]})
+	require.ErrorContains(t, err, "7 values for 8 rotated pairs")
+	_, err = FromAttrs(ir.Attrs{"n_rot": int64(4), "freq_factors": []float64{1, 0}})
+	require.ErrorContains(t, err, "freq_factors[1] = 0")
+	_, err = FromAttrs(ir.Attrs{"n_rot": int64(4), "freq_factors": []float64{math.NaN(), 1}})
+	require.ErrorContains(t, err, "freq_factors[0] = NaN")
+}
