@@ -32,7 +32,7 @@ func buildAllOps() *Builder {
 	q := b.RoPE(x, pos, Attrs{
 		"head_dim": 32, "n_rot": 16, "base": 1e6, "mode": "neox", "freq_scale": 0.25,
 		"freq_factors": []float64{1, 1, 2.44226, 8, 8, 8, 8, 8},
-		"ext_factor": -0.0, "attn_factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "orig_ctx": 4096,
+		"ext_factor":   -0.0, "attn_factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "orig_ctx": 4096,
 	})
 	kv := b.MatMul(x, b.Weight("wkv", typ(Q5_K, 32, 128)), nil)
 	kc := b.KVWrite(b.State("k", typ(F32, "C", 32)), kv, pos)
