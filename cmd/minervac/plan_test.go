@@ -168,6 +168,13 @@ func TestCompileRunInspectPlan(t *testing.T) {
 	}
 	stdout, _, _ = minervac(t, "inspect", emb)
 	require.Contains(t, stdout, "weights: embedded")
+	// A plan is no model to compile, in one line; its vocabulary tokenizes.
+	_, stderr, code = minervac(t, "compile", ref)
+	require.Equal(t, 1, code)
+	require.Equal(t, "minervac: "+ref+": it is a compiled plan, not a model file (run it, or compile the model it was compiled from)\n", stderr)
+	stdout, stderr, code = minervac(t, "tokenize", emb, "--text", *c.PromptText, "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"ids":[1,403,407,261,378]`)
 
 	// The model moves away: the referenced plan fails in one line; the
 	// embedded one still runs.
