@@ -20,9 +20,11 @@ const (
 	// swiglu(x, w[2F, K] [, gain]) {norm, eps, gain} → f32[..., F]:
 	//   h = norm?(x)·wᵀ; silu(h[:, :F]) · h[:, F:]   (w = gate rows, then up rows)
 	OpSwiGLU Op = "swiglu"
-	// qkv_rope(x, w[(H+2·Hkv)·Dh, K], pos, kcache, vcache [, gain] [, bias])
-	//   {n_head, n_kv_head, head_dim, rope attrs…, norm, eps, gain, bias} → f32[T, H·Dh]:
+	// qkv_rope(x, w[(H+2·Hkv)·Dh, K], pos, kcache, vcache [, gain] [, bias] [, qnorm, knorm])
+	//   {n_head, n_kv_head, head_dim, rope attrs…, norm, eps, gain, bias, qk_norm, qk_eps} → f32[T, H·Dh]:
 	//   h = norm?(x)·wᵀ (+ bias); q, k, v = the three column blocks of h;
+	//   with qk_norm, every head of q and of k is RMS-normalised (qk_eps) and
+	//   multiplied by qnorm or knorm [Dh] (Qwen3) before the rotation;
 	//   writes rope(k) and v into row pos[i] of the caches; returns rope(q).
 	// Like kvwrite it writes state: ops that read the caches must depend on its
 	// result (attention takes q from it), which orders them after the write.
@@ -39,7 +41,7 @@ const (
 func init() {
 	ops[OpFusedMatMul] = opInfo{2, 5, nil, inferFusedMatMul}
 	ops[OpSwiGLU] = opInfo{2, 3, nil, inferSwiGLU}
-	ops[OpQKVRoPE] = opInfo{5, 7, []string{"n_head", "n_kv_head", "head_dim", "n_rot", "base"}, inferQKVRoPE}
+	ops[OpQKVRoPE] = opInfo{5, 9, []string{"n_head", "n_kv_head", "head_dim", "n_rot", "base"}, inferQKVRoPE}
 	ops[OpFlashAttention] = opInfo{4, 5, []string{"n_head", "n_kv_head", "head_dim", "scale", "tile_q", "tile_kv", "kv_splits"}, inferFlashAttention}
 	ops[OpConcat] = opInfo{1, 64, nil, inferConcat}
 }
@@ -53,8 +55,11 @@ type Parts struct {
 	Gain     *Value
 	Bias     *Value
 	Residual *Value // fused_matmul
+	QNorm    *Value // qkv_rope with qk_norm: the per-head gains of q and k
+	KNorm    *Value
 	Norm     bool
 	Eps      float64
+	QKEps    float64 // qkv_rope with qk_norm
 }
 
 // MatMulParts decodes the operands of fused_matmul, swiglu or qkv_rope from
@@ -64,7 +69,7 @@ func MatMulParts(v *Value) (Parts, error) {
 }
 
 func partsOf(op Op, args []*Value, a Attrs) (Parts, error) {
-	p := Parts{Norm: a.Int("norm", 0) == 1, Eps: a.Float("eps", 0)}
+	p := Parts{Norm: a.Int("norm", 0) == 1, Eps: a.Float("eps", 0), QKEps: a.Float("qk_eps", 0)}
 	fixed := 2
 	if op == OpQKVRoPE {
 		fixed = 5
@@ -86,6 +91,17 @@ func partsOf(op Op, args []*Value, a Attrs) (Parts, error) {
 	}
 	if n := a.Int("norm", 0); n != 0 && n != 1 {
 		return p, fmt.Errorf("flag norm must be 0 or 1, got %d", n)
+	}
+	switch n := a.Int("qk_norm", 0); {
+	case n == 1 && op != OpQKVRoPE:
+		return p, fmt.Errorf("%s has no qk_norm operands", op)
+	case n == 1:
+		if _, ok := a["qk_eps"]; !ok {
+			return p, fmt.Errorf("qk_norm = 1 needs attribute qk_eps")
+		}
+		want += 2
+	case n != 0:
+		return p, fmt.Errorf("flag qk_norm must be 0 or 1, got %d", n)
 	}
 	if len(args) != want {
 		return p, fmt.Errorf("%s with these flags takes %d operands, got %d", op, want, len(args))
@@ -112,7 +128,26 @@ func partsOf(op Op, args []*Value, a Attrs) (Parts, error) {
 		return nil
 	}
 	p.Gain, p.Bias, p.Residual = next("gain"), next("bias"), next("residual")
+	if a.Int("qk_norm", 0) == 1 {
+		p.QNorm, p.KNorm = args[i], args[i+1]
+	}
 	return p, nil
+}
+
+// Operands lists p's operands in the order partsOf reads them: x, w, the
+// qkv_rope positions and caches, then the optional ones (gain, bias,
+// residual, the qk_norm gains) that are present.
+func (p Parts) Operands() []*Value {
+	args := []*Value{p.X, p.W}
+	if p.Pos != nil {
+		args = append(args, p.Pos, p.KCache, p.VCache)
+	}
+	for _, a := range []*Value{p.Gain, p.Bias, p.Residual, p.QNorm, p.KNorm} {
+		if a != nil {
+			args = append(args, a)
+		}
+	}
+	return args
 }
 
 func contains(list []string, s string) bool {
@@ -201,6 +236,11 @@ func inferQKVRoPE(args []*Value, a Attrs) (Type, error) {
 	}
 	if len(p.X.Type.Shape) != 2 {
 		return Type{}, errf("input must be [T, K], got %s", p.X.Type)
+	}
+	for _, g := range []*Value{p.QNorm, p.KNorm} {
+		if g != nil && (len(g.Type.Shape) != 1 || g.Type.Shape[0] != D(hd) || !g.Type.DType.IsFloat()) {
+			return Type{}, errf("qk_norm gains must be float[%d], got %s", hd, g.Type)
+		}
 	}
 	// The rope and kvwrite rules apply to the q/k/v blocks.
 	q := &Value{Type: Type{F32, Shape{p.X.Type.Shape[0], D(nh * hd)}}}

@@ -21,6 +21,10 @@ func init() {
 //	mv = matmul(x, wv [, bv]);                    vc' = kvwrite(vc, mv, pos)
 //
 // into q' = qkv_rope(x, concat(wq, wk, wv), pos, kc, vc [, concat(bq, bk, bv)]).
+// Between a matmul and its rope there may be a per-head RMSNorm (Qwen3's
+// q/k norms: reshape to [T, heads, Dh] → rmsnorm with a [Dh] gain → reshape
+// back), on both q and k with one eps; qkv_rope then takes the two gains
+// (qk_norm).
 // Users of q take q'; users of kc' and vc' take the state values kc and vc,
 // which qkv_rope writes (those users must also take q', so that they are
 // ordered after the write). Anything that does not match exactly is left as
@@ -38,6 +42,12 @@ func fuseQKV(g *ir.Graph) error {
 // and its cache write (k, v).
 type qkvProj struct {
 	mm, rope, write *ir.Value
+	norm            *headNorm // nil without a per-head norm
+}
+
+// headNorm is a per-head RMSNorm between a projection and its rope.
+type headNorm struct {
+	split, norm, join *ir.Value // reshape to [T, heads, Dh], rmsnorm, reshape back
 }
 
 // qkvGroup collects the projections of one input and one position vector.
@@ -75,14 +85,19 @@ func fuseQKVOnce(g *ir.Graph) bool {
 			continue
 		}
 		u := sole(m)
+		in := m // what the rope rotates: m, or the per-head norm's result
+		hn := matchHeadNorm(m, sole)
+		if hn != nil {
+			u, in = sole(hn.join), hn.join
+		}
 		switch {
 		case u == nil:
-		case u.Op == ir.OpRoPE && u.Args[0] == m:
+		case u.Op == ir.OpRoPE && u.Args[0] == in:
 			pos := u.Args[1]
 			if w := sole(u); w != nil && w.Op == ir.OpKVWrite && w.Args[1] == u {
 				if w.Args[2] == pos {
 					gr := group(m.Args[0], pos)
-					gr.k = append(gr.k, qkvProj{m, u, w})
+					gr.k = append(gr.k, qkvProj{m, u, w, hn})
 				}
 				continue
 			}
@@ -92,11 +107,11 @@ func fuseQKVOnce(g *ir.Graph) bool {
 			}
 			if !written {
 				gr := group(m.Args[0], pos)
-				gr.q = append(gr.q, qkvProj{m, u, nil})
+				gr.q = append(gr.q, qkvProj{m, u, nil, hn})
 			}
-		case u.Op == ir.OpKVWrite && u.Args[1] == m:
+		case hn == nil && u.Op == ir.OpKVWrite && u.Args[1] == m:
 			gr := group(m.Args[0], u.Args[2])
-			gr.v = append(gr.v, qkvProj{m, nil, u})
+			gr.v = append(gr.v, qkvProj{m, nil, u, nil})
 		}
 	}
 	for _, gr := range order {
@@ -105,6 +120,30 @@ func fuseQKVOnce(g *ir.Graph) bool {
 		}
 	}
 	return false
+}
+
+// matchHeadNorm finds reshape → rmsnorm(gain) → reshape after m, each the
+// sole user of the one before, splitting m's [T, heads·Dh] rows into
+// heads and joining them back; nil when m is not followed by one.
+func matchHeadNorm(m *ir.Value, sole func(*ir.Value) *ir.Value) *headNorm {
+	split := sole(m)
+	if split == nil || split.Op != ir.OpReshape || len(split.Type.Shape) != 3 {
+		return nil
+	}
+	norm := sole(split)
+	if norm == nil || norm.Op != ir.OpRMSNorm || len(norm.Args) != 2 || norm.Args[0] != split {
+		return nil
+	}
+	join := sole(norm)
+	if join == nil || join.Op != ir.OpReshape || !join.Type.Equal(m.Type) {
+		return nil
+	}
+	s := split.Type.Shape
+	if len(m.Type.Shape) != 2 || s[0] != m.Type.Shape[0] || !s[1].IsConst() || !s[2].IsConst() ||
+		!m.Type.Shape[1].IsConst() || s[1].N*s[2].N != m.Type.Shape[1].N {
+		return nil
+	}
+	return &headNorm{split, norm, join}
 }
 
 // fuseQKVGroup checks the remaining conditions on one matched group and
@@ -126,6 +165,21 @@ func fuseQKVGroup(g *ir.Graph, users map[*ir.Value][]*ir.Value, outs map[*ir.Val
 	nb := len(q.mm.Args)
 	if len(k.mm.Args) != nb || len(v.mm.Args) != nb {
 		return false
+	}
+	// Per-head norms: on both q and k or on neither, with one eps, constant
+	// gains of one head's width, over heads of the rope's head_dim.
+	var qg, kg *ir.Value
+	if (q.norm == nil) != (k.norm == nil) {
+		return false
+	}
+	if q.norm != nil {
+		qn, kn := q.norm.norm, k.norm.norm
+		qg, kg = qn.Args[1], kn.Args[1]
+		hd := q.rope.Attrs.Int("head_dim", 0)
+		if qn.Attrs.Float("eps", 0) != kn.Attrs.Float("eps", 0) || !consts[qg] || !consts[kg] ||
+			q.norm.split.Type.Shape[2] != ir.D(hd) || k.norm.split.Type.Shape[2] != ir.D(hd) {
+			return false
+		}
 	}
 	var bq, bk, bv *ir.Value
 	if nb == 3 {
@@ -181,6 +235,10 @@ func fuseQKVGroup(g *ir.Graph, users map[*ir.Value][]*ir.Value, outs map[*ir.Val
 	attrs["n_head"] = qw / hd
 	attrs["n_kv_head"] = kw / hd
 	attrs["norm"] = int64(0)
+	if qg != nil {
+		attrs["qk_norm"] = int64(1)
+		attrs["qk_eps"] = q.norm.norm.Attrs.Float("eps", 0)
+	}
 	wqkv, err := NewValue(ir.OpConcat, nil, wq, wk, wv)
 	if err != nil {
 		return false
@@ -196,6 +254,9 @@ func fuseQKVGroup(g *ir.Graph, users map[*ir.Value][]*ir.Value, outs map[*ir.Val
 		args = append(args, bqkv)
 		attrs["bias"] = int64(1)
 	}
+	if qg != nil {
+		args = append(args, qg, kg)
+	}
 	fused, err := NewValue(ir.OpQKVRoPE, attrs, args...)
 	if err != nil || !fused.Type.Equal(q.rope.Type) {
 		return false
@@ -206,13 +267,18 @@ func fuseQKVGroup(g *ir.Graph, users map[*ir.Value][]*ir.Value, outs map[*ir.Val
 	// value that reads q or the written caches.
 	index := fzIndex(g)
 	last := -1
-	for _, a := range []*ir.Value{gr.x, gr.pos, kc, vc, wq, wk, wv, bq, bk, bv} {
+	for _, a := range []*ir.Value{gr.x, gr.pos, kc, vc, wq, wk, wv, bq, bk, bv, qg, kg} {
 		if a == nil {
 			continue
 		}
 		last = max(last, index[a])
 	}
 	dead := []*ir.Value{q.mm, q.rope, k.mm, k.rope, k.write, v.mm, v.write}
+	for _, p := range []qkvProj{q, k} {
+		if p.norm != nil {
+			dead = append(dead, p.norm.split, p.norm.norm, p.norm.join)
+		}
+	}
 	at := 0 // with no users: just after the values it replaces
 	for _, d := range dead {
 		at = max(at, index[d]+1)

@@ -148,16 +148,8 @@ func rmsReplacements(n *ir.Value, us []*ir.Value, consts map[*ir.Value]bool) ([]
 				attrs["gain"] = int64(1)
 			}
 		}
-		args := []*ir.Value{x, w}
-		if p.Pos != nil {
-			args = append(args, p.Pos, p.KCache, p.VCache)
-		}
-		for _, a := range []*ir.Value{gainArg, p.Bias, p.Residual} {
-			if a != nil {
-				args = append(args, a)
-			}
-		}
-		fused, err := NewValue(op, attrs, args...)
+		p.X, p.W, p.Gain = x, w, gainArg
+		fused, err := NewValue(op, attrs, p.Operands()...)
 		if err != nil || !fused.Type.Equal(u.Type) {
 			return nil, false
 		}

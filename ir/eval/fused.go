@@ -112,11 +112,20 @@ func qkvRoPE(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 	qd := int(v.Attrs.Int("n_head", 0) * v.Attrs.Int("head_dim", 0))
 	kvd := int(v.Attrs.Int("n_kv_head", 0) * v.Attrs.Int("head_dim", 0))
 	pos := tensorOf(v, args, p.Pos)
-	q, err := ropeOp(v, []Tensor{columns(h, 0, qd), pos}, shape)
+	qc, kc := columns(h, 0, qd), columns(h, qd, qd+kvd)
+	if p.QNorm != nil {
+		hd := v.Attrs.Int("head_dim", 0)
+		if qc, err = headNorm(qc, hd, tensorOf(v, args, p.QNorm), p.QKEps); err != nil {
+			return Tensor{}, err
+		}
+		if kc, err = headNorm(kc, hd, tensorOf(v, args, p.KNorm), p.QKEps); err != nil {
+			return Tensor{}, err
+		}
+	}
+	q, err := ropeOp(v, []Tensor{qc, pos}, shape)
 	if err != nil {
 		return Tensor{}, err
 	}
-	kc := columns(h, qd, qd+kvd)
 	k, err := ropeOp(v, []Tensor{kc, pos}, kc.Shape)
 	if err != nil {
 		return Tensor{}, err
@@ -134,6 +143,20 @@ func qkvRoPE(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 		return Tensor{}, err
 	}
 	return q, nil
+}
+
+// headNorm is rmsnorm over each head of the [T, heads·hd] rows x, times
+// gain [hd]: the unfused graph's reshape → rmsnorm → reshape, with the same
+// steps.
+func headNorm(x Tensor, hd int64, gain Tensor, eps float64) (Tensor, error) {
+	n := &ir.Value{Op: ir.OpRMSNorm, Attrs: ir.Attrs{"eps": eps}}
+	shape := []int64{int64(len(x.F32)) / hd, hd}
+	out, err := rmsnorm(n, []Tensor{{Shape: shape, F32: x.F32}, gain}, shape)
+	if err != nil {
+		return Tensor{}, err
+	}
+	out.Shape = x.Shape
+	return out, nil
 }
 
 func concat(_ *ir.Value, args []Tensor, shape []int64) (Tensor, error) {

@@ -234,6 +234,11 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	}
 	out := e.out(nd)
 	qd := H * hd
+	// Qwen3's per-head norms of q and k, before the rotation.
+	var qn, kn []float32
+	if parts.QNorm != nil {
+		qn, kn = e.f32(p.index[parts.QNorm]), e.f32(p.index[parts.KNorm])
+	}
 	// Work items are runs of whole heads, long enough to stream well (see
 	// chunkRows), up to eight per worker.
 	heads := H + 2*Hkv
@@ -254,9 +259,15 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 				}
 				switch {
 				case h < H:
+					if qn != nil {
+						rmsnormRow(hv, hv, parts.QKEps, qn)
+					}
 					rt.apply(r, hv)
 					copy(out[r*qd+h*hd:r*qd+(h+1)*hd], hv)
 				case h < H+Hkv:
+					if kn != nil {
+						rmsnormRow(hv, hv, parts.QKEps, kn)
+					}
 					rt.apply(r, hv)
 					writeRow(kst, kbase+int(pos[r])*kw+(h-H)*hd, hv)
 				default:
