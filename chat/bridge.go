@@ -52,12 +52,8 @@ func toGonja(v any) any {
 			out[i] = toGonja(e)
 		}
 		return out
-	case []string:
-		out := make(pyList, len(x))
-		for i, e := range x {
-			out[i] = e
-		}
-		return out
+	case []string, map[string]string:
+		return toGonja(normalizeValue(x))
 	case int64:
 		return int(x)
 	case int32:
