@@ -420,3 +420,20 @@ func parseHarmonyHeader(kind headerKind, h string) HarmonyMessage {
 	}
 	return m
 }
+
+// Message is the assistant turn to append to the conversation for the next
+// prompt: with tool calls, ToolCallMessage with the reasoning as "thinking"
+// (the gpt-oss template keeps it before a call until a final answer follows,
+// and refuses content and thinking together there); otherwise the content,
+// with the reasoning as "thinking" (dropped from earlier turns when
+// rendered).
+func (r HarmonyResult) Message() *Object {
+	if len(r.ToolCalls) > 0 {
+		return ToolCallMessage("", r.Reasoning, r.ToolCalls)
+	}
+	m := NewMessage("assistant", r.Content)
+	if r.Reasoning != "" {
+		m.Set("thinking", r.Reasoning)
+	}
+	return m
+}

@@ -231,3 +231,22 @@ func equalResults(a, b HarmonyResult) bool {
 	}
 	return true
 }
+
+// A parsed turn, appended to the conversation, renders back as the model
+// wrote it: the next prompt continues where the output stopped.
+func TestHarmonyResultMessageRoundTrip(t *testing.T) {
+	var conv Conversation
+	conv.Add("user", "Weather in Paris?")
+	out := "<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather json<|message|>{\"city\": \"Paris\"}<|call|>"
+	r := ParseHarmony(out)
+	conv.Messages = append(conv.Messages, r.Message())
+	conv.Messages = append(conv.Messages, ToolResultMessage("", "get_weather", "sunny"))
+	prompt, err := RenderHarmony(conv, Options{Now: goldenClock, AddGenerationPrompt: true})
+	require.NoError(t, err)
+	require.Contains(t, prompt, "<|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|><|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"sunny\"<|end|><|start|>assistant")
+
+	final := ParseHarmony("<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.<|return|>")
+	m := final.Message()
+	require.Equal(t, "Sunny.", m.String("content"))
+	require.Equal(t, "Easy.", m.String("thinking"))
+}

@@ -113,6 +113,10 @@ func TestTemplateErrors(t *testing.T) {
 		{"bad tojson indent", `{{ x|tojson(indent=[1]) }}`, "indent"},
 		{"strftime_now without format", `{{ strftime_now() }}`, "strftime_now takes one format string"},
 		{"empty separator", `{{ "a".split("") }}`, "empty separator"},
+		{"endless macro recursion", `{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}`, "nested deeper than 200"},
+		{"range too big", `{% for i in range(1000000) %}{% endfor %}`, "range() too big"},
+		{"include has nothing to load", `{% include "/chat_template" %}`, "cannot parse"},
+		{"import has nothing to load", `{% import "x" as y %}`, "cannot parse"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -127,6 +131,22 @@ func TestTemplateErrors(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, "no", te.Message)
 	require.Equal(t, "model has no chat template; pass --chat-template FILE", ErrNoTemplate.Error())
+}
+
+func TestRangeAndMacros(t *testing.T) {
+	cases := []struct{ src, want string }{
+		{`{{ range(3)|list|tojson }}{{ range(1, 10, 3)|list|tojson }}{{ range(5, 0, -2)|list|tojson }}{{ range(0)|list|tojson }}`, `[0, 1, 2][1, 4, 7][5, 3, 1][]`},
+		{`{% for i in range(100) %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endfor %}`, `01`},
+		{`{% macro depth(n) %}{% if n > 0 %}({{ depth(n - 1) }}){% endif %}{% endmacro %}{{ depth(3) }}|{{ depth(150)|length }}`, `((()))|300`},
+		{`{% for i in range(3) %}{% continue %}x{% endfor %}done`, `done`},
+	}
+	for _, c := range cases {
+		got, err := render(t, c.src, "")
+		require.NoError(t, err, c.src)
+		require.Equal(t, c.want, got, c.src)
+	}
+	_, err := Render(`{{ x }}`, Conversation{}, Options{Vars: map[string]any{"messages": 1}})
+	require.ErrorContains(t, err, `variable "messages" comes from the conversation`)
 }
 
 func TestParseConversation(t *testing.T) {

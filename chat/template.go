@@ -111,8 +111,14 @@ func (t *Template) Render(conv Conversation, opts Options) (out string, err erro
 		data[k] = v
 	}
 	for k, v := range opts.Vars {
+		switch k {
+		case "messages", "tools", "documents", "add_generation_prompt", depthVar:
+			// transformers cannot pass these twice either (a TypeError in Python).
+			return "", fmt.Errorf("chat template: variable %q comes from the conversation and options, not Vars", k)
+		}
 		data[k] = toGonja(v)
 	}
+	data[depthVar] = new(int)
 	data["raise_exception"] = func(args *exec.VarArgs) (*exec.Value, error) {
 		msg := ""
 		if len(args.Args) > 0 {
@@ -177,10 +183,10 @@ func environment() *exec.Environment {
 		_ = tests.Replace("defined", isDefined)
 		_ = tests.Replace("undefined", isUndefined)
 		env = &exec.Environment{
-			Context:           exec.EmptyContext().Update(builtins.GlobalFunctions),
+			Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(exec.NewContext(map[string]any{"range": rangeList})),
 			Filters:           filters,
 			Tests:             tests,
-			ControlStructures: builtins.ControlStructures,
+			ControlStructures: controlStructureSet(),
 			Methods: exec.Methods{
 				Bool:  builtins.Methods.Bool,
 				Int:   builtins.Methods.Int,
