@@ -129,6 +129,9 @@ func rmsReplacements(n *ir.Value, us []*ir.Value, consts map[*ir.Value]bool) ([]
 			if attrs, err = u.Attrs.Clone(); err != nil {
 				return nil, false
 			}
+			if attrs == nil { // a frontend's swiglu without flags
+				attrs = ir.Attrs{}
+			}
 		}
 		attrs["norm"] = int64(1)
 		attrs["eps"] = n.Attrs.Float("eps", 0)

@@ -36,9 +36,9 @@ type Model struct {
 	Weights *Weights
 }
 
-// builders maps a GGUF general.architecture to its frontend.
+// builders maps a GGUF general.architecture to its frontend; each family
+// file adds itself.
 var builders = map[string]func(f *gguf.File, opts Options) (*Model, error){
-	"llama":   buildLlama,
 	"gpt-oss": buildGPTOSS,
 }
 
@@ -74,7 +74,37 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	if opts.VCacheType != ir.F32 && opts.VCacheType != ir.F16 {
 		return nil, fmt.Errorf("V cache type %s is not f32 or f16", opts.VCacheType)
 	}
-	return build(f, opts)
+	m, err := build(f, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkConsumed(f, m.Graph); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkConsumed fails on a tensor of the file that the graph does not
+// read: a tensor the architecture does not know may change the math (a
+// bias, a norm, rope factors), so it is never silently ignored. The one
+// exception is rope_freqs.weight when it was read into the graph's rope
+// attributes.
+func checkConsumed(f *gguf.File, g *ir.Graph) error {
+	used := map[string]bool{}
+	for _, v := range g.Values {
+		if v.Op == ir.OpWeight {
+			used[v.Name()] = true
+		}
+		if v.Attrs.Floats("freq_factors") != nil {
+			used["rope_freqs.weight"] = true
+		}
+	}
+	for _, t := range f.Tensors {
+		if !used[t.Name] {
+			return fmt.Errorf("tensor %q is not used by the %s architecture (it may change the math, so the model is refused)", t.Name, f.Architecture())
+		}
+	}
+	return nil
 }
 
 // Weights serves tensor bytes from a GGUF file to the interpreter and

@@ -96,5 +96,5 @@ func TestUnsupportedArchitectureRealFile(t *testing.T) {
 	for _, a := range arch.Supported() {
 		require.ErrorContains(t, err, a)
 	}
-	require.Equal(t, []string{"gpt-oss", "llama"}, arch.Supported())
+	require.Equal(t, []string{"gpt-oss", "llama", "phi3", "qwen2", "qwen3"}, arch.Supported())
 }
