@@ -50,13 +50,21 @@ func oracleStrings(t testing.TB, n int) []string {
 	return out
 }
 
-// regexp2Quirk reports whether s has a whitespace run with two line breaks
-// that other whitespace separates ("  \n  \n"). tiktoken-go's regexp engine
-// ends \s*[\r\n]+ at the first line break of such a run, where OpenAI's
-// tiktoken (and the regex) take the run up to its last one, so tiktoken-go is
-// no oracle there (README-tokenizer-chat.md, "tiktoken-go is not an exact
-// o200k oracle").
-func regexp2Quirk(s string) bool {
+// tiktokenGoQuirk reports whether s hits one of the two places where
+// tiktoken-go is no o200k oracle:
+//
+//   - a whitespace run with two line breaks that other whitespace separates
+//     ("  \n  \n"): its regexp engine ends \s*[\r\n]+ at the first line
+//     break of such a run, where OpenAI's tiktoken (and the regex) take the
+//     run up to its last one (README-tokenizer-chat.md, "tiktoken-go is not
+//     an exact o200k oracle");
+//   - U+007F DELETE, which its regexp engine matches with no alternative,
+//     so the character is dropped from the encoding (found by
+//     FuzzEncodeO200k: "\x7f" gives no ids; the byte's token is 221).
+func tiktokenGoQuirk(s string) bool {
+	if strings.ContainsRune(s, 0x7f) {
+		return true
+	}
 	r := []rune(s)
 	for i := range r {
 		if r[i] != '\r' && r[i] != '\n' {
@@ -107,7 +115,7 @@ func TestO200kOracle(t *testing.T) {
 
 	var nExact, nEngine, skipped int
 	for _, s := range oracleStrings(t, 20000) {
-		if regexp2Quirk(s) {
+		if tiktokenGoQuirk(s) {
 			skipped++
 			continue
 		}
@@ -124,5 +132,5 @@ func TestO200kOracle(t *testing.T) {
 			nEngine++
 		}
 	}
-	t.Logf("tiktoken-go agrees: exact splitter %d strings, gpt-4o splitter %d; %d skipped (whitespace quirk)", nExact, nEngine, skipped)
+	t.Logf("tiktoken-go agrees: exact splitter %d strings, gpt-4o splitter %d; %d skipped (tiktoken-go quirks)", nExact, nEngine, skipped)
 }
