@@ -145,7 +145,13 @@ func TestRangeAndMacros(t *testing.T) {
 		require.NoError(t, err, c.src)
 		require.Equal(t, c.want, got, c.src)
 	}
-	_, err := Render(`{{ x }}`, Conversation{}, Options{Vars: map[string]any{"messages": 1}})
+	var one Conversation
+	one.Add("user", "only")
+	got, err := Render(`{{ messages[-1].content }}|{{ messages[1:]|length }}|{{ (messages + messages)[-1].role }}`, one, Options{})
+	require.NoError(t, err)
+	require.Equal(t, "only|0|user", got)
+
+	_, err = Render(`{{ x }}`, Conversation{}, Options{Vars: map[string]any{"messages": 1}})
 	require.ErrorContains(t, err, `variable "messages" comes from the conversation`)
 }
 

@@ -26,7 +26,8 @@ type Options struct {
 	SpecialTokens map[string]string
 	// Vars are extra variables (transformers' **kwargs): reasoning_effort,
 	// enable_thinking, builtin_tools, ... Values take the types Object
-	// documents. They may override the variables above.
+	// documents (Go slices, maps and ints are converted). They may override a
+	// special token, not messages, tools, documents or add_generation_prompt.
 	Vars map[string]any
 	// Now is the clock of strftime_now; the zero time means time.Now().
 	Now time.Time
@@ -37,15 +38,15 @@ type Template struct {
 	tpl *exec.Template
 }
 
-// templateName is the name the one template has in its loader; include and
-// import find nothing else, so a template cannot read files.
+// templateName is the one template in its loader, which reads no files
+// (include and import are not available anyway: sandbox.go).
 const templateName = "/chat_template"
 
 // Compile parses a Jinja chat template.
 func Compile(source string) (t *Template, err error) {
 	defer func() {
 		if r := recover(); r != nil { // gonja panics on a few malformed inputs
-			t, err = nil, fmt.Errorf("chat template: cannot parse: %v", r)
+			t, err = nil, fmt.Errorf("chat template: cannot parse: %s", oneLine(fmt.Sprint(r)))
 		}
 	}()
 	cfg := jinjaConfig()
@@ -96,7 +97,7 @@ func (t *Template) Render(conv Conversation, opts Options) (out string, err erro
 		now = time.Now()
 	}
 	data := map[string]any{}
-	msgs := make([]any, len(conv.Messages))
+	msgs := make(pyList, len(conv.Messages))
 	for i, m := range conv.Messages {
 		msgs[i] = toGonja(m)
 	}
