@@ -68,7 +68,13 @@ const maxFastWord = 48
 // neighbours and unchanged. It reports false, having appended nothing, when a
 // byte has no token; mergeWord then does what llama.cpp does.
 func (t *Tokenizer) mergeSmall(raw string, out []int32) ([]int32, bool) {
-	var parts, ranks [maxFastWord]int32
+	// pairs[i] is the merge of parts[i] and parts[i+1] (rank none when
+	// they do not merge), kept beside the parts so that each pair is looked
+	// up once.
+	var (
+		parts [maxFastWord]int32
+		pairs [maxFastWord]pairMerge
+	)
 	n := len(raw)
 	for i := 0; i < n; i++ {
 		id := t.byteID[raw[i]]
@@ -77,41 +83,46 @@ func (t *Tokenizer) mergeSmall(raw string, out []int32) ([]int32, bool) {
 		}
 		parts[i] = id
 	}
-	const none = int32(1<<31 - 1)
-	rank := func(l, r int32) int32 {
-		if m, ok := t.pairs[pairKey(l, r)]; ok {
-			return m.rank
-		}
-		return none
-	}
 	for i := 0; i+1 < n; i++ {
-		ranks[i] = rank(parts[i], parts[i+1])
+		// Two bytes: the small table, not the map.
+		pairs[i] = t.bytePairs[raw[i]][raw[i+1]]
 	}
 	for n > 1 {
 		best := 0
 		for i := 1; i+1 < n; i++ {
-			if ranks[i] < ranks[best] {
+			if pairs[i].rank < pairs[best].rank {
 				best = i
 			}
 		}
-		if ranks[best] == none {
+		if pairs[best].rank == noMerge {
 			break
 		}
-		parts[best] = t.pairs[pairKey(parts[best], parts[best+1])].result
+		parts[best] = pairs[best].result
 		copy(parts[best+1:n-1], parts[best+2:n])
 		if best+2 < n-1 {
 			// The pairs right of the merge move one place left.
-			copy(ranks[best+1:n-2], ranks[best+2:n-1])
+			copy(pairs[best+1:n-2], pairs[best+2:n-1])
 		}
 		n--
 		if best > 0 {
-			ranks[best-1] = rank(parts[best-1], parts[best])
+			pairs[best-1] = t.pairMerge(parts[best-1], parts[best])
 		}
 		if best+1 < n {
-			ranks[best] = rank(parts[best], parts[best+1])
+			pairs[best] = t.pairMerge(parts[best], parts[best+1])
 		}
 	}
 	return append(out, parts[:n]...), true
+}
+
+// noMerge is the rank of two tokens that do not merge: worse than any.
+const noMerge = int32(1<<31 - 1)
+
+// pairMerge looks up the merge of tokens l and r.
+func (t *Tokenizer) pairMerge(l, r int32) pairMerge {
+	if m, ok := t.pairs[pairKey(l, r)]; ok {
+		return m
+	}
+	return pairMerge{rank: noMerge}
 }
 
 // pairKey packs the ids of a merge's two sides.
@@ -161,6 +172,17 @@ func (t *Tokenizer) buildMerges(merges []string) {
 		t.byteID[b] = -1
 		if id, ok := t.ids[byteToUnicode[b]]; ok {
 			t.byteID[b] = id
+		}
+	}
+	// Most lookups are of two single bytes (every word starts so): a
+	// 256×256 table (512 KiB) answers them from cache.
+	t.bytePairs = new([256][256]pairMerge)
+	for l := range 256 {
+		for r := range 256 {
+			t.bytePairs[l][r] = pairMerge{rank: noMerge}
+			if t.byteID[l] >= 0 && t.byteID[r] >= 0 {
+				t.bytePairs[l][r] = t.pairMerge(t.byteID[l], t.byteID[r])
+			}
 		}
 	}
 }

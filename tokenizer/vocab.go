@@ -121,6 +121,7 @@ type Tokenizer struct {
 	// tokens makes text that is no token, where only the text-based merge
 	// is exact.
 	pairs     map[uint64]pairMerge
+	bytePairs *[256][256]pairMerge
 	byteID    [256]int32
 	mergeByID bool
 
