@@ -65,6 +65,10 @@ type weightRows struct {
 	data   []byte
 	packed *kern.Packed
 	ks     kern.Kernels // the program's kernel variant
+	// floatActs: the activations are float32 rows already rounded as the
+	// reference engine rounds them (refround.go), and each dot decodes the
+	// weight row and multiplies in float.
+	floatActs bool
 }
 
 func (c *cval) rows(ks kern.Kernels) weightRows {
@@ -75,6 +79,9 @@ func (c *cval) rows(ks kern.Kernels) weightRows {
 // actFormat is the activation row layout the matrix's kernels read, and its
 // byte length per row.
 func (w weightRows) actBytes() int {
+	if w.floatActs {
+		return 4 * w.k
+	}
 	if w.packed != nil {
 		return kern.PackedActBytes(w.k)
 	}
@@ -92,6 +99,10 @@ func (w weightRows) quantize(x []float32, dst []byte) {
 // dots sets dst[r*ld+j] to the dot of weight row j0+j with activation row r
 // (rows ab bytes apart), for j < cnt and r < R. tmp holds at least R floats.
 func (w weightRows) dots(j0, cnt int, acts []byte, ab, R int, dst []float32, ld int, tmp []float32) {
+	if w.floatActs {
+		w.floatDots(j0, cnt, acts, ab, R, dst, ld)
+		return
+	}
 	if w.packed != nil {
 		w.packed.Dots(j0, cnt, acts, ab, R, dst, ld)
 		return
@@ -141,7 +152,7 @@ func (e *exec) matmul(nd *node) error {
 	if err != nil {
 		return err
 	}
-	wr := c.rows(e.p.ks)
+	wr := p.emulated(c.rows(e.p.ks))
 	x := e.f32(p.index[parts.X])
 	R := len(x) / K
 	if parts.Norm {

@@ -97,6 +97,16 @@ func quantizeQ8_2Packed(x []float32, dst []byte) {
 // q8_2 graph (in the packed kernels' format where the weights are packed),
 // else wr's own encoding.
 func (p *program) encodeActs(wr weightRows, x []float32, dst []byte) {
+	if wr.floatActs {
+		if q82FloatTypes[wr.dt] {
+			roundQ8_2(x, dst)
+		} else {
+			for i, v := range x {
+				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+			}
+		}
+		return
+	}
 	if p.q82 && actType(wr.dt) == ir.Q8_0 {
 		if wr.packed != nil {
 			quantizeQ8_2Packed(x, dst)
@@ -106,4 +116,55 @@ func (p *program) encodeActs(wr weightRows, x []float32, dst []byte) {
 		return
 	}
 	wr.quantize(x, dst)
+}
+
+// q82FloatTypes are the weight types whose matmuls the reference engine's
+// Q8_2 recipe rounds besides Q8_0 and MXFP4 (README-archs.md: Q4_K, Q5_K,
+// Q6_K). Their kernels here read Q8_K activations, one scale per 256
+// elements, which cannot hold Q8_2's scale per 32; so in a q8_2 graph their
+// dots take the float path: the activations rounded to Q8_2's values and
+// the weight row decoded. It is slower, and only graphs that ask to match
+// that engine take it.
+var q82FloatTypes = map[ir.DType]bool{ir.Q4_K: true, ir.Q5_K: true, ir.Q6_K: true}
+
+// emulated marks wr for the float path when the program rounds as Q8_2 and
+// wr's type needs it: the types above, and F16 and BF16, whose matmuls
+// that engine runs on the float input (ggml's, which the kernels here
+// follow otherwise, rounds it to the weight's type first).
+func (p *program) emulated(wr weightRows) weightRows {
+	wr.floatActs = p.q82 && (q82FloatTypes[wr.dt] || wr.dt == ir.F16 || wr.dt == ir.BF16)
+	return wr
+}
+
+// roundQ8_2 writes x rounded as quantizeQ8_2 (d·q per block of 32, d the
+// bfloat16-rounded scale) as float32 bytes: the values the engine's
+// integer dot products multiply.
+func roundQ8_2(x []float32, dst []byte) {
+	var blk [34]byte
+	for b := 0; b < len(x)/32; b++ {
+		quantizeQ8_2(x[b*32:b*32+32], blk[:])
+		d := quant.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
+		for j := 0; j < 32; j++ {
+			binary.LittleEndian.PutUint32(dst[4*(b*32+j):], math.Float32bits(d*float32(int8(blk[2+j]))))
+		}
+	}
+}
+
+// floatDots is dots for float activations: each weight row decoded, then a
+// float64 dot with every activation row.
+func (w weightRows) floatDots(j0, cnt int, acts []byte, ab, R int, dst []float32, ld int) {
+	row := make([]float32, w.k)
+	for j := 0; j < cnt; j++ {
+		if err := quant.Dequantize(w.dt, w.data[(j0+j)*w.rb:][:w.rb], row); err != nil {
+			panic(err) // the program checked the weight's size at load
+		}
+		for r := 0; r < R; r++ {
+			a := acts[r*ab:]
+			var s float64
+			for i, wv := range row {
+				s += float64(wv) * float64(math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:])))
+			}
+			dst[r*ld+j] = float32(s)
+		}
+	}
 }
