@@ -30,35 +30,42 @@ func init() {
 }
 
 // encodeBPE is llm_tokenizer_bpe_session::tokenize for one raw fragment.
+//
+// llama.cpp merges each word by text: it looks the pair "left right" up in
+// the merges list until no pair of neighbours has a rank. When every merge of
+// two tokens makes a token (true of real vocabularies) and every byte of the
+// word has a token, every symbol along the way is a token, so the same merges
+// can be done on token ids, which is much faster; mergeSmall and mergeLong
+// do that. Other words go to mergeText, llama.cpp's way.
 func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
-	var (
-		syms []symbol
-		key  []byte
-		q    = bigramQueue{bpe: true}
-	)
+	var ok bool
 	for _, raw := range t.pre.split(text) {
 		if t.ignoreMerges {
 			// Llama-3: a pre-token that is a vocabulary entry is that
 			// token, whatever the merges would make of it.
-			if id, ok := t.ids[byteEncode(raw)]; ok {
+			if id, found := t.ids[byteEncode(raw)]; found {
 				out = append(out, id)
 				continue
 			}
 		}
-		if t.mergeByID && len(raw) <= maxFastWord {
-			var ok bool
-			if out, ok = t.mergeSmall(raw, out); ok {
+		if t.mergeByID {
+			if len(raw) <= maxFastWord {
+				out, ok = t.mergeSmall(raw, out)
+			} else {
+				out, ok = t.mergeLong(raw, out)
+			}
+			if ok {
 				continue
 			}
 		}
-		out, syms, key = t.mergeWord(byteEncode(raw), out, syms, key, &q)
+		out = t.mergeText(byteEncode(raw), out)
 	}
 	return out
 }
 
 // maxFastWord is the longest word (in bytes) mergeSmall takes. Its quadratic
 // search for the best pair beats a heap on short words, which are nearly all
-// words; longer ones (runs of symbols, long identifiers) go to mergeWord.
+// words; longer ones (runs of symbols, long identifiers) go to mergeLong.
 const maxFastWord = 48
 
 // mergeSmall merges one short word by token ids: every byte starts as the
@@ -66,9 +73,9 @@ const maxFastWord = 48
 // of equals) merges until none has a rank. That is the order llama.cpp's queue
 // pops them in: a queue entry is live exactly while its two symbols are still
 // neighbours and unchanged. It reports false, having appended nothing, when a
-// byte has no token; mergeWord then does what llama.cpp does.
+// byte has no token.
 func (t *Tokenizer) mergeSmall(raw string, out []int32) ([]int32, bool) {
-	// pairs[i] is the merge of parts[i] and parts[i+1] (rank none when
+	// pairs[i] is the merge of parts[i] and parts[i+1] (rank noMerge when
 	// they do not merge), kept beside the parts so that each pair is looked
 	// up once.
 	var (
@@ -114,8 +121,67 @@ func (t *Tokenizer) mergeSmall(raw string, out []int32) ([]int32, bool) {
 	return append(out, parts[:n]...), true
 }
 
+// mergeLong merges a long word by token ids with llama.cpp's queue: a heap
+// of candidate merges, lowest rank then leftmost first, skipping entries
+// whose symbols changed since. Like mergeSmall it reports false when a byte
+// has no token.
+func (t *Tokenizer) mergeLong(raw string, out []int32) ([]int32, bool) {
+	n := len(raw)
+	ids := make([]int32, n)
+	for i := 0; i < n; i++ {
+		if ids[i] = t.byteID[raw[i]]; ids[i] < 0 {
+			return out, false
+		}
+	}
+	syms := splitSymbols(byteRuns(n), make([]symbol, 0, n))
+	q := bigramQueue{bpe: true, items: make([]bigram, 0, n)}
+	tryAdd := func(left, right int32) {
+		if left < 0 || right < 0 {
+			return
+		}
+		m := t.pairMerge(ids[left], ids[right])
+		if m.rank == noMerge {
+			return
+		}
+		q.push(bigram{left: left, right: right, size: syms[left].n + syms[right].n, rank: m.rank, result: m.result})
+	}
+	for i := 1; i < n; i++ {
+		tryAdd(int32(i-1), int32(i))
+	}
+	for len(q.items) > 0 {
+		b := q.pop()
+		l, r := &syms[b.left], &syms[b.right]
+		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+			continue // stale: a side merged away or grew
+		}
+		l.n += r.n
+		r.n = 0
+		ids[b.left] = b.result
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = b.left
+		}
+		tryAdd(l.prev, b.left)
+		tryAdd(b.left, l.next)
+	}
+	for i := int32(0); i >= 0; i = syms[i].next {
+		out = append(out, ids[i])
+	}
+	return out, true
+}
+
+// byteRuns returns a string of n ASCII bytes, so that splitSymbols makes one
+// symbol per byte of a word (byte-encoded text has one code point per byte).
+func byteRuns(n int) string { return strings.Repeat("a", n) }
+
 // noMerge is the rank of two tokens that do not merge: worse than any.
 const noMerge = int32(1<<31 - 1)
+
+// pairKey packs the ids of a merge's two sides.
+func pairKey(l, r int32) uint64 { return uint64(uint32(l))<<32 | uint64(uint32(r)) }
+
+// pairMerge is a merge of two tokens: its rank and the token it makes.
+type pairMerge struct{ rank, result int32 }
 
 // pairMerge looks up the merge of tokens l and r.
 func (t *Tokenizer) pairMerge(l, r int32) pairMerge {
@@ -125,49 +191,44 @@ func (t *Tokenizer) pairMerge(l, r int32) pairMerge {
 	return pairMerge{rank: noMerge}
 }
 
-// pairKey packs the ids of a merge's two sides.
-func pairKey(l, r int32) uint64 { return uint64(uint32(l))<<32 | uint64(uint32(r)) }
-
-// pairMerge is a merge of two tokens: its rank and the token it makes.
-type pairMerge struct{ rank, result int32 }
-
-// buildMerges reads the merges list into ranks (by text, what llama.cpp
-// looks up) and pairs (by token ids, for mergeSmall).
+// buildMerges reads the merges list into pairs, the merges of two tokens by
+// their ids. The text form llama.cpp looks up is built on first use (see
+// mergeText): vocabularies whose merges all make tokens never need it.
 func (t *Tokenizer) buildMerges(merges []string) {
-	t.ranks = make(map[string]int32, len(merges))
 	t.pairs = make(map[uint64]pairMerge, len(merges))
 	t.mergeByID = true
+	var buf []byte
 	for i, m := range merges {
 		// llama.cpp splits at the first space after the first byte and
-		// keeps the first rank of a duplicated pair. Entries without such
-		// a space become an empty pair that no lookup can hit.
+		// keeps the first rank of a duplicated pair.
 		sp := strings.IndexByte(m[min(1, len(m)):], ' ')
 		if sp < 0 {
 			continue
 		}
-		if _, dup := t.ranks[m]; dup {
-			continue
-		}
-		t.ranks[m] = int32(i)
-		t.maxMergeLen = max(t.maxMergeLen, int32(len(m)))
-
 		sp += min(1, len(m))
 		l, lok := t.ids[m[:sp]]
 		r, rok := t.ids[m[sp+1:]]
 		if !lok || !rok {
 			// Only a symbol that is no token could take part in this
-			// merge, and mergeSmall never holds one.
+			// merge, and the id-based merges never hold one.
 			continue
 		}
-		res, ok := t.ids[m[:sp]+m[sp+1:]]
+		key := pairKey(l, r)
+		if _, dup := t.pairs[key]; dup {
+			continue
+		}
+		buf = append(append(buf[:0], m[:sp]...), m[sp+1:]...)
+		res, ok := t.ids[string(buf)]
 		if !ok {
 			// Merging two tokens can make text that is no token, which
 			// only the text-based merge handles.
 			t.mergeByID = false
 			continue
 		}
-		t.pairs[pairKey(l, r)] = pairMerge{rank: int32(i), result: res}
+		t.pairs[key] = pairMerge{rank: int32(i), result: res}
 	}
+	t.textMerges = &textMerges{list: merges}
+
 	for b := range t.byteID {
 		t.byteID[b] = -1
 		if id, ok := t.ids[byteToUnicode[b]]; ok {
@@ -185,73 +246,4 @@ func (t *Tokenizer) buildMerges(merges []string) {
 			}
 		}
 	}
-}
-
-// mergeWord merges one byte-encoded word the way llama.cpp does, by text,
-// and appends its tokens. syms, key and q are scratch space, returned for
-// reuse.
-func (t *Tokenizer) mergeWord(word string, out []int32, syms []symbol, key []byte, q *bigramQueue) ([]int32, []symbol, []byte) {
-	syms = splitSymbols(word, syms)
-	q.items = q.items[:0]
-
-	tryAdd := func(left, right int32) {
-		if left < 0 || right < 0 {
-			return
-		}
-		l, r := &syms[left], &syms[right]
-		if l.n+r.n+1 > t.maxMergeLen {
-			return
-		}
-		// The merge key is "left right", the form of the merges list.
-		key = append(key[:0], word[l.start:l.start+l.n]...)
-		key = append(key, ' ')
-		key = append(key, word[r.start:r.start+r.n]...)
-		rank, ok := t.ranks[string(key)]
-		if !ok {
-			return
-		}
-		q.push(bigram{left: left, right: right, size: l.n + r.n, rank: rank})
-	}
-
-	for i := 1; i < len(syms); i++ {
-		tryAdd(int32(i-1), int32(i))
-	}
-	for len(q.items) > 0 {
-		b := q.pop()
-		l, r := &syms[b.left], &syms[b.right]
-		// llama.cpp compares the pair's text with the text recorded in the
-		// entry; symbols are contiguous slices starting at the fixed left
-		// position, so comparing lengths is the same test.
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
-	}
-
-	for _, s := range syms {
-		if s.n == 0 {
-			continue
-		}
-		piece := word[s.start : s.start+s.n]
-		if id, ok := t.ids[piece]; ok {
-			out = append(out, id)
-			continue
-		}
-		// A symbol that is not a token: llama.cpp tries each byte of its
-		// (byte-encoded) text as a one-byte token and silently drops the
-		// bytes that are not. Only ASCII bytes can match.
-		for j := 0; j < len(piece); j++ {
-			if id := t.byteToken[piece[j]]; id >= 0 {
-				out = append(out, id)
-			}
-		}
-	}
-	return out, syms, key
 }

@@ -188,3 +188,23 @@ func TestPreTokenizerNames(t *testing.T) {
 	}
 	require.NotContains(t, msg, `""`, "the missing value is not a name to list")
 }
+
+// TestMergeByIDs: merging words by token ids (mergeSmall for short words,
+// mergeLong's queue for long ones) gives what llama.cpp's merge by text
+// gives, on every gpt2 vocabulary, for generated strings and for long words
+// of one class (letters, symbols, digits, spaces, one emoji sequence).
+func TestMergeByIDs(t *testing.T) {
+	texts := oracleStrings(t, 2000)
+	for _, unit := range []string{"ab", "x", "Ab", "é", "!?", "-", "12", " ", "\n", "👩\u200d👩\u200d👧", "ก", "日本"} {
+		for _, n := range []int{20, 49, 100, 500} {
+			texts = append(texts, strings.Repeat(unit, n), "q "+strings.Repeat(unit, n)+" z")
+		}
+	}
+	for _, rel := range []string{gpt2VocabPath, "models/gguf/vocab/llama3-vocab.gguf", "models/gguf/vocab/qwen3-vocab.gguf", o200kVocabPath} {
+		tk := loadTokenizer(t, rel)
+		for _, s := range texts {
+			o := tokenizer.EncodeOptions{ParseSpecial: true}
+			require.Equal(t, tk.EncodeByText(s, o), tk.EncodeWith(s, o), "%s: %q", rel, s)
+		}
+	}
+}

@@ -20,6 +20,7 @@ type bigram struct {
 	size        int32
 	key         float32
 	rank        int32
+	result      int32 // BPE by ids: the token the merge makes
 }
 
 // bigramQueue is a binary max-heap on (score, -left) for SPM and

@@ -301,7 +301,7 @@ func TestLoadTime(t *testing.T) {
 }
 
 func BenchmarkNew(b *testing.B) {
-	for _, rel := range []string{spmVocabPath, gpt2VocabPath} {
+	for _, rel := range []string{spmVocabPath, gpt2VocabPath, o200kVocabPath} {
 		v := vocabFromGGUF(b, shared.Path(b, rel))
 		b.Run(rel[strings.LastIndex(rel, "/")+1:], func(b *testing.B) {
 			for b.Loop() {

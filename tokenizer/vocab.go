@@ -112,23 +112,20 @@ type Tokenizer struct {
 	attrs        []uint8
 	ids          map[string]int32 // token text → id
 
-	// ranks maps a merge "left right" to its rank (gpt2 only). The key is the
-	// merge line itself, so building it copies no strings.
-	ranks map[string]int32
+	// pairs, bytePairs and byteID serve the merges by token ids (see
+	// encodeBPE); mergeByID is false when some merge of two tokens makes
+	// text that is no token, where only the text-based merge is exact.
+	// textMerges is the merges list for that one (gpt2 only).
+	pairs      map[uint64]pairMerge
+	bytePairs  *[256][256]pairMerge
+	byteID     [256]int32
+	mergeByID  bool
+	textMerges *textMerges
 
-	// pairs, byteID and mergeByID serve the fast merge of short words by
-	// token ids (see mergeSmall); mergeByID is false when some merge of two
-	// tokens makes text that is no token, where only the text-based merge
-	// is exact.
-	pairs     map[uint64]pairMerge
-	bytePairs *[256][256]pairMerge
-	byteID    [256]int32
-	mergeByID bool
-
-	// maxTokenLen and maxMergeLen bound the text a lookup can match, so the
-	// merge loops skip lookups that cannot succeed (long runs of one
-	// character would otherwise hash ever longer strings).
-	maxTokenLen, maxMergeLen int32
+	// maxTokenLen bounds the text an SPM lookup can match, so the merge
+	// loop skips lookups that cannot succeed (long runs of one character
+	// would otherwise hash ever longer strings).
+	maxTokenLen int32
 
 	bos, eos, unk, pad int32
 	addBOS, addEOS     bool
