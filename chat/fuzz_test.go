@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"time"
 	"testing"
 )
 
@@ -48,10 +49,19 @@ func FuzzTemplate(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		tpl, err := Compile(src)
-		if err != nil {
-			return
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tpl, err := Compile(src)
+			if err != nil {
+				return
+			}
+			_, _ = tpl.Render(conv, Options{AddGenerationPrompt: true, Now: goldenClock})
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("template did not finish in 10s: %q", src)
 		}
-		_, _ = tpl.Render(conv, Options{AddGenerationPrompt: true, Now: goldenClock})
 	})
 }
