@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"time"
 	"testing"
+	"time"
 )
 
 // FuzzParseConversation: any request body is parsed or refused with an
