@@ -1,12 +1,3 @@
-// Package chat turns a conversation into the prompt text a model was trained
-// on, and a model's output back into reasoning, content and tool calls.
-//
-// Templates are the Jinja chat templates models ship (GGUF
-// tokenizer.chat_template, tokenizer_config.json chat_template), rendered by
-// gonja configured as Hugging Face transformers configures Jinja2, so a prompt
-// is byte for byte what apply_chat_template(tokenize=False) gives. gpt-oss's
-// harmony format also has a built-in renderer (for files without a template)
-// and a streaming output parser.
 package chat
 
 import (
