@@ -64,10 +64,11 @@ const (
 )
 
 // Vocab is the tokenizer part of a GGUF file's metadata, already read out of
-// the file. Token ids are indexes into Tokens.
+// the file (or the same built from a tokenizer.json by ParseHF). Token ids
+// are indexes into Tokens.
 type Vocab struct {
 	Model  string    // tokenizer.ggml.model: "llama" or "gpt2"
-	Pre    string    // tokenizer.ggml.pre: for gpt2 "" / "default" / "gpt-2" (and its aliases); ignored for llama
+	Pre    string    // tokenizer.ggml.pre: for gpt2 "default", "gpt-2", "llama-bpe", "qwen2", "gpt-4o" or an alias (see supportedPre); ignored for llama
 	Tokens []string  // tokenizer.ggml.tokens
 	Scores []float32 // tokenizer.ggml.scores; nil means all 0 (usual for gpt2)
 	Types  []int32   // tokenizer.ggml.token_type; nil means all normal
