@@ -391,15 +391,78 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const float* __restrict__ h,
     const int* __restrict__ pos,
     {{.CacheT}}* __restrict__ kcache,
-    {{.CacheT}}* __restrict__ vcache,
+    {{.CacheT}}* __restrict__ vcache,{{if .QKNorm}}
+    const {{.QNT}}* __restrict__ qnorm,
+    const {{.QNT}}* __restrict__ knorm,{{end}}
     float* __restrict__ out,
     const u32 T) {
     const u32 t = blockIdx.y, p = blockIdx.x * {{.Threads}}u + threadIdx.x;
     if (p >= {{.Pairs}}u) {
         return;
     }` + ropePair + `
-    float a0 = h[(u64)t * {{.N}}u + c0], a1 = h[(u64)t * {{.N}}u + c1];
+    float a0 = h[(u64)t * {{.N}}u + c0], a1 = h[(u64)t * {{.N}}u + c1];{{if .QKNorm}}
+    if (c0 < {{.QKD}}u) {
+        // The head's RMSNorm (q or k), then its gain: each thread of the
+        // head sums the head's squares itself (head_dim loads, from L1).
+        const float* hr = h + (u64)t * {{.N}}u + head * {{.HD}}u;
+        float ss = 0.0f;
+        for (u32 j = 0; j < {{.HD}}u; ++j) {
+            ss += hr[j] * hr[j];
+        }
+        const float sc = rsqrtf(ss / {{.HD}}.0f + {{.QKEps}});
+        const {{.QNT}}* g = c0 < {{.QD}}u ? qnorm : knorm;
+        a0 = a0 * sc * ldf(g[c0 - head * {{.HD}}u]);
+        a1 = a1 * sc * ldf(g[c1 - head * {{.HD}}u]);
+    }{{end}}
     {` + ropeStore + `    }
+}
+`,
+	// rope: a standalone rotation (a graph whose projections did not fuse):
+	// thread p of token t rotates column pair p of x, or copies it past
+	// n_rot.
+	"rope": ropeFreqs + `
+// {{.Name}}: out[t] = rope(x[t]) ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}), rows of {{.QD}}.
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
+    const float* __restrict__ x,
+    const int* __restrict__ pos,
+    float* __restrict__ out,
+    const u32 T) {
+    const u32 t = blockIdx.y, p = blockIdx.x * {{.Threads}}u + threadIdx.x;
+    if (p >= {{.Pairs}}u) {
+        return;
+    }` + ropePair + `
+    float a0 = x[(u64)t * {{.QD}}u + c0], a1 = x[(u64)t * {{.QD}}u + c1];
+    if (i < {{.Half}}u) {
+        const int ps = pos[t];
+        const float fh = {{.Name}}_freq[i][0], fl = {{.Name}}_freq[i][1];
+        const float pf = float(ps);
+        const float ph = pf * fh;
+        const float pl = fmaf(pf, fh, -ph) + pf * fl;
+        const float kq = rintf(ph * 0.15915494309189535f);
+        float th = fmaf(-kq, 6.28318548202514648f, ph);
+        th = fmaf(-kq, -1.7484556000744487e-07f, th) + pl;
+        const float cs = cosf(th){{.MScale}}, sn = sinf(th){{.MScale}};
+        const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+        a0 = r0;
+        a1 = r1;
+    }
+    out[(u64)t * {{.QD}}u + c0] = a0;
+    out[(u64)t * {{.QD}}u + c1] = a1;
+}
+`,
+	// kv_write: a standalone cache write; one thread per element.
+	"kv_write": `
+// {{.Name}}: cache[pos[t], :] = x[t, :], {{.K}} elements per row.
+extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
+    const float* __restrict__ x,
+    const int* __restrict__ pos,
+    {{.CacheT}}* __restrict__ cache,
+    const u32 T) {
+    const u32 i = blockIdx.x * 32u + threadIdx.x, t = blockIdx.y;
+    if (i >= {{.K}}u) {
+        return;
+    }
+    stf(cache + (u64)pos[t] * {{.K}}u + i, x[(u64)t * {{.K}}u + i]);
 }
 `,
 	// attn_split: one warp per (head, KV split, query). Each lane walks

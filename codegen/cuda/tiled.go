@@ -91,19 +91,8 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 // from the scratch the tiled product wrote and takes the matrix-vector
 // launch's pos, caches and output.
 func ropeKV(e *gpu.Emitter, p *gpu.Params, rows GridDim, mv Launch, h Arg) error {
-	const threads = 128
-	rp := *p
-	rp.Name = p.Name + "_rope"
-	rp.Threads, rp.NW, rp.XS = threads, threads/32, gpu.XStage{}
-	name, err := e.Add("rope_kv", "", &rp)
-	if err != nil {
-		return err
-	}
 	n := len(mv.Args)
-	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: threads, MinT: 2,
-		Args: []Arg{h, mv.Args[2], mv.Args[3], mv.Args[4], mv.Args[n-1]},
-		Grid: [3]GridDim{{N: kernsrc.CeilDiv(p.Pairs, threads)}, rows, {N: 1}}})
-	return nil
+	return e.RopeKV(p, p.Name+"_rope", rows, mv.Value, h, mv.Args[2], mv.Args[3], mv.Args[4], mv.Args[n-1], nil, 2)
 }
 
 // addTiled is Emitter.Add for the tiled templates, which read tiledParams.

@@ -158,7 +158,7 @@ var lowerings = map[ir.Op]lowering{
 	ir.OpMatMul:         {(*Emitter).matmul, []string{"matvec"}},
 	ir.OpFusedMatMul:    {(*Emitter).matmul, []string{"matvec"}},
 	ir.OpSwiGLU:         {(*Emitter).matmul, []string{"swiglu"}},
-	ir.OpQKVRoPE:        {(*Emitter).matmul, []string{"qkv_rope"}},
+	ir.OpQKVRoPE:        {(*Emitter).matmul, []string{"qkv_rope", "rope_kv"}},
 	ir.OpAttention:      {(*Emitter).attention, []string{"attn_split", "attn_merge"}},
 	ir.OpFlashAttention: {(*Emitter).attention, []string{"attn_split", "attn_merge"}},
 	ir.OpRMSNorm:        {(*Emitter).rmsnorm, []string{"rmsnorm"}},
@@ -168,6 +168,8 @@ var lowerings = map[ir.Op]lowering{
 	ir.OpSiLU:           {(*Emitter).eltwise, []string{"eltwise"}},
 	ir.OpGELU:           {(*Emitter).eltwise, []string{"eltwise"}},
 	ir.OpTopKSoftmax:    {(*Emitter).topkSoftmax, []string{"topk_softmax"}},
+	ir.OpRoPE:           {(*Emitter).rope, []string{"rope"}},
+	ir.OpKVWrite:        {(*Emitter).kvwrite, []string{"kv_write"}},
 	ir.OpMoE:            {(*Emitter).moe, []string{"moe_up", "moe_down"}},
 }
 
@@ -202,7 +204,14 @@ func RowsOf(t ir.Type) (GridDim, error) {
 	return GridDim{N: n, PerToken: perToken}, err
 }
 
-func val(v *ir.Value) Arg { return Arg{Value: v.ID} }
+// val binds v's buffer: a reshape's is its operand's, and a kvwrite's
+// result is the cache it wrote into.
+func val(v *ir.Value) Arg {
+	for v.Op == ir.OpKVWrite || v.Op == ir.OpReshape {
+		v = v.Args[0]
+	}
+	return Arg{Value: v.ID}
+}
 
 // operandType is the element type a kernel reads a small float operand
 // (gain, bias, sink, broadcast factor) as: float, or the language's f16.

@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
 	"github.com/minerva-llm/minerva/ir"
@@ -73,18 +72,93 @@ func flags(p *Params) string {
 // a row of the step), plus whatever prefill kernels the language adds
 // (Language.Prefill).
 func (e *Emitter) matmul(v *ir.Value) error {
-	var parts ir.Parts
+	parts, err := matmulParts(v)
+	if err != nil {
+		return err
+	}
+	if parts.QNorm != nil {
+		return e.qkvHeadNorm(v, parts)
+	}
+	return e.product(v, v.Op, parts, val(v))
+}
+
+func matmulParts(v *ir.Value) (ir.Parts, error) {
 	if v.Op == ir.OpMatMul {
-		parts = ir.Parts{X: v.Args[0], W: v.Args[1]}
+		parts := ir.Parts{X: v.Args[0], W: v.Args[1]}
 		if len(v.Args) == 3 {
 			parts.Bias = v.Args[2]
 		}
-	} else {
-		var err error
-		if parts, err = ir.MatMulParts(v); err != nil {
-			return err
-		}
+		return parts, nil
 	}
+	return ir.MatMulParts(v)
+}
+
+// qkvHeadNorm lowers a qkv_rope whose q and k heads are normalised before
+// the rotation (Qwen3): the merged product into the step's scratch (the
+// matrix-vector kernel, and the language's prefill kernels), then rope_kv,
+// which normalises each head as it rotates and stores. A head's norm needs
+// the whole head, which one warp of the fused kernel does not hold.
+func (e *Emitter) qkvHeadNorm(v *ir.Value, parts ir.Parts) error {
+	n := parts.W.Type.Shape[0].N
+	h := Arg{Value: -1, ScratchPerToken: 4 * n}
+	prod := ir.Parts{X: parts.X, W: parts.W, Gain: parts.Gain, Bias: parts.Bias, Norm: parts.Norm, Eps: parts.Eps}
+	if err := e.product(v, ir.OpFusedMatMul, prod, h); err != nil {
+		return err
+	}
+	p := &Params{N: n}
+	if _, err := e.qkvParams(v, p); err != nil {
+		return err
+	}
+	p.QKNorm = true
+	var err error
+	if p.QKEps, err = kernsrc.FloatLiteral(parts.QKEps); err != nil {
+		return err
+	}
+	if p.QNT, err = e.operandType("qk_norm gain", parts.QNorm); err != nil {
+		return err
+	}
+	if t, err := e.operandType("qk_norm gain", parts.KNorm); err != nil || t != p.QNT {
+		return fmt.Errorf("the q and k norm gains differ in dtype: %s, %s", parts.QNorm.Type, parts.KNorm.Type)
+	}
+	rows, err := RowsOf(v.Type)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("rope_kv_qkn_%s_h%dkv%dd%d_%s", p.Mode, p.QD/p.HD, p.KVD/p.HD, p.HD, p.CacheT)
+	if p.QNT == e.Lang.F16 {
+		name += "_f16"
+	}
+	return e.RopeKV(p, name, rows, v.ID, h, val(parts.Pos), val(parts.KCache), val(parts.VCache), val(v),
+		[]Arg{val(parts.QNorm), val(parts.KNorm)}, 0)
+}
+
+// ropeThreads is the block size of rope_kv: one thread per rotated pair.
+const ropeThreads = 128
+
+// RopeKV appends a rope_kv launch: it reads h [T, N] (p.N) from a scratch
+// argument, normalises each q and k head when p.QKNorm (norms: the q and k
+// gains), rotates the pairs, stores q into out and k, v into the caches at
+// row pos[t]. It runs from step size minT on (CUDA runs it after its
+// tiled prefill only; the head-norm lowering at every step).
+func (e *Emitter) RopeKV(p *Params, name string, rows GridDim, value int, h, pos, kc, vc, out Arg, norms []Arg, minT int) error {
+	rp := *p
+	rp.Name = name
+	rp.Threads, rp.NW, rp.XS = ropeThreads, ropeThreads/32, XStage{}
+	args := append(append([]Arg{h, pos, kc, vc}, norms...), out)
+	rp.bind(args)
+	kname, err := e.Add("rope_kv", "", &rp)
+	if err != nil {
+		return err
+	}
+	e.Launch(Launch{Value: value, Kernel: kname, Threads: ropeThreads, MinT: minT, Args: args,
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(p.Pairs, ropeThreads)}, rows, {N: 1}}})
+	return nil
+}
+
+// product lowers one matrix product of the matmul family whose result goes
+// to out (the value's buffer, or a scratch): op names the kernel and picks
+// its family.
+func (e *Emitter) product(v *ir.Value, op ir.Op, parts ir.Parts, out Arg) error {
 	r, n, k, rb, err := e.weight(parts.W)
 	if err != nil {
 		return err
@@ -100,7 +174,7 @@ func (e *Emitter) matmul(v *ir.Value) error {
 		}
 	}
 	args := []Arg{val(parts.X), val(parts.W)}
-	if v.Op == ir.OpQKVRoPE {
+	if op == ir.OpQKVRoPE {
 		args = append(args, val(parts.Pos), val(parts.KCache), val(parts.VCache))
 	}
 	for _, x := range []struct {
@@ -119,14 +193,14 @@ func (e *Emitter) matmul(v *ir.Value) error {
 			args = append(args, val(x.v))
 		}
 	}
-	args = append(args, val(v))
+	args = append(args, out)
 	p.bind(args)
 	rows, err := RowsOf(v.Type)
 	if err != nil {
 		return err
 	}
 	family, width := "matvec", n
-	switch v.Op {
+	switch op {
 	case ir.OpSwiGLU:
 		family, p.F = "swiglu", n/2
 		width = p.F
@@ -137,13 +211,13 @@ func (e *Emitter) matmul(v *ir.Value) error {
 			return err
 		}
 	}
-	p.Name = fmt.Sprintf("%s%s_%s_%dx%d", v.Op, flags(p), r.Name, n, k)
+	p.Name = fmt.Sprintf("%s%s_%s_%dx%d", op, flags(p), r.Name, n, k)
 	for _, x := range p.Extra {
 		if x.T == e.Lang.F16 {
 			p.Name += "_" + x.Name + "f16"
 		}
 	}
-	if v.Op == ir.OpQKVRoPE {
+	if op == ir.OpQKVRoPE {
 		p.Name += "_" + p.CacheT
 	}
 	name, err := e.Add(family, parts.W.Type.DType.String(), p)
@@ -179,21 +253,8 @@ func (e *Emitter) qkvParams(v *ir.Value, p *Params) (int64, error) {
 	p.Neox = p.Mode == "neox"
 	// The frequencies (YaRN's blend included) and the magnitude scale are
 	// ir/rope's, as literals.
-	freqs, mscale, err := kernsrc.RopeFreqs(a)
-	if err != nil {
+	if err := e.ropeFreqs(a, p); err != nil {
 		return 0, err
-	}
-	var fr []string
-	for _, f := range freqs {
-		fr = append(fr, fmt.Sprintf(e.Lang.Vec2, f[0], f[1]))
-	}
-	p.Freqs = strings.Join(fr, ", ")
-	if mscale != 1 {
-		s, err := kernsrc.FloatLiteral(mscale)
-		if err != nil {
-			return 0, err
-		}
-		p.MScale = " * " + s
 	}
 	return p.Pairs, nil
 }

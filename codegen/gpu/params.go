@@ -27,6 +27,8 @@ type Params struct {
 	Neox                   bool
 	Mode, Freqs, MScale    string
 	CacheT                 string
+	QKNorm                 bool   // rope_kv: per-head RMSNorm of q and k (Qwen3)
+	QKEps, QNT             string // its eps literal and gain element type
 
 	// attention
 	Splits, DV, Group, Window int64

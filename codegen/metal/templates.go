@@ -203,6 +203,139 @@ kernel void {{.Name}}(
     }
 }
 `,
+	// rope_kv: the second launch of a qkv_rope whose q and k heads are
+	// normalised (Qwen3), after the product wrote h into the scratch:
+	// thread p of token t normalises its head (each thread sums its head's
+	// squares itself), rotates its pair as qkv_rope's epilogue does and
+	// stores q, k, v.
+	"rope_kv": `
+// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+constant float2 {{.Name}}_freq[{{.Half}}] = { {{- .Freqs -}} };
+
+// {{.Name}}: q, k, v = h[t]'s blocks of {{.QD}}, {{.KVD}}, {{.KVD}} (h[T, {{.N}}]){{if .QKNorm}}; q and k heads RMS-normalised and scaled{{end}};
+// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+kernel void {{.Name}}(
+    device const float* h [[buffer(0)]],
+    device const int* pos [[buffer(1)]],
+    device {{.CacheT}}* kcache [[buffer(2)]],
+    device {{.CacheT}}* vcache [[buffer(3)]],{{if .QKNorm}}
+    device const {{.QNT}}* qnorm [[buffer(4)]],
+    device const {{.QNT}}* knorm [[buffer(5)]],{{end}}
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint t = tgpig.y, p = tgpig.x * {{.Threads}}u + tiitg;
+    if (p >= {{.Pairs}}u) {
+        return;
+    }
+    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
+    const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
+    uint c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
+    if (i < {{.Half}}u) {
+        c0 = i;
+        c1 = i + {{.Half}}u;
+    }{{end}}
+    c0 += head * {{.HD}}u;
+    c1 += head * {{.HD}}u;
+    float a0 = h[(ulong)t * {{.N}}u + c0], a1 = h[(ulong)t * {{.N}}u + c1];{{if .QKNorm}}
+    if (c0 < {{.QKD}}u) {
+        device const float* hr = h + (ulong)t * {{.N}}u + head * {{.HD}}u;
+        float ss = 0.0f;
+        for (uint j = 0; j < {{.HD}}u; ++j) {
+            ss += hr[j] * hr[j];
+        }
+        const float sc = rsqrt(ss / {{.HD}}.0f + {{.QKEps}});
+        device const {{.QNT}}* g = c0 < {{.QD}}u ? qnorm : knorm;
+        a0 = a0 * sc * float(g[c0 - head * {{.HD}}u]);
+        a1 = a1 * sc * float(g[c1 - head * {{.HD}}u]);
+    }{{end}}
+    const int ps = pos[t];
+    if (c0 < {{.QKD}}u && i < {{.Half}}u) {
+        // θ = ps·freq[i] reduced modulo 2π in extended precision
+        // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
+        const float2 f = {{.Name}}_freq[i];
+        const float pf = float(ps);
+        const float ph = pf * f.x;
+        const float pl = fma(pf, f.x, -ph) + pf * f.y;
+        const float kq = rint(ph * 0.15915494309189535f);
+        float th = fma(-kq, 6.28318548202514648f, ph);
+        th = fma(-kq, -1.7484556000744487e-07f, th) + pl;
+        const float cs = cos(th){{.MScale}}, sn = sin(th){{.MScale}};
+        const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+        a0 = r0;
+        a1 = r1;
+    }
+    if (c0 < {{.QD}}u) {
+        out[(ulong)t * {{.QD}}u + c0] = a0;
+        out[(ulong)t * {{.QD}}u + c1] = a1;
+    } else if (c0 < {{.QKD}}u) {
+        kcache[(ulong)ps * {{.KVD}}u + c0 - {{.QD}}u] = {{.CacheT}}(a0);
+        kcache[(ulong)ps * {{.KVD}}u + c1 - {{.QD}}u] = {{.CacheT}}(a1);
+    } else {
+        vcache[(ulong)ps * {{.KVD}}u + c0 - {{.QKD}}u] = {{.CacheT}}(a0);
+        vcache[(ulong)ps * {{.KVD}}u + c1 - {{.QKD}}u] = {{.CacheT}}(a1);
+    }
+}
+`,
+	// rope: a standalone rotation (a graph whose projections did not fuse):
+	// thread p of token t rotates column pair p of x, or copies it past
+	// n_rot.
+	"rope": `
+// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+constant float2 {{.Name}}_freq[{{.Half}}] = { {{- .Freqs -}} };
+
+// {{.Name}}: out[t] = rope(x[t]) ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}), rows of {{.QD}}.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device const int* pos [[buffer(1)]],
+    device float* out [[buffer({{.OutSlot}})]],
+` + sigTail + ` {
+    const uint t = tgpig.y, p = tgpig.x * {{.Threads}}u + tiitg;
+    if (p >= {{.Pairs}}u) {
+        return;
+    }
+    const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
+    uint c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
+    if (i < {{.Half}}u) {
+        c0 = i;
+        c1 = i + {{.Half}}u;
+    }{{end}}
+    c0 += head * {{.HD}}u;
+    c1 += head * {{.HD}}u;
+    float a0 = x[(ulong)t * {{.QD}}u + c0], a1 = x[(ulong)t * {{.QD}}u + c1];
+    if (i < {{.Half}}u) {
+        const float2 f = {{.Name}}_freq[i];
+        const float pf = float(pos[t]);
+        const float ph = pf * f.x;
+        const float pl = fma(pf, f.x, -ph) + pf * f.y;
+        const float kq = rint(ph * 0.15915494309189535f);
+        float th = fma(-kq, 6.28318548202514648f, ph);
+        th = fma(-kq, -1.7484556000744487e-07f, th) + pl;
+        const float cs = cos(th){{.MScale}}, sn = sin(th){{.MScale}};
+        const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+        a0 = r0;
+        a1 = r1;
+    }
+    out[(ulong)t * {{.QD}}u + c0] = a0;
+    out[(ulong)t * {{.QD}}u + c1] = a1;
+}
+`,
+	// kv_write: a standalone cache write; one thread per element.
+	"kv_write": `
+// {{.Name}}: cache[pos[t], :] = x[t, :], {{.K}} elements per row.
+kernel void {{.Name}}(
+    device const float* x [[buffer(0)]],
+    device const int* pos [[buffer(1)]],
+    device {{.CacheT}}* cache [[buffer(2)]],
+` + sigTail + ` {
+    const uint i = tgpig.x * 32u + tiitg, t = tgpig.y;
+    if (i >= {{.K}}u) {
+        return;
+    }
+    cache[(ulong)pos[t] * {{.K}}u + i] = {{.CacheT}}(x[(ulong)t * {{.K}}u + i]);
+}
+`,
 	// attn_split: one simdgroup per (head, KV split, query). Each lane
 	// walks every 32nd visible cache row of its split with its own online
 	// softmax (m, l, acc); the lanes are then merged with simd_max/simd_sum

@@ -18,24 +18,27 @@ import (
 // compile, module load, weight upload, prefill launches, the decode CUDA
 // graph, logits copies — against the emulated driver (emuDriver), whose
 // kernels run on the CPU. CI runs emuGoldenDefault (one case per kernel
-// path: F32 and Q4_0 llama, both gpt-oss fixtures);
+// path: F32 and Q4_0 llama, both gpt-oss fixtures, qwen3's head norms and
+// phi3's fused weights and window);
 // MINERVA_CUDAEMU_GOLDEN=all runs every case.
 var emuGoldenDefault = []string{
 	"stories260K__once_upon_a_time",
 	"llama-p-Q4_0__once_upon_a_time",
 	"gptoss-g1-mxfp4__once_upon_a_time",
 	"gptoss-g1-q8emb__once_upon_a_time",
+	"qwen3-p-mix__once_upon_a_time",
+	"phi3-p-mix__once_upon_a_time",
 }
 
 func TestGoldenE2EEmulated(t *testing.T) {
 	opts := emuDriver(t)
 	all := os.Getenv("MINERVA_CUDAEMU_GOLDEN") == "all"
-	goldenE2E(t, opts, []string{"index.json", "index-gptoss.json"}, func(c *golden.Case) bool { return all || contains(emuGoldenDefault, c.Name) })
+	goldenE2E(t, opts, []string{"index.json", "index-gptoss.json", "index-archs.json"}, func(c *golden.Case) bool { return all || contains(emuGoldenDefault, c.Name) })
 }
 
 // goldenE2E runs the golden cases that want accepts through the CUDA
 // program on whichever driver the environment loads, from the indexes
-// (index.json, index-gptoss.json) named.
+// (index.json, index-gptoss.json, index-archs.json) named.
 func goldenE2E(t *testing.T, opts runtime.Options, indexes []string, want func(*golden.Case) bool) {
 	for _, index := range indexes {
 		for _, c := range golden.Cases(t, index) {
@@ -48,8 +51,11 @@ func goldenE2E(t *testing.T, opts runtime.Options, indexes []string, want func(*
 				// quantized product), so quantized cases sit near the
 				// interpreter's error, not at the CPU backend's.
 				tol := c.Tolerance()
-				if index == "index-gptoss.json" {
+				switch index {
+				case "index-gptoss.json":
 					tol = c.GPTOSSTolerance(false) // float activations, as the reference interpreter
+				case "index-archs.json":
+					tol = c.ArchsTolerance()
 				}
 				m := fusedModel(t, c.ModelPath)
 				ctx := len(c.PromptTokens) + c.NGen + 1
