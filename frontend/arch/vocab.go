@@ -65,8 +65,15 @@ func LoadVocab(f *gguf.File) (tokenizer.Vocab, error) {
 		}
 	}
 	// SentencePiece vocabs add BOS unless the file says otherwise; byte-level
-	// BPE vocabs do not.
+	// BPE vocabs do not, except Llama-3's: llama.cpp sets add_bos for the
+	// llama3 pre-tokenizer (llama-bpe, llama3, llama-v3) before reading the
+	// key, so a Llama-3 GGUF without tokenizer.ggml.add_bos_token still
+	// starts its prompts with <|begin_of_text|>, as the model was trained.
 	v.AddBOS = v.Model == "llama"
+	switch v.Pre {
+	case "llama-bpe", "llama3", "llama-v3":
+		v.AddBOS = v.Model == "gpt2"
+	}
 	if b, found := f.Bool("tokenizer.ggml.add_bos_token"); found {
 		v.AddBOS = b
 	}

@@ -77,6 +77,14 @@ func TestLoadVocabDefaults(t *testing.T) {
 		{"bpe default", edit{dropKV: []string{"tokenizer.ggml.add_bos_token"}, setKV: map[string]gguf.Value{"tokenizer.ggml.model": gguf.String("gpt2")}}, false, 1},
 		{"bpe key true", edit{setKV: map[string]gguf.Value{"tokenizer.ggml.model": gguf.String("gpt2")}}, true, 1},
 		{"bos out of range keeps the spm default", edit{setKV: map[string]gguf.Value{"tokenizer.ggml.bos_token_id": gguf.Uint32(n)}}, true, 1},
+		// llama.cpp sets add_bos for the Llama-3 pre-tokenizers before it
+		// reads the key; other byte-level BPE vocabularies keep false.
+		{"llama-bpe default", bpePre("llama-bpe", true), true, 1},
+		{"llama3 default", bpePre("llama3", true), true, 1},
+		{"llama-v3 default", bpePre("llama-v3", true), true, 1},
+		{"llama-bpe key false", bpePre("llama-bpe", false), false, 1},
+		{"qwen2 default", bpePre("qwen2", true), false, 1},
+		{"gpt-4o default", bpePre("gpt-4o", true), false, 1},
 		{"bpe without ids takes 11", edit{dropKV: []string{"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token"}, setKV: map[string]gguf.Value{"tokenizer.ggml.model": gguf.String("gpt2")}}, false, 11},
 	}
 	for _, c := range cases {
@@ -92,4 +100,17 @@ func TestLoadVocabDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bpePre is the edit that makes the synthetic vocabulary a byte-level BPE
+// one with pre-tokenizer pre, with tokenizer.ggml.add_bos_token dropped
+// (drop) or false.
+func bpePre(pre string, drop bool) edit {
+	e := edit{setKV: map[string]gguf.Value{"tokenizer.ggml.model": gguf.String("gpt2"), "tokenizer.ggml.pre": gguf.String(pre)}}
+	if drop {
+		e.dropKV = []string{"tokenizer.ggml.add_bos_token"}
+	} else {
+		e.setKV["tokenizer.ggml.add_bos_token"] = gguf.Bool(false)
+	}
+	return e
 }
