@@ -85,6 +85,24 @@ func (s *Session) Reset() {
 	s.pos = 0
 }
 
+// Truncate keeps the first n positions of the sequence and forgets the
+// rest, so that the next Eval writes at position n: a chat turn whose
+// prompt shares only a prefix with what the cache holds re-evaluates the
+// tokens after that prefix, not the whole conversation. The rows past n are
+// not cleared: every backend's step attends only to the rows at or before
+// each token's position (Program.Step), and the next steps overwrite them.
+func (s *Session) Truncate(n int) error {
+	if n < 0 || n > s.pos {
+		return fmt.Errorf("truncate to %d positions: the sequence holds %d", n, s.pos)
+	}
+	if n == 0 {
+		s.Reset()
+		return nil
+	}
+	s.pos = n
+	return nil
+}
+
 // Close ends the session: it frees its slot (an Engine's session), or the
 // program it owns (NewSession). Using the session afterwards is an error.
 func (s *Session) Close() error {

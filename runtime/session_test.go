@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,6 +11,7 @@ import (
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/runtime"
+	_ "github.com/minerva-llm/minerva/runtime/cpu" // registers "goasm"
 )
 
 // Prefill of the whole prompt in one step and feeding it one token at a time
@@ -84,4 +86,54 @@ func TestGenerateStops(t *testing.T) {
 	require.True(t, errors.Is(err, context.Canceled))
 	require.Equal(t, full.Tokens[:2], res.Tokens)
 	require.Equal(t, res.Tokens, seen)
+}
+
+// Truncate rewinds a sequence: after evaluating A and B, truncating into A
+// and evaluating C gives the logits of a fresh sequence A[:k]+C, although
+// the cache still holds rows of A's tail and of B past the new tokens
+// (stale rows a backend must not attend to). gpt-oss adds a sliding window
+// of 8 that the rewound rows cross.
+func TestTruncateRewinds(t *testing.T) {
+	for _, model := range []string{"models/gguf/stories260K.gguf", "models/gguf/synthetic/gptoss-g1-q8emb.gguf"} {
+		m, tok := openModel(t, shared.Path(t, model))
+		a := tok.Encode("Once upon a time there was a little dog", false)
+		b := tok.Encode(" who ran to the park", false)
+		c := tok.Encode(" and the cat followed", false)
+		k := len(a) - 3
+		require.Greater(t, len(b)+3, len(c), "C must leave stale rows of B behind")
+		for _, backend := range []string{"reference", "goasm"} {
+			t.Run(filepath.Base(model)+"/"+backend, func(t *testing.T) {
+				be, ok := runtime.LookupBackend(backend)
+				require.True(t, ok)
+				session := func() *runtime.Session {
+					p, err := be.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 64})
+					require.NoError(t, err)
+					t.Cleanup(func() { p.Close() })
+					s, err := runtime.NewProgramSession(p, 0)
+					require.NoError(t, err)
+					return s
+				}
+				s := session()
+				_, err := s.Eval(a)
+				require.NoError(t, err)
+				_, err = s.Eval(b)
+				require.NoError(t, err)
+				require.Error(t, s.Truncate(s.Pos()+1), "beyond the sequence")
+				require.Error(t, s.Truncate(-1))
+				require.NoError(t, s.Truncate(k))
+				require.Equal(t, k, s.Pos())
+				got, err := s.Eval(c)
+				require.NoError(t, err)
+
+				fresh := session()
+				_, err = fresh.Eval(a[:k])
+				require.NoError(t, err)
+				want, err := fresh.Eval(c)
+				require.NoError(t, err)
+				for i := range want {
+					require.LessOrEqual(t, golden.RelErr(got[i], want[i]), 1e-5, "row %d of C", i)
+				}
+			})
+		}
+	}
 }
