@@ -13,6 +13,11 @@ type GenerateOptions struct {
 	MaxTokens int
 	Sampler   SamplerConfig
 	EOS       int32 // -1 for none
+	// EOG, when set, names more tokens that end generation as EOS does
+	// (a tokenizer's IsEOG: <|eot_id|>, <|im_end|>, <|return|> …): chat
+	// models end a turn with tokens other than EOS. IgnoreEOS ignores
+	// these too.
+	EOG       func(id int32) bool
 	IgnoreEOS bool
 	// OnToken is called with every generated token as soon as it is chosen;
 	// returning an error stops generation with that error.
@@ -47,7 +52,7 @@ type StopReason string
 
 const (
 	StopLength  StopReason = "length"  // MaxTokens reached
-	StopEOS     StopReason = "eos"     // the model produced EOS
+	StopEOS     StopReason = "eos"     // the model produced EOS (or another EOG token)
 	StopContext StopReason = "context" // the KV cache is full
 	StopString  StopReason = "stop"    // the text contains a stop string (Result.StopMatch)
 )
@@ -176,7 +181,7 @@ func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOpti
 				return fail(err)
 			}
 		}
-		if id == opts.EOS && opts.EOS >= 0 && !opts.IgnoreEOS {
+		if !opts.IgnoreEOS && (id == opts.EOS && opts.EOS >= 0 || opts.EOG != nil && opts.EOG(id)) {
 			res.Stop = StopEOS
 			break
 		}

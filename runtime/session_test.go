@@ -62,6 +62,17 @@ func TestGenerateStops(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, full.Tokens, res.Tokens)
 
+	// EOG: a set of end tokens besides EOS (a chat model's end of turn)
+	// stops the same way, and IgnoreEOS ignores it too.
+	eog := func(id int32) bool { return id == full.Tokens[4] }
+	res, err = runtime.Generate(context.Background(), newSession(64), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: -1, EOG: eog})
+	require.NoError(t, err)
+	require.Equal(t, runtime.StopEOS, res.Stop)
+	require.Equal(t, full.Tokens[:5], res.Tokens)
+	res, err = runtime.Generate(context.Background(), newSession(64), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: -1, EOG: eog, IgnoreEOS: true})
+	require.NoError(t, err)
+	require.Equal(t, full.Tokens, res.Tokens)
+
 	// Context limit: a clean stop, not an error.
 	res, err = runtime.Generate(context.Background(), newSession(len(prompt)+3), prompt, runtime.GenerateOptions{MaxTokens: 8, Sampler: greedy, EOS: -1})
 	require.NoError(t, err)
