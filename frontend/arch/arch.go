@@ -1,5 +1,7 @@
-// Package arch turns a model file's metadata and tensor table into an
-// ir.Graph: one file per architecture family, shared helpers here.
+// Package arch turns a model's metadata and tensor table into an ir.Graph:
+// one file per architecture family, shared helpers here. The builders read
+// a File, which speaks GGUF's terms; a GGUF file is one as it stands, and
+// frontend/hf presents a Hugging Face directory as one.
 package arch
 
 import (
@@ -36,9 +38,73 @@ type Model struct {
 	Weights *Weights
 }
 
+// File is a model's metadata and tensor table as the family builders read
+// them, in GGUF's terms: metadata keys such as "llama.block_count", tensors
+// named as GGUF names them ("blk.0.attn_q.weight") with GGUF dims (row
+// length first). A GGUF file is such a File as it stands (Load wraps it);
+// frontend/hf translates a Hugging Face directory's config.json and tensor
+// names into the same terms. So a family keeps one builder whatever the
+// format on disk, and what a format may differ in is Layout.
+type File interface {
+	Architecture() string
+	Get(key string) (gguf.Value, bool)
+	String(key string) (string, bool)
+	Uint(key string) (uint64, bool)
+	Float(key string) (float64, bool)
+	Tensor(name string) (*gguf.TensorInfo, bool)
+	// TensorNames lists every tensor, so that one the graph does not read
+	// is refused (checkConsumed).
+	TensorNames() []string
+	WeightBytes(name string) ([]byte, error)
+	// Vocab is the tokenizer's vocabulary.
+	Vocab() (tokenizer.Vocab, error)
+	Layout() Layout
+}
+
+// Layout is how a File's tensors and tokenizer may differ from a GGUF
+// file's. The zero value is GGUF.
+type Layout struct {
+	// RotateHalf: the q and k rows of each head are in Hugging Face's
+	// rotate-half order (element i pairs with i + head_dim/2), where a GGUF
+	// file of a "normal"-RoPE family (llama) holds them permuted for
+	// adjacent pairs. Such a family then builds its graph with NEOX RoPE,
+	// which rotates exactly those pairs: the same scores, with the weights
+	// used as stored (no permuted copy).
+	RotateHalf bool
+	// ShortVocab: the tokenizer may have fewer tokens than the embedding
+	// has rows, or none at all. Hugging Face models pad the embedding (Qwen:
+	// 151,936 rows for 151,669 tokens), and a directory without tokenizer
+	// files still runs from token ids. A GGUF file's counts must agree, as
+	// llama.cpp requires.
+	ShortVocab bool
+}
+
+// checkVocab holds a vocabulary of n tokens to the embedding's rows as
+// the File's layout says.
+func checkVocab(f File, n, rows int) error {
+	if n == rows || f.Layout().ShortVocab && n < rows {
+		return nil
+	}
+	return fmt.Errorf("tokenizer has %d tokens but token_embd.weight has %d rows", n, rows)
+}
+
+// ggufFile is a GGUF file as a File.
+type ggufFile struct{ *gguf.File }
+
+func (f ggufFile) TensorNames() []string {
+	names := make([]string, len(f.Tensors))
+	for i, t := range f.Tensors {
+		names[i] = t.Name
+	}
+	return names
+}
+
+func (f ggufFile) Vocab() (tokenizer.Vocab, error) { return LoadVocab(f.File) }
+func (f ggufFile) Layout() Layout                  { return Layout{} }
+
 // builders maps a GGUF general.architecture to its frontend; each family
 // file adds itself.
-var builders = map[string]func(f *gguf.File, opts Options) (*Model, error){
+var builders = map[string]func(f File, opts Options) (*Model, error){
 	"gpt-oss": buildGPTOSS,
 }
 
@@ -53,7 +119,11 @@ func Supported() []string {
 }
 
 // Load builds the model graph for a parsed GGUF file.
-func Load(f *gguf.File, opts Options) (*Model, error) {
+func Load(f *gguf.File, opts Options) (*Model, error) { return LoadFile(ggufFile{f}, opts) }
+
+// LoadFile builds the model graph for a model in any format that presents
+// itself as a File (a GGUF file, a Hugging Face directory).
+func LoadFile(f File, opts Options) (*Model, error) {
 	name := f.Architecture()
 	if name == "" {
 		return nil, fmt.Errorf("model has no general.architecture key")
@@ -89,7 +159,7 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 // bias, a norm, rope factors), so it is never silently ignored. The one
 // exception is rope_freqs.weight when it was read into the graph's rope
 // attributes.
-func checkConsumed(f *gguf.File, g *ir.Graph) error {
+func checkConsumed(f File, g *ir.Graph) error {
 	used := map[string]bool{}
 	for _, v := range g.Values {
 		if v.Op == ir.OpWeight {
@@ -99,17 +169,17 @@ func checkConsumed(f *gguf.File, g *ir.Graph) error {
 			used["rope_freqs.weight"] = true
 		}
 	}
-	for _, t := range f.Tensors {
-		if !used[t.Name] {
-			return fmt.Errorf("tensor %q is not used by the %s architecture (it may change the math, so the model is refused)", t.Name, f.Architecture())
+	for _, name := range f.TensorNames() {
+		if !used[name] {
+			return fmt.Errorf("tensor %q is not used by the %s architecture (it may change the math, so the model is refused)", name, f.Architecture())
 		}
 	}
 	return nil
 }
 
-// Weights serves tensor bytes from a GGUF file to the interpreter and
-// backends (gguf.File.WeightBytes).
-type Weights struct{ f *gguf.File }
+// Weights serves tensor bytes from the model's File to the interpreter and
+// backends (gguf.File.WeightBytes for a GGUF file).
+type Weights struct{ f File }
 
 // WeightBytes returns the raw bytes of the named tensor.
 func (w *Weights) WeightBytes(name string) ([]byte, error) { return w.f.WeightBytes(name) }
@@ -117,7 +187,7 @@ func (w *Weights) WeightBytes(name string) ([]byte, error) { return w.f.WeightBy
 // meta reads typed metadata with the architecture prefix and collects the
 // first error, so a frontend can read a dozen keys and check once.
 type meta struct {
-	f    *gguf.File
+	f    File
 	arch string
 	err  error
 }
@@ -166,7 +236,7 @@ func (m *meta) floatOr(k string, def float64) float64 {
 
 // weight declares a tensor as a graph weight after checking that the file
 // holds it with the expected row-major shape (GGUF dims reversed).
-func weight(b *ir.Builder, f *gguf.File, name string, shape ...int) (*ir.Value, error) {
+func weight(b *ir.Builder, f File, name string, shape ...int) (*ir.Value, error) {
 	t, ok := f.Tensor(name)
 	if !ok {
 		return nil, fmt.Errorf("model file has no tensor %q", name)
@@ -186,7 +256,7 @@ func weight(b *ir.Builder, f *gguf.File, name string, shape ...int) (*ir.Value, 
 }
 
 // optionalWeight is weight for tensors a layout may omit (biases).
-func optionalWeight(b *ir.Builder, f *gguf.File, name string, shape ...int) (*ir.Value, error) {
+func optionalWeight(b *ir.Builder, f File, name string, shape ...int) (*ir.Value, error) {
 	if _, ok := f.Tensor(name); !ok {
 		return nil, nil
 	}

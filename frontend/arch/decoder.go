@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -52,7 +51,7 @@ const (
 	required
 )
 
-func (d *decoder) build(f *gguf.File, opts Options) (*Model, error) {
+func (d *decoder) build(f File, opts Options) (*Model, error) {
 	a := d.arch
 	m := &meta{f: f, arch: a}
 	c := Config{Arch: a}
@@ -121,12 +120,12 @@ func (d *decoder) build(f *gguf.File, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("model file has no tensor \"output.weight\" (%s does not tie it to token_embd)", a)
 	}
 
-	vocab, err := LoadVocab(f)
+	vocab, err := f.Vocab()
 	if err != nil {
 		return nil, err
 	}
-	if len(vocab.Tokens) != c.NVocab {
-		return nil, fmt.Errorf("tokenizer has %d tokens but token_embd.weight has %d rows", len(vocab.Tokens), c.NVocab)
+	if err := checkVocab(f, len(vocab.Tokens), c.NVocab); err != nil {
+		return nil, err
 	}
 	g, err := d.graph(f, c, opts)
 	if err != nil {
@@ -135,7 +134,7 @@ func (d *decoder) build(f *gguf.File, opts Options) (*Model, error) {
 	return &Model{Config: c, Graph: g, Vocab: vocab, Weights: &Weights{f: f}}, nil
 }
 
-func hasKey(f *gguf.File, k string) bool { _, ok := f.Get(k); return ok }
+func hasKey(f File, k string) bool { _, ok := f.Get(k); return ok }
 
 // ropeScalingKeys reads the rope.scaling keys as llama.cpp does: the factor
 // is rope.scaling.factor, else the older rope.scale_linear; the type
@@ -143,7 +142,7 @@ func hasKey(f *gguf.File, k string) bool { _, ok := f.Get(k); return ok }
 // Other types (yarn, longrope) change more than the frequency scale, so
 // they are refused rather than silently run as linear; so is any scaling
 // key in a family that reads none.
-func (d *decoder) ropeScalingKeys(f *gguf.File, m *meta, c *Config) error {
+func (d *decoder) ropeScalingKeys(f File, m *meta, c *Config) error {
 	keys := []string{"rope.scaling.factor", "rope.scale_linear", "rope.scaling.type"}
 	if !d.ropeScaling {
 		// A family that reads no scaling keys refuses any that would scale.
@@ -198,7 +197,7 @@ func (d *decoder) ropeScalingKeys(f *gguf.File, m *meta, c *Config) error {
 // A fused attn_qkv becomes qkv_rope over the stored weight and a fused
 // ffn_up becomes swiglu over it: the ops the fusion passes would have made,
 // so the weights are used as stored.
-func (d *decoder) graph(f *gguf.File, c Config, opts Options) (*ir.Graph, error) {
+func (d *decoder) graph(f File, c Config, opts Options) (*ir.Graph, error) {
 	b := ir.NewBuilder(d.arch)
 	qDim, kvDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim
 	var firstErr error
@@ -226,7 +225,14 @@ func (d *decoder) graph(f *gguf.File, c Config, opts Options) (*ir.Graph, error)
 		return nil, firstErr
 	}
 	x := b.Embed(embd, tokens)
-	rope := ir.Attrs{"head_dim": c.HeadDim, "n_rot": c.NRot, "base": c.RopeBase, "freq_scale": c.RopeFreqScale, "mode": d.ropeMode}
+	mode := d.ropeMode
+	if mode == "normal" && f.Layout().RotateHalf {
+		// q/k rows in rotate-half order (Layout.RotateHalf): NEOX RoPE
+		// pairs i with i + n_rot/2, the pairs GGUF's permutation would
+		// have made adjacent, so this is the same rotation.
+		mode = "neox"
+	}
+	rope := ir.Attrs{"head_dim": c.HeadDim, "n_rot": c.NRot, "base": c.RopeBase, "freq_scale": c.RopeFreqScale, "mode": mode}
 	if d.ropeScaling {
 		factors, err := ropeFreqs(f, c.NRot)
 		if err != nil {
@@ -312,7 +318,7 @@ func (d *decoder) headNorm(b *ir.Builder, x, gain *ir.Value, heads, hd int, eps 
 
 // ropeFreqs reads Llama 3.1's rope_freqs.weight: one F32 divisor per
 // rotated pair. Absent, nil.
-func ropeFreqs(f *gguf.File, nrot int) ([]float64, error) {
+func ropeFreqs(f File, nrot int) ([]float64, error) {
 	t, ok := f.Tensor("rope_freqs.weight")
 	if !ok {
 		return nil, nil

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -38,7 +37,7 @@ func gptossSliding(l int) bool { return l%2 == 0 }
 //
 // The math follows ../shared/golden/README-gptoss.md, which was checked
 // against the reference engine.
-func buildGPTOSS(f *gguf.File, opts Options) (*Model, error) {
+func buildGPTOSS(f File, opts Options) (*Model, error) {
 	const name = "gpt-oss"
 	m := &meta{f: f, arch: name}
 	c := Config{Arch: name}
@@ -100,12 +99,12 @@ func buildGPTOSS(f *gguf.File, opts Options) (*Model, error) {
 	if c.NVocab <= 0 || c.NVocab > 1<<24 {
 		return nil, fmt.Errorf("token_embd.weight vocabulary size %d is out of range", emb.Dims[1])
 	}
-	vocab, err := LoadVocab(f)
+	vocab, err := f.Vocab()
 	if err != nil {
 		return nil, err
 	}
-	if len(vocab.Tokens) != c.NVocab {
-		return nil, fmt.Errorf("tokenizer has %d tokens but token_embd.weight has %d rows", len(vocab.Tokens), c.NVocab)
+	if err := checkVocab(f, len(vocab.Tokens), c.NVocab); err != nil {
+		return nil, err
 	}
 	g, err := gptossGraph(f, c, opts)
 	if err != nil {
@@ -173,7 +172,7 @@ func gptossRopeAttrs(c Config) ir.Attrs {
 	return a
 }
 
-func gptossGraph(f *gguf.File, c Config, opts Options) (*ir.Graph, error) {
+func gptossGraph(f File, c Config, opts Options) (*ir.Graph, error) {
 	b := ir.NewBuilder("gpt-oss")
 	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
 	var firstErr error
