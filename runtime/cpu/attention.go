@@ -36,8 +36,8 @@ func (e *exec) attention(nd *node) error {
 	if len(nd.args) == 5 {
 		sinks = e.f32(nd.args[4])
 	}
-	kst, kbase := e.cache(p.stOf[nd.args[1]])
-	vst, vbase := e.cache(p.stOf[nd.args[2]])
+	kst := e.cache(p.stOf[nd.args[1]])
+	vst := e.cache(p.stOf[nd.args[2]])
 	kw, vw := kst.info.Width, vst.info.Width
 	dv := vw / nkv
 	group := nh / nkv
@@ -52,6 +52,7 @@ func (e *exec) attention(nd *node) error {
 	p.runChunked(items, func(w, it int) {
 		t, h, s := it/(nh*S), (it/S)%nh, it%S
 		kh := h / group
+		kbase, vbase := e.base(kst, t), e.base(vst, t)
 		pp := int(pos[t])
 		lo := 0
 		if window > 0 && pp-window+1 > lo {

@@ -368,7 +368,18 @@ func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	if err := runtime.CheckStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
 		return nil, err
 	}
-	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slot: slot}
+	slotRow := make([]int, len(tokens))
+	for i := range slotRow {
+		slotRow[i] = slot * p.cfg.Context
+	}
+	return p.step(tokens, pos, slotRow, nil)
+}
+
+// step runs the graph over rows (token, position, the first cache row of
+// the row's slot) and returns copies of the logits rows want names (every
+// row when nil).
+func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]float32, error) {
+	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow}
 	for i := range p.nodes {
 		nd := &p.nodes[i]
 		if err := e.run(nd); err != nil {
@@ -380,11 +391,17 @@ func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	if len(out) != len(tokens)*nv {
 		return nil, fmt.Errorf("logits have %d values, want %d×%d", len(out), len(tokens), nv)
 	}
-	all := make([]float32, len(out))
-	copy(all, out)
-	rows := make([][]float32, len(tokens))
-	for i := range rows {
+	if want == nil {
+		want = make([]int, len(tokens))
+		for i := range want {
+			want[i] = i
+		}
+	}
+	all := make([]float32, len(want)*nv)
+	rows := make([][]float32, len(want))
+	for i, r := range want {
 		rows[i] = all[i*nv : (i+1)*nv : (i+1)*nv]
+		copy(rows[i], out[r*nv:(r+1)*nv])
 	}
 	return rows, nil
 }

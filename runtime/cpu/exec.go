@@ -9,13 +9,16 @@ import (
 	"github.com/minerva-llm/minerva/quant"
 )
 
-// exec is one step: T tokens of one slot.
+// exec is one step: T rows, each a token at a position of a slot.
 type exec struct {
 	p      *program
 	T      int
 	tokens []int32
 	pos    []int32
-	slot   int
+	// slotRow[t] is row t's slot's first cache row (slot·Context): rows of
+	// several slots share a step (runtime.Rows), each writing and reading
+	// its own slot's part of every state.
+	slotRow []int
 }
 
 // out returns the node's own buffer, sized for this step.
@@ -48,11 +51,11 @@ func (e *exec) i32(i int) ([]int32, error) {
 	return nil, fmt.Errorf("integer operand %v is not an input", e.p.g.Values[i])
 }
 
-// cacheRows returns the slot's part of a state, f32 or f16.
-func (e *exec) cache(st int) (*state, int) {
-	s := e.p.states[st]
-	return s, e.slot * e.p.cfg.Context * s.info.Width
-}
+// cache returns a state, f32 or f16.
+func (e *exec) cache(st int) *state { return e.p.states[st] }
+
+// base is the offset in s of row t's slot: its first element.
+func (e *exec) base(s *state, t int) int { return e.slotRow[t] * s.info.Width }
 
 // steps is the CPU backend's op table: how a step computes each op.
 var steps = map[ir.Op]func(*exec, *node) error{
@@ -175,10 +178,10 @@ func (e *exec) kvwrite(nd *node) error {
 	if err != nil {
 		return err
 	}
-	st, base := e.cache(nd.st)
+	st := e.cache(nd.st)
 	w := st.info.Width
 	for t, q := range pos {
-		writeRow(st, base+int(q)*w, x[t*w:(t+1)*w])
+		writeRow(st, e.base(st, t)+int(q)*w, x[t*w:(t+1)*w])
 	}
 	return nil
 }

@@ -236,8 +236,8 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	if len(pos) != R {
 		return fmt.Errorf("%d positions for %d rows", len(pos), R)
 	}
-	kst, kbase := e.cache(p.stOf[p.index[parts.KCache]])
-	vst, vbase := e.cache(p.stOf[p.index[parts.VCache]])
+	kst := e.cache(p.stOf[p.index[parts.KCache]])
+	vst := e.cache(p.stOf[p.index[parts.VCache]])
 	kw := kst.info.Width
 	rt, err := newRope(a, pos)
 	if err != nil {
@@ -280,9 +280,9 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 						rmsnormRow(hv, hv, parts.QKEps, kn)
 					}
 					rt.apply(r, hv)
-					writeRow(kst, kbase+int(pos[r])*kw+(h-H)*hd, hv)
+					writeRow(kst, e.base(kst, r)+int(pos[r])*kw+(h-H)*hd, hv)
 				default:
-					writeRow(vst, vbase+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)
+					writeRow(vst, e.base(vst, r)+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)
 				}
 			}
 		}
