@@ -24,6 +24,8 @@ type cli struct {
 	Run      runCmd      `cmd:"" help:"Generate text with a model (a built-in synthetic llama when no model is given)."`
 	Compile  compileCmd  `cmd:"" help:"Run the pass pipeline on a model and print the fused graph or a summary."`
 	Inspect  inspectCmd  `cmd:"" help:"Print a model file's metadata, tensors and architecture."`
+	Chat     chatCmd     `cmd:"" help:"Talk with a model: its chat template applied each turn, the KV cache kept across turns."`
+	Template templateCmd `cmd:"" help:"Print the prompt a chat template renders for a conversation, exactly."`
 	Tokenize tokenizeCmd `cmd:"" help:"Print the token ids and pieces of a text."`
 	Synth    synthCmd    `cmd:"" help:"Write a random-weight model with a real architecture's shapes (for benchmarks)."`
 	Bench    benchCmd    `cmd:"" help:"Measure prefill and decode speed, latency, peak memory and bandwidth efficiency on this machine."`

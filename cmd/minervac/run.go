@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/minerva-llm/minerva/chat"
 	"github.com/minerva-llm/minerva/runtime"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
@@ -39,6 +40,10 @@ type runCmd struct {
 	Stop          []string `help:"Stop when the generated text contains this string (repeatable); the string itself is not printed." sep:"none"`
 	Verbose       bool     `short:"v" help:"Print load and compile times on stderr."`
 	Target        string   `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter); a plan runs on the target it was compiled for." default:"goasm"`
+	Chat          bool     `help:"Apply the model's chat template (or --chat-template) to --prompt, as one user message, and stop at the end of the model's turn; the output is printed as generated (minervac chat parses reasoning and channels)."`
+	System        string   `help:"With --chat: a system message before the prompt."`
+	Special       bool     `help:"Parse special-token text written in --prompt (<|start|>, <|im_start|>, </s> …) as those tokens; without it they are ordinary text. --chat always parses what the template writes."`
+	templateFlags
 }
 
 func (c *runCmd) Run(bo *runtime.Options) error {
@@ -66,7 +71,7 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	}
 	defer m.Close()
 
-	prompt, err := c.promptTokens(m.tok)
+	prompt, err := c.promptTokens(m)
 	if err != nil {
 		return err
 	}
@@ -90,7 +95,7 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	opts := runtime.GenerateOptions{
-		MaxTokens: c.N, Sampler: sc, EOS: m.tok.EOS(), IgnoreEOS: c.IgnoreEOS,
+		MaxTokens: c.N, Sampler: sc, EOS: m.tok.EOS(), EOG: m.tok.IsEOG, IgnoreEOS: c.IgnoreEOS,
 		KeepLogits: c.DumpLogits != "", Decode: m.tok.Decode, Stop: c.Stop, UBatch: c.UBatch,
 	}
 	if !c.JSON {
@@ -150,7 +155,30 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	return nil
 }
 
-func (c *runCmd) promptTokens(tok *tokenizer.Tokenizer) ([]int32, error) {
+func (c *runCmd) promptTokens(m *runnable) ([]int32, error) {
+	tok := m.tok
+	if c.Chat {
+		if c.Tokens != "" {
+			return nil, usageError{"--chat renders --prompt with the chat template; --tokens gives the prompt as ids instead"}
+		}
+		p, err := newPrompter(tok, m.chat, c.templateFlags)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", displayName(c.Model), err)
+		}
+		var conv chat.Conversation
+		if c.System != "" {
+			conv.Add("system", c.System)
+		}
+		conv.Add("user", c.Prompt)
+		text, err := p.render(conv, true)
+		if err != nil {
+			return nil, err
+		}
+		return p.encode(text, tok.AddBOS() && !c.NoBOS), nil
+	}
+	if c.System != "" || c.ChatTemplate != "" || len(c.Var) > 0 || c.ReasoningEffort != "" {
+		fmt.Fprintln(os.Stderr, "minervac: --system, --chat-template, --var and --reasoning-effort are ignored without --chat")
+	}
 	if c.Tokens != "" {
 		var ids []int32
 		for _, f := range strings.Split(c.Tokens, ",") {
@@ -162,7 +190,7 @@ func (c *runCmd) promptTokens(tok *tokenizer.Tokenizer) ([]int32, error) {
 		}
 		return ids, nil
 	}
-	ids := tok.Encode(c.Prompt, tok.AddBOS() && !c.NoBOS)
+	ids := tok.EncodeWith(c.Prompt, tokenizer.EncodeOptions{AddBOS: tok.AddBOS() && !c.NoBOS, ParseSpecial: c.Special})
 	if len(ids) == 0 {
 		return nil, usageError{"the prompt is empty (give --prompt text, or drop --no-bos)"}
 	}

@@ -22,9 +22,10 @@ type runnable struct {
 	graph   *ir.Graph
 	weights eval.Weights
 	tok     *tokenizer.Tokenizer
-	ctx     int    // default context length
-	target  string // the backend that runs it
-	kernels []byte // the plan's kernels section for target (nil: none, or no plan)
+	ctx     int       // default context length
+	target  string    // the backend that runs it
+	kernels []byte    // the plan's kernels section for target (nil: none, or no plan)
+	chat    modelChat // the model file's chat template and architecture (chat, run --chat)
 	opts    runtime.Options
 	closers []io.Closer
 }
@@ -51,7 +52,7 @@ func fromPlan(src *frontend.Source) (*runnable, error) {
 		return nil, fmt.Errorf("%s: tokenizer: %w", src.Path, err)
 	}
 	return &runnable{graph: p.Graph, weights: src.Weights(), tok: tok, ctx: p.Context, target: p.Target,
-		kernels: p.Kernels[p.Target], closers: []io.Closer{src}}, nil
+		kernels: p.Kernels[p.Target], chat: chatInfoOf(src), closers: []io.Closer{src}}, nil
 }
 
 // openRunnable turns what the user named into something to run, opening
@@ -107,7 +108,7 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 	compiled := func(m *loaded, p *plan.Plan) *runnable {
 		keep = true
 		return &runnable{graph: p.Graph, weights: src.Weights(), tok: m.tok, ctx: p.Context, target: target,
-			kernels: p.Kernels[target], closers: []io.Closer{src}}
+			kernels: p.Kernels[target], chat: chatInfoOf(src), closers: []io.Closer{src}}
 	}
 	if path == "" {
 		m, err := build(src, arch.Options{CacheType: cacheType})
@@ -181,6 +182,7 @@ func openCached(path string, src *frontend.Source) (*runnable, error) {
 		return nil, err
 	}
 	r.closers = append([]io.Closer{src}, r.closers...)
+	r.chat = chatInfoOf(src) // the template is the model file's, which the plan does not copy
 	return r, nil
 }
 

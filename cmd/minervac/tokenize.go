@@ -5,33 +5,23 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
 type tokenizeCmd struct {
-	File  string `arg:"" help:"Model or vocab-only GGUF file, or a plan." type:"path"`
-	Text  string `help:"Text to tokenize." required:""`
-	NoBOS bool   `help:"Do not add the beginning-of-sequence token."`
-	JSON  bool   `help:"Print {\"ids\": [...], \"pieces\": [...]} as JSON."`
+	File    string `arg:"" help:"Model or vocab-only GGUF file, a plan, or a Hugging Face tokenizer.json (or the directory holding it, with tokenizer_config.json)." type:"path"`
+	Text    string `help:"Text to tokenize." required:""`
+	NoBOS   bool   `help:"Do not add the beginning-of-sequence token."`
+	Special bool   `help:"Parse special-token text written in TEXT (<|start|>, <|im_start|>, </s> …) as those tokens; without it they are ordinary text."`
+	JSON    bool   `help:"Print {\"ids\": [...], \"pieces\": [...]} as JSON."`
 }
 
 func (c *tokenizeCmd) Run() error {
-	// Only the vocabulary is read: a plan's model file stays closed.
-	src, err := frontend.OpenWith(c.File, frontend.Options{Unresolved: true})
+	tok, _, err := loadTokenizerFile(c.File)
 	if err != nil {
 		return err
 	}
-	defer src.Close()
-	v, err := src.Vocab()
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.File, err)
-	}
-	tok, err := tokenizer.New(v)
-	if err != nil {
-		return fmt.Errorf("%s: tokenizer: %w", c.File, err)
-	}
-	ids := tok.Encode(c.Text, tok.AddBOS() && !c.NoBOS)
+	ids := tok.EncodeWith(c.Text, tokenizer.EncodeOptions{AddBOS: tok.AddBOS() && !c.NoBOS, ParseSpecial: c.Special})
 	pieces := make([]string, len(ids))
 	for i, id := range ids {
 		pieces[i] = tok.Piece(id)

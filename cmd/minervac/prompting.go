@@ -1,0 +1,224 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/minerva-llm/minerva/chat"
+	"github.com/minerva-llm/minerva/frontend"
+	"github.com/minerva-llm/minerva/tokenizer"
+)
+
+// templateFlags are the flags that turn a conversation into a prompt,
+// shared by chat, run --chat and template.
+type templateFlags struct {
+	ChatTemplate    string   `name:"chat-template" help:"Jinja chat template file to use instead of the model's (tokenizer.chat_template)." type:"path"`
+	Var             []string `name:"var" help:"Template variable KEY=VALUE (repeatable; VALUE is read as JSON when it parses, else as a string): enable_thinking=false, reasoning_effort=high …" sep:"none"`
+	ReasoningEffort string   `name:"reasoning-effort" help:"gpt-oss reasoning effort: low, medium or high (the template variable reasoning_effort; the model's default is medium)."`
+	Now             string   `name:"now" help:"The date and time the template's strftime_now sees (RFC 3339, e.g. 2026-11-24T12:00:00Z; default: now), for reproducible prompts."`
+}
+
+// options reads the flags into chat.Options (the special tokens are the
+// tokenizer's, added by newPrompter).
+func (f templateFlags) options() (chat.Options, error) {
+	var o chat.Options
+	for _, kv := range f.Var {
+		k, v, err := chat.ParseVar(kv)
+		if err != nil {
+			return o, usageError{"--var: " + strings.TrimPrefix(err.Error(), "chat: ")}
+		}
+		if o.Vars == nil {
+			o.Vars = map[string]any{}
+		}
+		o.Vars[k] = v
+	}
+	if f.ReasoningEffort != "" {
+		if err := chat.CheckReasoningEffort(f.ReasoningEffort); err != nil {
+			return o, usageError{"--reasoning-effort: " + err.Error()}
+		}
+		if o.Vars == nil {
+			o.Vars = map[string]any{}
+		}
+		o.Vars["reasoning_effort"] = f.ReasoningEffort
+	}
+	if f.Now != "" {
+		t, err := time.Parse(time.RFC3339, f.Now)
+		if err != nil {
+			return o, usageError{fmt.Sprintf("--now %q is not an RFC 3339 time such as 2026-11-24T12:00:00Z", f.Now)}
+		}
+		o.Now = t
+	}
+	return o, nil
+}
+
+// modelChat is what a model (or tokenizer) file says about chatting with
+// it.
+type modelChat struct {
+	template string // the Jinja chat template, "" when the file has none
+	arch     string // the architecture: gpt-oss without a template still chats, in harmony
+	// specials are special-token texts a tokenizer_config.json names
+	// (bos_token …), which override the tokenizer's own for templates.
+	specials map[string]string
+}
+
+// chatInfoOf reads the chat template and architecture of an opened source:
+// a GGUF file's tokenizer.chat_template, or that of the model file a plan
+// refers to (a plan does not copy it; an embedded plan has none).
+func chatInfoOf(src *frontend.Source) modelChat {
+	switch {
+	case src == nil:
+		return modelChat{}
+	case src.Format == frontend.FormatGGUF:
+		t, _ := src.GGUF.String("tokenizer.chat_template")
+		return modelChat{template: t, arch: src.GGUF.Architecture()}
+	case src.Model != nil && src.Model.GGUF != nil:
+		t, _ := src.Model.GGUF.String("tokenizer.chat_template")
+		return modelChat{template: t, arch: src.Plan.Config.Arch}
+	case src.Plan != nil:
+		return modelChat{arch: src.Plan.Config.Arch}
+	}
+	return modelChat{}
+}
+
+// isHFTokenizer tells a Hugging Face tokenizer (a tokenizer.json file, or a
+// directory holding one) from a model file or plan.
+func isHFTokenizer(path string) bool {
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		return true
+	}
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// loadTokenizerFile reads a tokenizer named on its own (tokenize FILE,
+// --tokenizer FILE): a Hugging Face tokenizer.json (or its directory, with
+// tokenizer_config.json beside it), or the vocabulary of a GGUF file (a
+// vocab-only one such as o200k-harmony.gguf, or a model) or plan. Its chat
+// template comes along.
+func loadTokenizerFile(path string) (*tokenizer.Tokenizer, modelChat, error) {
+	if isHFTokenizer(path) {
+		v, cfg, err := tokenizer.LoadHF(path)
+		if err != nil {
+			return nil, modelChat{}, err
+		}
+		tok, err := tokenizer.New(v)
+		if err != nil {
+			return nil, modelChat{}, fmt.Errorf("%s: tokenizer: %w", path, err)
+		}
+		mc := modelChat{template: cfg.ChatTemplate, specials: map[string]string{}}
+		for k, s := range map[string]string{"bos_token": cfg.BOSToken, "eos_token": cfg.EOSToken, "unk_token": cfg.UNKToken, "pad_token": cfg.PADToken} {
+			if s != "" {
+				mc.specials[k] = s
+			}
+		}
+		return tok, mc, nil
+	}
+	// Only the vocabulary is read: a plan's model file stays closed.
+	src, err := frontend.OpenWith(path, frontend.Options{Unresolved: true})
+	if err != nil {
+		return nil, modelChat{}, err
+	}
+	defer src.Close()
+	v, err := src.Vocab()
+	if err != nil {
+		return nil, modelChat{}, fmt.Errorf("%s: %w", path, err)
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		return nil, modelChat{}, fmt.Errorf("%s: tokenizer: %w", path, err)
+	}
+	return tok, chatInfoOf(src), nil
+}
+
+// prompter turns a conversation into prompt tokens for one model: its chat
+// template (or the built-in harmony renderer), the template's variables and
+// the tokenizer.
+type prompter struct {
+	tok  *tokenizer.Tokenizer
+	tpl  *chat.Template // nil: chat.RenderHarmony (gpt-oss without a template)
+	opts chat.Options
+	// harmony: the output is in harmony format (channels, <|return|>),
+	// read by chat.HarmonyParser. think: the template writes <think>, so
+	// the model reasons between <think> and </think> (Qwen3, DeepSeek-R1).
+	harmony, think bool
+}
+
+// newPrompter picks the template (tok may be nil for a template rendered
+// without a model): --chat-template, else the model's, else,
+// for gpt-oss, the harmony renderer; a model with none of these is
+// chat.ErrNoTemplate, whose text names the flag.
+func newPrompter(tok *tokenizer.Tokenizer, mc modelChat, f templateFlags) (*prompter, error) {
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	p := &prompter{tok: tok, opts: opts}
+	src, from := mc.template, "the model's chat template"
+	if f.ChatTemplate != "" {
+		b, err := os.ReadFile(f.ChatTemplate)
+		if err != nil {
+			return nil, fmt.Errorf("--chat-template: %w", err)
+		}
+		src, from = string(b), f.ChatTemplate
+	}
+	if src == "" {
+		if mc.arch != "gpt-oss" {
+			return nil, chat.ErrNoTemplate
+		}
+		p.harmony = true
+	} else {
+		if p.tpl, err = chat.Compile(src); err != nil {
+			return nil, fmt.Errorf("%s: %w", from, err)
+		}
+		p.harmony = strings.Contains(src, "<|channel|>") && strings.Contains(src, "<|start|>")
+		p.think = !p.harmony && strings.Contains(src, "<think>")
+	}
+	p.opts.SpecialTokens = map[string]string{}
+	if tok != nil { // minervac template renders without a model
+		p.opts.SpecialTokens = specialTokens(tok)
+	}
+	for k, s := range mc.specials {
+		p.opts.SpecialTokens[k] = s
+	}
+	return p, nil
+}
+
+// specialTokens are the texts of the tokenizer's special tokens, which
+// templates write as bos_token, eos_token, unk_token and pad_token (as
+// transformers passes its special_tokens_map).
+func specialTokens(tok *tokenizer.Tokenizer) map[string]string {
+	m := map[string]string{}
+	for k, id := range map[string]int32{"bos_token": tok.BOS(), "eos_token": tok.EOS(), "unk_token": tok.UNK(), "pad_token": tok.PAD()} {
+		if id >= 0 {
+			m[k] = tok.DecodeWith([]int32{id}, tokenizer.DecodeOptions{Special: true})
+		}
+	}
+	return m
+}
+
+// render renders the conversation, ending with the assistant's header when
+// addGen is set.
+func (p *prompter) render(conv chat.Conversation, addGen bool) (string, error) {
+	o := p.opts
+	o.AddGenerationPrompt = addGen
+	if p.tpl == nil {
+		return chat.RenderHarmony(conv, o)
+	}
+	return p.tpl.Render(conv, o)
+}
+
+// encode tokenizes a rendered prompt: the control tokens the template wrote
+// are parsed as such, and with addBOS (the vocabulary's add_bos, unless
+// --no-bos) BOS is added if the template has not written it already
+// (transformers encodes a rendered chat without adding special tokens for
+// the same reason: two BOS tokens are not what the model was trained on).
+func (p *prompter) encode(text string, addBOS bool) []int32 {
+	ids := p.tok.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: true})
+	if bos := p.tok.BOS(); addBOS && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
+		ids = append([]int32{bos}, ids...)
+	}
+	return ids
+}
