@@ -6,19 +6,25 @@
 package synth
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sort"
+	"strings"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
 )
 
-// Llama describes a llama-family model to synthesise.
+// Llama describes a llama-like decoder to synthesise: llama itself, or
+// (Arch) one of the families that differ from it only in layout — qwen2,
+// qwen3 and phi3, as the family files of frontend/arch read them.
 type Llama struct {
-	Name          string
+	Name string
+	// Arch is general.architecture and the metadata key prefix: "" or
+	// "llama", "qwen2", "qwen3" or "phi3" (see families).
+	Arch          string
 	NLayer        int
 	NEmbd         int
 	NHead         int
@@ -27,7 +33,14 @@ type Llama struct {
 	ContextLength int
 	RopeBase      float64
 	RMSEps        float64
-	// Matrix is the dtype of every 2-D weight; norms stay F32.
+	// HeadDim is the size of a head; 0 means NEmbd/NHead. Only a family
+	// that writes attention.key_length (qwen3) may make NHead·HeadDim
+	// differ from NEmbd.
+	HeadDim int
+	// SlidingWindow is attention.sliding_window: required by the families
+	// that read it (phi3), refused by the others.
+	SlidingWindow int
+	// Matrix is the dtype of every 2-D weight; norms and biases stay F32.
 	Matrix ir.DType
 	// Std is the standard deviation of matrix entries (0 means 0.02).
 	Std  float64
@@ -36,66 +49,176 @@ type Llama struct {
 	// models with tied embeddings). The other tensors are unchanged.
 	Tied bool
 	// Tokens, Scores and Types form the SentencePiece vocabulary written
-	// into the file; Vocab() gives a small self-contained one.
+	// into the file; Vocab() gives a small self-contained one. With Merges
+	// the vocabulary is byte-level BPE instead (tokenizer.ggml.model gpt2,
+	// pre-tokenizer Pre, no scores) whose end-of-text token EOT is both BOS
+	// and EOS, as in Qwen's files; BPEVocab() gives one.
 	Tokens []string
 	Scores []float32
 	Types  []int32
+	Merges []string
+	Pre    string
+	EOT    int
 }
 
-// Write emits the model as a GGUF v3 file.
+// family is how one llama-like architecture lays out its GGUF file beyond
+// llama's: data, not code, so that a family is one entry here. Each flag
+// is what the family's file in frontend/arch requires (and the others
+// refuse).
+type family struct {
+	qkvBias   bool   // attn_q/k/v.bias (qwen2)
+	qkNorm    bool   // attn_q_norm, attn_k_norm [head_dim] before RoPE (qwen3)
+	fusedQKV  bool   // one attn_qkv with rows [q; k; v] (phi3)
+	fusedUp   bool   // ffn_up with rows [gate; up] and no ffn_gate (phi3)
+	keyLength bool   // attention.key_length/value_length give head_dim (qwen3)
+	window    bool   // attention.sliding_window on every layer (phi3)
+	pre       string // the BPE pre-tokenizer of the family's real vocabulary; "" is SentencePiece
+}
+
+var families = map[string]family{
+	"llama": {},
+	"qwen2": {qkvBias: true, pre: "qwen2"},
+	"qwen3": {qkNorm: true, keyLength: true, pre: "qwen2"},
+	"phi3":  {fusedQKV: true, fusedUp: true, window: true},
+}
+
+// Families lists the architectures Llama can write.
+func Families() []string {
+	names := make([]string, 0, len(families))
+	for n := range families {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// arch is m.Arch with "" meaning llama.
+func (m Llama) arch() string {
+	if m.Arch == "" {
+		return "llama"
+	}
+	return m.Arch
+}
+
+// headDim is m.HeadDim with 0 meaning NEmbd/NHead.
+func (m Llama) headDim() int {
+	if m.HeadDim == 0 && m.NHead > 0 {
+		return m.NEmbd / m.NHead
+	}
+	return m.HeadDim
+}
+
+// check reports what in m the family's loader would refuse, before any
+// weight is drawn.
+func (m Llama) check() (family, error) {
+	a := m.arch()
+	fam, ok := families[a]
+	switch {
+	case !ok:
+		return fam, fmt.Errorf("synth: unknown architecture %q (%s)", a, strings.Join(Families(), ", "))
+	case m.NLayer <= 0 || m.NEmbd <= 0 || m.NFF <= 0:
+		return fam, fmt.Errorf("synth: layers %d, embedding %d and feed-forward %d must be positive", m.NLayer, m.NEmbd, m.NFF)
+	case m.NHead <= 0 || m.NHeadKV <= 0 || m.NHead%m.NHeadKV != 0:
+		return fam, fmt.Errorf("synth: %d heads are not a multiple of %d kv heads", m.NHead, m.NHeadKV)
+	case m.HeadDim == 0 && m.NEmbd%m.NHead != 0:
+		return fam, fmt.Errorf("synth: heads %d/%d do not divide embedding %d", m.NHead, m.NHeadKV, m.NEmbd)
+	case m.HeadDim < 0 || m.headDim()%2 != 0:
+		return fam, fmt.Errorf("synth: head size %d must be positive and even (RoPE rotates pairs)", m.headDim())
+	case m.headDim()*m.NHead != m.NEmbd && !fam.keyLength:
+		return fam, fmt.Errorf("synth: %s needs heads × head size = embedding (%d × %d ≠ %d)", a, m.NHead, m.headDim(), m.NEmbd)
+	case fam.window && m.SlidingWindow <= 0:
+		return fam, fmt.Errorf("synth: %s needs a sliding window", a)
+	case !fam.window && m.SlidingWindow != 0:
+		return fam, fmt.Errorf("synth: %s has no sliding window (frontend/arch refuses the key)", a)
+	case len(m.Merges) > 0 && (len(m.Types) != len(m.Tokens) || m.EOT < 0 || m.EOT >= len(m.Tokens)):
+		return fam, fmt.Errorf("synth: a BPE vocabulary needs token types and an end-of-text id among its %d tokens", len(m.Tokens))
+	case len(m.Merges) == 0 && (len(m.Scores) != len(m.Tokens) || len(m.Types) != len(m.Tokens)):
+		return fam, fmt.Errorf("synth: vocabulary needs tokens, scores and types of one length")
+	case len(m.Tokens) == 0:
+		return fam, fmt.Errorf("synth: vocabulary has no tokens")
+	case !quant.CanQuantize(m.Matrix):
+		return fam, fmt.Errorf("synth: cannot write %s matrices", m.Matrix)
+	}
+	return fam, nil
+}
+
+// Write emits the model as a GGUF v3 file. A llama file has the bytes it
+// had before the other families existed: their tensors and keys are only
+// added, never drawn, for llama.
 func (m Llama) Write(out io.Writer) (int64, error) {
-	if m.NHead == 0 || m.NEmbd%m.NHead != 0 || m.NHeadKV == 0 || m.NHead%m.NHeadKV != 0 {
-		return 0, fmt.Errorf("synth: heads %d/%d do not divide embedding %d", m.NHead, m.NHeadKV, m.NEmbd)
-	}
-	if len(m.Tokens) == 0 || len(m.Scores) != len(m.Tokens) || len(m.Types) != len(m.Tokens) {
-		return 0, fmt.Errorf("synth: vocabulary needs tokens, scores and types of one length")
-	}
-	if !quant.CanQuantize(m.Matrix) {
-		return 0, fmt.Errorf("synth: cannot write %s matrices", m.Matrix)
+	fam, err := m.check()
+	if err != nil {
+		return 0, err
 	}
 	std := m.Std
 	if std == 0 {
 		std = 0.02
 	}
 	rng := rand.New(rand.NewPCG(m.Seed, 0x73796e7468))
-	headDim := m.NEmbd / m.NHead
+	a, headDim := m.arch(), m.headDim()
+	u32 := func(n int) gguf.Value { return gguf.Uint32(uint32(n)) }
 	w := gguf.NewWriter(3)
-	w.AddKV("general.architecture", gguf.String("llama"))
+	kv := func(k string, v gguf.Value) { w.AddKV(a+"."+k, v) }
+	w.AddKV("general.architecture", gguf.String(a))
 	w.AddKV("general.name", gguf.String(m.Name))
-	w.AddKV("llama.context_length", gguf.Uint32(uint32(m.ContextLength)))
-	w.AddKV("llama.embedding_length", gguf.Uint32(uint32(m.NEmbd)))
-	w.AddKV("llama.block_count", gguf.Uint32(uint32(m.NLayer)))
-	w.AddKV("llama.feed_forward_length", gguf.Uint32(uint32(m.NFF)))
-	w.AddKV("llama.rope.dimension_count", gguf.Uint32(uint32(headDim)))
-	w.AddKV("llama.attention.head_count", gguf.Uint32(uint32(m.NHead)))
-	w.AddKV("llama.attention.head_count_kv", gguf.Uint32(uint32(m.NHeadKV)))
-	w.AddKV("llama.attention.layer_norm_rms_epsilon", gguf.Float32(float32(m.RMSEps)))
-	w.AddKV("llama.rope.freq_base", gguf.Float32(float32(m.RopeBase)))
-	w.AddKV("tokenizer.ggml.model", gguf.String("llama"))
-	w.AddKV("tokenizer.ggml.tokens", gguf.StringArray(m.Tokens))
-	w.AddKV("tokenizer.ggml.scores", gguf.Float32Array(m.Scores))
-	w.AddKV("tokenizer.ggml.token_type", gguf.Int32Array(m.Types))
-	w.AddKV("tokenizer.ggml.bos_token_id", gguf.Uint32(1))
-	w.AddKV("tokenizer.ggml.eos_token_id", gguf.Uint32(2))
-	w.AddKV("tokenizer.ggml.unknown_token_id", gguf.Uint32(0))
-	w.AddKV("tokenizer.ggml.add_bos_token", gguf.Bool(true))
+	kv("context_length", u32(m.ContextLength))
+	kv("embedding_length", u32(m.NEmbd))
+	kv("block_count", u32(m.NLayer))
+	kv("feed_forward_length", u32(m.NFF))
+	kv("rope.dimension_count", u32(headDim))
+	kv("attention.head_count", u32(m.NHead))
+	kv("attention.head_count_kv", u32(m.NHeadKV))
+	kv("attention.layer_norm_rms_epsilon", gguf.Float32(float32(m.RMSEps)))
+	kv("rope.freq_base", gguf.Float32(float32(m.RopeBase)))
+	if fam.keyLength {
+		kv("attention.key_length", u32(headDim))
+		kv("attention.value_length", u32(headDim))
+	}
+	if fam.window {
+		kv("attention.sliding_window", u32(m.SlidingWindow))
+	}
+	if len(m.Merges) > 0 {
+		w.AddKV("tokenizer.ggml.model", gguf.String("gpt2"))
+		if m.Pre != "" {
+			w.AddKV("tokenizer.ggml.pre", gguf.String(m.Pre))
+		}
+		w.AddKV("tokenizer.ggml.tokens", gguf.StringArray(m.Tokens))
+		w.AddKV("tokenizer.ggml.token_type", gguf.Int32Array(m.Types))
+		w.AddKV("tokenizer.ggml.merges", gguf.StringArray(m.Merges))
+		w.AddKV("tokenizer.ggml.bos_token_id", u32(m.EOT))
+		w.AddKV("tokenizer.ggml.eos_token_id", u32(m.EOT))
+		w.AddKV("tokenizer.ggml.add_bos_token", gguf.Bool(false))
+	} else {
+		w.AddKV("tokenizer.ggml.model", gguf.String("llama"))
+		w.AddKV("tokenizer.ggml.tokens", gguf.StringArray(m.Tokens))
+		w.AddKV("tokenizer.ggml.scores", gguf.Float32Array(m.Scores))
+		w.AddKV("tokenizer.ggml.token_type", gguf.Int32Array(m.Types))
+		w.AddKV("tokenizer.ggml.bos_token_id", gguf.Uint32(1))
+		w.AddKV("tokenizer.ggml.eos_token_id", gguf.Uint32(2))
+		w.AddKV("tokenizer.ggml.unknown_token_id", gguf.Uint32(0))
+		w.AddKV("tokenizer.ggml.add_bos_token", gguf.Bool(true))
+	}
 
-	var err error
-	// addParallel draws a large matrix in pieces of whole rows, each from
-	// its own generator (seeded by the model seed, the tensor name and the
-	// piece), on every CPU: a 7B model is written in seconds, and its bytes
-	// do not depend on the number of CPUs. rowScale, if set, scales row r.
+	// addParallel adds a large matrix that is drawn while the file is
+	// written (drawPieces: whole-row pieces, each from its own generator
+	// seeded by the model seed, the tensor name and the piece, on every
+	// CPU), so a 7B model is written in minutes with a few pieces in memory,
+	// and its bytes do not depend on the number of CPUs. rowScale, if set,
+	// scales row r.
 	addParallel := func(name string, rows, cols int, rowScale func(r int64) float64) {
 		if err != nil {
 			return
 		}
-		var data bytes.Buffer
-		e := drawPieces(&data, m.Seed, name, m.Matrix, int64(rows)*int64(cols), int64(cols), std, 0, rowScale)
-		if e == nil {
-			e = w.AddTensor(name, m.Matrix, []uint64{uint64(cols), uint64(rows)}, data.Bytes())
+		n, typ, seed := int64(rows)*int64(cols), m.Matrix, m.Seed
+		// A row the dtype cannot encode fails here, not halfway through
+		// writing the file.
+		if _, err = typ.RowBytes(int64(cols)); err == nil {
+			err = w.AddTensorFunc(name, typ, []uint64{uint64(cols), uint64(rows)}, func(out io.Writer) error {
+				return drawPieces(out, seed, name, typ, n, int64(cols), std, 0, rowScale)
+			})
 		}
-		if e != nil {
-			err = fmt.Errorf("synth: %s: %w", name, e)
+		if err != nil {
+			err = fmt.Errorf("synth: %s: %w", name, err)
 		}
 	}
 	add := func(name string, typ ir.DType, vals []float32, dims ...uint64) {
@@ -116,8 +239,12 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 			err = e
 		}
 	}
+	// Llama draws its smaller matrices from the one sequential generator,
+	// which keeps the bytes tests already pin; the other families draw
+	// every matrix by name, so none waits in memory for WriteTo.
+	byName := a != "llama"
 	matrix := func(name string, rows, cols int) {
-		if int64(rows)*int64(cols) >= parallelValues {
+		if byName || int64(rows)*int64(cols) >= parallelValues {
 			addParallel(name, rows, cols, nil)
 			return
 		}
@@ -127,29 +254,50 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		}
 		add(name, m.Matrix, v, uint64(cols), uint64(rows))
 	}
-	norm := func(name string) {
-		v := make([]float32, m.NEmbd)
+	// vector adds a 1-D F32 tensor of mean + sd·N(0, 1): norm gains near 1,
+	// biases near 0.
+	vector := func(name string, n int, mean, sd float64) {
+		v := make([]float32, n)
 		for i := range v {
-			v[i] = float32(1 + 0.1*rng.NormFloat64())
+			v[i] = float32(mean + sd*rng.NormFloat64())
 		}
-		add(name, ir.F32, v, uint64(m.NEmbd))
+		add(name, ir.F32, v, uint64(n))
 	}
+	norm := func(name string, n int) { vector(name, n, 1, 0.1) }
 	nv := len(m.Tokens)
-	kvDim := m.NHeadKV * headDim
+	qDim, kvDim := m.NHead*headDim, m.NHeadKV*headDim
 	matrix("token_embd.weight", nv, m.NEmbd)
 	for l := 0; l < m.NLayer; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
-		norm(p + "attn_norm.weight")
-		matrix(p+"attn_q.weight", m.NEmbd, m.NEmbd)
-		matrix(p+"attn_k.weight", kvDim, m.NEmbd)
-		matrix(p+"attn_v.weight", kvDim, m.NEmbd)
-		matrix(p+"attn_output.weight", m.NEmbd, m.NEmbd)
-		norm(p + "ffn_norm.weight")
-		matrix(p+"ffn_gate.weight", m.NFF, m.NEmbd)
-		matrix(p+"ffn_up.weight", m.NFF, m.NEmbd)
+		norm(p+"attn_norm.weight", m.NEmbd)
+		if fam.fusedQKV {
+			matrix(p+"attn_qkv.weight", qDim+2*kvDim, m.NEmbd)
+		} else {
+			for _, t := range []struct {
+				name string
+				rows int
+			}{{"attn_q", qDim}, {"attn_k", kvDim}, {"attn_v", kvDim}} {
+				matrix(p+t.name+".weight", t.rows, m.NEmbd)
+				if fam.qkvBias {
+					vector(p+t.name+".bias", t.rows, 0, stdBias)
+				}
+			}
+		}
+		if fam.qkNorm {
+			norm(p+"attn_q_norm.weight", headDim)
+			norm(p+"attn_k_norm.weight", headDim)
+		}
+		matrix(p+"attn_output.weight", m.NEmbd, qDim)
+		norm(p+"ffn_norm.weight", m.NEmbd)
+		if fam.fusedUp {
+			matrix(p+"ffn_up.weight", 2*m.NFF, m.NEmbd)
+		} else {
+			matrix(p+"ffn_gate.weight", m.NFF, m.NEmbd)
+			matrix(p+"ffn_up.weight", m.NFF, m.NEmbd)
+		}
 		matrix(p+"ffn_down.weight", m.NEmbd, m.NFF)
 	}
-	norm("output_norm.weight")
+	norm("output_norm.weight", m.NEmbd)
 	// A trained model rarely emits byte-fallback or control tokens; shrinking
 	// their output rows gives random weights the same habit, so the text a
 	// synthetic model prints is made of word pieces rather than stray bytes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/minerva-llm/minerva/frontend"
@@ -15,10 +16,10 @@ import (
 )
 
 type synthCmd struct {
-	Arch   string `help:"Architecture family: llama or gpt-oss." default:"llama" enum:"llama,gpt-oss"`
-	Preset string `help:"Shape: stories15m, tinyllama-1.1b or llama-7b (llama); gpt-oss-20b, gpt-oss-120b or gpt-oss-tiny (gpt-oss)." required:""`
+	Arch   string `help:"Architecture family: llama, qwen2, qwen3, phi3 or gpt-oss (default: the preset's)."`
+	Preset string `help:"Shape: stories15m, tinyllama-1.1b, llama-7b (llama); qwen2.5-7b, qwen3-8b, phi3-mini and the test shapes qwen2-tiny, qwen3-tiny, phi3-tiny; gpt-oss-20b, gpt-oss-120b, gpt-oss-tiny (gpt-oss)." required:""`
 	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4. For gpt-oss the expert matrices (the other large ones are then q8_0, as in the real files)." default:"q4_0"`
-	Vocab  string `help:"Take the vocabulary of this GGUF (its size replaces the preset's): SentencePiece for llama, byte-level BPE for gpt-oss." type:"path"`
+	Vocab  string `help:"Take the vocabulary of this GGUF (its size replaces the preset's): SentencePiece for llama and phi3, byte-level BPE for qwen2, qwen3 and gpt-oss." type:"path"`
 	Seed   uint64 `help:"Random seed." default:"1"`
 	Output string `short:"o" help:"Output file." required:"" type:"path"`
 }
@@ -28,11 +29,24 @@ func (c *synthCmd) Run() error {
 	if !ok || !quant.CanQuantize(dt) {
 		return usageError{fmt.Sprintf("--quant %s: not a dtype minervac can write", c.Quant)}
 	}
-	if c.Arch == "gpt-oss" {
+	archs := append([]string{"gpt-oss"}, synth.Families()...)
+	if c.Arch != "" && !slices.Contains(archs, c.Arch) {
+		return usageError{fmt.Sprintf("--arch %s: not an architecture minervac synth writes (%s)", c.Arch, strings.Join(archs, ", "))}
+	}
+	if c.Arch == "gpt-oss" || c.Arch == "" && synth.IsGPTOSSPreset(c.Preset) {
 		return c.runGPTOSS(dt)
 	}
 	spec, err := synth.Preset(c.Preset, dt, c.Seed)
+	if err == nil && c.Arch != "" && spec.Arch != c.Arch {
+		err = fmt.Errorf("preset %q is a %s shape", c.Preset, spec.Arch)
+	}
 	if err != nil {
+		if c.Arch != "" {
+			// Name the presets of the family asked for, not every one.
+			err = fmt.Errorf("--arch %s --preset %s: %s presets are %s", c.Arch, c.Preset, c.Arch, strings.Join(synth.PresetsOf(c.Arch), ", "))
+		} else {
+			err = fmt.Errorf("unknown preset %q (presets: %s)", c.Preset, strings.Join(append(synth.Presets(), synth.GPTOSSPresets()...), ", "))
+		}
 		return usageError{err.Error()}
 	}
 	if c.Vocab != "" {
@@ -40,10 +54,25 @@ func (c *synthCmd) Run() error {
 		if err != nil {
 			return err
 		}
-		if v.Model != "llama" || len(v.Scores) != len(v.Tokens) || len(v.Types) != len(v.Tokens) {
+		switch {
+		case spec.Merges != nil:
+			// qwen2/qwen3: Qwen's files carry a byte-level BPE vocabulary.
+			if v.Model != "gpt2" || len(v.Merges) == 0 || v.EOS < 0 {
+				return fmt.Errorf("%s: --vocab for %s needs a byte-level BPE (gpt2) vocabulary with merges and an EOS id", c.Vocab, spec.Arch)
+			}
+			spec.Tokens, spec.Merges, spec.Pre, spec.EOT = v.Tokens, v.Merges, v.Pre, int(v.EOS)
+			spec.Types = v.Types
+			if spec.Types == nil {
+				spec.Types = make([]int32, len(v.Tokens))
+				for i := range spec.Types {
+					spec.Types[i] = 1
+				}
+			}
+		case v.Model != "llama" || len(v.Scores) != len(v.Tokens) || len(v.Types) != len(v.Tokens):
 			return fmt.Errorf("%s: --vocab needs a SentencePiece (llama) vocabulary with scores and token types", c.Vocab)
+		default:
+			spec.Tokens, spec.Scores, spec.Types = v.Tokens, v.Scores, v.Types
 		}
-		spec.Tokens, spec.Scores, spec.Types = v.Tokens, v.Scores, v.Types
 	}
 	return c.write(spec, spec.Name, dt)
 }
