@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/minerva-llm/minerva/chat"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
@@ -76,8 +77,11 @@ func (c *chatCmd) Run(bo *runtime.Options) error {
 		}
 	}
 	p, err := newPrompter(tok, mc, c.templateFlags)
-	if err != nil {
+	if errors.Is(err, chat.ErrNoTemplate) {
 		return fmt.Errorf("%s: %w", displayName(c.Model), err)
+	}
+	if err != nil {
+		return err
 	}
 	ctxLen := c.Ctx
 	if ctxLen == 0 {

@@ -162,8 +162,11 @@ func (c *runCmd) promptTokens(m *runnable) ([]int32, error) {
 			return nil, usageError{"--chat renders --prompt with the chat template; --tokens gives the prompt as ids instead"}
 		}
 		p, err := newPrompter(tok, m.chat, c.templateFlags)
-		if err != nil {
+		if errors.Is(err, chat.ErrNoTemplate) {
 			return nil, fmt.Errorf("%s: %w", displayName(c.Model), err)
+		}
+		if err != nil {
+			return nil, err
 		}
 		var conv chat.Conversation
 		if c.System != "" {
