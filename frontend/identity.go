@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/frontend/hf"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/plan"
 )
@@ -32,16 +35,28 @@ func (e *refError) Unwrap() error { return e.kind }
 // absolute path, size, the SHA-256 of the bytes before the tensor data
 // (header, metadata and tensor table), name and architecture. It is hashed
 // from the mapping, once per Source: the hash is the expensive part of
-// opening a model.
+// opening a model. For a model directory the path is the directory's, the
+// size that of the files read, and the hash covers each file's name and
+// size, the JSON files whole and each shard's header (hf.Fingerprint).
 func (s *Source) Identity() (plan.ModelRef, error) {
 	if s.ref != nil {
 		return *s.ref, nil
 	}
 	switch {
-	case s.Format != FormatGGUF:
+	case s.Format == FormatPlan:
 		return plan.ModelRef{}, fmt.Errorf("%s is a plan: only a model file can be referred to", s.Name)
 	case s.abs == "":
 		return plan.ModelRef{}, fmt.Errorf("plan: the model has no file to refer to: embed its weights")
+	case s.Format == FormatHF:
+		sum, size := s.HF.Fingerprint()
+		s.ref = &plan.ModelRef{
+			Path:         s.abs,
+			Size:         size,
+			HeaderSHA256: hex.EncodeToString(sum[:]),
+			Name:         filepath.Base(s.abs),
+			Arch:         s.HF.Architecture(),
+		}
+		return *s.ref, nil
 	}
 	header := s.GGUF.Header()
 	if header == nil {
@@ -70,12 +85,12 @@ func (s *Source) ResolveModel(lend *Source) error {
 		return nil
 	}
 	ref := s.Plan.Model
-	if lend != nil && lend.Format == FormatGGUF && lend.abs == ref.Path {
+	if lend != nil && lend.Format != FormatPlan && lend.abs == ref.Path {
 		now, err := lend.Identity()
 		if err != nil {
 			return err
 		}
-		if err := checkModel(s.Path, s.Plan, lend.GGUF, now); err != nil {
+		if err := checkModel(s.Path, s.Plan, lend.tensors(), now); err != nil {
 			return err
 		}
 		s.Model, s.borrowed = lend, true
@@ -90,20 +105,33 @@ func (s *Source) ResolveModel(lend *Source) error {
 		return fmt.Errorf("plan %s refers to model %s: %w", s.Path, ref.Path, err)
 	}
 	defer fh.Close()
+	var m *Source
 	switch {
+	case st.IsDir() && !isFile(filepath.Join(ref.Path, hf.ConfigName)):
+		return changed("it is no longer a regular file or a model directory")
+	case st.IsDir():
+		// A model directory: its files are opened, each once, and it is
+		// identified as Identity does; checkModel compares.
+		d, err := hf.Open(ref.Path, openOnly)
+		if err != nil {
+			return changed("it no longer loads: %v", err)
+		}
+		_, size := d.Fingerprint()
+		m = &Source{Path: ref.Path, Name: ref.Path, Format: FormatHF, HF: d, abs: ref.Path, size: size}
 	case !st.Mode().IsRegular():
 		return changed("it is no longer a regular file")
 	case st.Size() != ref.Size:
 		return changed("size %d bytes, now %d", ref.Size, st.Size())
+	default:
+		f, err := gguf.OpenFile(fh)
+		if err != nil {
+			return changed("it no longer parses: %v", err)
+		}
+		m = &Source{Path: ref.Path, Name: ref.Path, Format: FormatGGUF, GGUF: f, abs: ref.Path, size: st.Size()}
 	}
-	f, err := gguf.OpenFile(fh)
-	if err != nil {
-		return changed("it no longer parses: %v", err)
-	}
-	m := &Source{Path: ref.Path, Name: ref.Path, Format: FormatGGUF, GGUF: f, abs: ref.Path, size: st.Size()}
 	now, err := m.Identity()
 	if err == nil {
-		err = checkModel(s.Path, s.Plan, f, now)
+		err = checkModel(s.Path, s.Plan, m.tensors(), now)
 	}
 	if err != nil {
 		m.Close()
@@ -120,9 +148,29 @@ func modelChanged(planPath, model, format string, args ...any) error {
 		model, fmt.Sprintf(format, args...), planPath)}
 }
 
-// checkModel checks that model file f, identified as now, is the one plan p
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// tensorTable is what checkModel reads of a model: a GGUF file or a model
+// directory (arch.File has both methods).
+type tensorTable interface {
+	Tensor(name string) (*gguf.TensorInfo, bool)
+	WeightBytes(name string) ([]byte, error)
+}
+
+// tensors is the model source's tensor table.
+func (s *Source) tensors() tensorTable {
+	if s.Format == FormatHF {
+		return s.HF
+	}
+	return s.GGUF
+}
+
+// checkModel checks that model f, identified as now, is the one plan p
 // (at planPath) was compiled against.
-func checkModel(planPath string, p *plan.Plan, f *gguf.File, now plan.ModelRef) error {
+func checkModel(planPath string, p *plan.Plan, f tensorTable, now plan.ModelRef) error {
 	ref := p.Model
 	changed := func(format string, args ...any) error { return modelChanged(planPath, ref.Path, format, args...) }
 	if now.Size != ref.Size || now.HeaderSHA256 != ref.HeaderSHA256 {
@@ -136,7 +184,11 @@ func checkModel(planPath string, p *plan.Plan, f *gguf.File, now plan.ModelRef) 
 		}
 		t, ok := f.Tensor(v.Name())
 		want, err := plan.WeightSize(v)
-		if !ok || err != nil || t.Type != v.Type.DType || int64(len(f.TensorData(t))) != want {
+		var data []byte
+		if ok && err == nil {
+			data, err = f.WeightBytes(v.Name())
+		}
+		if !ok || err != nil || t.Type != v.Type.DType || int64(len(data)) != want {
 			return changed("tensor %q does not match the graph's %s", v.Name(), v.Type)
 		}
 	}

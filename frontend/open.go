@@ -1,13 +1,14 @@
 // Package frontend is the one way a model comes in. Open recognizes what a
-// path names (a GGUF model file or a Minerva plan), opens, maps and
-// identifies each file once, and returns a Source: the one value every
-// minervac command starts from.
+// path names (a GGUF model file, a Hugging Face model directory or a file
+// inside one, or a Minerva plan), opens, maps and identifies each file
+// once, and returns a Source: the one value every minervac command starts
+// from.
 //
 // The formats themselves live below: frontend/gguf reads and writes GGUF
-// files, package plan reads and writes plans (a floor lower, so that reading
-// a plan needs no frontend), and frontend/arch turns a GGUF file's metadata
-// and tensors into a graph. Issue 16 adds Hugging Face SafeTensors and MLX
-// directories as further cases of Open (see sniff).
+// files, frontend/safetensors the SafeTensors container, frontend/hf a
+// model directory (config.json and its shards), package plan reads and
+// writes plans (a floor lower, so that reading a plan needs no frontend),
+// and frontend/arch turns a model's metadata and tensors into a graph.
 package frontend
 
 import (
@@ -18,10 +19,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/frontend/hf"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/plan"
 	"github.com/minerva-llm/minerva/tokenizer"
@@ -38,12 +41,18 @@ const (
 	// tokenizer, config and kernels, with its weights embedded or in the
 	// model file it refers to.
 	FormatPlan Format = "plan"
+	// FormatHF is a Hugging Face model directory: config.json, SafeTensors
+	// weights (one file or shards), generation config and tokenizer, as
+	// transformers and mlx-lm write them; its graph is built by
+	// frontend/arch from what frontend/hf translates.
+	FormatHF Format = "hf"
 )
 
 // Source is a model opened once. Its files stay mapped until Close; nothing
 // of it opens, maps or hashes a file a second time.
 type Source struct {
-	// Path is the file as named to Open; "" for a model parsed from memory
+	// Path is the file as named to Open (a model directory when Open was
+	// given a file inside one); "" for a model parsed from memory
 	// (ParseGGUF).
 	Path string
 	// Name names the source in messages: Path, or what ParseGGUF was told.
@@ -52,6 +61,8 @@ type Source struct {
 
 	// GGUF is the parsed, mapped model file (FormatGGUF).
 	GGUF *gguf.File
+	// HF is the opened model directory, its shards mapped (FormatHF).
+	HF *hf.Model
 	// Plan is the decoded plan (FormatPlan).
 	Plan *plan.Plan
 	// Model is the model file a plan without embedded weights refers to,
@@ -80,12 +91,14 @@ type Options struct {
 	Unresolved bool
 }
 
-// Open opens the model at path: a GGUF file or a plan (and the model file
-// the plan refers to). Errors are one line naming the file.
+// Open opens the model at path: a GGUF file, a model directory (or any
+// file of one: its config.json, a shard), or a plan (and the model it
+// refers to). Errors are one line naming the file.
 func Open(path string) (*Source, error) { return OpenWith(path, Options{}) }
 
 // OpenWith is Open with options.
 func OpenWith(path string, o Options) (*Source, error) {
+	path = modelDirOf(path)
 	fh, st, err := openFile(path)
 	if err != nil {
 		return nil, err
@@ -106,6 +119,12 @@ func OpenWith(path string, o Options) (*Source, error) {
 		if s.GGUF, err = gguf.OpenFile(fh); err != nil {
 			return nil, err
 		}
+	case FormatHF:
+		// hf's errors name the file at fault.
+		if s.HF, err = hf.Open(path, openOnly); err != nil {
+			return nil, err
+		}
+		_, s.size = s.HF.Fingerprint()
 	case FormatPlan:
 		if s.planFile, err = plan.OpenFile(fh); err != nil {
 			return nil, err
@@ -157,6 +176,33 @@ func openFile(path string) (*os.File, fs.FileInfo, error) {
 	return fh, st, nil
 }
 
+// openOnly is openFile for frontend/hf, which opens a directory's files
+// through it so that each is counted.
+func openOnly(path string) (*os.File, error) {
+	fh, _, err := openFile(path)
+	return fh, err
+}
+
+// modelDirOf turns a file of a model directory (a shard, the index,
+// config.json, the tokenizer files) into the directory, so that
+// "minervac run DIR/model.safetensors" runs the model. It only looks
+// (stat), opening nothing: the directory's files are opened once, by
+// hf.Open. Any other path is returned as it is.
+func modelDirOf(path string) string {
+	base := filepath.Base(path)
+	if !strings.HasSuffix(base, ".safetensors") && !strings.HasSuffix(base, ".json") {
+		return path
+	}
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return path
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(filepath.Join(dir, hf.ConfigName)); err != nil || !st.Mode().IsRegular() {
+		return path
+	}
+	return dir
+}
+
 // noFile is the error of a path that names nothing: one line, and
 // errors.Is(err, fs.ErrNotExist).
 type noFile string
@@ -164,12 +210,12 @@ type noFile string
 func (e noFile) Error() string { return string(e) + ": no such file" }
 func (e noFile) Unwrap() error { return fs.ErrNotExist }
 
-// sniff tells the format of the file fh (at path) from its first bytes.
-// A format with a directory layout (issue 16: Hugging Face SafeTensors, MLX)
-// is recognized here, from the directory's files.
+// sniff tells the format of the file fh (at path) from its first bytes. A
+// directory is a model directory: frontend/hf tells from its files whether
+// it is one.
 func sniff(fh *os.File, st fs.FileInfo, path string) (Format, error) {
 	if st.IsDir() {
-		return "", fmt.Errorf("%s is a directory: model directories (Hugging Face SafeTensors, MLX) are not supported yet; give a .gguf file or a plan", path)
+		return FormatHF, nil
 	}
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("%s is not a regular file", path)
@@ -188,7 +234,7 @@ func sniff(fh *os.File, st fs.FileInfo, path string) (Format, error) {
 	case bytes.HasPrefix(head, []byte(gguf.Magic)) || bytes.HasPrefix([]byte(gguf.Magic), head):
 		return FormatGGUF, nil
 	}
-	return "", fmt.Errorf("%s: unknown magic %q: neither a GGUF model (%q) nor a Minerva plan (%q)", path, head[:min(n, 4)], gguf.Magic, plan.Magic)
+	return "", fmt.Errorf("%s: unknown magic %q: neither a GGUF model (%q) nor a Minerva plan (%q) nor a file of a model directory", path, head[:min(n, 4)], gguf.Magic, plan.Magic)
 }
 
 // opens counts the files Open has opened, by absolute path.
@@ -216,19 +262,55 @@ func Opens() map[string]int {
 // it once. A plan is already compiled: its graph is Plan.Graph. Errors do
 // not name the file; the caller does.
 func (s *Source) Build(opts arch.Options) (*arch.Model, error) {
-	if s.Format != FormatGGUF {
-		return nil, fmt.Errorf("it is a compiled plan, not a model file (run it, or compile the model it was compiled from)")
+	switch s.Format {
+	case FormatGGUF:
+		return arch.Load(s.GGUF, opts)
+	case FormatHF:
+		return arch.LoadFile(s.HF, opts)
 	}
-	return arch.Load(s.GGUF, opts)
+	return nil, fmt.Errorf("it is a compiled plan, not a model file (run it, or compile the model it was compiled from)")
 }
 
 // Vocab returns the vocabulary of the model's tokenizer: read from a GGUF
 // file's metadata, or the plan's. Errors do not name the file.
 func (s *Source) Vocab() (tokenizer.Vocab, error) {
-	if s.Format == FormatPlan {
+	switch s.Format {
+	case FormatPlan:
 		return s.Plan.Vocab, nil
+	case FormatHF:
+		if !s.HF.HasTokenizer {
+			return tokenizer.Vocab{}, fmt.Errorf("the model directory has no %s: it runs from token ids only", hf.TokenizerName)
+		}
+		return s.HF.Vocab()
 	}
 	return arch.LoadVocab(s.GGUF)
+}
+
+// Sampling is the model's sampling defaults: a directory's
+// generation_config.json (as transformers would sample), a plan's record,
+// or greedy decoding for a GGUF file, which carries none.
+func (s *Source) Sampling() plan.Sampling {
+	switch s.Format {
+	case FormatHF:
+		return s.HF.Generation.Sampling()
+	case FormatPlan:
+		return s.Plan.Sampling
+	}
+	return plan.Sampling{TopP: 1, RepeatPenalty: 1}
+}
+
+// ChatTemplate is the model's chat template: a GGUF file's
+// tokenizer.chat_template, a directory's tokenizer_config.json
+// chat_template; "" when there is none.
+func (s *Source) ChatTemplate() string {
+	switch s.Format {
+	case FormatHF:
+		return s.HF.ChatTemplate()
+	case FormatGGUF:
+		t, _ := s.GGUF.String("tokenizer.chat_template")
+		return t
+	}
+	return ""
 }
 
 // Weights serves the model's tensors, valid until Close: from the GGUF
@@ -238,21 +320,32 @@ func (s *Source) Weights() eval.Weights {
 	switch {
 	case s.Format == FormatGGUF:
 		return s.GGUF
+	case s.Format == FormatHF:
+		return s.HF
 	case s.Model != nil:
-		return s.Model.GGUF
+		return s.Model.Weights()
 	}
 	return s.Plan.EmbeddedWeights()
 }
 
-// Size is the size in bytes of the file Open mapped (the plan, for a plan).
+// Size is the size in bytes of the file Open mapped (the plan, for a plan;
+// the files read, for a model directory).
 func (s *Source) Size() int64 { return s.size }
 
 // Files lists the absolute paths of the files the source holds open: the
-// model file, or the plan and the model it refers to.
+// model file, a model directory and the files read from it, or the plan and
+// the model it refers to.
 func (s *Source) Files() []string {
 	var out []string
 	if s.abs != "" {
 		out = append(out, s.abs)
+	}
+	if s.HF != nil {
+		for _, p := range s.HF.Parts {
+			if abs, err := filepath.Abs(p.Path); err == nil {
+				out = append(out, abs)
+			}
+		}
 	}
 	if s.Model != nil {
 		out = append(out, s.Model.Files()...)
@@ -266,6 +359,9 @@ func (s *Source) Close() error {
 	var errs []error
 	if s.GGUF != nil {
 		errs = append(errs, s.GGUF.Close())
+	}
+	if s.HF != nil {
+		errs = append(errs, s.HF.Close())
 	}
 	if s.planFile != nil {
 		errs = append(errs, s.planFile.Close())

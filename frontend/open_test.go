@@ -2,6 +2,7 @@ package frontend_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,7 +194,7 @@ func TestOpenReferencedModelErrors(t *testing.T) {
 			require.NoError(t, os.Remove(model))
 			require.NoError(t, os.Mkdir(model, 0o755))
 			return path
-		}, frontend.ErrModelChanged, "(it is no longer a regular file)"},
+		}, frontend.ErrModelChanged, "(it is no longer a regular file or a model directory)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.file(t)
@@ -228,13 +229,13 @@ func TestOpenBadInput(t *testing.T) {
 		want       string
 	}{
 		{"missing", filepath.Join(dir, "nope.gguf"), os.ErrNotExist, "nope.gguf: no such file"},
-		{"directory", dir, nil, "is a directory: model directories (Hugging Face SafeTensors, MLX) are not supported yet"},
+		{"directory", dir, nil, "has no config.json: not a Hugging Face model directory"},
 		{"empty", write("empty", nil), nil, "file is empty"},
 		{"text", write("notes.txt", []byte("hello, this is not a model\n")), nil, `unknown magic "hell": neither a GGUF model ("GGUF") nor a Minerva plan ("MNRVPLAN")`},
 		{"cut in the GGUF magic", write("cut.gguf", []byte("GG")), nil, "magic"},
 		{"cut in the plan magic", write("cut.plan", []byte("MNRV")), plan.ErrTruncated, "inside the magic"},
 		{"cut GGUF", write("short.gguf", gg[:100]), nil, "short.gguf"},
-		{"plan of another version", write("v2.plan", version), plan.ErrVersion, "format version 2 (this minervac reads version 1; recompile the model)"},
+		{"plan of another version", write("v2.plan", version), plan.ErrVersion, fmt.Sprintf("format version %d (this minervac reads version %d; recompile the model)", plan.FormatVersion+1, plan.FormatVersion)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := frontend.Open(tc.path)

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,7 +84,7 @@ func brokenCases(t *testing.T, b *base) []brokenCase {
 		{name: "empty file", data: []byte{}, kind: plan.ErrNotPlan, want: "file is empty: not a plan"},
 		{name: "not a plan", data: []byte("#!/bin/sh\necho hello\n"), kind: plan.ErrNotPlan, want: `not a plan file (it starts with "#!/bin/s", not "MNRVPLAN")`},
 		{name: "a GGUF model", data: gguf, kind: plan.ErrNotPlan, want: "not a plan but a GGUF model file"},
-		{name: "format version+1", data: version, kind: plan.ErrVersion, want: "format version 2 (this minervac reads version 1; recompile the model)"},
+		{name: "format version+1", data: version, kind: plan.ErrVersion, want: fmt.Sprintf("format version %d (this minervac reads version %d; recompile the model)", plan.FormatVersion+1, plan.FormatVersion)},
 		{name: "cut in the magic", data: b.embedded[:5], kind: plan.ErrTruncated, want: "inside the magic"},
 		{name: "cut in the fixed header", data: b.embedded[:17], kind: plan.ErrTruncated, want: "inside the 24-byte fixed header"},
 		{name: "cut in the header", data: b.cut("header"), kind: plan.ErrTruncated, want: "truncated inside the header: it spans bytes [0, "},

@@ -9,8 +9,9 @@ import (
 )
 
 // FormatVersion is the plan format this package writes and the only one it
-// reads. Any change to the layout described in doc.go bumps it.
-const FormatVersion = 1
+// reads. Any change to the layout described in doc.go bumps it. Version 2:
+// the model reference may name a model directory (issue 16).
+const FormatVersion = 2
 
 // Magic opens every plan file.
 const Magic = "MNRVPLAN"
@@ -19,18 +20,21 @@ const Magic = "MNRVPLAN"
 // within the file.
 const Align = 64
 
-// ModelRef identifies the model file a plan was compiled from. For a plan
-// without embedded weights it is how frontend.Open finds the weights and
-// checks that they are still the ones the plan was compiled against
+// ModelRef identifies the model a plan was compiled from: a GGUF file or a
+// model directory (Hugging Face SafeTensors). For a plan without embedded
+// weights it is how frontend.Open finds the weights and checks that they
+// are still the ones the plan was compiled against
 // (frontend.Source.Identity computes it).
 type ModelRef struct {
-	Path string // absolute path of the model file
-	Size int64  // file size in bytes
+	Path string // absolute path of the model file or directory
+	Size int64  // file size in bytes; for a directory, of the files read
 	// HeaderSHA256 is the hex SHA-256 of the model file's bytes
-	// [0, DataOffset): the GGUF header, metadata and tensor table.
+	// [0, DataOffset): the GGUF header, metadata and tensor table. For a
+	// directory it covers each file read (name, size, and a JSON file's
+	// contents or a shard's header).
 	HeaderSHA256 string
-	Name         string // general.name, "" if absent
-	Arch         string // general.architecture
+	Name         string // general.name ("" if absent); a directory's name
+	Arch         string // general.architecture (the graph's family)
 }
 
 // Sampling holds the sampling defaults stored in a plan.
