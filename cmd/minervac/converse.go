@@ -102,6 +102,10 @@ func (c *chatter) turn(ctx context.Context, user string, sink turnSink) (*turnRe
 		return nil, turnError{err.Error()}
 	}
 	ids := c.p.encode(text, c.tok.AddBOS())
+	if len(ids) == 0 {
+		undo()
+		return nil, turnError{"the chat template rendered an empty prompt"}
+	}
 	if n := c.sess.Context(); len(ids) >= n {
 		undo()
 		return nil, turnError{fmt.Sprintf("the conversation is %d tokens and the context holds %d: /reset to start over (or raise --ctx)", len(ids), n)}
@@ -142,6 +146,9 @@ func (c *chatter) turn(ctx context.Context, user string, sink turnSink) (*turnRe
 	held := ids
 	if gres != nil {
 		held = append(held, gres.Tokens...)
+	}
+	if c.sess.Pos() > len(held) {
+		return nil, fmt.Errorf("the KV cache holds %d positions but the turn gave only %d tokens", c.sess.Pos(), len(held))
 	}
 	c.held = held[:c.sess.Pos()]
 	switch {
