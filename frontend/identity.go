@@ -47,6 +47,8 @@ func (s *Source) Identity() (plan.ModelRef, error) {
 		return plan.ModelRef{}, fmt.Errorf("%s is a plan: only a model file can be referred to", s.Name)
 	case s.abs == "":
 		return plan.ModelRef{}, fmt.Errorf("plan: the model has no file to refer to: embed its weights")
+	case s.Format == FormatHF && s.HF.Err != nil:
+		return plan.ModelRef{}, s.HF.Err
 	case s.Format == FormatHF:
 		sum, size := s.HF.Fingerprint()
 		s.ref = &plan.ModelRef{

@@ -89,6 +89,11 @@ type Options struct {
 	// stays nil until ResolveModel (inspect shows a plan whose model has
 	// moved).
 	Unresolved bool
+	// Inspect opens a model directory that this build cannot run (an
+	// unsupported architecture or quantization, tensors that disagree with
+	// config.json) with the reason in HF.Err instead of failing, so that
+	// inspect can show it; Build, Vocab and Identity then fail with it.
+	Inspect bool
 }
 
 // Open opens the model at path: a GGUF file, a model directory (or any
@@ -121,7 +126,11 @@ func OpenWith(path string, o Options) (*Source, error) {
 		}
 	case FormatHF:
 		// hf's errors name the file at fault.
-		if s.HF, err = hf.Open(path, openOnly); err != nil {
+		open := hf.Open
+		if o.Inspect {
+			open = hf.Inspect
+		}
+		if s.HF, err = open(path, openOnly); err != nil {
 			return nil, err
 		}
 		_, s.size = s.HF.Fingerprint()
@@ -266,6 +275,9 @@ func (s *Source) Build(opts arch.Options) (*arch.Model, error) {
 	case FormatGGUF:
 		return arch.Load(s.GGUF, opts)
 	case FormatHF:
+		if s.HF.Err != nil {
+			return nil, s.HF.Err
+		}
 		return arch.LoadFile(s.HF, opts)
 	}
 	return nil, fmt.Errorf("it is a compiled plan, not a model file (run it, or compile the model it was compiled from)")
@@ -278,6 +290,9 @@ func (s *Source) Vocab() (tokenizer.Vocab, error) {
 	case FormatPlan:
 		return s.Plan.Vocab, nil
 	case FormatHF:
+		if s.HF.Err != nil {
+			return tokenizer.Vocab{}, s.HF.Err
+		}
 		if !s.HF.HasTokenizer {
 			return tokenizer.Vocab{}, fmt.Errorf("the model directory has no %s: it runs from token ids only", hf.TokenizerName)
 		}

@@ -81,7 +81,7 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		Vocab:    m.model.Vocab,
 		Config:   m.model.Config,
 		Context:  ctx,
-		Sampling: plan.Sampling{TopP: 1, RepeatPenalty: 1},
+		Sampling: m.src.Sampling(), // a directory's generation_config.json; greedy for a GGUF
 	}
 	// For a GPU target the kernels section holds the emitted library and
 	// its launch schedule as JSON (codegen/metal.Library,
@@ -124,9 +124,14 @@ func writePlan(p *plan.Plan, m *loaded, path string, embed bool) error {
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	var w io.Writer = bw
 	if embed {
+		// What Write embeds: the graph's weights, whatever the model's
+		// format.
 		var total int64
-		for _, t := range m.src.GGUF.Tensors {
-			total += int64(t.Size)
+		for _, v := range p.Graph.Values {
+			if v.Op == ir.OpWeight {
+				n, _ := plan.WeightSize(v)
+				total += n
+			}
 		}
 		bar := newProgress(total, "embedding weights")
 		defer bar.Done()

@@ -15,19 +15,23 @@ import (
 )
 
 type inspectCmd struct {
-	File string `arg:"" help:"Model file (.gguf) or plan file." type:"path"`
+	File string `arg:"" help:"Model file (.gguf), model directory (Hugging Face SafeTensors, or a file inside one) or plan file." type:"path"`
 }
 
 func (c *inspectCmd) Run() error {
 	// A plan is opened without the model it refers to, so that one whose
-	// model has moved can still be inspected (inspectPlan resolves it last).
-	src, err := frontend.OpenWith(c.File, frontend.Options{Unresolved: true})
+	// model has moved can still be inspected (inspectPlan resolves it last);
+	// a model directory this build cannot run still opens, to show why.
+	src, err := frontend.OpenWith(c.File, frontend.Options{Unresolved: true, Inspect: true})
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	if src.Format == frontend.FormatPlan {
+	switch src.Format {
+	case frontend.FormatPlan:
 		return inspectPlan(src)
+	case frontend.FormatHF:
+		return inspectDir(os.Stdout, src)
 	}
 	f := src.GGUF
 	w := os.Stdout
@@ -56,10 +60,17 @@ func (c *inspectCmd) Run() error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "\narchitecture: %s\n", f.Architecture())
+	printArchSummary(w, src)
+	return nil
+}
+
+// printArchSummary builds the graph of a model source and prints its
+// configuration, or why this build cannot run it.
+func printArchSummary(w io.Writer, src *frontend.Source) {
 	m, err := src.Build(arch.Options{})
 	if err != nil {
 		fmt.Fprintf(w, "  not runnable by this build: %v\n", err)
-		return nil
+		return
 	}
 	cfg := m.Config
 	fmt.Fprintf(w, "  layers %d, embedding %d, heads %d (kv %d, head dim %d, rope dims %d), feed-forward %d\n",
@@ -71,7 +82,6 @@ func (c *inspectCmd) Run() error {
 			cfg.NExpert, cfg.NExpertUsed, cfg.NFFExp, cfg.SlidingWindow, cfg.SlidingLayers, cfg.RopeScaling, cfg.RopeOrigCtx)
 	}
 	fmt.Fprintf(w, "  graph: %d values, %d outputs\n", len(m.Graph.Values), len(m.Graph.Outputs))
-	return nil
 }
 
 // inspectPlan prints what a plan holds, opened without the model it refers

@@ -81,6 +81,9 @@ type Model struct {
 	// token texts; HasTokenizer says whether a tokenizer.json was read.
 	TokenizerConfig tokenizer.HFConfig
 	HasTokenizer    bool
+	// Err is why this build cannot run the model, for a directory opened
+	// with Inspect (Open fails with it instead); nil when it can.
+	Err error
 
 	cfg     *config
 	spec    *spec
@@ -96,7 +99,16 @@ var _ arch.File = (*Model)(nil)
 
 // Open reads the model directory dir through open. Errors are one line
 // naming the file at fault.
-func Open(dir string, open Opener) (m *Model, err error) {
+func Open(dir string, open Opener) (*Model, error) { return openDir(dir, open, false) }
+
+// Inspect opens a directory as Open does, except that a model this build
+// cannot run (an architecture or quantization it does not support,
+// tensors that disagree with config.json) still opens, with the reason in
+// Err, so that its files, config and tensors can be shown. A file that
+// cannot be read or parsed is still an error.
+func Inspect(dir string, open Opener) (*Model, error) { return openDir(dir, open, true) }
+
+func openDir(dir string, open Opener, lenient bool) (m *Model, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -140,16 +152,33 @@ func Open(dir string, open Opener) (m *Model, err error) {
 	if m.cfg, err = parseConfig(cpath, data); err != nil {
 		return nil, err
 	}
-	fam, err := findFamily(m.cfg)
-	if err != nil {
-		return nil, err
+	// refuse records why the model cannot run: fatal for Open, kept in
+	// Err for Inspect.
+	refuse := func(err error) error {
+		if !lenient {
+			return err
+		}
+		if m.Err == nil {
+			m.Err = err
+		}
+		return nil
 	}
-	m.Class = fam.class
 	if m.quant, err = parseQuant(m.cfg); err != nil {
-		return nil, err
+		if err := refuse(err); err != nil {
+			return nil, err
+		}
 	}
-	if m.spec, err = translate(m.cfg, fam, filepath.Base(filepath.Clean(dir))); err != nil {
-		return nil, err
+	if fam, err := findFamily(m.cfg); err != nil {
+		if err := refuse(err); err != nil {
+			return nil, err
+		}
+	} else if m.Err == nil {
+		m.Class = fam.class
+		if m.spec, err = translate(m.cfg, fam, filepath.Base(filepath.Clean(dir))); err != nil {
+			if err := refuse(err); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	// The weights: the index and its shards, or the one file.
@@ -211,26 +240,38 @@ func Open(dir string, open Opener) (m *Model, err error) {
 		return nil, err
 	}
 
+	m.Generation = Generation{BOS: -1, PAD: -1}
 	if present[GenerationName] {
 		data, err := read(GenerationName, "generation", maxConfig)
 		if err != nil {
 			return nil, err
 		}
-		if m.Generation, err = parseGeneration(filepath.Join(dir, GenerationName), data, m.spec); err != nil {
-			return nil, err
+		if m.spec != nil {
+			if m.Generation, err = parseGeneration(filepath.Join(dir, GenerationName), data, m.spec); err != nil {
+				if err := refuse(err); err != nil {
+					return nil, err
+				}
+			}
 		}
-	} else {
+	} else if m.spec != nil {
 		// config.json's eos_token_id is transformers' fallback.
-		m.Generation = Generation{BOS: -1, PAD: -1}
 		if m.Generation.EOS, err = tokenIDs(cpath, m.cfg, "eos_token_id", m.spec); err != nil {
-			return nil, err
+			if err := refuse(err); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := m.readTokenizer(present, read); err != nil {
-		return nil, err
+		if err := refuse(err); err != nil {
+			return nil, err
+		}
 	}
-	if err := m.decideAll(); err != nil {
-		return nil, err
+	if m.spec != nil {
+		if err := m.decideAll(); err != nil {
+			if err := refuse(err); err != nil {
+				return nil, err
+			}
+		}
 	}
 	hash.Sum(m.sum[:0])
 	for _, p := range m.Parts {
@@ -402,11 +443,20 @@ func (m *Model) Close() error {
 
 // The arch.File methods: the directory in GGUF's terms.
 
-// Architecture is the GGUF family that builds the graph.
-func (m *Model) Architecture() string { return m.spec.fam.arch }
+// Architecture is the GGUF family that builds the graph ("" when the
+// architecture is not supported: see Err).
+func (m *Model) Architecture() string {
+	if m.spec == nil {
+		return ""
+	}
+	return m.spec.fam.arch
+}
 
 // Get returns a GGUF metadata value translated from config.json.
 func (m *Model) Get(key string) (gguf.Value, bool) {
+	if m.spec == nil {
+		return gguf.Value{}, false
+	}
 	v, ok := m.spec.meta[key]
 	return v, ok
 }
@@ -503,7 +553,7 @@ func (m *Model) Quantization() string {
 			parts = append(parts, k+": "+p.String())
 		}
 	}
-	return q.key + ": " + strings.Join(parts, "; ")
+	return strings.Join(parts, "; ") + " (config.json " + q.key + ")"
 }
 
 // ConfigKeys lists config.json's keys and values (JSON text, cut to 80
