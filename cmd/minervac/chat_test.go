@@ -272,3 +272,29 @@ func TestChatInterrupt(t *testing.T) {
 	require.Contains(t, stderr.String(), "minervac: answer interrupted\n")
 	require.Contains(t, stderr.String(), "minervac: conversation reset\n", "the chat went on after Ctrl-C")
 }
+
+// A Hugging Face model directory chats with the template and special
+// tokens of its tokenizer_config.json (stories260K's is TinyLlama's zephyr
+// template, eos_token </s>, which the prompt holds as a token).
+func TestChatHFDirectory(t *testing.T) {
+	dir := shared.Path(t, "models/hf/stories260K")
+	stdout, stderr, code := minervacIn(t, "Hello\nAnd then?\n", "chat", dir, "-n", "12", "--temp", "0", "--json")
+	require.Equal(t, 0, code, stderr)
+	rs := turns(t, stdout)
+	require.Len(t, rs, 2)
+
+	v, cfg, err := tokenizer.LoadHF(dir)
+	require.NoError(t, err)
+	require.NotEmpty(t, cfg.ChatTemplate)
+	tok, err := tokenizer.New(v)
+	require.NoError(t, err)
+	var conv chat.Conversation
+	conv.Add("user", "Hello")
+	text, err := chat.Render(cfg.ChatTemplate, conv, chat.Options{AddGenerationPrompt: true, SpecialTokens: map[string]string{"eos_token": cfg.EOSToken}})
+	require.NoError(t, err)
+	p1 := tok.EncodeWith(text, tokenizer.EncodeOptions{AddBOS: true, ParseSpecial: true})
+	require.Contains(t, p1, tok.EOS(), "</s> from the template is one token")
+	require.Equal(t, len(p1), rs[0].PromptTokens)
+	require.Greater(t, rs[1].Reused, len(p1), "turn 2 reuses turn 1")
+	require.Equal(t, rs[1].PromptTokens-rs[1].Reused, rs[1].Evaluated)
+}

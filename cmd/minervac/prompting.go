@@ -65,22 +65,42 @@ type modelChat struct {
 }
 
 // chatInfoOf reads the chat template and architecture of an opened source:
-// a GGUF file's tokenizer.chat_template, or that of the model file a plan
-// refers to (a plan does not copy it; an embedded plan has none).
+// a GGUF file's tokenizer.chat_template, a model directory's
+// tokenizer_config.json (with the special-token texts it names), or those
+// of the model a plan refers to (a plan does not copy them; an embedded
+// plan has none).
 func chatInfoOf(src *frontend.Source) modelChat {
-	switch {
-	case src == nil:
+	if src == nil {
 		return modelChat{}
-	case src.Format == frontend.FormatGGUF:
-		t, _ := src.GGUF.String("tokenizer.chat_template")
-		return modelChat{template: t, arch: src.GGUF.Architecture()}
-	case src.Model != nil && src.Model.GGUF != nil:
-		t, _ := src.Model.GGUF.String("tokenizer.chat_template")
-		return modelChat{template: t, arch: src.Plan.Config.Arch}
-	case src.Plan != nil:
-		return modelChat{arch: src.Plan.Config.Arch}
 	}
-	return modelChat{}
+	if src.Format == frontend.FormatPlan {
+		mc := modelChat{arch: src.Plan.Config.Arch}
+		if src.Model != nil {
+			m := chatInfoOf(src.Model)
+			mc.template, mc.specials = m.template, m.specials
+		}
+		return mc
+	}
+	mc := modelChat{template: src.ChatTemplate()}
+	switch {
+	case src.GGUF != nil:
+		mc.arch = src.GGUF.Architecture()
+	case src.HF != nil:
+		mc.arch = src.HF.Architecture()
+		mc.specials = hfSpecials(src.HF.TokenizerConfig)
+	}
+	return mc
+}
+
+// hfSpecials are the special-token texts a tokenizer_config.json names.
+func hfSpecials(cfg tokenizer.HFConfig) map[string]string {
+	m := map[string]string{}
+	for k, s := range map[string]string{"bos_token": cfg.BOSToken, "eos_token": cfg.EOSToken, "unk_token": cfg.UNKToken, "pad_token": cfg.PADToken} {
+		if s != "" {
+			m[k] = s
+		}
+	}
+	return m
 }
 
 // isHFTokenizer tells a Hugging Face tokenizer (a tokenizer.json file, or a
@@ -108,13 +128,7 @@ func loadTokenizerFile(path string) (*tokenizer.Tokenizer, modelChat, error) {
 		if err != nil {
 			return nil, modelChat{}, fmt.Errorf("%s: tokenizer: %w", path, err)
 		}
-		mc := modelChat{template: cfg.ChatTemplate, specials: map[string]string{}}
-		for k, s := range map[string]string{"bos_token": cfg.BOSToken, "eos_token": cfg.EOSToken, "unk_token": cfg.UNKToken, "pad_token": cfg.PADToken} {
-			if s != "" {
-				mc.specials[k] = s
-			}
-		}
-		return tok, mc, nil
+		return tok, modelChat{template: cfg.ChatTemplate, specials: hfSpecials(cfg)}, nil
 	}
 	// Only the vocabulary is read: a plan's model file stays closed.
 	src, err := frontend.OpenWith(path, frontend.Options{Unresolved: true})
