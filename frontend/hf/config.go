@@ -52,7 +52,9 @@ func (c *config) number(key string) (json.Number, bool) {
 	dec := json.NewDecoder(bytes.NewReader(c.raw[key]))
 	dec.UseNumber()
 	var n json.Number
-	if dec.Decode(&n) != nil {
+	// encoding/json would take the string "5" for a Number: only a JSON
+	// number is one.
+	if describe(c.raw[key]) != "a number" || dec.Decode(&n) != nil {
 		c.fail("%s is %s, not a number", key, describe(c.raw[key]))
 		return "", false
 	}
