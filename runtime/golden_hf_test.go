@@ -1,8 +1,12 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,7 +14,9 @@ import (
 
 	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend/safetensors"
 	"github.com/minerva-llm/minerva/internal/golden"
+	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/passes"
 	"github.com/minerva-llm/minerva/runtime"
@@ -186,4 +192,81 @@ func TestHFTwinIsTheGGUF(t *testing.T) {
 	}
 	t.Logf("with normal RoPE on rotate-half rows: %.3g off the golden", off)
 	require.Greater(t, off, 100*c.Tolerance())
+}
+
+// TestHFUnalignedLayout: mlx writes safetensors without header padding and
+// in its own data order, so a float tensor of an MLX directory starts at any
+// offset. The stories260K twins rewritten so (every tensor at an odd
+// offset) give exactly the logits of the padded files on the interpreter
+// and on the CPU backend: no one reads the weights as wider words in place.
+func TestHFUnalignedLayout(t *testing.T) {
+	for _, name := range []string{"stories260K", "stories260K-bf16"} {
+		t.Run(name, func(t *testing.T) {
+			var c *golden.HFCase
+			for _, hc := range golden.HFCases(t, "index.json") {
+				if hc.Dir == shared.Path(t, "models/hf/"+name) && strings.HasSuffix(hc.Name, "__once_upon_a_time") {
+					c = hc
+				}
+			}
+			require.NotNil(t, c)
+			odd := *c
+			odd.Dir = unpadded(t, c.Dir)
+			for _, be := range []string{"reference", "goasm"} {
+				_, padded := loadHFCase(t, c, true)
+				src, unaligned := loadHFCase(t, &odd, true)
+				n := 0
+				for _, f := range src.HF.Tensors.Files {
+					require.Equal(t, "mlx", f.Metadata["format"])
+					for i := range f.Tensors {
+						if (f.DataOffset()+f.Tensors[i].Begin)%2 == 1 {
+							n++
+						}
+					}
+				}
+				require.Equal(t, 48, n, "every tensor at an odd offset")
+				want, err := newSession(t, padded, be, 16).Eval(c.PromptTokens)
+				require.NoError(t, err)
+				got, err := newSession(t, unaligned, be, 16).Eval(c.PromptTokens)
+				require.NoError(t, err)
+				require.Equal(t, want, got, be)
+			}
+		})
+	}
+}
+
+// unpadded copies a model directory with each shard rewritten as mlx
+// writes one: {"format": "mlx"}, no header padding, the data in reverse
+// order; with a space after the JSON where needed so that the data, and
+// so every tensor (each of an even size), starts at an odd offset.
+func unpadded(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(dir))
+	require.NoError(t, os.Mkdir(out, 0o755))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		if strings.HasSuffix(e.Name(), ".safetensors") {
+			f, err := safetensors.Parse(e.Name(), b)
+			require.NoError(t, err)
+			var ts []safetensors.WriteTensor
+			for i := len(f.Tensors) - 1; i >= 0; i-- {
+				tn := &f.Tensors[i]
+				ts = append(ts, safetensors.WriteTensor{Name: tn.Name, DType: tn.DType, Shape: tn.Shape, Data: f.Data(tn)})
+			}
+			var buf bytes.Buffer
+			require.NoError(t, safetensors.Write(&buf, map[string]string{"format": "mlx"}, ts, 1))
+			b = buf.Bytes()
+			if n := binary.LittleEndian.Uint64(b); (8+n)%2 == 0 {
+				// One space after the JSON (the format allows it) makes
+				// the data start at an odd offset.
+				nb := binary.LittleEndian.AppendUint64(nil, n+1)
+				nb = append(append(append(nb, b[8:8+n]...), ' '), b[8+n:]...)
+				b = nb
+			}
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(out, e.Name()), b, 0o644))
+	}
+	return out
 }
