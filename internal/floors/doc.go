@@ -10,7 +10,8 @@
 //	2 reference  ir/eval, ir/fold (the interpreter and constant folding
 //	             read quantized weights)
 //	3 plan       plan (the plan.bin container: a graph, a vocabulary, a config)
-//	4 frontend   frontend, frontend/gguf, frontend/arch, synth (model files → graphs)
+//	4 frontend   frontend, frontend/gguf, frontend/safetensors, frontend/hf,
+//	             frontend/arch, synth (model files and directories → graphs)
 //	5 passes     passes
 //	6 codegen    codegen/...
 //	7 runtime    runtime/...
