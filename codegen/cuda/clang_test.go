@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/codegen/gpu/gputest"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -92,10 +93,10 @@ func compilePTX(t *testing.T, clang, path string) string {
 // reductions became shfl.sync.down and the tiled kernels' mma is there.
 func TestCompile(t *testing.T) {
 	clang := clangOrSkip(t)
-	for _, fx := range fixtures {
-		t.Run(fx.golden, func(t *testing.T) {
+	for _, fx := range gputest.Fixtures {
+		t.Run(fx.Golden(".cu"), func(t *testing.T) {
 			t.Parallel()
-			ptx := compilePTX(t, clang, filepath.Join("testdata", fx.golden))
+			ptx := compilePTX(t, clang, filepath.Join("testdata", fx.Golden(".cu")))
 			if !strings.Contains(ptx, "shfl.sync.down.b32") {
 				t.Errorf("no shfl.sync.down in the PTX")
 			}
@@ -135,11 +136,7 @@ func TestCompileDTypes(t *testing.T) {
 			if !haveClang {
 				t.Skip("clang not on PATH: compiling the emitted CUDA C to PTX needs it (apt-get install clang)")
 			}
-			path := filepath.Join(t.TempDir(), "lib.cu")
-			if err := os.WriteFile(path, []byte(lib.Source), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			checkMMA(t, compilePTX(t, clang, path))
+			checkMMA(t, compilePTX(t, clang, gputest.WriteTemp(t, "lib.cu", lib.Source)))
 		})
 	}
 }

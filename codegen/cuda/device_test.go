@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/codegen/gpu/gputest"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
 	rtcuda "github.com/minerva-llm/minerva/runtime/cuda"
@@ -26,13 +27,9 @@ func TestDeviceKernels(t *testing.T) {
 		t.Skipf("no GPU: %v", err)
 	}
 	t.Logf("device: %s", dev)
-	cases := append(emuCases(), tiledCases()...)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel() // NVRTC compiles in parallel; RunLaunches runs one case's launches at a time
-			runEmuCase(t, c, onDevice)
-		})
-	}
+	// Parallel subtests: NVRTC compiles in parallel; RunLaunches runs one
+	// case's launches at a time.
+	target.Emulate(t, append(emuCases(), tiledCases()...), onDevice)
 }
 
 func onDevice(t *testing.T, g *ir.Graph, lib *cuda.Library, bufs map[int][]byte, T int) map[int][]byte {
@@ -40,7 +37,7 @@ func onDevice(t *testing.T, g *ir.Graph, lib *cuda.Library, bufs map[int][]byte,
 	if err := rtcuda.RunLaunches(lib, bufs, T); err != nil {
 		t.Fatal(err)
 	}
-	byID := valuesByID(g)
+	byID := gputest.ValuesByID(g)
 	for id := range bufs {
 		if v := byID[id]; v != nil && v.Op == ir.OpWeight {
 			delete(bufs, id)

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/codegen/gpu/gputest"
 	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/ir/eval"
 )
 
 // The gpt-oss kernels: router selection (topk_softmax), the expert block
@@ -18,28 +18,10 @@ import (
 // against ir/eval with emu_test.go's tolerances (1e-5 of max |ref| for
 // float weights, 1e-4 for quantized ones); and the greedy argmax against
 // its definition.
-func moeEmuCases(seed *uint64) []emuCase {
-	var cases []emuCase
-	next := func() uint64 { *seed++; return *seed }
-
+func moeEmuCases(seeds *gputest.Seeds) []gputest.Case {
 	// topk_softmax: k = 1 and k = 4 of 32 experts, E = 8 (gpt-oss G1) and
-	// E = 40 (two logits per lane), all with logits on a 0.5 grid, so equal
-	// logits are common and the lower index must win as in ir/eval's
-	// stable sort.
-	for _, c := range []struct{ e, k, T int }{{32, 1, 3}, {32, 4, 3}, {8, 2, 3}, {40, 4, 5}} {
-		s := next()
-		cases = append(cases, emuCase{name: fmt.Sprintf("topk_softmax/e%d_k%d", c.e, c.k), ctx: 1, T: c.T, tol: 1e-5,
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-				k := newKit(t, "topk", s)
-				x := k.b.Input("x", f32T("T", c.e))
-				logits := k.vals(c.T*c.e, 2)
-				for i := range logits {
-					logits[i] = float32(math.Round(float64(logits[i])*2) / 2)
-				}
-				return k.finish(k.b.TopKSoftmax(x, c.k)), k.w, map[string]eval.Tensor{
-					"x": {Shape: []int64{int64(c.T), int64(c.e)}, F32: logits}}
-			}})
-	}
+	// E = 40 (two logits per lane), all with logits on a 0.5 grid.
+	cases := gputest.Cases(seeds, []gputest.TopK{{E: 32, K: 1, T: 3}, {E: 32, K: 4, T: 3}, {E: 8, K: 2, T: 3}, {E: 40, K: 4, T: 5}}...)
 
 	// moe: router logits → topk_softmax → moe, as the gpt-oss graph has it
 	// (slots = k), for MXFP4, Q8_0 and F32 experts, with and without
@@ -52,102 +34,22 @@ func moeEmuCases(seed *uint64) []emuCase {
 	// 1.2 of max |ref| (checked by hand).
 	oai := ir.Attrs{"act": ir.MoEActSwiGLUOAI, "alpha": 1.702, "limit": 1.5}
 	silu := ir.Attrs{"act": ir.MoEActSiLU}
-	const (
-		topk = iota
-		sparse
-		dense
-	)
-	for _, c := range []struct {
-		name     string
-		dt, down ir.DType
-		bias     ir.DType // 0: no biases
-		attrs    ir.Attrs
-		route    int
-		e, k, T  int
-		f, d     int
-	}{
-		{"mxfp4/oai/bias", ir.MXFP4, ir.MXFP4, ir.F32, oai, topk, 8, 2, 3, 32, 32},
-		{"mxfp4/oai/nobias/T1", ir.MXFP4, ir.MXFP4, 0, oai, topk, 8, 2, 1, 32, 64},
-		{"q8_0/oai/bias_f16", ir.Q8_0, ir.Q8_0, ir.F16, oai, topk, 6, 3, 3, 32, 32},
-		{"q8_0/silu/bias/T1", ir.Q8_0, ir.Q8_0, ir.F32, silu, topk, 5, 4, 1, 32, 64},
-		{"f32/oai/bias/T1", ir.F32, ir.F32, ir.F32, oai, topk, 8, 2, 1, 38, 22},
-		{"f32/silu/nobias", ir.F32, ir.F32, 0, silu, topk, 8, 3, 3, 14, 10},
-		{"q8_0_mxfp4/silu/route_input", ir.Q8_0, ir.MXFP4, 0, silu, sparse, 4, 0, 3, 32, 32},
-		{"mxfp4/oai/bias/dense_route", ir.MXFP4, ir.MXFP4, ir.F32, oai, dense, 3, 0, 2, 32, 32},
-	} {
-		s := next()
-		tol := 1e-4
-		if c.dt == ir.F32 && c.down == ir.F32 {
-			tol = 1e-5
-		}
-		cases = append(cases, emuCase{name: "moe/" + c.name, ctx: 1, T: c.T, tol: tol,
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-				k := newKit(t, "moe", s)
-				x := k.b.Input("x", f32T("T", c.d))
-				var route *ir.Value
-				in := map[string]eval.Tensor{"x": {Shape: []int64{int64(c.T), int64(c.d)}, F32: k.vals(c.T*c.d, 2)}}
-				switch c.route {
-				case topk:
-					route = k.b.TopKSoftmax(k.b.Input("logits", f32T("T", c.e)), c.k)
-					in["logits"] = eval.Tensor{Shape: []int64{int64(c.T), int64(c.e)}, F32: k.vals(c.T*c.e, 3)}
-				case sparse:
-					route = k.b.Input("route", f32T("T", c.e))
-					r := make([]float32, c.T*c.e)
-					r[1*c.e+3] = 0.7                                       // row 1: one expert
-					r[2*c.e+0], r[2*c.e+2], r[2*c.e+c.e-1] = 0.2, 0.5, 0.3 // row 2: three; row 0: none
-					in["route"] = eval.Tensor{Shape: []int64{int64(c.T), int64(c.e)}, F32: r}
-				case dense:
-					route = k.b.Input("route", f32T("T", c.e))
-					r := k.vals(c.T*c.e, 1) // never zero, some negative
-					in["route"] = eval.Tensor{Shape: []int64{int64(c.T), int64(c.e)}, F32: r}
-				}
-				w := ir.MoEWeights{
-					Gate: k.weight("gate", c.dt, 0.5, c.e, c.f, c.d),
-					Up:   k.weight("up", c.dt, 0.5, c.e, c.f, c.d),
-					Down: k.weight("down", c.down, 0.5, c.e, c.d, c.f),
-				}
-				if c.bias != 0 {
-					w.GateBias = k.weight("bg", c.bias, 1, c.e, c.f)
-					w.UpBias = k.weight("bu", c.bias, 1, c.e, c.f)
-					w.DownBias = k.weight("bd", c.bias, 1, c.e, c.d)
-				}
-				out := k.b.MoE(x, route, w, c.attrs)
-				return k.finish(out), k.w, in
-			}})
-	}
+	const topk, sparse, dense = gputest.RouteTopK, gputest.RouteSparse, gputest.RouteDense
+	cases = append(cases, gputest.Cases(seeds, []gputest.MoE{
+		{Name: "mxfp4/oai/bias", DT: ir.MXFP4, Down: ir.MXFP4, Bias: ir.F32, Attrs: oai, Route: topk, E: 8, K: 2, T: 3, F: 32, D: 32},
+		{Name: "mxfp4/oai/nobias/T1", DT: ir.MXFP4, Down: ir.MXFP4, Attrs: oai, Route: topk, E: 8, K: 2, T: 1, F: 32, D: 64},
+		{Name: "q8_0/oai/bias_f16", DT: ir.Q8_0, Down: ir.Q8_0, Bias: ir.F16, Attrs: oai, Route: topk, E: 6, K: 3, T: 3, F: 32, D: 32},
+		{Name: "q8_0/silu/bias/T1", DT: ir.Q8_0, Down: ir.Q8_0, Bias: ir.F32, Attrs: silu, Route: topk, E: 5, K: 4, T: 1, F: 32, D: 64},
+		{Name: "f32/oai/bias/T1", DT: ir.F32, Down: ir.F32, Bias: ir.F32, Attrs: oai, Route: topk, E: 8, K: 2, T: 1, F: 38, D: 22},
+		{Name: "f32/silu/nobias", DT: ir.F32, Down: ir.F32, Attrs: silu, Route: topk, E: 8, K: 3, T: 3, F: 14, D: 10},
+		{Name: "q8_0_mxfp4/silu/route_input", DT: ir.Q8_0, Down: ir.MXFP4, Attrs: silu, Route: sparse, E: 4, T: 3, F: 32, D: 32},
+		{Name: "mxfp4/oai/bias/dense_route", DT: ir.MXFP4, Down: ir.MXFP4, Bias: ir.F32, Attrs: oai, Route: dense, E: 3, T: 2, F: 32, D: 32},
+	}...)...)
 
-	// qkv_rope with YaRN as gpt-oss configures it (neox, base 150000,
-	// freq_scale 1/32, orig_ctx 4096, beta_fast 32, beta_slow 1,
-	// ext_factor 1, attn_factor 1 scaled by 1 + 0.1·ln 32), positions up to
-	// 3071; and with an attn_factor ≠ 1, normal mode, n_rot < head_dim, an
-	// f16 cache and MXFP4 weights. The caches are outputs too.
-	for _, c := range []struct {
-		dt, cache ir.DType
-		mode      string
-		nrot      int64
-		af        float64
-	}{{ir.F32, ir.F32, "neox", 16, 1}, {ir.MXFP4, ir.F16, "normal", 12, 0.8}} {
-		s := next()
-		cases = append(cases, emuCase{name: fmt.Sprintf("qkv_rope_yarn/%s/%s/cache=%s", c.dt, c.mode, c.cache), ctx: 3100, T: 3, tol: tolFor(c.dt),
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-				const K, H, HKV, HD = 64, 4, 2, 16
-				k := newKit(t, "qkv", s)
-				x := k.b.Input("x", f32T("T", K))
-				pos := k.b.Input("pos", ir.Type{DType: ir.I32, Shape: ir.S("T")})
-				kc := k.b.State("cache.k", ir.Type{DType: c.cache, Shape: ir.S("C", HKV*HD)})
-				vc := k.b.State("cache.v", ir.Type{DType: c.cache, Shape: ir.S("C", HKV*HD)})
-				attrs := ir.Attrs{"n_head": int64(H), "n_kv_head": int64(HKV), "head_dim": int64(HD), "n_rot": c.nrot,
-					"base": 150000.0, "freq_scale": 1.0 / 32, "mode": c.mode, "ext_factor": 1.0, "attn_factor": c.af,
-					"beta_fast": 32.0, "beta_slow": 1.0, "orig_ctx": int64(4096), "norm": int64(1), "eps": 1e-5, "bias": int64(1)}
-				args := []*ir.Value{x, k.weight("w", c.dt, 1, (H+2*HKV)*HD, K), pos, kc, vc, k.weight("bias", ir.F32, 1, (H+2*HKV)*HD)}
-				out := k.b.Add(ir.OpQKVRoPE, attrs, nil, args...)
-				return k.finish(out, kc, vc), k.w, map[string]eval.Tensor{
-					"x":   {Shape: []int64{3, K}, F32: k.vals(3*K, 2)},
-					"pos": {Shape: []int64{3}, I32: []int32{0, 45, 3071}},
-				}
-			}})
-	}
-	return cases
+	// qkv_rope with YaRN as gpt-oss configures it, positions up to 3071;
+	// and with an attn_factor ≠ 1, normal mode, n_rot < head_dim, an f16
+	// cache and MXFP4 weights. The caches are outputs too.
+	return append(cases, gputest.Cases(seeds, gputest.YaRNCases()...)...)
 }
 
 // argmaxRef is the argmax kernel's contract: the smallest index of the
@@ -166,11 +68,11 @@ func argmaxRef(row []float32) int32 {
 // maxima in different threads and warps (the smallest index in the last
 // thread), negative rows, +Inf twice, -Inf with NaNs, all NaN, all -Inf, a
 // NaN first and the maximum last, and a random row.
-func argmaxRows(k *graphKit, V, threads int) [][]float32 {
+func argmaxRows(k *gputest.Kit, V, threads int) [][]float32 {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	rows := [][]float32{}
 	row := func(f func(r []float32)) {
-		r := k.vals(V, 3)
+		r := k.Vals(V, 3)
 		f(r)
 		rows = append(rows, r)
 	}
@@ -220,13 +122,13 @@ func argmaxRows(k *graphKit, V, threads int) [][]float32 {
 // and not a multiple of the block; 1024 threads: V past 8192) and compares
 // each row's result with argmaxRef.
 func TestEmulateArgmax(t *testing.T) {
-	clang := clangxxOrSkip(t)
+	emu := emulator(clangxxOrSkip(t))
 	for i, V := range []int{37, 1000, 9001} {
 		t.Run(fmt.Sprintf("V=%d", V), func(t *testing.T) {
 			t.Parallel()
-			k := newKit(t, "argmax", uint64(700+i))
-			x := k.b.Input("x", f32T("T", V))
-			g := k.finish(k.b.Mul(x, k.weight("one", ir.F32, 1, V)))
+			k := gputest.Rand{Seed: uint64(700 + i), Stream: 11}.Kit(t, "argmax")
+			x := k.B.Input("x", gputest.F32("T", V))
+			g := k.Finish(k.B.Mul(x, k.Weight("one", ir.F32, 1, V)))
 			g.Outputs[0].Name = "logits"
 			lib, err := cuda.Emit(g)
 			if err != nil {
@@ -249,15 +151,15 @@ func TestEmulateArgmax(t *testing.T) {
 
 int main() {
     const u32 T = %d;
-    cudaemu::Buf logits = cudaemu::load("logits.bin");
-    cudaemu::Buf out;
+    emuhost::Buf logits = emuhost::load("logits.bin");
+    emuhost::Buf out;
     out.data.assign(4 * T, 0xee); // not a valid answer: every row must be written
     cudaemu::launch(dim3{1, T, 1}, dim3{%d, 1, 1}, [&] { %s(logits.ptr(), out.ptr(), T); });
-    cudaemu::save("out.bin", out);
+    emuhost::save("out.bin", out);
     return 0;
 }
 `, T, a.Threads, a.Kernel)
-			buildAndRun(t, clang, dir, map[string][]byte{"lib.cu": []byte(lib.Source), "main.cpp": []byte(main), "logits.bin": logits})
+			emu.BuildAndRun(t, dir, map[string][]byte{"lib.cu": []byte(lib.Source), "main.cpp": []byte(main), "logits.bin": logits})
 			got, err := os.ReadFile(filepath.Join(dir, "out.bin"))
 			if err != nil {
 				t.Fatal(err)

@@ -1,6 +1,8 @@
 package cuda_test
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +57,25 @@ func TestEmuShim(t *testing.T) {
 				t.Fatalf("want %q (failing: %v), got %v\n%s", c.want, c.fails, err, out)
 			}
 		})
+	}
+}
+
+// TestEmuHostPinned checks that cudaemu.h carries the SHA-256 of the
+// shared emuhost.h it includes: the emulated CUDA driver (runtime/cuda)
+// keys its cache of built kernel objects on cudaemu.h's text alone, so an
+// edit of emuhost.h must change cudaemu.h too.
+func TestEmuHostPinned(t *testing.T) {
+	host, err := os.ReadFile(filepath.Join("..", "gpu", "gputest", "testdata", "emuhost.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu, err := os.ReadFile(filepath.Join("testdata", "cudaemu.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := fmt.Sprintf("// emuhost.h sha256 %x\n", sha256.Sum256(host))
+	if !strings.Contains(string(emu), pin+`#include "../../gpu/gputest/testdata/emuhost.h"`) {
+		t.Errorf("testdata/cudaemu.h does not pin the emuhost.h it includes: the line before its #include must be %q", pin)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/codegen/gpu/gputest"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 )
@@ -192,7 +193,7 @@ func TestTiledSchedule(t *testing.T) {
 				t.Errorf("%d tiled launches for %d matrix-vector ones (at least fused_matmul, matmul, swiglu, qkv_rope)", tiled, mv)
 			}
 			for _, T := range []int{1, 2, 64, 65} {
-				if err := checkSchedule(lib, T); err != nil {
+				if err := target.Schedule.Check(lib, T); err != nil {
 					t.Error(err)
 				}
 				seen := map[string]int{}
@@ -227,112 +228,76 @@ func TestTiledSchedule(t *testing.T) {
 // accumulation over K ≤ 256, as in the matrix-vector kernels; measured
 // maxima are a few 1e-7. A kernel that dropped the lo products would round
 // every activation (or weight) to f16, 2^-11 relative, ≈1e-4 here.
-func tiledCases() []emuCase {
-	var cases []emuCase
-	seed := uint64(7000)
+func tiledCases() []gputest.Case {
+	seeds := &gputest.Seeds{Last: 7000, Stream: 11}
+	var cases []gputest.Case
 	Ts := []int{2, 3, 9, 33, 65}
 	const tol = 1e-5
 	for i, dt := range cuda.WeightDTypes() {
 		T := Ts[i%len(Ts)]
-		seed++
-		s := seed
-		cases = append(cases, emuCase{name: fmt.Sprintf("tiled/%s/fused+swiglu/T=%d", dt, T), ctx: 1, T: T, tol: tol,
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
+		r := seeds.Next()
+		cases = append(cases, gputest.Case{Name: fmt.Sprintf("tiled/%s/fused+swiglu/T=%d", dt, T), Ctx: 1, T: T, Tol: tol,
+			Build: func(t *testing.T) (*ir.Graph, gputest.WeightMap, map[string]eval.Tensor) {
 				const N, F = 45, 41
 				K := 128 // 4 chunks; the K-quants need a whole super-block
 				switch dt {
 				case ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K:
 					K = 256
 				}
-				k := newKit(t, "tiled", s)
-				x := k.b.Input("x", f32T("T", K))
-				mm := k.b.Add(ir.OpFusedMatMul, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1), "bias": int64(1), "residual": int64(1)}, nil,
-					x, k.weight("w", dt, 1, N, K), k.weight("gain", ir.F32, 1, K), k.weight("bias", ir.F32, 1, N), k.b.Input("res", f32T("T", N)))
-				sw := k.b.Add(ir.OpSwiGLU, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1)}, nil,
-					x, k.weight("w_up", dt, 1, 2*F, K), k.weight("gain2", ir.F16, 1, K))
-				k.b.Output("sw", sw)
-				return k.finish(mm), k.w, map[string]eval.Tensor{
-					"x":   {Shape: []int64{int64(T), int64(K)}, F32: k.vals(T*K, 2)},
-					"res": {Shape: []int64{int64(T), N}, F32: k.vals(T*N, 1)},
+				k := r.Kit(t, "tiled")
+				x := k.B.Input("x", gputest.F32("T", K))
+				mm := k.B.Add(ir.OpFusedMatMul, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1), "bias": int64(1), "residual": int64(1)}, nil,
+					x, k.Weight("w", dt, 1, N, K), k.Weight("gain", ir.F32, 1, K), k.Weight("bias", ir.F32, 1, N), k.B.Input("res", gputest.F32("T", N)))
+				sw := k.B.Add(ir.OpSwiGLU, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1)}, nil,
+					x, k.Weight("w_up", dt, 1, 2*F, K), k.Weight("gain2", ir.F16, 1, K))
+				k.B.Output("sw", sw)
+				return k.Finish(mm), k.W, map[string]eval.Tensor{
+					"x":   {Shape: []int64{int64(T), int64(K)}, F32: k.Vals(T*K, 2)},
+					"res": {Shape: []int64{int64(T), N}, F32: k.Vals(T*N, 1)},
 				}
 			}})
 	}
-	type mm struct {
-		dt                    ir.DType
-		norm, gain, bias, res bool
-		biasDT                ir.DType
-		T, N, K               int
-		op                    ir.Op
+	mms := []gputest.MatVec{
+		{DT: ir.F32, Norm: true, Res: true, T: 33, N: 7, K: 100},
+		{DT: ir.F16, Norm: true, Gain: true, Bias: true, BiasDT: ir.F16, T: 9, N: 45, K: 100},
+		{DT: ir.BF16, T: 65, N: 130, K: 100},
+		{DT: ir.Q4_0, Norm: true, Gain: true, Bias: true, Res: true, T: 65, N: 130, K: 128},
+		{Op: ir.OpMatMul, DT: ir.Q8_0, Bias: true, BiasDT: ir.F16, T: 9, N: 45, K: 128},
+		{DT: ir.Q6_K, Res: true, T: 2, N: 64, K: 256},
 	}
-	for _, c := range []mm{
-		{ir.F32, true, false, false, true, ir.F32, 33, 7, 100, ir.OpFusedMatMul},
-		{ir.F16, true, true, true, false, ir.F16, 9, 45, 100, ir.OpFusedMatMul},
-		{ir.BF16, false, false, false, false, ir.F32, 65, 130, 100, ir.OpFusedMatMul},
-		{ir.Q4_0, true, true, true, true, ir.F32, 65, 130, 128, ir.OpFusedMatMul},
-		{ir.Q8_0, false, false, true, false, ir.F16, 9, 45, 128, ir.OpMatMul},
-		{ir.Q6_K, false, false, false, true, ir.F32, 2, 64, 256, ir.OpFusedMatMul},
-	} {
-		seed++
-		s := seed
-		name := fmt.Sprintf("tiled/%s/%s/norm=%v,gain=%v,bias=%v(%s),res=%v/T=%d,N=%d,K=%d", c.op, c.dt, c.norm, c.gain, c.bias, c.biasDT, c.res, c.T, c.N, c.K)
-		cases = append(cases, emuCase{name: name, ctx: 1, T: c.T, tol: tol, build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-			k := newKit(t, "tiled", s)
-			x := k.b.Input("x", f32T("T", c.K))
-			args := []*ir.Value{x, k.weight("w", c.dt, 1, c.N, c.K)}
-			var attrs ir.Attrs
-			if c.op == ir.OpFusedMatMul {
-				attrs = ir.Attrs{"norm": bit(c.norm), "gain": bit(c.gain), "bias": bit(c.bias), "residual": bit(c.res)}
-				if c.norm {
-					attrs["eps"] = 1e-5
-				}
-			}
-			if c.gain {
-				args = append(args, k.weight("gain", ir.F32, 1, c.K))
-			}
-			if c.bias {
-				args = append(args, k.weight("bias", c.biasDT, 1, c.N))
-			}
-			if c.res {
-				args = append(args, k.b.Input("res", f32T("T", c.N)))
-			}
-			g := k.finish(k.b.Add(c.op, attrs, nil, args...))
-			return g, k.w, map[string]eval.Tensor{
-				"x":   {Shape: []int64{int64(c.T), int64(c.K)}, F32: k.vals(c.T*c.K, 2)},
-				"res": {Shape: []int64{int64(c.T), int64(c.N)}, F32: k.vals(c.T*c.N, 1)},
-			}
-		}})
+	for i := range mms {
+		mms[i].Prefix, mms[i].Tol = "tiled/", tol
 	}
+	cases = append(cases, gputest.Cases(seeds, mms...)...)
 	// swiglu without the RMSNorm prologue, F16 weights, two token tiles.
-	seed++
-	swSeed := seed
-	cases = append(cases, emuCase{name: "tiled/swiglu/f16/no-norm/T=65,F=70", ctx: 1, T: 65, tol: tol,
-		build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
+	sw := seeds.Next()
+	cases = append(cases, gputest.Case{Name: "tiled/swiglu/f16/no-norm/T=65,F=70", Ctx: 1, T: 65, Tol: tol,
+		Build: func(t *testing.T) (*ir.Graph, gputest.WeightMap, map[string]eval.Tensor) {
 			const T, K, F = 65, 64, 70
-			k := newKit(t, "tiled", swSeed)
-			x := k.b.Input("x", f32T("T", K))
-			out := k.b.Add(ir.OpSwiGLU, ir.Attrs{}, nil, x, k.weight("w", ir.F16, 1, 2*F, K))
-			return k.finish(out), k.w, map[string]eval.Tensor{"x": {Shape: []int64{T, K}, F32: k.vals(T*K, 1)}}
+			k := sw.Kit(t, "tiled")
+			x := k.B.Input("x", gputest.F32("T", K))
+			out := k.B.Add(ir.OpSwiGLU, ir.Attrs{}, nil, x, k.Weight("w", ir.F16, 1, 2*F, K))
+			return k.Finish(out), k.W, map[string]eval.Tensor{"x": {Shape: []int64{T, K}, F32: k.Vals(T*K, 1)}}
 		}})
 	// Row magnitudes 1e-6 .. 1e5 without RMSNorm: only the row scale keeps
 	// the f16 operands in range (1e5 overflows f16; 1e-6·2^-11 is below its
 	// subnormals). Compared row by row.
 	for _, dt := range []ir.DType{ir.F32, ir.Q4_K} {
-		seed++
-		s := seed
-		cases = append(cases, emuCase{name: fmt.Sprintf("tiled/matmul/%s/row-magnitudes/T=12,N=40", dt), ctx: 1, T: 12, tol: tol, perRow: true,
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
+		r := seeds.Next()
+		cases = append(cases, gputest.Case{Name: fmt.Sprintf("tiled/matmul/%s/row-magnitudes/T=12,N=40", dt), Ctx: 1, T: 12, Tol: tol, PerRow: true,
+			Build: func(t *testing.T) (*ir.Graph, gputest.WeightMap, map[string]eval.Tensor) {
 				const T, K, N = 12, 256, 40
-				k := newKit(t, "tiled", s)
-				x := k.b.Input("x", f32T("T", K))
-				out := k.b.MatMul(x, k.weight("w", dt, 1, N, K), nil)
-				xv := k.vals(T*K, 1)
+				k := r.Kit(t, "tiled")
+				x := k.B.Input("x", gputest.F32("T", K))
+				out := k.B.MatMul(x, k.Weight("w", dt, 1, N, K), nil)
+				xv := k.Vals(T*K, 1)
 				for r := 0; r < T; r++ {
 					m := float32(math.Pow(10, float64(r%12)-6)) // 1e-6 .. 1e5
 					for i := r * K; i < (r+1)*K; i++ {
 						xv[i] *= m
 					}
 				}
-				return k.finish(out), k.w, map[string]eval.Tensor{"x": {Shape: []int64{T, K}, F32: xv}}
+				return k.Finish(out), k.W, map[string]eval.Tensor{"x": {Shape: []int64{T, K}, F32: xv}}
 			}})
 	}
 	return cases
@@ -340,11 +305,5 @@ func tiledCases() []emuCase {
 
 // TestEmulateTiled runs tiledCases through the CPU emulation.
 func TestEmulateTiled(t *testing.T) {
-	clang := clangxxOrSkip(t)
-	for _, c := range tiledCases() {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			runEmuCase(t, c, emulator(clang))
-		})
-	}
+	target.Emulate(t, tiledCases(), emulator(clangxxOrSkip(t)).Run)
 }

@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/codegen/gpu"
+	"github.com/minerva-llm/minerva/codegen/gpu/gputest"
 	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/ir/eval"
 )
 
 // The matrix-vector kernels read full chunks of a weight row with 16-byte
@@ -34,11 +35,10 @@ var chunkElems = map[ir.DType]int{
 // full chunks and, where the dtype allows one, a tail: a multiple of 256
 // if possible, else of 32. Q3_K and Q6_K rows are 16-byte multiples only
 // in whole chunks (8 super-blocks), so they get no tail.
-func vecK(t *testing.T, dt ir.DType) (k int, tail bool) {
-	t.Helper()
+func vecK(dt ir.DType) (k int, tail bool) {
 	c, ok := chunkElems[dt]
 	if !ok {
-		t.Fatalf("no chunk size for %s: add it to chunkElems", dt)
+		panic(fmt.Sprintf("no chunk size for %s: add it to chunkElems", dt))
 	}
 	for _, step := range []int{256, 32} {
 		for k := 2*c + step; k < 3*c; k += step {
@@ -116,7 +116,7 @@ func vecGraph(t *testing.T, dt ir.DType, k int) *ir.Graph {
 	wt := func(name string, d ir.DType, dims ...any) *ir.Value {
 		return b.Weight(name, ir.Type{DType: d, Shape: ir.S(dims...)})
 	}
-	x := b.Input("x", f32T("T", k))
+	x := b.Input("x", gputest.F32("T", k))
 	pos := b.Input("pos", ir.Type{DType: ir.I32, Shape: ir.S("T")})
 	mm := b.Add(ir.OpFusedMatMul, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1), "bias": int64(1), "residual": int64(1)}, nil,
 		x, wt("w", dt, k, k), wt("gain", ir.F32, k), wt("bias", ir.F16, k), x)
@@ -150,7 +150,7 @@ func TestVecLoadPlan(t *testing.T) {
 	}
 	var plans []plan
 	for _, dt := range cuda.WeightDTypes() {
-		k, _ := vecK(t, dt)
+		k, _ := vecK(dt)
 		plans = append(plans, plan{dt, k, true}, plan{dt, chunkElems[dt] / 2, false})
 	}
 	plans = append(plans, plan{ir.Q4_0, 32 * 69, false}, plan{ir.Q6_K, 5632, false},
@@ -203,16 +203,12 @@ func TestVecLoadCompile(t *testing.T) {
 	for _, dt := range cuda.WeightDTypes() {
 		t.Run(dt.String(), func(t *testing.T) {
 			t.Parallel()
-			k, _ := vecK(t, dt)
+			k, _ := vecK(dt)
 			lib, err := cuda.Emit(vecGraph(t, dt, k))
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(t.TempDir(), "lib.cu")
-			if err := os.WriteFile(path, []byte(lib.Source), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			ptx := compilePTX(t, clang, path)
+			ptx := compilePTX(t, clang, gputest.WriteTemp(t, "lib.cu", lib.Source))
 			for _, want := range []string{"ld.global.nc.v4.u32", "st.shared.v4.u32", "bar.warp.sync", "ld.shared."} {
 				if !strings.Contains(ptx, want) {
 					t.Errorf("no %s in the PTX", want)
@@ -227,91 +223,42 @@ func TestVecLoadCompile(t *testing.T) {
 // a plain matmul with bias; swiglu and qkv_rope (both dot loops of a
 // feature share the warp's stage) for several. Each checks that its
 // kernels took the vector path.
-func vecEmuCases(seed uint64) []emuCase {
-	var cases []emuCase
-	type mv struct {
-		dt   ir.DType
-		T, N int
-		op   ir.Op
+func vecEmuCases(seeds *gputest.Seeds) []gputest.Case {
+	vec := func(t *testing.T, lib *gpu.Library) { checkLoads(t, lib, true, nil) }
+	mv := func(op ir.Op, dt ir.DType, T, N int) gputest.MatVec {
+		fused := op == ir.OpFusedMatMul
+		K, _ := vecK(dt)
+		return gputest.MatVec{Name: fmt.Sprintf("vec/%s/%s/T=%d,N=%d", op, dt, T, N), Op: op, DT: dt,
+			Norm: fused, Gain: fused, Bias: true, Res: fused, T: T, N: N, K: K, Check: vec}
 	}
-	var mvs []mv
+	var mvs []gputest.MatVec
 	for _, dt := range cuda.WeightDTypes() {
-		mvs = append(mvs, mv{dt, 1, 13, ir.OpFusedMatMul})
+		mvs = append(mvs, mv(ir.OpFusedMatMul, dt, 1, 13))
 	}
-	mvs = append(mvs, mv{ir.Q4_K, 2, 9, ir.OpFusedMatMul}, mv{ir.Q8_0, 1, 10, ir.OpMatMul})
-	for _, c := range mvs {
-		seed++
-		s := seed
-		fused := c.op == ir.OpFusedMatMul
-		cases = append(cases, emuCase{name: fmt.Sprintf("vec/%s/%s/T=%d,N=%d", c.op, c.dt, c.T, c.N), ctx: 1, T: c.T, tol: tolFor(c.dt), vec: true,
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-				K, _ := vecK(t, c.dt)
-				T, N := c.T, c.N
-				k := newKit(t, "vmv", s)
-				x := k.b.Input("x", f32T("T", K))
-				args := []*ir.Value{x, k.weight("w", c.dt, 1, N, K)}
-				var attrs ir.Attrs
-				if fused {
-					attrs = ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1), "bias": int64(1), "residual": int64(1)}
-					args = append(args, k.weight("gain", ir.F32, 1, K))
-				}
-				args = append(args, k.weight("bias", ir.F32, 1, N))
-				if fused {
-					args = append(args, k.b.Input("res", f32T("T", N)))
-				}
-				g := k.finish(k.b.Add(c.op, attrs, nil, args...))
-				return g, k.w, map[string]eval.Tensor{
-					"x":   {Shape: []int64{int64(T), int64(K)}, F32: k.vals(T*K, 2)},
-					"res": {Shape: []int64{int64(T), int64(N)}, F32: k.vals(T*N, 1)},
-				}
-			}})
-	}
+	mvs = append(mvs, mv(ir.OpFusedMatMul, ir.Q4_K, 2, 9), mv(ir.OpMatMul, ir.Q8_0, 1, 10))
+	cases := gputest.Cases(seeds, mvs...)
+	var sws []gputest.SwiGLU
 	for _, c := range []struct {
 		dt   ir.DType
 		T, F int
 	}{{ir.F16, 1, 9}, {ir.Q4_0, 2, 6}, {ir.Q4_K, 1, 9}, {ir.Q6_K, 1, 5}, {ir.MXFP4, 1, 6}} {
-		seed++
-		s := seed
-		cases = append(cases, emuCase{name: fmt.Sprintf("vec/swiglu/%s/T=%d,F=%d", c.dt, c.T, c.F), ctx: 1, T: c.T, tol: tolFor(c.dt), vec: true,
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-				K, _ := vecK(t, c.dt)
-				k := newKit(t, "vswiglu", s)
-				x := k.b.Input("x", f32T("T", K))
-				out := k.b.Add(ir.OpSwiGLU, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1)}, nil,
-					x, k.weight("w", c.dt, 1, 2*c.F, K), k.weight("gain", ir.F16, 1, K))
-				return k.finish(out), k.w, map[string]eval.Tensor{"x": {Shape: []int64{int64(c.T), int64(K)}, F32: k.vals(c.T*K, 2)}}
-			}})
+		K, _ := vecK(c.dt)
+		sws = append(sws, gputest.SwiGLU{Name: fmt.Sprintf("vec/swiglu/%s/T=%d,F=%d", c.dt, c.T, c.F), DT: c.dt, T: c.T, F: c.F, K: K, GainDT: ir.F16, Check: vec})
 	}
+	cases = append(cases, gputest.Cases(seeds, sws...)...)
+	var qs []gputest.QKVRoPE
 	for _, c := range []struct {
 		dt, cache ir.DType
 		mode      string
 		bias      bool
 	}{{ir.Q4_K, ir.F16, "neox", true}, {ir.Q5_0, ir.F32, "normal", false}, {ir.F32, ir.F32, "normal", true}} {
-		seed++
-		s := seed
-		cases = append(cases, emuCase{name: fmt.Sprintf("vec/qkv_rope/%s/%s/cache=%s", c.dt, c.mode, c.cache), ctx: 1200, T: 2, tol: tolFor(c.dt), vec: true,
-			build: func(t *testing.T) (*ir.Graph, weightMap, map[string]eval.Tensor) {
-				const H, HKV, HD = 2, 1, 16
-				K, _ := vecK(t, c.dt)
-				k := newKit(t, "vqkv", s)
-				x := k.b.Input("x", f32T("T", K))
-				pos := k.b.Input("pos", ir.Type{DType: ir.I32, Shape: ir.S("T")})
-				kc := k.b.State("cache.k", ir.Type{DType: c.cache, Shape: ir.S("C", HKV*HD)})
-				vc := k.b.State("cache.v", ir.Type{DType: c.cache, Shape: ir.S("C", HKV*HD)})
-				attrs := ir.Attrs{"n_head": int64(H), "n_kv_head": int64(HKV), "head_dim": int64(HD), "n_rot": int64(HD),
-					"base": 10000.0, "freq_scale": 1.0, "mode": c.mode, "norm": int64(1), "eps": 1e-5, "gain": int64(1), "bias": bit(c.bias)}
-				args := []*ir.Value{x, k.weight("w", c.dt, 1, (H+2*HKV)*HD, K), pos, kc, vc, k.weight("gain", ir.F32, 1, K)}
-				if c.bias {
-					args = append(args, k.weight("bias", ir.F32, 1, (H+2*HKV)*HD))
-				}
-				out := k.b.Add(ir.OpQKVRoPE, attrs, nil, args...)
-				return k.finish(out, kc, vc), k.w, map[string]eval.Tensor{
-					"x":   {Shape: []int64{2, int64(K)}, F32: k.vals(2*K, 2)},
-					"pos": {Shape: []int64{2}, I32: []int32{5, 1100}},
-				}
-			}})
+		q := gputest.RoPE(c.dt, c.cache, c.mode, 16, c.bias)
+		q.Name = fmt.Sprintf("vec/qkv_rope/%s/%s/cache=%s", c.dt, c.mode, c.cache)
+		q.K, _ = vecK(c.dt)
+		q.H, q.HKV, q.FreqScale, q.Pos, q.Check = 2, 1, 1, []int32{5, 1100}, vec
+		qs = append(qs, q)
 	}
-	return cases
+	return append(cases, gputest.Cases(seeds, qs...)...)
 }
 
 // TestEmuSyncwarp checks the emulation's __syncwarp and vector load: lanes

@@ -1,136 +1,30 @@
 package metal_test
 
 import (
-	"encoding/json"
 	"flag"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/minerva-llm/minerva/codegen/gpu"
+	"github.com/minerva-llm/minerva/codegen/gpu/gputest"
 	"github.com/minerva-llm/minerva/codegen/metal"
-	"github.com/minerva-llm/minerva/frontend/arch"
-	"github.com/minerva-llm/minerva/frontend/gguf"
-	"github.com/minerva-llm/minerva/ir"
-	"github.com/minerva-llm/minerva/passes"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.metal from the emitter")
 
-// fixtures are the models whose emitted libraries are golden files; the
-// type-check test compiles these files too, so -update cannot bless source
-// that clang rejects.
-var fixtures = []struct{ golden, model string }{
-	{"stories260K.metal", "../../../shared/models/gguf/stories260K.gguf"},
-	{"llama-p-Q4_0.metal", "../../../shared/models/gguf/synthetic/llama-p-Q4_0.gguf"},
-	{"gptoss-g1-mxfp4.metal", "../../../shared/models/gguf/synthetic/gptoss-g1-mxfp4.gguf"},
-}
+// golden compares the libraries of gputest.Fixtures with testdata/*.metal.
+var golden = gputest.Golden{Package: "codegen/metal", Ext: ".metal", Emit: metal.Emit}
 
-// fusedGraph loads a model and runs the pass pipeline on it, as
-// `minervac compile` does.
-func fusedGraph(t *testing.T, path string) *ir.Graph {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("model %s not available: %v", path, err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	m, err := arch.Load(f, arch.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := passes.Pipeline()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := passes.Run(m.Graph, list, passes.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return m.Graph
-}
-
-func TestGolden(t *testing.T) {
-	for _, fx := range fixtures {
-		t.Run(fx.golden, func(t *testing.T) {
-			lib, err := metal.Emit(fusedGraph(t, fx.model))
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join("testdata", fx.golden)
-			if *update {
-				if err := os.WriteFile(path, []byte(lib.Source), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./codegen/metal -update)", err)
-			}
-			if string(want) != lib.Source {
-				t.Errorf("emitted source differs from %s (review, then go test ./codegen/metal -update)", path)
-			}
-			if !strings.HasPrefix(lib.Source, "// Code generated") {
-				t.Errorf("generated source does not say so on its first line")
-			}
-		})
-	}
-}
+func TestGolden(t *testing.T) { golden.Test(t, *update) }
 
 // TestGoldenFixturesEmit emits (and, with clang, type-checks) the library
 // of every model any golden end-to-end case uses (../shared/golden/e2e's
 // index.json and index-gptoss.json): the acceptance that every kernel a
 // golden fixture needs exists for Metal.
 func TestGoldenFixturesEmit(t *testing.T) {
-	root := "../../../shared"
-	var models []string
-	seen := map[string]bool{}
-	for _, index := range []string{"index.json", "index-gptoss.json"} {
-		b, err := os.ReadFile(filepath.Join(root, "golden", "e2e", index))
-		if err != nil {
-			t.Skipf("golden index not available: %v", err)
+	golden.TestModels(t, func(t *testing.T, lib *gpu.Library) {
+		if _, err := exec.LookPath("clang++"); err == nil {
+			typeCheck(t, clangOrSkip(t), gputest.WriteTemp(t, "lib.metal", lib.Source))
 		}
-		var idx struct {
-			Cases []struct {
-				Model string `json:"model"`
-			} `json:"cases"`
-		}
-		if err := json.Unmarshal(b, &idx); err != nil {
-			t.Fatalf("%s: %v", index, err)
-		}
-		for _, c := range idx.Cases {
-			if !seen[c.Model] {
-				seen[c.Model] = true
-				models = append(models, c.Model)
-			}
-		}
-	}
-	if len(models) == 0 {
-		t.Fatal("the golden indexes list no models")
-	}
-	for _, m := range models {
-		t.Run(filepath.Base(m), func(t *testing.T) {
-			t.Parallel()
-			lib, err := metal.Emit(fusedGraph(t, filepath.Join(root, m)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			families := map[string]int{}
-			for _, k := range lib.Kernels {
-				families[k.Family]++
-			}
-			t.Logf("%d kernels, %d launches per step; families %v", len(lib.Kernels), len(lib.Launches), families)
-			if _, err := exec.LookPath("clang++"); err != nil {
-				return
-			}
-			path := filepath.Join(t.TempDir(), "lib.metal")
-			if err := os.WriteFile(path, []byte(lib.Source), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			typeCheck(t, clangOrSkip(t), path)
-		})
-	}
+	})
 }

@@ -49,6 +49,13 @@
 #include <type_traits>
 #include <vector>
 
+// The binary16 conversions and the buffer files the emulation mains use,
+// shared with codegen/metal's shim. The emulated CUDA driver keys its object
+// cache on this file's text alone, so the line below pins emuhost.h's
+// content (TestEmuHostPinned checks it):
+// emuhost.h sha256 61ef2b89a84ff7bb7956072ae7b704c85f92c7d1fd3f8f6550bca19a2ef61d18
+#include "../../gpu/gputest/testdata/emuhost.h"
+
 // CUDAEMU_ASM_SWITCH: the hand-written context switch below, for x86-64
 // and arm64; elsewhere, or with CUDAEMU_UCONTEXT defined (the tests build
 // that path on amd64 too), ucontext.
@@ -75,50 +82,10 @@ struct dim3 {
 };
 
 namespace cudaemu {
-// h2f converts IEEE binary16 bits to float (exact).
-inline float h2f(unsigned short h) {
-    uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
-    uint32_t out;
-    if (exp == 0) {
-        if (man == 0) {
-            out = sign;
-        } else { // subnormal: normalise
-            int e = -1;
-            do {
-                ++e;
-                man <<= 1;
-            } while ((man & 1024) == 0);
-            out = sign | uint32_t(127 - 15 - e) << 23 | (man & 1023) << 13;
-        }
-    } else if (exp == 31) {
-        out = sign | 0x7f800000u | man << 13;
-    } else {
-        out = sign | (exp + 112) << 23 | man << 13;
-    }
-    float f;
-    std::memcpy(&f, &out, 4);
-    return f;
-}
-
-// f2h converts float to binary16 bits, rounding to nearest even.
-inline unsigned short f2h(float f) {
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) { // inf or nan
-        return (unsigned short)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-    }
-    if (ax >= 0x477ff000u) { // rounds to >= 65520: infinity
-        return (unsigned short)(sign | 0x7c00);
-    }
-    if (ax < 0x38800000u) { // below the smallest normal: subnormal or zero
-        float a;
-        std::memcpy(&a, &ax, 4);
-        return (unsigned short)(sign | uint32_t(std::nearbyint(a * 16777216.0f))); // a / 2^-24, RNE
-    }
-    uint32_t r = ax + 0xfff + ((ax >> 13) & 1) - 0x38000000u; // rebias, RNE
-    return (unsigned short)(sign | (r >> 13));
-}
+// h2f and f2h, IEEE binary16 conversions (round-to-nearest-even), are
+// emuhost.h's.
+using emuhost::f2h;
+using emuhost::h2f;
 
 [[noreturn]] inline void fail(const char* what) {
     std::fprintf(stderr, "cudaemu: %s\n", what);
@@ -612,48 +579,6 @@ inline unsigned __float_as_uint(float x) {
     return u;
 }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-
-namespace cudaemu {
-// Buf is a buffer read from and written back to a file.
-struct Buf {
-    std::vector<unsigned char> data;
-    // ptr converts to whatever pointer the kernel parameter wants.
-    struct Ptr {
-        void* p;
-        template <class T>
-        operator T*() const { return static_cast<T*>(p); }
-    };
-    Ptr ptr() { return Ptr{data.data()}; }
-};
-
-inline Buf load(const char* path) {
-    Buf b;
-    FILE* f = std::fopen(path, "rb");
-    if (!f) {
-        std::fprintf(stderr, "cudaemu: cannot open %s\n", path);
-        std::exit(2);
-    }
-    std::fseek(f, 0, SEEK_END);
-    long n = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    b.data.resize(size_t(n));
-    if (n > 0 && std::fread(b.data.data(), 1, size_t(n), f) != size_t(n)) {
-        std::fprintf(stderr, "cudaemu: short read of %s\n", path);
-        std::exit(2);
-    }
-    std::fclose(f);
-    return b;
-}
-
-inline void save(const char* path, const Buf& b) {
-    FILE* f = std::fopen(path, "wb");
-    if (!f || std::fwrite(b.data.data(), 1, b.data.size(), f) != b.data.size()) {
-        std::fprintf(stderr, "cudaemu: cannot write %s\n", path);
-        std::exit(2);
-    }
-    std::fclose(f);
-}
-} // namespace cudaemu
 
 // Execution spaces and qualifiers: plain C++ on the CPU. Defined last, so
 // that they cannot change the standard headers or the code above.

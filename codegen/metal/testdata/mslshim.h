@@ -24,6 +24,10 @@
 #include <thread>
 #include <vector>
 
+// The binary16 conversions and the buffer files the emulation mains use,
+// shared with codegen/cuda's shim; buffers get 64 bytes of slack.
+#define EMUHOST_LOAD_SLACK 64
+#include "../../gpu/gputest/testdata/emuhost.h"
 
 typedef unsigned char uchar;
 typedef unsigned short ushort;
@@ -37,47 +41,8 @@ struct half {
     half() = default;
     half(float f) : bits(from_float(f)) {}
     operator float() const { return to_float(bits); }
-    static float to_float(ushort h) {
-        uint sign = uint(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
-        uint out;
-        if (exp == 0) {
-            if (man == 0) {
-                out = sign;
-            } else { // subnormal: normalise
-                int e = -1;
-                do {
-                    ++e;
-                    man <<= 1;
-                } while ((man & 1024) == 0);
-                out = sign | uint(127 - 15 - e) << 23 | (man & 1023) << 13;
-            }
-        } else if (exp == 31) {
-            out = sign | 0x7f800000u | man << 13;
-        } else {
-            out = sign | (exp + 112) << 23 | man << 13;
-        }
-        float f;
-        std::memcpy(&f, &out, 4);
-        return f;
-    }
-    static ushort from_float(float f) {
-        uint x;
-        std::memcpy(&x, &f, 4);
-        uint sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
-        if (ax >= 0x7f800000u) { // inf or nan
-            return ushort(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-        }
-        if (ax >= 0x477ff000u) { // rounds to >= 65520: infinity
-            return ushort(sign | 0x7c00);
-        }
-        if (ax < 0x38800000u) { // below the smallest normal: subnormal or zero
-            float a;
-            std::memcpy(&a, &ax, 4);
-            return ushort(sign | uint(std::nearbyint(a * 16777216.0f))); // a / 2^-24, RNE
-        }
-        uint r = ax + 0xfff + ((ax >> 13) & 1) - 0x38000000u; // rebias, RNE
-        return ushort(sign | (r >> 13));
-    }
+    static float to_float(ushort h) { return emuhost::h2f(h); }
+    static ushort from_float(float f) { return emuhost::f2h(f); }
 };
 
 struct float2 {
@@ -174,47 +139,6 @@ inline void launch(uint gx, uint gy, uint gz, uint threads, F fn) {
     for (auto& t : ts) {
         t.join();
     }
-}
-
-// Buf is a buffer read from and written back to a file.
-struct Buf {
-    std::vector<unsigned char> data;
-    // ptr converts to whatever pointer the kernel parameter wants.
-    struct Ptr {
-        void* p;
-        template <class T>
-        operator T*() const { return static_cast<T*>(p); }
-    };
-    Ptr ptr() { return Ptr{data.data()}; }
-};
-
-inline Buf load(const char* path) {
-    Buf b;
-    FILE* f = std::fopen(path, "rb");
-    if (!f) {
-        std::fprintf(stderr, "mslemu: cannot open %s\n", path);
-        std::exit(2);
-    }
-    std::fseek(f, 0, SEEK_END);
-    long n = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    b.data.resize(size_t(n) + 64); // slack: a stray read past the end stays in bounds
-    if (n > 0 && std::fread(b.data.data(), 1, size_t(n), f) != size_t(n)) {
-        std::fprintf(stderr, "mslemu: short read of %s\n", path);
-        std::exit(2);
-    }
-    b.data.resize(size_t(n));
-    std::fclose(f);
-    return b;
-}
-
-inline void save(const char* path, const Buf& b) {
-    FILE* f = std::fopen(path, "wb");
-    if (!f || std::fwrite(b.data.data(), 1, b.data.size(), f) != b.data.size()) {
-        std::fprintf(stderr, "mslemu: cannot write %s\n", path);
-        std::exit(2);
-    }
-    std::fclose(f);
 }
 } // namespace mslemu
 
