@@ -384,18 +384,18 @@ const (
 )
 
 // MoE is the expert block of gpt-oss: x [T, D] in ±2, E experts of gate
-// and up [F, D] and down [D, F] weights (dtypes DT and Down, in ±0.5) and
-// biases (in ±1) of dtype Bias, with activation attributes Attrs.
+// and up [F, D] and down [D, F] weights (dtypes DT and Down, in ±0.5) and,
+// with Biases, biases (in ±1) of dtype BiasDT, with activation attributes
+// Attrs.
 type MoE struct {
 	Name     string // "moe/" + Name
 	DT, Down ir.DType
-	// Bias is the biases' dtype; 0 means no biases, so F32 (which is 0)
-	// gives none either.
-	Bias    ir.DType
-	Attrs   ir.Attrs
-	Route   int
-	E, K, T int
-	F, D    int
+	Biases   bool
+	BiasDT   ir.DType // default (zero) F32
+	Attrs    ir.Attrs
+	Route    int
+	E, K, T  int
+	F, D     int
 }
 
 // Case builds c. Tolerance: Tol of f32 experts when both dtypes are F32,
@@ -431,10 +431,10 @@ func (c MoE) Case(r Rand) Case {
 			Up:   k.Weight("up", c.DT, 0.5, c.E, c.F, c.D),
 			Down: k.Weight("down", c.Down, 0.5, c.E, c.D, c.F),
 		}
-		if c.Bias != 0 {
-			w.GateBias = k.Weight("bg", c.Bias, 1, c.E, c.F)
-			w.UpBias = k.Weight("bu", c.Bias, 1, c.E, c.F)
-			w.DownBias = k.Weight("bd", c.Bias, 1, c.E, c.D)
+		if c.Biases {
+			w.GateBias = k.Weight("bg", c.BiasDT, 1, c.E, c.F)
+			w.UpBias = k.Weight("bu", c.BiasDT, 1, c.E, c.F)
+			w.DownBias = k.Weight("bd", c.BiasDT, 1, c.E, c.D)
 		}
 		return k.Finish(k.B.MoE(x, route, w, c.Attrs)), k.W, in
 	}}
