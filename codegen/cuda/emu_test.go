@@ -79,7 +79,12 @@ func emuCases() []gputest.Case {
 	// after the row ops.
 	vec := *seeds
 	cases = append(cases, vecEmuCases(&vec)...)
-	return append(cases, moeEmuCases(seeds)...)
+	cases = append(cases, moeEmuCases(seeds)...)
+	// The newer families' projections (issue 15: per-head q/k norms, rope
+	// frequency factors, and unfused rope/kvwrite), from their own seeds.
+	fam := &gputest.Seeds{Last: 1900, Stream: 11}
+	cases = append(cases, gputest.Cases(fam, gputest.QKNormCases()...)...)
+	return append(cases, gputest.Cases(fam, gputest.UnfusedCases()...)...)
 }
 
 // TestEmulate runs every case's launches on the CPU through cudaemu.h and

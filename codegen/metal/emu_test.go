@@ -64,7 +64,12 @@ func emuCases() []gputest.Case {
 	cases = append(cases, gputest.Cases(seeds, gputest.AttentionCases([]int32{2, 3, 40, 79})...)...)
 	cases = append(cases, gputest.Cases(seeds, gputest.Embeds(ir.F16, ir.Q4_K, ir.Q6_K)...)...)
 	cases = append(cases, gputest.Cases(seeds, gputest.RowOps("", "rmsnorm", "softmax", "add", "mul_broadcast", "silu", "gelu")...)...)
-	return append(cases, moeEmuCases(seeds)...)
+	cases = append(cases, moeEmuCases(seeds)...)
+	// The newer families' projections (issue 15: per-head q/k norms, rope
+	// frequency factors, and unfused rope/kvwrite), from their own seeds.
+	fam := &gputest.Seeds{Last: 1800, Stream: 7}
+	cases = append(cases, gputest.Cases(fam, gputest.QKNormCases()...)...)
+	return append(cases, gputest.Cases(fam, gputest.UnfusedCases()...)...)
 }
 
 // TestEmulate runs every case's kernels on the CPU through the shim and

@@ -142,6 +142,11 @@ type QKVRoPE struct {
 	Pos             []int32 // one per token
 	Name            string  // replaces the derived name
 	Check           func(t *testing.T, lib *gpu.Library)
+	// QKNorm normalises each q and k head before the rotation (Qwen3),
+	// gains in ±1 around 1; Factors are Llama 3.1's per-pair frequency
+	// divisors (freq_factors).
+	QKNorm  bool
+	Factors []float64
 }
 
 // RoPE is the standard qkv_rope case: K = 64, four heads of 16 over two KV
@@ -173,6 +178,20 @@ func YaRNCases() []QKVRoPE {
 	return []QKVRoPE{YaRN(ir.F32, ir.F32, "neox", 16, 1), YaRN(ir.MXFP4, ir.F16, "normal", 12, 0.8)}
 }
 
+// QKNormCases are the qkv_rope cases of the newer families every language
+// runs: Qwen3's per-head q/k norms (neox, Q8_0 weights, an f16 cache; and
+// F32 with a bias), which lower to the product and rope_kv, and Llama
+// 3.1's frequency factors.
+func QKNormCases() []QKVRoPE {
+	qn := RoPE(ir.Q8_0, ir.F16, "neox", 16, false)
+	qn.QKNorm = true
+	qb := RoPE(ir.F32, ir.F32, "neox", 8, true)
+	qb.QKNorm = true
+	ff := RoPE(ir.F32, ir.F32, "normal", 16, false)
+	ff.Factors = []float64{1, 1, 2.44226, 8, 8, 8, 8, 8}
+	return []QKVRoPE{qn, qb, ff}
+}
+
 // Case builds c.
 func (c QKVRoPE) Case(r Rand) Case {
 	name := c.Name
@@ -180,6 +199,12 @@ func (c QKVRoPE) Case(r Rand) Case {
 		kind := "qkv_rope"
 		if c.YaRN {
 			kind = "qkv_rope_yarn"
+		}
+		if c.QKNorm {
+			kind += "_qknorm"
+		}
+		if c.Factors != nil {
+			kind += "_freq_factors"
 		}
 		name = fmt.Sprintf("%s/%s/%s/cache=%s", kind, c.DT, c.Mode, c.Cache)
 	}
@@ -196,6 +221,12 @@ func (c QKVRoPE) Case(r Rand) Case {
 		if c.Gain {
 			attrs["gain"] = int64(1)
 		}
+		if c.QKNorm {
+			attrs["qk_norm"], attrs["qk_eps"] = int64(1), 1e-6
+		}
+		if c.Factors != nil {
+			attrs["freq_factors"] = c.Factors
+		}
 		if c.YaRN {
 			for key, v := range (ir.Attrs{"base": 150000.0, "freq_scale": 1.0 / 32, "ext_factor": 1.0, "attn_factor": c.AttnFactor,
 				"beta_fast": 32.0, "beta_slow": 1.0, "orig_ctx": int64(4096)}) {
@@ -210,6 +241,9 @@ func (c QKVRoPE) Case(r Rand) Case {
 		}
 		if c.Bias {
 			args = append(args, k.Weight("bias", ir.F32, 1, (H+2*HKV)*HD))
+		}
+		if c.QKNorm {
+			args = append(args, k.Gains("qnorm", HD), k.Gains("knorm", HD))
 		}
 		out := k.B.Add(ir.OpQKVRoPE, attrs, nil, args...)
 		return k.Finish(out, kc, vc), k.W, map[string]eval.Tensor{
@@ -445,4 +479,59 @@ func tolOr(tol float64, dt ir.DType) float64 {
 		return tol
 	}
 	return Tol(dt)
+}
+
+// Unfused is the attention input of a graph whose projections did not fuse
+// (the q/k and v weights of differing types, as in Q4_K_M files): three
+// matmuls, optionally Qwen3's per-head norms (reshape → rmsnorm with a
+// [head_dim] gain → reshape), standalone rope on q and k, and kvwrite of
+// k and v into caches that are outputs too.
+type Unfused struct {
+	QDT, VDT ir.DType
+	Cache    ir.DType
+	Mode     string
+	QKNorm   bool
+	Pos      []int32
+}
+
+// UnfusedCases are the unfused cases every language runs.
+func UnfusedCases() []Unfused {
+	return []Unfused{
+		{QDT: ir.Q4_K, VDT: ir.Q8_0, Cache: ir.F32, Mode: "neox", QKNorm: true, Pos: []int32{0, 5, 77}},
+		{QDT: ir.F32, VDT: ir.F16, Cache: ir.F16, Mode: "normal", Pos: []int32{3, 9}},
+	}
+}
+
+// Case builds c.
+func (c Unfused) Case(r Rand) Case {
+	name := fmt.Sprintf("unfused/%s+%s/%s/cache=%s", c.QDT, c.VDT, c.Mode, c.Cache)
+	if c.QKNorm {
+		name += "/qknorm"
+	}
+	T := len(c.Pos)
+	return Case{Name: name, Ctx: 80, T: T, Tol: max(Tol(c.QDT), Tol(c.VDT)), Build: func(t *testing.T) (*ir.Graph, WeightMap, map[string]eval.Tensor) {
+		const K, H, HKV, HD = 256, 4, 2, 32
+		k := r.Kit(t, "unfused")
+		x := k.B.Input("x", F32("T", K))
+		pos := k.B.Input("pos", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+		rope := ir.Attrs{"head_dim": int64(HD), "n_rot": int64(HD), "base": 10000.0, "freq_scale": 1.0, "mode": c.Mode}
+		proj := func(name string, dt ir.DType, heads int) *ir.Value {
+			m := k.B.MatMul(x, k.Weight(name, dt, 1, heads*HD, K), nil)
+			if !c.QKNorm || name == "wv" {
+				return m
+			}
+			split := k.B.Reshape(m, ir.S("T", heads, HD))
+			return k.B.Reshape(k.B.RMSNorm(split, k.Gains(name+"_norm", HD), 1e-6), ir.S("T", heads*HD))
+		}
+		q := k.B.RoPE(proj("wq", c.QDT, H), pos, rope)
+		kr := k.B.RoPE(proj("wk", c.QDT, HKV), pos, rope)
+		kc := k.B.KVWrite(k.B.State("cache.k", ir.Type{DType: c.Cache, Shape: ir.S("C", HKV*HD)}), kr, pos)
+		vc := k.B.KVWrite(k.B.State("cache.v", ir.Type{DType: c.Cache, Shape: ir.S("C", HKV*HD)}), proj("wv", c.VDT, HKV), pos)
+		k.B.Output("cache.k", kc)
+		k.B.Output("cache.v", vc)
+		return k.Finish(q), k.W, map[string]eval.Tensor{
+			"x":   {Shape: []int64{int64(T), K}, F32: k.Vals(T*K, 2)},
+			"pos": {Shape: []int64{int64(T)}, I32: c.Pos},
+		}
+	}}
 }

@@ -26,7 +26,9 @@
 package gputest
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -104,6 +106,17 @@ func (k *Kit) Weight(name string, dt ir.DType, scale float64, dims ...int) *ir.V
 	}
 	k.W[name] = raw
 	return k.B.Weight(name, ir.Type{DType: dt, Shape: shape})
+}
+
+// Gains is an f32 [n] weight of norm gains, 1 + 0.1·(a value in ±1).
+func (k *Kit) Gains(name string, n int) *ir.Value {
+	k.t.Helper()
+	raw := make([]byte, 4*n)
+	for i, v := range k.Vals(n, 1) {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(1+0.1*v))
+	}
+	k.W[name] = raw
+	return k.B.Weight(name, ir.Type{DType: ir.F32, Shape: ir.S(n)})
 }
 
 // Finish declares out (as "out") and each state as outputs and finishes the

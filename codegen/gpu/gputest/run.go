@@ -101,7 +101,7 @@ func (tg Target) Run(t *testing.T, c Case, run Executor) {
 	got := run(t, g, lib, StepBuffers(t, g, lib, w, used, c.Ctx, c.T), c.T)
 	for _, o := range g.Outputs {
 		ref := want[o.Name].F32
-		b, ok := got[o.Value.ID]
+		b, ok := got[bufferOf(o.Value).ID]
 		if !ok {
 			t.Fatalf("output %s (%v) was never written by a launch", o.Name, o.Value)
 		}
@@ -237,4 +237,13 @@ func RowRelErr(got, want []float32, w int) (float64, error) {
 		worst = max(worst, e)
 	}
 	return worst, nil
+}
+
+// bufferOf is the value whose buffer holds v, as the lowering binds it: a
+// reshape's operand's, and the cache a kvwrite wrote into.
+func bufferOf(v *ir.Value) *ir.Value {
+	for v.Op == ir.OpKVWrite || v.Op == ir.OpReshape {
+		v = v.Args[0]
+	}
+	return v
 }
