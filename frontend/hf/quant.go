@@ -150,7 +150,7 @@ func (m *Model) decide(name, gg string, file *safetensors.File, t *safetensors.T
 			// LSB first, BF16/F32 scales and biases per group.
 			return nil, fail("MLX quantization (%s, from config.json %s) is not supported yet: use an unquantized (F32, F16, BF16) directory or a GGUF file", q, m.quant.key)
 		}
-		if q != nil && q.Mode != "" && len(t.Shape) == 2 && t.Shape[1]%uint64(q.Group) == 0 {
+		if q != nil && len(t.Shape) == 2 && t.Shape[1]%uint64(q.Group) == 0 {
 			// mlx-lm quantizes every Linear and Embedding whose input
 			// dimension the group divides; one stored as float means the
 			// config describes another model.
