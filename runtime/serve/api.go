@@ -136,7 +136,8 @@ func jsonError(err error) *apiError {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
+		// Fields of the embedded params come as "params.NAME".
+		field := strings.TrimPrefix(te.Field, "params.")
 		if field == "" {
 			return badRequest("", "the request body must be a JSON object, not %s", jsonKindName(te.Value))
 		}

@@ -98,7 +98,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *model) {
 		return
 	}
 	st, aerr := s.submit(r, m, &Request{Prompt: ids, MaxTokens: s.maxTokensFor(gen, len(ids), m), Sampling: gen.sampling,
-		Stop: gen.stop, IgnoreEOS: gen.ignoreEOS})
+		Stop: gen.stop, IgnoreEOS: gen.ignoreEOS}, "prompt")
 	if aerr != nil {
 		s.fail(w, r, aerr)
 		return
@@ -166,10 +166,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *model) {
 }
 
 // submit queues a request, counting it.
-func (s *Server) submit(r *http.Request, m *model, req *Request) (*Stream, *apiError) {
+func (s *Server) submit(r *http.Request, m *model, req *Request, promptField string) (*Stream, *apiError) {
 	st, err := m.sched.Submit(r.Context(), req)
 	if err != nil {
-		return nil, submitError(err)
+		return nil, submitError(err, promptField)
 	}
 	s.met.promptTokens.Add(float64(len(req.Prompt)))
 	return st, nil
@@ -321,7 +321,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, m *mode
 	}
 	stops := append(append([]string(nil), gen.stop...), m.stops...)
 	st, aerr := s.submit(r, m, &Request{Prompt: ids, MaxTokens: s.maxTokensFor(gen, len(ids), m), Sampling: gen.sampling,
-		Stop: stops, IgnoreEOS: gen.ignoreEOS, Special: m.tpl == nil})
+		Stop: stops, IgnoreEOS: gen.ignoreEOS, Special: m.tpl == nil}, "messages")
 	if aerr != nil {
 		s.fail(w, r, aerr)
 		return

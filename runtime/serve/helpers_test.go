@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
@@ -137,4 +139,52 @@ func startServer(t testing.TB, c serverConfig) *testServer {
 		hs.Close()
 	})
 	return ts
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newLoopback serves srv on 127.0.0.1 for the test and returns its URL.
+func newLoopback(t testing.TB, srv *serve.Server) string {
+	t.Helper()
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return hs.URL
+}
+
+// get returns a GET's status and body.
+func get(t testing.TB, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+// yield lets other goroutines run while a test waits for a state it
+// polls (never for a duration).
+func yield() { goruntime.Gosched() }
+
+// shutdownGate shuts srv down at once, letting the steps its scheduler
+// still asks of p through.
+func shutdownGate(t testing.TB, p *gateProgram, srv *serve.Server) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		srv.Shutdown(ctx)
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case p.gate <- struct{}{}:
+		}
+	}
 }

@@ -306,33 +306,35 @@ func (s *Scheduler) observeLoad() {
 // Shutdown stops admitting requests, lets the running and queued ones
 // finish until ctx ends, then cancels what is left (each gets its final
 // event, FinishCancelled) and stops the loop. It returns when the loop has
-// ended; the program is the caller's again.
+// ended; the program is the caller's again. With ctx already done, the
+// requests are cancelled before anyone sees the scheduler closed.
 func (s *Scheduler) Shutdown(ctx context.Context) {
-	s.mu.Lock()
-	s.closed = true
-	s.cond.Broadcast()
-	s.mu.Unlock()
-	idle := make(chan struct{})
-	go func() {
-		s.mu.Lock()
-		for len(s.queue)+len(s.active) > 0 && !s.stopped {
-			s.cond.Wait()
+	cancelAll := func() {
+		for _, q := range s.queue {
+			q.out.cancel()
 		}
-		s.mu.Unlock()
-		close(idle)
-	}()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		s.mu.Lock()
-		for _, q := range append(append([]*seq(nil), s.queue...), s.active...) {
+		for _, q := range s.active {
 			q.out.cancel()
 		}
 		s.cond.Broadcast()
-		s.mu.Unlock()
-		<-idle
 	}
 	s.mu.Lock()
+	if ctx.Err() != nil {
+		cancelAll()
+	}
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		cancelAll()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	for len(s.queue)+len(s.active) > 0 && !s.stopped {
+		s.cond.Wait()
+	}
 	s.stopped = true
 	s.cond.Broadcast()
 	s.mu.Unlock()

@@ -358,13 +358,18 @@ func (s *Server) checkModel(name string) *apiError {
 		msg: fmt.Sprintf("the model %q does not exist; this server serves %q", name, s.opts.Model)}
 }
 
-// submitError maps Submit's errors to responses.
-func submitError(err error) *apiError {
+// submitError maps Submit's errors to responses; promptField names the
+// request's prompt (prompt or messages).
+func submitError(err error, promptField string) *apiError {
 	var ce ContextError
 	var fe fieldError
 	switch {
 	case errors.As(err, &ce):
-		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "max_tokens", code: "context_length_exceeded", msg: ce.Error()}
+		param := "max_tokens"
+		if ce.Prompt >= ce.Context {
+			param = promptField
+		}
+		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, code: "context_length_exceeded", msg: ce.Error()}
 	case errors.As(err, &fe):
 		return badRequest(fe.field, "%s", fe.msg)
 	case errors.Is(err, ErrQueueFull):
