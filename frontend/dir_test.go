@@ -73,6 +73,7 @@ func TestCorruptDirectories(t *testing.T) {
 		sharded = "models/hf/stories260K-bf16"
 		single  = "models/hf/stories260K"
 		qwen    = "models/hf/qwen3-p-bf16"
+		mlx     = "models/hf/tiny_qwen3_sharded"
 		shard1  = "model-00001-of-00002.safetensors"
 		shard2  = "model-00002-of-00002.safetensors"
 		index   = "model.safetensors.index.json"
@@ -210,9 +211,44 @@ func TestCorruptDirectories(t *testing.T) {
 				m["quantization"] = map[string]any{"bits": 4, "group_size": 64}
 			})
 		}, "model.safetensors", `tensor "lm_head.weight": is F32 [512 64] without .scales, but config.json quantization quantizes it (affine, 4 bits, group 64)`},
-		{"MLX-quantized weights", "models/hf/tiny_qwen3_sharded", func(t *testing.T, dir string) {}, shard1,
-			`tensor "lm_head.weight": MLX quantization (affine, 4 bits, group 32, from config.json quantization) is not supported yet`},
-		{"quantized weights, config without quantization", "models/hf/tiny_qwen3_sharded", func(t *testing.T, dir string) {
+		{"MLX bits disagree with config.json", mlx, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["quantization"].(map[string]any)["bits"] = 8 })
+		}, shard1, `tensor "lm_head.weight": is quantized with 4 bits in groups of 32 (U32 [256 8], scales [256 2], rows of 64 (hidden_size)), but config.json quantization gives affine, 8 bits, group 32`},
+		{"MLX group size disagrees with config.json", mlx, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["quantization"].(map[string]any)["group_size"] = 64 })
+		}, shard1, `tensor "lm_head.weight": is quantized with 4 bits in groups of 32`},
+		{"MLX module override disagrees", mlx, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) {
+				m["quantization"].(map[string]any)["model.layers.1.mlp.up_proj"] = map[string]any{"bits": 8, "group_size": 32}
+			})
+		}, shard1, `tensor "model.layers.1.mlp.up_proj.weight": is quantized with 4 bits in groups of 32 (U32 [128 8], scales [128 2], rows of 64 (hidden_size)), but config.json quantization gives affine, 8 bits, group 32`},
+		{"MLX module the config leaves float", mlx, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["quantization"].(map[string]any)["lm_head"] = false })
+		}, shard1, "has lm_head.scales beside it but config.json has no quantization for it"},
+		{"MLX unknown mode", mlx, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["quantization"].(map[string]any)["mode"] = "nvfp4" })
+		}, shard1, `tensor "lm_head.weight": config.json quantization gives quantization mode "nvfp4", which is not supported (affine, mxfp4)`},
+		{"MLX weight not U32", mlx, func(t *testing.T, dir string) {
+			editHeader(t, filepath.Join(dir, shard1), func(h map[string]map[string]any) { h["lm_head.weight"]["dtype"] = "I32" })
+		}, shard1, `tensor "lm_head.weight": is I32 [256 8] beside lm_head.scales: a quantized weight is U32 words of packed values`},
+		{"MLX scales of another type", mlx, func(t *testing.T, dir string) {
+			editHeader(t, filepath.Join(dir, shard2), func(h map[string]map[string]any) { h["lm_head.scales"]["dtype"] = "I32" })
+		}, shard2, `tensor "lm_head.scales": has dtype I32: MLX scales and biases are F32, F16 or BF16`},
+		{"MLX scales of another shape", mlx, func(t *testing.T, dir string) {
+			editHeader(t, filepath.Join(dir, shard2), func(h map[string]map[string]any) { h["lm_head.scales"]["shape"] = []int{128, 4} })
+		}, shard2, `tensor "lm_head.scales": is F32 [128 4], but lm_head.weight is U32 [256 8]: not one scale per group of each row`},
+		{"MLX without biases", mlx, func(t *testing.T, dir string) {
+			editHeader(t, filepath.Join(dir, shard1), func(h map[string]map[string]any) {
+				h["lm_head.offsets"] = h["lm_head.biases"]
+				delete(h, "lm_head.biases")
+			})
+			editJSON(t, filepath.Join(dir, index), func(m map[string]any) {
+				wm := m["weight_map"].(map[string]any)
+				wm["lm_head.offsets"] = wm["lm_head.biases"]
+				delete(wm, "lm_head.biases")
+			})
+		}, shard1, "has lm_head.scales but no lm_head.biases, which MLX affine quantization (config.json quantization: affine, 4 bits, group 32) needs"},
+		{"quantized weights, config without quantization", mlx, func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { delete(m, "quantization") })
 		}, shard1, "has lm_head.scales beside it but config.json has no quantization for it"},
 		{"missing tensor", single, func(t *testing.T, dir string) {

@@ -5,7 +5,7 @@ import "fmt"
 // DType is the element type of a value. The numbering follows ggml's type ids,
 // which are stable and shared by GGUF files, so a weight's dtype needs no
 // translation table anywhere in the project. Types that only the IR uses
-// (none yet) would be numbered from 1000.
+// are numbered from 1000 (the MLX affine types below).
 type DType uint32
 
 const (
@@ -31,6 +31,63 @@ const (
 	BF16  DType = 30
 	MXFP4 DType = 39
 )
+
+// MLX affine quantization (mlx.core.quantize, mode "affine"), as this
+// project stores it: one dtype per (bits, group size), because the group
+// size fixes the block geometry every backend walks. A block is one group
+// of G elements,
+//
+//	block_mlx_qB_gG {f32 scale; f32 bias; u8 q[G·B/8]}
+//
+// with q exactly MLX's packed bytes: element k of each little-endian u32
+// word at bits [k·B, (k+1)·B), least significant first (for 4 bits, byte j
+// holds element 2j in its low nibble and 2j+1 in its high one). The value
+// is w = scale·q + bias, computed exactly and rounded once to float32 (the
+// FMA MLX's kernels compile to; with a 16-bit scale, as mlx-lm writes,
+// scale·q is exact and it is float32(scale·q) + bias). MLX keeps the
+// scales and biases in tensors of their own (f16, bf16 or f32); a
+// directory's weight is repacked into these blocks once at load, the
+// scales and biases widened to f32 exactly. These ids are the project's
+// own: no GGUF file has them.
+const (
+	MLXQ4G32  DType = 1000
+	MLXQ4G64  DType = 1001
+	MLXQ4G128 DType = 1002
+	MLXQ8G32  DType = 1003
+	MLXQ8G64  DType = 1004
+	MLXQ8G128 DType = 1005
+)
+
+// mlxAffine lists the MLX affine dtypes with their bits and group size.
+var mlxAffine = []struct {
+	d           DType
+	bits, group int
+}{
+	{MLXQ4G32, 4, 32}, {MLXQ4G64, 4, 64}, {MLXQ4G128, 4, 128},
+	{MLXQ8G32, 8, 32}, {MLXQ8G64, 8, 64}, {MLXQ8G128, 8, 128},
+}
+
+// MLXAffine returns the dtype of MLX affine quantization with the given
+// bits and group size; ok is false for a combination without one.
+func MLXAffine(bits, group int) (d DType, ok bool) {
+	for _, m := range mlxAffine {
+		if m.bits == bits && m.group == group {
+			return m.d, true
+		}
+	}
+	return 0, false
+}
+
+// MLXAffineParams returns the bits and group size of an MLX affine dtype;
+// ok is false for any other dtype.
+func (d DType) MLXAffineParams() (bits, group int, ok bool) {
+	for _, m := range mlxAffine {
+		if m.d == d {
+			return m.bits, m.group, true
+		}
+	}
+	return 0, 0, false
+}
 
 // dtypeInfo describes the storage of one dtype: values come in blocks of
 // BlockSize elements taking BlockBytes bytes (1 element per block for plain types).
@@ -63,6 +120,12 @@ var dtypes = map[DType]dtypeInfo{
 	Q6_K:  {"q6_k", 256, 210, true},
 	Q8_K:  {"q8_k", 256, 292, true},
 	MXFP4: {"mxfp4", 32, 17, true},
+}
+
+func init() {
+	for _, m := range mlxAffine {
+		dtypes[m.d] = dtypeInfo{fmt.Sprintf("mlx_q%d_g%d", m.bits, m.group), m.group, 8 + m.group*m.bits/8, true}
+	}
 }
 
 // Known reports whether d is a dtype this project understands.

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -32,6 +33,28 @@ func TestDTypeUnknown(t *testing.T) {
 	require.Equal(t, "dtype(5)", DType(5).String())
 }
 
+// TestMLXAffineDTypes: one dtype per (bits, group), named for both, found
+// back from them; no other combination has one.
+func TestMLXAffineDTypes(t *testing.T) {
+	for _, bits := range []int{4, 8} {
+		for _, group := range []int{32, 64, 128} {
+			d, ok := MLXAffine(bits, group)
+			require.True(t, ok)
+			require.True(t, d.Quantized())
+			require.Equal(t, fmt.Sprintf("mlx_q%d_g%d", bits, group), d.String())
+			b, g, ok := d.MLXAffineParams()
+			require.True(t, ok)
+			require.Equal(t, [2]int{bits, group}, [2]int{b, g})
+		}
+	}
+	for _, c := range [][2]int{{3, 64}, {4, 16}, {2, 32}, {8, 256}} {
+		_, ok := MLXAffine(c[0], c[1])
+		require.False(t, ok, "%v", c)
+	}
+	_, _, ok := Q4_1.MLXAffineParams()
+	require.False(t, ok)
+}
+
 func TestDTypeProperties(t *testing.T) {
 	require.True(t, F32.IsFloat())
 	require.True(t, BF16.IsFloat())
@@ -57,6 +80,10 @@ func TestRowBytes(t *testing.T) {
 		{Q4_0, 64, 36, ""},
 		{Q4_K, 512, 288, ""},
 		{MXFP4, 32, 17, ""},
+		{MLXQ4G64, 128, 80, ""},
+		{MLXQ8G32, 64, 80, ""},
+		{MLXQ8G128, 256, 272, ""},
+		{MLXQ4G128, 64, 0, "not a multiple of the block size 128"},
 		// The largest count that still fits: 2^60 f32 values take 2^62 bytes.
 		{F32, 1 << 60, 1 << 62, ""},
 		{Q4_0, 33, 0, "not a multiple of the block size 32"},

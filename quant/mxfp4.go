@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -112,4 +113,31 @@ func quantMXFP4(src []float32, dst []byte) {
 			b[1+j] = bestIndexMXFP4(x[j], d) | bestIndexMXFP4(x[j+16], d)<<4
 		}
 	}
+}
+
+// MXFP4FromHF repacks MXFP4 as Hugging Face (openai/gpt-oss) and mlx-lm
+// store it into ggml's block_mxfp4, exactly: the same E2M1 codes and E8M0
+// scale bytes, rearranged. blocks holds 16 bytes per block of 32 values,
+// byte b with element 2b in its low nibble and 2b+1 in its high one (the
+// openai *_blocks tensor; mlx-lm's U32 words are the same bytes read
+// little-endian); scales holds one E8M0 byte per block (2^(s-127), the
+// meaning of ggml's e byte). dst receives len(scales) blocks of 17 bytes.
+func MXFP4FromHF(dst, blocks, scales []byte) error {
+	nb := len(scales)
+	if len(blocks) != 16*nb || len(dst) != 17*nb {
+		return fmt.Errorf("quant: MXFP4 repack of %d blocks: %d block bytes (want %d), %d output bytes (want %d)", nb, len(blocks), 16*nb, len(dst), 17*nb)
+	}
+	for i := 0; i < nb; i++ {
+		src := (*[16]byte)(blocks[16*i:])
+		b := (*[17]byte)(dst[17*i:])
+		b[0] = scales[i]
+		// Element e sits in byte e/2, nibble e%2: ggml's byte j holds
+		// elements j and j+16.
+		for j := 0; j < 16; j++ {
+			lo := src[j/2] >> (4 * (j & 1)) & 15
+			hi := src[8+j/2] >> (4 * (j & 1)) & 15
+			b[1+j] = lo | hi<<4
+		}
+	}
+	return nil
 }

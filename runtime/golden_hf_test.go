@@ -58,12 +58,13 @@ func hfTolerance(c *golden.HFCase, roundsBF16 bool) float64 {
 	return tol
 }
 
-// hfCases are the float cases of both HF indexes: the llama twins
-// (index.json: stories260K F32, which must give the GGUF's golden; the
-// sharded BF16 stories260K; llama-2-tiny-random F16 with its 32000-token
-// tokenizer.json) and the qwen3 directories (index-archs.json: qwen3-p-bf16,
-// tiny_qwen3 with token-id prompts). The MLX-quantized cases are issue 16
-// item 3's; they are listed as skipped, not dropped.
+// hfCases are the cases of both HF indexes: the llama twins (index.json:
+// stories260K F32, which must give the GGUF's golden; the sharded BF16
+// stories260K; llama-2-tiny-random F16 with its 32000-token tokenizer.json;
+// the MLX affine twins, 4-bit g64 and 8-bit g32, repacked at load into the
+// MLX dtypes) and the qwen3 directories (index-archs.json: qwen3-p-bf16,
+// tiny_qwen3 with token-id prompts, and its MLX 4-bit g32 twin with F32
+// scales, two shards).
 func hfCases(t *testing.T) []*golden.HFCase {
 	var out []*golden.HFCase
 	for _, index := range []string{"index.json", "index-archs.json"} {
@@ -108,9 +109,6 @@ func TestGoldenHF(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.Name, func(t *testing.T) {
-					if !c.Float() {
-						t.Skipf("%s directory (%s): MLX quantization is issue 16 item 3", c.Format, strings.Join(c.MatrixTypes, "+"))
-					}
 					_, model := loadHFCase(t, c, be.fused)
 					if be.floatInput {
 						if model.Graph.Attrs == nil {

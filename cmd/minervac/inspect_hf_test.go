@@ -121,9 +121,9 @@ func TestRunDirectoryMatchesGoldenText(t *testing.T) {
 }
 
 // inspect DIR shows the files, config, quantization, modules and the
-// architecture; an MLX-quantized directory still inspects, with its
-// quantization per module and why it does not run; a broken one is the
-// one-line error.
+// architecture; an MLX-quantized directory shows its quantization per
+// module and the MLX dtype each becomes; a broken one is the one-line
+// error.
 func TestInspectDirectory(t *testing.T) {
 	stdout, stderr, code := minervac(t, "inspect", shared.Path(t, "models/hf/stories260K-bf16"))
 	require.Equal(t, 0, code, stderr)
@@ -146,8 +146,9 @@ func TestInspectDirectory(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "quantization: affine, 4 bits, group 64 (config.json quantization)")
 	require.Contains(t, stdout, "modules (21: 16 MLX affine, 4 bits, group 64, 5 BF16)")
-	require.Contains(t, stdout, "not runnable by this build:")
-	require.Contains(t, stdout, "MLX quantization (affine, 4 bits, group 64, from config.json quantization) is not supported yet")
+	require.Contains(t, stdout, "model.layers.0.self_attn.q_proj          MLX affine, 4 bits, group 64")
+	require.Contains(t, stdout, "weight U32 [256 32] in model.safetensors  → blk.0.attn_q.weight MLX_Q4_G64\n")
+	require.NotContains(t, stdout, "not runnable by this build:")
 
 	broken := copyDir(t, "models/hf/stories260K")
 	require.NoError(t, os.WriteFile(filepath.Join(broken, "config.json"), []byte(`{"architectures": ["LlamaForCausalLM"],`), 0o644))

@@ -44,16 +44,19 @@ func (m *Model) Modules() []Module {
 		}
 		parts[mod] = append(parts[mod], part)
 	}
-	graph := map[string]string{}
+	// A graph weight may consume several tensors (MLX weight, scales,
+	// biases) and a tensor may feed several weights (openai's gate_up
+	// blocks: the gate and up experts), so each module lists each once.
+	graph := map[string][]string{}
 	for gg, d := range m.weights {
 		for _, p := range d.parts {
-			graph[p] = gg + " " + strings.ToUpper(d.info.Type.String())
+			graph[p] = append(graph[p], gg+" "+strings.ToUpper(d.info.Type.String()))
 		}
 	}
 	var out []Module
 	for _, mod := range sortedKeys(parts) {
 		md := Module{Name: mod}
-		has := map[string]bool{}
+		has, listed := map[string]bool{}, map[string]bool{}
 		for _, p := range parts[mod] {
 			has[p] = true
 			name := mod
@@ -70,8 +73,11 @@ func (m *Model) Modules() []Module {
 				label = "tensor"
 			}
 			md.Tensors = append(md.Tensors, fmt.Sprintf("%s %s %v in %s", strings.TrimPrefix(label, "_"), t.DType, t.Shape, filepath.Base(f.Path)))
-			if g := graph[name]; g != "" {
-				md.Graph = append(md.Graph, g)
+			for _, g := range graph[name] {
+				if !listed[g] {
+					listed[g] = true
+					md.Graph = append(md.Graph, g)
+				}
 			}
 		}
 		switch {

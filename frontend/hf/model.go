@@ -319,11 +319,11 @@ func (m *Model) decideAll() error {
 			}
 			continue
 		}
-		d, err := m.decide(name, s.gguf, f, t)
+		d, err := m.decide(name, s.gguf, s.shape, f, t)
 		if err != nil {
 			return err
 		}
-		if err := checkShape(f, t, s.shape); err != nil {
+		if err := checkShape(f, t, d.shape, s.shape); err != nil {
 			return err
 		}
 		m.weights[s.gguf] = d
@@ -344,18 +344,19 @@ func (m *Model) decideAll() error {
 		for i, x := range fr {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 		}
-		m.weights["rope_freqs.weight"] = &decision{hf: "", f32: b, stored: "F32 (from rope_scaling)",
+		m.weights["rope_freqs.weight"] = &decision{hf: "", data: b, stored: "F32 (from rope_scaling)",
 			info: gguf.TensorInfo{Name: "rope_freqs.weight", Dims: []uint64{uint64(len(fr))}, Type: ir.F32, Size: uint64(len(b))}}
 	}
 	m.names = sortedKeys(m.weights)
 	return nil
 }
 
-// checkShape holds a float tensor to the shape config.json implies.
-func checkShape(f *safetensors.File, t *safetensors.Tensor, want []dim) error {
-	ok := len(t.Shape) == len(want)
+// checkShape holds a tensor's logical shape (a quantized weight's element
+// count, not its words') to the shape config.json implies.
+func checkShape(f *safetensors.File, t *safetensors.Tensor, shape []uint64, want []dim) error {
+	ok := len(shape) == len(want)
 	for i := 0; ok && i < len(want); i++ {
-		ok = t.Shape[i] == uint64(want[i].n)
+		ok = shape[i] == uint64(want[i].n)
 	}
 	if ok {
 		return nil
@@ -365,7 +366,7 @@ func checkShape(f *safetensors.File, t *safetensors.Tensor, want []dim) error {
 		ws[i] = d.String()
 	}
 	return &safetensors.Error{Path: f.Path, Tensor: t.Name, Offset: t.At,
-		Msg: fmt.Sprintf("is %s %v, but config.json makes it [%s]", t.DType, t.Shape, strings.Join(ws, ", "))}
+		Msg: fmt.Sprintf("is %s %v, but config.json makes it [%s]", t.DType, shape, strings.Join(ws, ", "))}
 }
 
 // shapeSummary names the config's sizes for a message.
@@ -490,10 +491,10 @@ func (m *Model) WeightBytes(name string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("tensor %q is not in the model directory", name)
 	}
-	if d.f32 != nil {
-		return d.f32, nil
+	b, err := d.bytes()
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
 	}
-	b := d.file.Data(d.t)
 	if b == nil {
 		return nil, fmt.Errorf("tensor %q: the model directory was closed", name)
 	}
@@ -525,7 +526,7 @@ func (m *Model) Weights() []Weight {
 	for _, d := range m.weights {
 		w := Weight{GGUF: d.info.Name, HF: d.hf, Stored: d.stored, Type: strings.ToUpper(d.info.Type.String()), Bytes: d.info.Size}
 		if d.t != nil {
-			w.File, w.Shape = filepath.Base(d.file.Path), d.t.Shape
+			w.File, w.Shape = filepath.Base(d.file.Path), d.shape
 		} else {
 			w.Shape = d.info.Dims
 		}

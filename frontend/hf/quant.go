@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/frontend/safetensors"
@@ -107,34 +108,53 @@ func (q *quantSpec) lookup(module string) *quantParams {
 }
 
 // decision is how the graph reads one weight: the per-tensor dtype
-// decision. Today a weight is a float tensor used as stored (F32, F16,
-// BF16), or, when 1-D (norm gains, biases), the same values widened once
-// to F32, the type every backend reads gains and biases in (a few
-// kilobytes: never a copy of the model).
-//
-// This is where the quantized layouts of issue 16 items 3-4 plug in:
-// decide sees a module's companion tensors (MLX affine: module.scales and
-// module.biases beside a U32 module.weight; openai MXFP4: *_blocks and
-// *_scales) and refuses them today; an implementation returns a decision
-// whose info.Type is the new ir dtype and whose bytes are the packed
-// weight (used in place, or repacked once into a layout a backend runs),
-// and lists the companions in parts so that they count as consumed.
+// decision. A float weight (F32, F16, BF16) is used as stored; a 1-D one
+// (norm gains, biases) is widened once to F32, the type every backend
+// reads gains and biases in (a few kilobytes: never a copy of the model).
+// A quantized layout is repacked once, on first use, into the ir dtype
+// the backends run (quant.PackMLXAffine, quant.MXFP4FromHF): MLX affine
+// (module.scales and module.biases beside a U32 module.weight) into the
+// MLX dtypes, MXFP4 (mlx-lm's U32 words with U8 scales, openai's _blocks
+// and _scales) into ggml's block_mxfp4. The repacked bytes are the size of
+// the stored ones, so the model is never held as float.
 type decision struct {
-	hf    string // the HF tensor the graph weight comes from
-	file  *safetensors.File
-	t     *safetensors.Tensor
-	info  gguf.TensorInfo // the weight as the graph sees it (GGUF name, dims, type)
-	f32   []byte          // 1-D tensors widened to F32; nil: served from the mapping
-	parts []string        // HF tensors the decision consumed (hf and companions)
-	// stored describes the layout on disk, for inspect ("BF16", later
-	// "MLX affine 4-bit g64").
+	hf   string // the HF tensor the graph weight comes from
+	file *safetensors.File
+	t    *safetensors.Tensor
+	info gguf.TensorInfo // the weight as the graph sees it (GGUF name, dims, type)
+	// shape is the weight's logical shape, outermost first (a packed
+	// tensor's element count, not its words'), held to config.json's.
+	shape []uint64
+	// data is bytes made at load (1-D tensors widened to F32, tensors made
+	// from config.json); nil: served from the mapping, or by build.
+	data []byte
+	// build makes a repacked weight on first use, once.
+	build func() ([]byte, error)
+	once  sync.Once
+	err   error
+	parts []string // HF tensors the decision consumed (hf and companions)
+	// stored describes the layout on disk, for inspect ("BF16", "MLX
+	// affine 4-bit g64", "MXFP4").
 	stored string
 }
 
+// bytes serves the weight: made at load, repacked on first use, or a slice
+// of the mapped shard.
+func (d *decision) bytes() ([]byte, error) {
+	if d.build != nil {
+		d.once.Do(func() { d.data, d.err = d.build() })
+		return d.data, d.err
+	}
+	if d.data != nil {
+		return d.data, nil
+	}
+	return d.file.Data(d.t), nil
+}
+
 // decide makes the dtype decision for the HF tensor name (a module's
-// weight or a 1-D gain/bias) found in file at t, for graph weight gg of the
-// given expected shape.
-func (m *Model) decide(name, gg string, file *safetensors.File, t *safetensors.Tensor) (*decision, error) {
+// weight or a 1-D gain/bias) found in file at t, for graph weight gg, whose
+// shape config.json makes want.
+func (m *Model) decide(name, gg string, want []dim, file *safetensors.File, t *safetensors.Tensor) (*decision, error) {
 	fail := func(format string, args ...any) error {
 		return &safetensors.Error{Path: file.Path, Tensor: name, Offset: t.At, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -146,11 +166,9 @@ func (m *Model) decide(name, gg string, file *safetensors.File, t *safetensors.T
 		case hasScales && q == nil:
 			return nil, fail("has %s.scales beside it but config.json has no quantization for it: the weights and the config disagree", module)
 		case hasScales:
-			// Issue 16 item 3 plugs in here: MLX affine, U32 weight packed
-			// LSB first, BF16/F32 scales and biases per group.
-			return nil, fail("MLX quantization (%s, from config.json %s) is not supported yet: use an unquantized (F32, F16, BF16) directory or a GGUF file", q, m.quant.key)
+			return m.decideQuantized(name, module, gg, want, file, t, q)
 		}
-		if q != nil && len(t.Shape) == 2 && t.Shape[1]%uint64(q.Group) == 0 {
+		if n := len(t.Shape); q != nil && n >= 2 && t.Shape[n-1]%uint64(q.Group) == 0 {
 			// mlx-lm quantizes every Linear and Embedding whose input
 			// dimension the group divides; one stored as float means the
 			// config describes another model.
@@ -161,20 +179,139 @@ func (m *Model) decide(name, gg string, file *safetensors.File, t *safetensors.T
 	if !ok {
 		return nil, fail("has dtype %s: a weight must be F32, F16 or BF16 (or a quantized layout with its .scales)", t.DType)
 	}
-	d := &decision{hf: name, file: file, t: t, parts: []string{name}, stored: string(t.DType)}
-	dims := make([]uint64, len(t.Shape))
-	for i, n := range t.Shape {
-		dims[len(dims)-1-i] = n // GGUF lists the row length first
-	}
-	d.info = gguf.TensorInfo{Name: gg, Dims: dims, Type: typ, Size: t.Bytes()}
+	d := &decision{hf: name, file: file, t: t, shape: t.Shape, parts: []string{name}, stored: string(t.DType)}
+	d.info = gguf.TensorInfo{Name: gg, Dims: ggufDims(t.Shape), Type: typ, Size: t.Bytes()}
 	if len(t.Shape) == 1 && typ != ir.F32 {
 		// Gains and biases: widened to F32 once (exact), as llama.cpp's
 		// converter stores every 1-D tensor, so that the graph is the
 		// one a GGUF conversion gives.
-		d.f32 = widen(file.Data(t), typ)
-		d.info.Type, d.info.Size = ir.F32, uint64(len(d.f32))
+		d.data = widen(file.Data(t), typ)
+		d.info.Type, d.info.Size = ir.F32, uint64(len(d.data))
 	}
 	return d, nil
+}
+
+// ggufDims lists a shape innermost first, as GGUF does.
+func ggufDims(shape []uint64) []uint64 {
+	dims := make([]uint64, len(shape))
+	for i, n := range shape {
+		dims[len(dims)-1-i] = n
+	}
+	return dims
+}
+
+// decideQuantized decides a module stored quantized by mlx-lm: a U32
+// weight of packed values beside .scales (and, for affine, .biases), each
+// of the weight's leading shape with one value per group. Bits and group
+// size follow from the shapes and the input dimension config.json gives;
+// they must be the ones config.json states for the module.
+func (m *Model) decideQuantized(name, module, gg string, want []dim, file *safetensors.File, t *safetensors.Tensor, q *quantParams) (*decision, error) {
+	fail := func(format string, args ...any) error {
+		return &safetensors.Error{Path: file.Path, Tensor: name, Offset: t.At, Msg: fmt.Sprintf(format, args...)}
+	}
+	sc, sf, _ := m.Tensors.Tensor(module + ".scales")
+	bi, bf, hasBiases := m.Tensors.Tensor(module + ".biases")
+	r := len(t.Shape)
+	switch {
+	case t.DType != safetensors.U32:
+		return nil, fail("is %s %v beside %s.scales: a quantized weight is U32 words of packed values", t.DType, t.Shape, module)
+	case len(want) < 2 || r != len(want):
+		return nil, fail("is U32 %v beside %s.scales, but config.json makes it %d-D", t.Shape, module, len(want))
+	case len(sc.Shape) != r || !equalDims(sc.Shape[:r-1], t.Shape[:r-1]):
+		return nil, &safetensors.Error{Path: sf.Path, Tensor: sc.Name, Offset: sc.At,
+			Msg: fmt.Sprintf("is %s %v, but %s is U32 %v: not one scale per group of each row", sc.DType, sc.Shape, name, t.Shape)}
+	}
+	in := uint64(want[r-1].n)
+	words, groups := t.Shape[r-1], sc.Shape[r-1]
+	if groups == 0 || in%groups != 0 || words*32%in != 0 {
+		return nil, fail("is U32 %v with scales %v: not a quantization of rows of %s", t.Shape, sc.Shape, want[r-1])
+	}
+	bits, group := int(words*32/in), int(in/groups)
+	if bits != q.Bits || group != q.Group {
+		return nil, fail("is quantized with %d bits in groups of %d (U32 %v, scales %v, rows of %s), but config.json %s gives %s", bits, group, t.Shape, sc.Shape, want[r-1], m.quant.key, q)
+	}
+	shape := append(append([]uint64{}, t.Shape[:r-1]...), in)
+	elems := uint64(1)
+	for _, n := range shape {
+		elems *= n
+	}
+	rows := int(elems / in)
+	d := &decision{hf: name, file: file, t: t, shape: shape, parts: []string{name, module + ".scales"}}
+	switch q.Mode {
+	case "affine":
+		if !hasBiases {
+			return nil, fail("has %s.scales but no %s.biases, which MLX affine quantization (config.json %s: %s) needs", module, module, m.quant.key, q)
+		}
+		if !equalDims(bi.Shape, sc.Shape) {
+			return nil, &safetensors.Error{Path: bf.Path, Tensor: bi.Name, Offset: bi.At, Msg: fmt.Sprintf("is %v, but its scales are %v", bi.Shape, sc.Shape)}
+		}
+		st, err := scaleType(sf, sc)
+		if err != nil {
+			return nil, err
+		}
+		bt, err := scaleType(bf, bi)
+		if err != nil {
+			return nil, err
+		}
+		dt, ok := ir.MLXAffine(bits, group)
+		if !ok {
+			return nil, fail("MLX affine quantization with %d bits in groups of %d is not supported (4 or 8 bits, groups of 32, 64 or 128)", bits, group)
+		}
+		d.parts = append(d.parts, module+".biases")
+		d.stored = fmt.Sprintf("MLX affine %d-bit g%d (U32, %s scales and biases)", bits, group, sc.DType)
+		d.build = func() ([]byte, error) {
+			return quant.PackMLXAffine(dt, rows, int(in), file.Data(t), sf.Data(sc), st, bf.Data(bi), bt)
+		}
+		d.info.Type = dt
+	case "mxfp4":
+		switch {
+		case hasBiases:
+			return nil, &safetensors.Error{Path: bf.Path, Tensor: bi.Name, Offset: bi.At, Msg: fmt.Sprintf("is not part of MXFP4 quantization (config.json %s: %s), which has no biases", m.quant.key, q)}
+		case bits != 4 || group != 32:
+			return nil, fail("is MXFP4 with %d bits in groups of %d: MXFP4 is 4 bits in groups of 32", bits, group)
+		case sc.DType != safetensors.U8 && sc.DType != safetensors.F8E8M0:
+			return nil, &safetensors.Error{Path: sf.Path, Tensor: sc.Name, Offset: sc.At, Msg: fmt.Sprintf("has dtype %s: MXFP4 scales are U8 (E8M0) exponents", sc.DType)}
+		}
+		d.stored = "MXFP4 (U32 words, U8 scales)"
+		d.build = func() ([]byte, error) {
+			out := make([]byte, 17*elems/32)
+			return out, quant.MXFP4FromHF(out, file.Data(t), sf.Data(sc))
+		}
+		d.info.Type = ir.MXFP4
+	default:
+		return nil, fail("config.json %s gives quantization mode %q, which is not supported (affine, mxfp4)", m.quant.key, q.Mode)
+	}
+	size, err := d.info.Type.RowBytes(int64(elems))
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	d.info.Name, d.info.Dims, d.info.Size = gg, ggufDims(shape), uint64(size)
+	return d, nil
+}
+
+// scaleType is the type of an MLX scales or biases tensor.
+func scaleType(f *safetensors.File, t *safetensors.Tensor) (quant.MLXScaleType, error) {
+	switch t.DType {
+	case safetensors.F32:
+		return quant.MLXScaleF32, nil
+	case safetensors.F16:
+		return quant.MLXScaleF16, nil
+	case safetensors.BF16:
+		return quant.MLXScaleBF16, nil
+	}
+	return 0, &safetensors.Error{Path: f.Path, Tensor: t.Name, Offset: t.At, Msg: fmt.Sprintf("has dtype %s: MLX scales and biases are F32, F16 or BF16", t.DType)}
+}
+
+func equalDims(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // widen converts little-endian F16 or BF16 bytes to F32, bytewise (the

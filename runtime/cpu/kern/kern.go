@@ -29,7 +29,9 @@ import (
 )
 
 // ActType is the activation format ggml pairs with weight dtype w (its
-// vec_dot_type). Dtypes Dot does not handle map to F32.
+// vec_dot_type). Dtypes Dot does not handle map to F32, and so do the MLX
+// affine types: their reference (MLX, and the F32 twins the goldens ran)
+// multiplies float activations.
 func ActType(w ir.DType) ir.DType {
 	switch w {
 	case ir.Q4_0, ir.Q5_0, ir.Q8_0, ir.MXFP4:
@@ -84,7 +86,8 @@ func Supported(wt ir.DType) bool {
 		ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K:
 		return true
 	}
-	return false
+	_, _, mlx := wt.MLXAffineParams()
+	return mlx
 }
 
 // Dot returns the dot product of weight row w (dtype wt, n elements) with an
@@ -183,6 +186,9 @@ func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 		return dotQ5_K(n/256, w, a)
 	case ir.Q6_K:
 		return dotQ6_K(n/256, w, a)
+	}
+	if bits, group, ok := wt.MLXAffineParams(); ok {
+		return dotMLX(bits, group, n, w, a)
 	}
 	panic(fmt.Sprintf("kern: Dot does not support %s", wt))
 }
