@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+
 	"github.com/minerva-llm/minerva/codegen/gpu"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
@@ -138,6 +140,42 @@ var decoders = map[ir.DType]gpu.Decoder{
         const int q = int(nib | (((qh[l] >> (2 * part)) & 3) << 4)) - 32;
         w[l] = d * float((int(sc[l / 16]) ^ 128) - 128) * float(q);
     }`},
+}
+
+func init() {
+	for _, dt := range gpu.WeightDTypes() {
+		if bits, group, ok := dt.MLXAffineParams(); ok {
+			decoders[dt] = mlxDecoder(dt.String(), bits, group)
+		}
+	}
+}
+
+// mlxDecoder decodes a 32-element unit of an MLX affine block (one group:
+// f32 scale, f32 bias, then the packed values, least significant bits
+// first; quant/mlx.go): unit u is part u % (group/32) of block u /
+// (group/32). fmaf is scale·q + bias rounded once, which is how quant
+// decodes it, so the weights are bit for bit ir/eval's.
+func mlxDecoder(name string, bits, group int) gpu.Decoder {
+	per, bb, qb := group/32, 8+group*bits/8, 32*bits/8
+	body := fmt.Sprintf(`
+    const u8* b = row + (u / %du) * %du;
+    const float s = __uint_as_float(ld_u32(b)), m = __uint_as_float(ld_u32(b + 4));
+    const u8* q = b + 8 + (u %% %du) * %du;`, per, bb, per, qb)
+	if bits == 4 {
+		body += `
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        w[2 * j]     = fmaf(float(q[j] & 15), s, m);
+        w[2 * j + 1] = fmaf(float(q[j] >> 4), s, m);
+    }`
+	} else {
+		body += `
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        w[j] = fmaf(float(q[j]), s, m);
+    }`
+	}
+	return gpu.Decoder{Name: name, Unit: 32, Helpers: []string{"ld_u32"}, Body: body}
 }
 
 // helperSource holds the helpers the decoders may call, by name.

@@ -84,7 +84,11 @@ func emuCases() []gputest.Case {
 	// frequency factors, and unfused rope/kvwrite), from their own seeds.
 	fam := &gputest.Seeds{Last: 1900, Stream: 11}
 	cases = append(cases, gputest.Cases(fam, gputest.QKNormCases()...)...)
-	return append(cases, gputest.Cases(fam, gputest.UnfusedCases()...)...)
+	cases = append(cases, gputest.Cases(fam, gputest.UnfusedCases()...)...)
+	// Embedding gathers of MLX affine rows (mlx-lm quantizes the
+	// embedding too), from their own seeds.
+	mlx := &gputest.Seeds{Last: 2900, Stream: 11}
+	return append(cases, gputest.Cases(mlx, gputest.Embeds(ir.MLXQ4G64, ir.MLXQ8G32)...)...)
 }
 
 // TestEmulate runs every case's launches on the CPU through cudaemu.h and

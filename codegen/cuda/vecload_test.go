@@ -29,6 +29,7 @@ var chunkElems = map[ir.DType]int{
 	ir.F32: 128, ir.F16: 256, ir.BF16: 256,
 	ir.Q4_0: 1024, ir.Q4_1: 1024, ir.Q5_0: 1024, ir.Q5_1: 1024, ir.Q8_0: 1024, ir.MXFP4: 1024,
 	ir.Q4_K: 1024, ir.Q5_K: 1024, ir.Q2_K: 2048, ir.Q3_K: 2048, ir.Q6_K: 2048,
+	ir.MLXQ4G32: 1024, ir.MLXQ4G64: 1024, ir.MLXQ4G128: 1024, ir.MLXQ8G32: 1024, ir.MLXQ8G64: 1024, ir.MLXQ8G128: 1024,
 }
 
 // vecK returns a row length that takes the vector path with at least two

@@ -65,7 +65,8 @@ type Decoder struct {
 // order their decoders appear in a library.
 func WeightDTypes() []ir.DType {
 	return []ir.DType{ir.F32, ir.F16, ir.BF16, ir.Q4_0, ir.Q4_1, ir.Q5_0, ir.Q5_1, ir.Q8_0,
-		ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.MXFP4}
+		ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.MXFP4,
+		ir.MLXQ4G32, ir.MLXQ4G64, ir.MLXQ4G128, ir.MLXQ8G32, ir.MLXQ8G64, ir.MLXQ8G128}
 }
 
 // WeightDTypes lists the weight dtypes l decodes, in library order.

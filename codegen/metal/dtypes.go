@@ -1,6 +1,8 @@
 package metal
 
 import (
+	"fmt"
+
 	"github.com/minerva-llm/minerva/codegen/gpu"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
@@ -126,6 +128,40 @@ var decoders = map[ir.DType]gpu.Decoder{
         const int q = int(nib | (((qh[l] >> (2 * part)) & 3) << 4)) - 32;
         w[l] = d * float((int(sc[l / 16]) ^ 128) - 128) * float(q);
     }`},
+}
+
+func init() {
+	for _, dt := range gpu.WeightDTypes() {
+		if bits, group, ok := dt.MLXAffineParams(); ok {
+			decoders[dt] = mlxDecoder(dt.String(), bits, group)
+		}
+	}
+}
+
+// mlxDecoder decodes a 32-element unit of an MLX affine block (one group:
+// f32 scale, f32 bias, then the packed values, least significant bits
+// first; quant/mlx.go): unit u is part u % (group/32) of block u /
+// (group/32). fma is scale·q + bias rounded once, which is how quant
+// decodes it.
+func mlxDecoder(name string, bits, group int) gpu.Decoder {
+	per, bb, qb := group/32, 8+group*bits/8, 32*bits/8
+	body := fmt.Sprintf(`
+    device const uchar* b = row + (u / %du) * %du;
+    const float s = as_type<float>(ld_u32(b)), m = as_type<float>(ld_u32(b + 4));
+    device const uchar* q = b + 8 + (u %% %du) * %du;`, per, bb, per, qb)
+	if bits == 4 {
+		body += `
+    for (int j = 0; j < 16; ++j) {
+        w[2 * j]     = fma(float(q[j] & 15), s, m);
+        w[2 * j + 1] = fma(float(q[j] >> 4), s, m);
+    }`
+	} else {
+		body += `
+    for (int j = 0; j < 32; ++j) {
+        w[j] = fma(float(q[j]), s, m);
+    }`
+	}
+	return gpu.Decoder{Name: name, Unit: 32, Helpers: []string{"ld_u32"}, Body: body}
 }
 
 // helperSource holds the prelude helpers the decoders may call, by name.

@@ -69,7 +69,11 @@ func emuCases() []gputest.Case {
 	// frequency factors, and unfused rope/kvwrite), from their own seeds.
 	fam := &gputest.Seeds{Last: 1800, Stream: 7}
 	cases = append(cases, gputest.Cases(fam, gputest.QKNormCases()...)...)
-	return append(cases, gputest.Cases(fam, gputest.UnfusedCases()...)...)
+	cases = append(cases, gputest.Cases(fam, gputest.UnfusedCases()...)...)
+	// Embedding gathers of MLX affine rows (mlx-lm quantizes the
+	// embedding too), from their own seeds.
+	mlx := &gputest.Seeds{Last: 2800, Stream: 7}
+	return append(cases, gputest.Cases(mlx, gputest.Embeds(ir.MLXQ4G64, ir.MLXQ8G32)...)...)
 }
 
 // TestEmulate runs every case's kernels on the CPU through the shim and
