@@ -301,10 +301,14 @@ func (s *Server) chatPrompt(body []byte, req *chatRequest, m *model) ([]int32, *
 		}
 		return nil, badRequest("messages", "%s", oneLine(err.Error()))
 	}
-	// The template writes the control tokens on purpose; BOS only when the
-	// vocabulary wants one and the template did not write it.
-	bos := m.tok.AddBOS() && !(m.special["bos_token"] != "" && strings.HasPrefix(text, m.special["bos_token"]))
-	return m.tok.EncodeWith(text, tokenizer.EncodeOptions{AddBOS: bos, ParseSpecial: true}), nil
+	// The template writes the control tokens on purpose, and BOS is added
+	// when the vocabulary wants it unless the template wrote it already
+	// (as transformers does not add special tokens to a rendered chat).
+	ids := m.tok.EncodeWith(text, tokenizer.EncodeOptions{ParseSpecial: true})
+	if bos := m.tok.BOS(); m.tok.AddBOS() && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
+		ids = append([]int32{bos}, ids...)
+	}
+	return ids, nil
 }
 
 // chatCompletions is POST /v1/chat/completions.
@@ -321,7 +325,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, m *mode
 	}
 	stops := append(append([]string(nil), gen.stop...), m.stops...)
 	st, aerr := s.submit(r, m, &Request{Prompt: ids, MaxTokens: s.maxTokensFor(gen, len(ids), m), Sampling: gen.sampling,
-		Stop: stops, IgnoreEOS: gen.ignoreEOS, Special: m.tpl == nil}, "messages")
+		Stop: stops, IgnoreEOS: gen.ignoreEOS, Special: m.harmony}, "messages")
 	if aerr != nil {
 		s.fail(w, r, aerr)
 		return
@@ -331,7 +335,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, m *mode
 	created := timeNow()
 	calls := 0
 	out := &chatOutput{ids: func() string { calls++; return fmt.Sprintf("call_%s_%d", id, calls) }}
-	if m.tpl == nil {
+	if m.harmony {
 		out.harmony = chat.NewHarmonyParser()
 	}
 	rl := logOf(r)

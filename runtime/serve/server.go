@@ -31,9 +31,14 @@ type Options struct {
 	// harmony model renders with chat.RenderHarmony and any other with
 	// ChatML).
 	ChatTemplate string
-	// Harmony: the model speaks gpt-oss's harmony format; its output is
-	// parsed into reasoning_content, content and tool_calls.
+	// Harmony: the model speaks gpt-oss's harmony format (rendered with
+	// ChatTemplate, or chat.RenderHarmony when there is none); its output is
+	// decoded with the control tokens and parsed into reasoning_content,
+	// content and tool_calls.
 	Harmony bool
+	// SpecialTokens are template variables (bos_token, eos_token …) that
+	// override the tokenizer's texts (a tokenizer_config.json's).
+	SpecialTokens map[string]string
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on
 	// every endpoint but /health.
 	APIKey string
@@ -63,6 +68,7 @@ type model struct {
 	sched   *Scheduler
 	tok     *tokenizer.Tokenizer
 	tpl     *chat.Template // nil: harmony rendering
+	harmony bool           // the output is harmony (Options.Harmony)
 	stops   []string       // stop strings every chat request gets (ChatML's end of turn)
 	special map[string]string
 }
@@ -108,12 +114,9 @@ func (s *Server) Observer() Observer { return s.met }
 // Ready makes the server serve sched, whose tokenizer is the model's.
 func (s *Server) Ready(sched *Scheduler) error {
 	tok := sched.Tokenizer()
-	m := &model{sched: sched, tok: tok, special: map[string]string{}}
-	if id := tok.BOS(); id >= 0 {
-		m.special["bos_token"] = tok.Piece(id)
-	}
-	if id := tok.EOS(); id >= 0 {
-		m.special["eos_token"] = tok.Piece(id)
+	m := &model{sched: sched, tok: tok, harmony: s.opts.Harmony, special: specialTokens(tok)}
+	for k, v := range s.opts.SpecialTokens {
+		m.special[k] = v
 	}
 	switch {
 	case s.opts.ChatTemplate != "":
@@ -133,6 +136,18 @@ func (s *Server) Ready(sched *Scheduler) error {
 	s.met.slots.Set(float64(sched.Slots()))
 	s.m.Store(m)
 	return nil
+}
+
+// specialTokens are the texts of the tokenizer's special tokens, which
+// templates write as bos_token, eos_token, unk_token and pad_token.
+func specialTokens(tok *tokenizer.Tokenizer) map[string]string {
+	m := map[string]string{}
+	for k, id := range map[string]int32{"bos_token": tok.BOS(), "eos_token": tok.EOS(), "unk_token": tok.UNK(), "pad_token": tok.PAD()} {
+		if id >= 0 {
+			m[k] = tok.DecodeWith([]int32{id}, tokenizer.DecodeOptions{Special: true})
+		}
+	}
+	return m
 }
 
 // Shutdown refuses new requests from now on and shuts the scheduler down
