@@ -29,6 +29,9 @@ type cli struct {
 	Tokenize tokenizeCmd `cmd:"" help:"Print the token ids and pieces of a text."`
 	Synth    synthCmd    `cmd:"" help:"Write a random-weight model with a real architecture's shapes (for benchmarks)."`
 	Bench    benchCmd    `cmd:"" help:"Measure prefill and decode speed, latency, peak memory and bandwidth efficiency on this machine."`
+
+	Serve      serveCmd      `cmd:"" help:"Serve a model over an OpenAI-compatible HTTP API, several requests at once (continuous batching)."`
+	BenchServe benchServeCmd `cmd:"" name:"bench-serve" help:"Load-test a server (or a model served here): output tokens/s, time to first token and inter-token latency per client count."`
 }
 
 func main() {

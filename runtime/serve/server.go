@@ -107,6 +107,18 @@ func NewServer(opts Options) *Server {
 	return &Server{opts: opts, log: opts.Logger, met: newMetrics(), idBase: hex.EncodeToString(b[:]), created: time.Now().Unix()}
 }
 
+// Configure sets what the model file says about chatting, which a server
+// started before the model is opened learns late: its chat template
+// ("": none), whether it speaks harmony, and special-token texts. Call it
+// before Ready.
+func (s *Server) Configure(template string, harmony bool, special map[string]string) error {
+	if s.m.Load() != nil {
+		return errors.New("serve: Configure after Ready")
+	}
+	s.opts.ChatTemplate, s.opts.Harmony, s.opts.SpecialTokens = template, harmony, special
+	return nil
+}
+
 // Observer is what the scheduler should report to (Config.Observer): the
 // server's metrics.
 func (s *Server) Observer() Observer { return s.met }
