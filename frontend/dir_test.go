@@ -70,13 +70,15 @@ func editHeader(t *testing.T, path string, edit func(h map[string]map[string]any
 // directory fails, or (for what only the graph can tell) Build does.
 func TestCorruptDirectories(t *testing.T) {
 	const (
-		sharded = "models/hf/stories260K-bf16"
-		single  = "models/hf/stories260K"
-		qwen    = "models/hf/qwen3-p-bf16"
-		mlx     = "models/hf/tiny_qwen3_sharded"
-		shard1  = "model-00001-of-00002.safetensors"
-		shard2  = "model-00002-of-00002.safetensors"
-		index   = "model.safetensors.index.json"
+		sharded   = "models/hf/stories260K-bf16"
+		single    = "models/hf/stories260K"
+		qwen      = "models/hf/qwen3-p-bf16"
+		mlx       = "models/hf/tiny_qwen3_sharded"
+		gptoss    = "models/hf/gptoss-g1-hf"
+		gptossMLX = "models/hf/gptoss-g1-mlx"
+		shard1    = "model-00001-of-00002.safetensors"
+		shard2    = "model-00002-of-00002.safetensors"
+		index     = "model.safetensors.index.json"
 	)
 	for _, tc := range []struct {
 		name    string
@@ -166,13 +168,53 @@ func TestCorruptDirectories(t *testing.T) {
 		}, "config.json", "not a JSON object: unexpected EOF"},
 		{"unknown architecture", single, func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["architectures"] = []string{"GemmaForCausalLM"} })
-		}, "config.json", "unsupported architecture GemmaForCausalLM (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)"},
+		}, "config.json", "unsupported architecture GemmaForCausalLM (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GptOssForCausalLM)"},
 		{"no architecture at all", single, func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { delete(m, "architectures"); delete(m, "model_type") })
 		}, "config.json", "neither architectures nor model_type says what model this is"},
-		{"gpt-oss", single, func(t *testing.T, dir string) {
+		{"gpt-oss config on llama weights", single, func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["architectures"] = []string{"GptOssForCausalLM"} })
-		}, "config.json", "GptOssForCausalLM from a model directory is not supported yet (its experts are MXFP4"},
+		}, "config.json", "num_local_experts is missing"},
+		{"gpt-oss SwiGLU limit", gptoss, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["swiglu_limit"] = 8 })
+		}, "config.json", "swiglu_limit 8 is not supported (the gpt-oss graph clamps at 7, as the reference engine does)"},
+		{"gpt-oss layer types", gptoss, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["layer_types"] = []string{"full_attention", "sliding_attention"} })
+		}, "config.json", `layer_types[0] is "full_attention": the gpt-oss graph has sliding attention on the even layers`},
+		{"gpt-oss YaRN betas", gptoss, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["rope_scaling"].(map[string]any)["beta_fast"] = 16 })
+		}, "config.json", "rope_scaling: beta_fast 16, beta_slow 1 are not supported (the reference engine fixes 32 and 1)"},
+		{"gpt-oss experts per token", gptoss, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["num_experts_per_tok"] = 9; m["experts_per_token"] = 9 })
+		}, "config.json", "num_experts_per_tok 9 exceeds num_local_experts 8"},
+		{"gpt-oss blocks without quantization_config", gptoss, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { delete(m, "quantization_config") })
+		}, "model.safetensors", `tensor "model.layers.0.mlp.experts.gate_up_proj_blocks": is MXFP4 blocks, but config.json has no quantization_config with quant_method mxfp4`},
+		{"gpt-oss blocks of another shape", gptoss, func(t *testing.T, dir string) {
+			editHeader(t, filepath.Join(dir, "model.safetensors"), func(h map[string]map[string]any) {
+				h["model.layers.1.mlp.experts.gate_up_proj_blocks"]["shape"] = []int{8, 512, 2, 32}
+			})
+		}, "model.safetensors", `tensor "model.layers.1.mlp.experts.gate_up_proj_blocks": is U8 [8 512 2 32], but config.json makes it U8 [8 512 4 16]`},
+		{"gpt-oss without expert scales", gptoss, func(t *testing.T, dir string) {
+			editHeader(t, filepath.Join(dir, "model.safetensors"), func(h map[string]map[string]any) {
+				h["model.layers.0.mlp.experts.down_proj_exponents"] = h["model.layers.0.mlp.experts.down_proj_scales"]
+				delete(h, "model.layers.0.mlp.experts.down_proj_scales")
+			})
+		}, "", `no tensor "model.layers.0.mlp.experts.down_proj_scales", which GptOssForCausalLM's MXFP4 experts need beside model.layers.0.mlp.experts.down_proj_blocks`},
+		{"gpt-oss without experts", gptoss, func(t *testing.T, dir string) {
+			editHeader(t, filepath.Join(dir, "model.safetensors"), func(h map[string]map[string]any) {
+				h["model.layers.1.mlp.experts.gate_up_proj_packed"] = h["model.layers.1.mlp.experts.gate_up_proj_blocks"]
+				delete(h, "model.layers.1.mlp.experts.gate_up_proj_blocks")
+			})
+		}, "", `no tensor "model.layers.1.mlp.experts.gate_up_proj_blocks" (openai's MXFP4 layout) or "model.layers.1.mlp.experts.gate_proj.weight" (mlx-lm's), which GptOssForCausalLM needs`},
+		{"gpt-oss MLX experts' bits", gptossMLX, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["quantization"].(map[string]any)["bits"] = 8 })
+		}, shard1, `tensor "model.layers.0.mlp.experts.down_proj.weight": is quantized with 4 bits in groups of 32 (U32 [8 128 32], scales [8 128 8], rows of 256 (intermediate_size)), but config.json quantization gives mxfp4, 8 bits, group 32`},
+		{"gpt-oss MLX attention override", gptossMLX, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) {
+				m["quantization"].(map[string]any)["model.layers.1.self_attn.k_proj"] = map[string]any{"group_size": 32, "bits": 8}
+			})
+		}, shard2, `tensor "model.layers.1.self_attn.k_proj.weight": is quantized with 8 bits in groups of 64 (U32 [128 32], scales [128 2], rows of 128 (hidden_size)), but config.json quantization gives affine, 8 bits, group 32`},
 		{"missing config key", single, func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { delete(m, "hidden_size") })
 		}, "config.json", "hidden_size is missing"},

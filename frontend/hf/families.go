@@ -35,6 +35,9 @@ type family struct {
 	ropeScaling bool
 	// window: how sliding_window is read (see windowRule).
 	window windowRule
+	// translate reads config.json for a family whose config is not a
+	// llama-like decoder's (gpt-oss); nil: the shared translate.
+	translate func(c *config, fam *family, dirName string) (*spec, error)
 }
 
 // windowRule is how a family's config states a sliding window.
@@ -56,6 +59,7 @@ var families = []*family{
 	{class: "Qwen2ForCausalLM", modelType: "qwen2", arch: "qwen2", rmsEps: 1e-6, maxPos: 32768, qkvBias: true, window: windowFlag},
 	{class: "Qwen3ForCausalLM", modelType: "qwen3", arch: "qwen3", rmsEps: 1e-6, maxPos: 32768, headDim: 128, qkNorm: true, window: windowFlag},
 	{class: "Phi3ForCausalLM", modelType: "phi3", arch: "phi3", rmsEps: 1e-5, maxPos: 4096, fused: true, window: windowRequired},
+	{class: "GptOssForCausalLM", modelType: "gpt_oss", arch: "gpt-oss", rmsEps: 1e-5, maxPos: 131072, translate: translateGPTOSS},
 }
 
 // supported names the classes, for messages.
@@ -94,10 +98,6 @@ func findFamily(c *config) (*family, error) {
 	switch {
 	case class == "" && mt == "":
 		return nil, fmt.Errorf("%s: neither architectures nor model_type says what model this is", c.path)
-	case class == "GptOssForCausalLM" || class == "" && mt == "gpt_oss":
-		// Its experts are MXFP4 in every published layout: that weight
-		// type from a directory is issue 16 items 3-4.
-		return nil, fmt.Errorf("%s: GptOssForCausalLM from a model directory is not supported yet (its experts are MXFP4, which only GGUF files bring for now): use a GGUF conversion", c.path)
 	}
 	return nil, fmt.Errorf("%s: unsupported architecture %s (supported: %s)", c.path, name, supported())
 }
@@ -131,6 +131,9 @@ type spec struct {
 	// (nil when there is none), as llama.cpp's converter makes it.
 	ropeFreqs []float32
 	tied      bool
+	// experts are gpt-oss's experts, whose tensors depend on the layout
+	// (resolveExperts); nil for the other families.
+	experts *gptossExperts
 }
 
 // translate reads config.json for family fam into GGUF terms. Each key that
@@ -138,6 +141,9 @@ type spec struct {
 // builder then checks among themselves (GQA divisibility, head sizes) are
 // checked again there.
 func translate(c *config, fam *family, dirName string) (*spec, error) {
+	if fam.translate != nil {
+		return fam.translate(c, fam, dirName)
+	}
 	a := fam.arch
 	s := &spec{fam: fam, meta: map[string]gguf.Value{}, slots: map[string]slot{}, skip: map[string]string{}}
 	set := func(k string, v gguf.Value) { s.meta[a+"."+k] = v }

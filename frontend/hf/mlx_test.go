@@ -66,3 +66,52 @@ func TestMLXTwinValues(t *testing.T) {
 	// v, o, gate, up); 5 BF16 down_proj; 11 norms widened to F32.
 	require.Equal(t, map[ir.DType]int{ir.MLXQ4G64: 32, ir.BF16: 5, ir.F32: 11}, types)
 }
+
+// TestGPTOSSExpertsAreG1s: both gpt-oss twins hold G1's MXFP4 experts
+// (README-gptoss.md): openai's blocks with the nibbles in HF's order and
+// gate and up interleaved by row, mlx-lm's as U32 words per projection.
+// Repacked at load, every expert tensor is byte for byte the GGUF
+// fixture's block_mxfp4 data; the expert biases are its F32 values rounded
+// to BF16, widened back.
+func TestGPTOSSExpertsAreG1s(t *testing.T) {
+	g1, err := gguf.Open(shared.Path(t, "models/gguf/synthetic/gptoss-g1-mxfp4.gguf"))
+	require.NoError(t, err)
+	defer g1.Close()
+	for _, dir := range []string{"gptoss-g1-hf", "gptoss-g1-mlx"} {
+		t.Run(dir, func(t *testing.T) {
+			d, m := build(t, shared.Path(t, "models/hf/"+dir))
+			require.Equal(t, "gpt-oss", m.Config.Arch)
+			require.Equal(t, 8, m.Config.NExpert)
+			require.Equal(t, 2, m.Config.NExpertUsed)
+			require.Equal(t, []int{0}, m.Config.SlidingLayers)
+			require.Equal(t, "yarn", m.Config.RopeScaling)
+			n := 0
+			for _, name := range d.TensorNames() {
+				if !strings.Contains(name, "_exps.") {
+					continue
+				}
+				info, _ := d.Tensor(name)
+				want, ok := g1.Tensor(name)
+				require.True(t, ok, name)
+				require.Equal(t, want.Dims, info.Dims, name)
+				got, err := d.WeightBytes(name)
+				require.NoError(t, err)
+				if strings.HasSuffix(name, ".weight") {
+					require.Equal(t, ir.MXFP4, info.Type, name)
+					require.Equal(t, g1.TensorData(want), got, "%s: G1's blocks", name)
+				} else {
+					require.Equal(t, ir.F32, info.Type, name)
+					ref := make([]float32, len(got)/4)
+					require.NoError(t, quant.Dequantize(want.Type, g1.TensorData(want), ref))
+					vals := make([]float32, len(got)/4)
+					require.NoError(t, quant.Dequantize(ir.F32, got, vals))
+					for i := range ref {
+						require.Equal(t, quant.BF16ToF32(quant.F32ToBF16(ref[i])), vals[i], "%s element %d", name, i)
+					}
+				}
+				n++
+			}
+			require.Equal(t, 12, n, "2 layers × gate, up, down × weight, bias")
+		})
+	}
+}

@@ -310,6 +310,18 @@ func (m *Model) readTokenizer(present map[string]bool, read func(name, role stri
 // the graph reads, checks its shape, and refuses any tensor left over.
 func (m *Model) decideAll() error {
 	consumed := map[string]bool{}
+	if m.spec.experts != nil {
+		ds, err := m.resolveExperts()
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			m.weights[d.info.Name] = d
+			for _, p := range d.parts {
+				consumed[p] = true
+			}
+		}
+	}
 	for _, name := range sortedKeys(m.spec.slots) {
 		s := m.spec.slots[name]
 		t, f, ok := m.Tensors.Tensor(name)
@@ -544,6 +556,12 @@ func (m *Model) Quantization() string {
 		return ""
 	}
 	var parts []string
+	if q.method != "" {
+		parts = append(parts, q.method+" experts (_blocks and _scales)")
+		if len(q.notConverts) > 0 {
+			parts = append(parts, "float: "+strings.Join(q.notConverts, ", "))
+		}
+	}
 	if q.global != nil {
 		parts = append(parts, q.global.String())
 	}

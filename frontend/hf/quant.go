@@ -32,6 +32,12 @@ type quantSpec struct {
 	key     string // the config key it was read from
 	global  *quantParams
 	modules map[string]*quantParams // nil value: the module is left float
+	// method is a transformers quantization_config's quant_method: "" for
+	// mlx-lm's form, "mxfp4" for openai's gpt-oss (MXFP4 experts as
+	// _blocks and _scales, every module it lists in modules_to_not_convert
+	// float; the experts are the only quantized tensors of that layout).
+	method      string
+	notConverts []string
 }
 
 // parseQuant reads the quantization block, if any. A transformers
@@ -52,7 +58,22 @@ func parseQuant(c *config) (*quantSpec, error) {
 	if m, ok := raw["quant_method"]; ok {
 		var method string
 		_ = json.Unmarshal(m, &method)
-		return nil, fmt.Errorf("%s: %s quant_method %q is not supported (model directories are read in F32, F16 and BF16)", c.path, key, method)
+		if method != "mxfp4" {
+			return nil, fmt.Errorf("%s: %s quant_method %q is not supported (model directories are read in F32, F16 and BF16, MLX affine and MXFP4)", c.path, key, method)
+		}
+		q := &quantSpec{key: key, method: method}
+		for k, v := range raw {
+			switch k {
+			case "quant_method":
+			case "modules_to_not_convert":
+				if json.Unmarshal(v, &q.notConverts) != nil {
+					return nil, fmt.Errorf("%s: %s modules_to_not_convert is %s, not a list of module names", c.path, key, describe(v))
+				}
+			default:
+				return nil, fmt.Errorf("%s: %s key %q is not supported with quant_method mxfp4", c.path, key, k)
+			}
+		}
+		return q, nil
 	}
 	q := &quantSpec{key: key, modules: map[string]*quantParams{}}
 	params := func(what string, b []byte) (*quantParams, error) {
@@ -98,7 +119,7 @@ func parseQuant(c *config) (*quantSpec, error) {
 // lookup is the setting for a module ("model.layers.0.self_attn.q_proj"):
 // its override, else the global one; nil for a float module.
 func (q *quantSpec) lookup(module string) *quantParams {
-	if q == nil {
+	if q == nil || q.method != "" {
 		return nil
 	}
 	if p, ok := q.modules[module]; ok {
@@ -181,10 +202,11 @@ func (m *Model) decide(name, gg string, want []dim, file *safetensors.File, t *s
 	}
 	d := &decision{hf: name, file: file, t: t, shape: t.Shape, parts: []string{name}, stored: string(t.DType)}
 	d.info = gguf.TensorInfo{Name: gg, Dims: ggufDims(t.Shape), Type: typ, Size: t.Bytes()}
-	if len(t.Shape) == 1 && typ != ir.F32 {
-		// Gains and biases: widened to F32 once (exact), as llama.cpp's
-		// converter stores every 1-D tensor, so that the graph is the
-		// one a GGUF conversion gives.
+	if (len(t.Shape) == 1 || strings.HasSuffix(name, ".bias")) && typ != ir.F32 {
+		// Gains and biases (gpt-oss's expert biases are [E, out]): widened
+		// to F32 once (exact), as llama.cpp's converter stores every 1-D
+		// tensor and the expert biases, so that the graph is the one a
+		// GGUF conversion gives, and every backend reads biases in F32.
 		d.data = widen(file.Data(t), typ)
 		d.info.Type, d.info.Size = ir.F32, uint64(len(d.data))
 	}
