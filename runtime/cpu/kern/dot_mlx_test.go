@@ -71,3 +71,21 @@ func TestDotMLX(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDotMLX(b *testing.B) {
+	for _, wt := range append([]ir.DType{ir.F32, ir.Q8_0}, mlxTypes...) {
+		n := 4096
+		b.Run(wt.String(), func(b *testing.B) {
+			w, _ := makeWeights(b, wt, n, 1)
+			x := randRow(n, 1, 2)
+			a := make([]byte, ActBytes(wt, n))
+			QuantizeActs(ActType(wt), x, a)
+			b.SetBytes(int64(len(w)))
+			var s float32
+			for b.Loop() {
+				s += Dot(wt, n, w, a)
+			}
+			_ = s
+		})
+	}
+}
