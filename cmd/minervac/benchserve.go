@@ -36,7 +36,7 @@ type benchServeCmd struct {
 	// For a model file:
 	Parallel int    `help:"With a model file: slots of the server (0: the largest --clients level)." default:"0"`
 	Ctx      int    `help:"With a model file: positions of each slot (0: enough for --prompt-max + --max-tokens)." default:"0"`
-	Chunk    int    `help:"With a model file: most prompt tokens per step." default:"256"`
+	Chunk    int    `help:"With a model file: most prompt tokens per step." default:"64"`
 	Target2  string `name:"backend" short:"t" help:"With a model file: goasm (the CPU) or reference." default:"goasm"`
 }
 

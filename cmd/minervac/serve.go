@@ -26,7 +26,7 @@ type serveCmd struct {
 	Parallel     int           `name:"parallel" help:"Sequences generated at once (KV cache slots); more requests wait in the queue." default:"4"`
 	Ctx          int           `help:"Positions of each slot's KV cache (default: the model's context length, at most 4096)."`
 	Queue        int           `help:"Most requests waiting for a slot; more get 429 (0: 4 × --parallel)." default:"0"`
-	Chunk        int           `help:"Most prompt tokens read in one step, beside the running sequences' decode rows: a long prompt delays running streams by one chunk per step." default:"256"`
+	Chunk        int           `help:"Most prompt tokens read in one step, beside the running sequences' decode rows: a long prompt delays running streams by one chunk per step." default:"64"`
 	APIKey       string        `name:"api-key" help:"Require Authorization: Bearer KEY on every endpoint but /health." env:"MINERVA_API_KEY"`
 	Alias        string        `help:"The model's id in the API (default: the model file's name without extension)."`
 	ChatTemplate string        `name:"chat-template" help:"Jinja chat template file to use instead of the model's (tokenizer.chat_template)." type:"path"`
