@@ -1,12 +1,15 @@
 package cpu_test
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/runtime"
@@ -153,6 +156,30 @@ func TestBatchInvariance(t *testing.T) {
 				requireBits(t, soloTrace(t, b, g, am.Weights, pr, n), got[i], fmt.Sprintf("sequence %d", i))
 			}
 		})
+	}
+}
+
+// The same for gpt-oss (gpt-oss-tiny, MXFP4 experts): the moe op gathers
+// each expert's tokens across the step's rows, so the rows an expert
+// multiplies depend on the neighbours; sinks, sliding windows and the q8_2
+// activation rounding come along.
+func TestBatchInvarianceMoE(t *testing.T) {
+	spec, err := synth.GPTOSSPreset("gpt-oss-tiny", ir.MXFP4, 1)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	_, err = spec.Write(&buf)
+	require.NoError(t, err)
+	f, err := gguf.Parse(buf.Bytes())
+	require.NoError(t, err)
+	am, err := arch.Load(f, arch.Options{})
+	require.NoError(t, err)
+	fuse(t, am.Graph)
+	prompts := [][]int32{{1, 5, 9}, {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49}, {1, 7}, {1, 100, 3, 100, 3, 100, 3},
+		{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, {1}, {1, 60, 61, 62, 63}, {1, 9, 9, 9, 9, 9}}
+	b := cpu.Backend{Threads: 2}
+	got := batchedTraces(t, b, am.Graph, am.Weights, prompts, 5, 3)
+	for i, pr := range prompts {
+		requireBits(t, soloTrace(t, b, am.Graph, am.Weights, pr, 5), got[i], fmt.Sprintf("sequence %d", i))
 	}
 }
 
