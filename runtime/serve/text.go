@@ -28,6 +28,11 @@ func newTextOut(tok *tokenizer.Tokenizer, special bool, stops []string) *textOut
 // and generation ends.
 func (o *textOut) add(id int32) (string, bool) {
 	o.tail += o.dec.Add(id)
+	return o.addDecoded()
+}
+
+// addDecoded looks for the stop strings in the tail just decoded.
+func (o *textOut) addDecoded() (string, bool) {
 	best := -1
 	for _, s := range o.stops {
 		if i := strings.Index(o.tail, s); i >= 0 && (best < 0 || i < best) {
