@@ -171,10 +171,46 @@ func TestQueueFullAndLoading(t *testing.T) {
 	require.Equal(t, "rate_limit_error", e.Error.Type)
 	require.Contains(t, e.Error.Message, "the queue is full")
 	cancel()
-	shutdownGate(t, p, srv)
+	shutdownGate(t, p, srv, sched)
 	code, _ = get(t, hs+"/health")
 	require.Equal(t, 503, code)
 	code, b = post(t, hs+"/v1/completions", `{"prompt":"x"}`)
 	require.Equal(t, 503, code)
 	require.Contains(t, string(b), "shutting down")
+}
+
+// Shutting down ends a running stream with a last chunk whose
+// finish_reason is "cancelled", then [DONE].
+func TestShutdownEndsStreamsWithFinalChunk(t *testing.T) {
+	m := loadStories(t)
+	srv := serve.NewServer(serve.Options{Model: "stories260K", Logger: discardLogger()})
+	url := newLoopback(t, srv)
+	p := newGateProgram(1, 256, m.tok.VocabSize())
+	sched, err := serve.New(p, m.tok, serve.Config{Observer: srv.Observer()})
+	require.NoError(t, err)
+	require.NoError(t, srv.Ready(sched))
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":50,"temperature":0,"stream":true}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	for {
+		if _, busy := sched.Load(); busy == 1 {
+			break
+		}
+		yield()
+	}
+	p.step() // one token
+	shutdownGate(t, p, srv, sched)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	events := strings.Split(strings.TrimSpace(string(body)), "\n\n")
+	require.Equal(t, "data: [DONE]", events[len(events)-1])
+	var last struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(events[len(events)-2], "data: ")), &last))
+	require.Equal(t, "cancelled", last.Choices[0].FinishReason, "%s", body)
 }

@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -170,8 +171,9 @@ func get(t testing.TB, url string) (int, []byte) {
 func yield() { goruntime.Gosched() }
 
 // shutdownGate shuts srv down at once, letting the steps its scheduler
-// still asks of p through.
-func shutdownGate(t testing.TB, p *gateProgram, srv *serve.Server) {
+// still asks of p through once the scheduler is closed (and so has
+// cancelled everything: Shutdown does both in one critical section).
+func shutdownGate(t testing.TB, p *gateProgram, srv *serve.Server, sched *serve.Scheduler) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -180,6 +182,15 @@ func shutdownGate(t testing.TB, p *gateProgram, srv *serve.Server) {
 		srv.Shutdown(ctx)
 		close(done)
 	}()
+	for {
+		// A probe is queued (and cancelled with the rest) or refused
+		// until the scheduler is closed.
+		_, err := sched.Submit(context.Background(), &serve.Request{Prompt: []int32{1}, MaxTokens: 1})
+		if errors.Is(err, serve.ErrShuttingDown) {
+			break
+		}
+		yield()
+	}
 	for {
 		select {
 		case <-done:
