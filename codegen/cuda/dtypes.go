@@ -8,17 +8,9 @@ import (
 	"github.com/minerva-llm/minerva/quant"
 )
 
-// A weight dtype is rendered as one device function, dq_<name>(row, u, w),
-// that decodes unit u of a weight row into the thread array w (registers):
-// the kernels never materialise a dequantized row in memory. A unit is one
-// 32-element block of the legacy and K-quant types (a K-quant super-block
-// holds eight, each with its own scale, so they decode independently) and
-// one element of the plain float types, so that in a matrix-vector product
-// the 32 lanes of a warp read consecutive elements (coalesced) of float
-// rows and consecutive blocks of quantized ones.
-//
-// The decoders are codegen/metal's, in CUDA C; the formulas follow the
-// quant package (ggml's dequantize_row_*), which ir/eval multiplies with.
+// decoders are the CUDA C bodies of the dq_<name> functions (gpu.Decoder
+// says what a unit is); the formulas follow the quant package (ggml's
+// dequantize_row_*), which ir/eval multiplies with.
 var decoders = map[ir.DType]gpu.Decoder{
 	ir.F32: {Name: "f32", Unit: 1, Body: `
     w[0] = ((const float*)row)[u];`},
@@ -142,40 +134,27 @@ var decoders = map[ir.DType]gpu.Decoder{
     }`},
 }
 
-func init() {
-	for _, dt := range gpu.WeightDTypes() {
-		if bits, group, ok := dt.MLXAffineParams(); ok {
-			decoders[dt] = mlxDecoder(dt.String(), bits, group)
-		}
-	}
-}
+func init() { gpu.AddAffineDecoders(decoders, affineBody) }
 
-// mlxDecoder decodes a 32-element unit of an MLX affine block (one group:
-// f32 scale, f32 bias, then the packed values, least significant bits
-// first; quant/mlx.go): unit u is part u % (group/32) of block u /
-// (group/32). fmaf is scale·q + bias rounded once, which is how quant
-// decodes it, so the weights are bit for bit ir/eval's.
-func mlxDecoder(name string, bits, group int) gpu.Decoder {
-	per, bb, qb := group/32, 8+group*bits/8, 32*bits/8
+// affineBody decodes one unit of an MLX affine block (gpu.AffineUnit).
+func affineBody(g gpu.AffineUnit) string {
 	body := fmt.Sprintf(`
     const u8* b = row + (u / %du) * %du;
     const float s = __uint_as_float(ld_u32(b)), m = __uint_as_float(ld_u32(b + 4));
-    const u8* q = b + 8 + (u %% %du) * %du;`, per, bb, per, qb)
-	if bits == 4 {
-		body += `
+    const u8* q = b + 8 + (u %% %du) * %du;`, g.Per, g.BlockBytes, g.Per, g.UnitBytes)
+	if g.Bits == 4 {
+		return body + `
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
         w[2 * j]     = fmaf(float(q[j] & 15), s, m);
         w[2 * j + 1] = fmaf(float(q[j] >> 4), s, m);
     }`
-	} else {
-		body += `
+	}
+	return body + `
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
         w[j] = fmaf(float(q[j]), s, m);
     }`
-	}
-	return gpu.Decoder{Name: name, Unit: 32, Helpers: []string{"ld_u32"}, Body: body}
 }
 
 // helperSource holds the helpers the decoders may call, by name.

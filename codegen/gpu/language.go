@@ -109,3 +109,25 @@ type DotCall struct {
 var funcs = template.FuncMap{
 	"dotArgs": func(p *Params, row, acc string) DotCall { return DotCall{p, row, acc} },
 }
+
+// AffineUnit is the geometry of one 32-element unit of an MLX affine
+// block (quant/mlx.go: one group of f32 scale, f32 bias, then the packed
+// values, least significant bits first): unit u is part u % Per of block
+// u / Per, blocks are BlockBytes apart, and a unit's values start at
+// 8 + (u % Per)·UnitBytes.
+type AffineUnit struct {
+	Bits, Per, BlockBytes, UnitBytes int
+}
+
+// AddAffineDecoders adds a decoder for every MLX affine dtype to decoders,
+// its body rendered by the language from the unit's geometry. Every
+// decoder decodes scale·q + bias rounded once (an fma), as quant does, so
+// the weights are bit for bit ir/eval's.
+func AddAffineDecoders(decoders map[ir.DType]Decoder, body func(AffineUnit) string) {
+	for _, dt := range WeightDTypes() {
+		if bits, group, ok := dt.MLXAffineParams(); ok {
+			g := AffineUnit{Bits: bits, Per: group / 32, BlockBytes: 8 + group*bits/8, UnitBytes: 32 * bits / 8}
+			decoders[dt] = Decoder{Name: dt.String(), Unit: 32, Helpers: []string{"ld_u32"}, Body: body(g)}
+		}
+	}
+}

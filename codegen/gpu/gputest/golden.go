@@ -10,6 +10,7 @@ import (
 	"github.com/minerva-llm/minerva/codegen/gpu"
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/frontend/hf"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/passes"
 )
@@ -50,14 +51,45 @@ func FusedGraph(t testing.TB, path string) *ir.Graph {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fuse(t, m.Graph)
+}
+
+// HFModels are the quantized model directories of ../shared/golden/e2e-hf:
+// MLX affine llamas (4-bit g64 with a BF16 down projection, 8-bit g32),
+// the MLX qwen3 with F32 scales, and gpt-oss as openai (MXFP4 experts,
+// BF16 rest) and mlx-lm (MXFP4 experts, 8-bit affine rest) store it.
+var HFModels = []string{"stories260K-mlx-q4", "llama-p-mlx-q8-g32", "tiny_qwen3_sharded", "gptoss-g1-hf", "gptoss-g1-mlx"}
+
+// HFGraph opens the model directory ../shared/models/hf/<name> and runs the
+// pass pipeline on its graph; without the directory the test skips.
+func HFGraph(t testing.TB, name string) *ir.Graph {
+	t.Helper()
+	dir := filepath.Join(Shared, "models", "hf", name)
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("model directory %s not available: %v", dir, err)
+	}
+	d, err := hf.Open(dir, os.Open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	m, err := arch.LoadFile(d, arch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fuse(t, m.Graph)
+}
+
+func fuse(t testing.TB, g *ir.Graph) *ir.Graph {
+	t.Helper()
 	list, err := passes.Pipeline()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := passes.Run(m.Graph, list, passes.Options{}); err != nil {
+	if _, err := passes.Run(g, list, passes.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	return m.Graph
+	return g
 }
 
 // Golden is a language's golden-file test.
