@@ -35,8 +35,8 @@ const (
 
 // Config sizes a scheduler.
 type Config struct {
-	// Queue is the most requests waiting for a slot; one more is refused
-	// with ErrQueueFull. 0: 4·slots.
+	// Queue is the most requests waiting for a slot beyond the free ones;
+	// one more is refused with ErrQueueFull. 0: 4·slots.
 	Queue int
 	// Chunk is the most prompt rows one step carries, all new prompts
 	// together, beside the decode rows of every running sequence: a long
@@ -274,14 +274,16 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) (*Stream, error) {
 	cctx, cancel := context.WithCancel(ctx)
 	q := &seq{req: r, ctx: cctx, out: newStream(len(r.Prompt), cancel), slot: -1, smp: smp,
 		text: newTextOut(s.tok, r.Special, r.Stop), submit: time.Now(),
-		history: append(make([]int32, 0, len(r.Prompt)+r.MaxTokens), r.Prompt...)}
+		history: append(make([]int32, 0, len(r.Prompt)+min(r.MaxTokens, 1024)), r.Prompt...)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		cancel()
 		return nil, ErrShuttingDown
 	}
-	if len(s.active) >= s.slots && len(s.queue) >= s.cfg.Queue {
+	// Requests for the free slots wait too until the loop admits them
+	// (after the step under way), so they are counted beyond Queue.
+	if len(s.queue) >= s.cfg.Queue+s.slots-len(s.active) {
 		cancel()
 		return nil, ErrQueueFull
 	}

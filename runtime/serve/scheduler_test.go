@@ -243,3 +243,21 @@ func TestShutdownCancelsWithFinalEvent(t *testing.T) {
 	}
 	<-done
 }
+
+// While a step is under way, requests for free slots wait in the queue
+// until the loop admits them; the bound counts them beyond Queue, so the
+// queue never grows past Queue plus the free slots.
+func TestQueueBoundWithFreeSlots(t *testing.T) {
+	p, s := gateScheduler(t, 3, 64, serve.Config{Queue: 1})
+	a, err := s.Submit(context.Background(), &serve.Request{Prompt: prompt(2), MaxTokens: 5, Sampling: greedy()})
+	require.NoError(t, err)
+	next(t, p, s, a) // a runs; the next step waits at the gate
+	for i := 0; i < 3; i++ { // two for the free slots, one for the queue
+		_, err := s.Submit(context.Background(), &serve.Request{Prompt: prompt(2), MaxTokens: 5, Sampling: greedy()})
+		require.NoError(t, err, "request %d", i)
+	}
+	_, err = s.Submit(context.Background(), &serve.Request{Prompt: prompt(2), MaxTokens: 5, Sampling: greedy()})
+	require.ErrorIs(t, err, serve.ErrQueueFull)
+	q, busy := s.Load()
+	require.Equal(t, [2]int{3, 1}, [2]int{q, busy})
+}
