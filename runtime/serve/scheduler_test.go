@@ -251,7 +251,7 @@ func TestQueueBoundWithFreeSlots(t *testing.T) {
 	p, s := gateScheduler(t, 3, 64, serve.Config{Queue: 1})
 	a, err := s.Submit(context.Background(), &serve.Request{Prompt: prompt(2), MaxTokens: 5, Sampling: greedy()})
 	require.NoError(t, err)
-	next(t, p, s, a) // a runs; the next step waits at the gate
+	next(t, p, s, a)         // a runs; the next step waits at the gate
 	for i := 0; i < 3; i++ { // two for the free slots, one for the queue
 		_, err := s.Submit(context.Background(), &serve.Request{Prompt: prompt(2), MaxTokens: 5, Sampling: greedy()})
 		require.NoError(t, err, "request %d", i)
