@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -126,6 +128,16 @@ func TestConcurrentGreedyEqualsSolo(t *testing.T) {
 	}
 	q, busy := ts.sched.Load()
 	require.Zero(t, q+busy)
+	// They did share steps: run one after the other, the 8·48 tokens
+	// would take 8·48 steps (a prompt step gives the first token). How
+	// many they shared depends on when each arrived.
+	_, metrics := get(t, ts.URL+"/metrics")
+	steps := regexp.MustCompile(`(?m)^minerva_steps_total (\d+)$`).FindSubmatch(metrics)
+	require.NotNil(t, steps)
+	n, err := strconv.Atoi(string(steps[1]))
+	require.NoError(t, err)
+	require.Less(t, n, 8*48, "steps for 384 tokens of 8 requests")
+	t.Logf("8 requests of 48 tokens in %d steps", n)
 }
 
 func jsonBody(v any) string {
