@@ -435,7 +435,7 @@ func TestFusedInferErrors(t *testing.T) {
 		{"swiglu bias", ir.OpSwiGLU, []*ir.Value{x, w, vec(48)}, ir.Attrs{"bias": int64(1)}, "swiglu has no bias operand"},
 		{"swiglu gain flag without operand", ir.OpSwiGLU, []*ir.Value{x, w}, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1)}, "swiglu with these flags takes 3 operands, got 2"},
 		{"swiglu odd rows", ir.OpSwiGLU, []*ir.Value{x, val(ir.F32, 7, 32)}, nil, "must be an even constant"},
-		{"qkv_rope too few operands", ir.OpQKVRoPE, []*ir.Value{x, wqkv, pos, kc}, qkvAttrs(nil), "qkv_rope takes 5 to 7 operands, got 4"},
+		{"qkv_rope too few operands", ir.OpQKVRoPE, []*ir.Value{x, wqkv, pos, kc}, qkvAttrs(nil), "qkv_rope takes 5 to 9 operands, got 4"},
 		{"qkv_rope residual", ir.OpQKVRoPE, []*ir.Value{x, wqkv, pos, kc, vc, x}, qkvAttrs(ir.Attrs{"residual": int64(1)}), "qkv_rope has no residual operand"},
 		{"qkv_rope bias flag without operand", ir.OpQKVRoPE, []*ir.Value{x, wqkv, pos, kc, vc}, qkvAttrs(ir.Attrs{"bias": int64(1)}), "takes 6 operands, got 5"},
 		{"qkv_rope missing n_rot", ir.OpQKVRoPE, []*ir.Value{x, wqkv, pos, kc, vc}, ir.Attrs{"n_head": int64(4), "n_kv_head": int64(2), "head_dim": int64(8), "base": 1.0}, `qkv_rope needs attribute "n_rot"`},
