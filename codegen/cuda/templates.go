@@ -233,10 +233,11 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
             }
         }{{end}}{{end}}`
 
-// ropeFreqs, ropePair and ropeStore are the RoPE pieces of the qkv_rope
-// kernel (its epilogue, lane 0 of the pair's warp) and of rope_kv (one
-// thread per pair): the frequency table, the pair's columns of h, and the
-// rotation and the stores into q and the caches.
+// ropeFreqs, ropePair, ropeRotate and ropeWrite are the RoPE pieces of the
+// qkv_rope kernel (its epilogue, lane 0 of the pair's warp), of rope_kv
+// and of rope (one thread per pair): the frequency table, the pair's
+// columns of h, the rotation of q and k pairs, and the stores into q and
+// the caches. ropeStore is the rotation and the stores.
 const ropeFreqs = `
 // {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) (YaRN: blended with base^(−2i/n_rot)) as a (hi, lo) float pair,
 // computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
@@ -254,7 +255,7 @@ const ropePair = `
     c0 += head * {{.HD}}u;
     c1 += head * {{.HD}}u;`
 
-const ropeStore = `
+const ropeRotate = `
         const int ps = pos[t];
         if (c0 < {{.QKD}}u && i < {{.Half}}u) {
             // θ = ps·freq[i] reduced modulo 2π in extended precision
@@ -271,7 +272,10 @@ const ropeStore = `
             a0 = r0;
             a1 = r1;
         }
-        if (c0 < {{.QD}}u) {
+`
+
+// ropeWrite stores the rotated pair: q into out, k and v into the caches.
+const ropeWrite = `        if (c0 < {{.QD}}u) {
             out[(u64)t * {{.QD}}u + c0] = a0;
             out[(u64)t * {{.QD}}u + c1] = a1;
         } else if (c0 < {{.QKD}}u) {
@@ -282,6 +286,8 @@ const ropeStore = `
             stf(vcache + (u64)ps * {{.KVD}}u + c1 - {{.QKD}}u, a1);
         }
 `
+
+const ropeStore = ropeRotate + ropeWrite
 
 var familyTemplates = map[string]string{
 	// embed: one thread per unit of the output row; the table row is the token's.
@@ -432,20 +438,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         return;
     }` + ropePair + `
     float a0 = x[(u64)t * {{.QD}}u + c0], a1 = x[(u64)t * {{.QD}}u + c1];
-    if (i < {{.Half}}u) {
-        const int ps = pos[t];
-        const float fh = {{.Name}}_freq[i][0], fl = {{.Name}}_freq[i][1];
-        const float pf = float(ps);
-        const float ph = pf * fh;
-        const float pl = fmaf(pf, fh, -ph) + pf * fl;
-        const float kq = rintf(ph * 0.15915494309189535f);
-        float th = fmaf(-kq, 6.28318548202514648f, ph);
-        th = fmaf(-kq, -1.7484556000744487e-07f, th) + pl;
-        const float cs = cosf(th){{.MScale}}, sn = sinf(th){{.MScale}};
-        const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
-        a0 = r0;
-        a1 = r1;
-    }
+    {` + ropeRotate + `    }
     out[(u64)t * {{.QD}}u + c0] = a0;
     out[(u64)t * {{.QD}}u + c1] = a1;
 }

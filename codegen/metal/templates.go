@@ -58,6 +58,61 @@ const dotLoop = `{{define "dot"}}
             }
         }{{end}}`
 
+// ropeFreqs, ropePair, ropeRotate and ropeWrite are the RoPE pieces of the
+// qkv_rope kernel (its epilogue, lane 0 of the pair's simdgroup), of
+// rope_kv and of rope (one thread per pair): the frequency table, the
+// pair's columns of h, the rotation of q and k pairs, and the stores into
+// q and the caches. ropeStore is the rotation and the stores.
+const ropeFreqs = `
+// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
+// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
+constant float2 {{.Name}}_freq[{{.Half}}] = { {{- .Freqs -}} };
+`
+
+const ropePair = `
+    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
+    const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
+    uint c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
+    if (i < {{.Half}}u) {
+        c0 = i;
+        c1 = i + {{.Half}}u;
+    }{{end}}
+    c0 += head * {{.HD}}u;
+    c1 += head * {{.HD}}u;`
+
+const ropeRotate = `
+        const int ps = pos[t];
+        if (c0 < {{.QKD}}u && i < {{.Half}}u) {
+            // θ = ps·freq[i] reduced modulo 2π in extended precision
+            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
+            const float2 f = {{.Name}}_freq[i];
+            const float pf = float(ps);
+            const float ph = pf * f.x;
+            const float pl = fma(pf, f.x, -ph) + pf * f.y;
+            const float kq = rint(ph * 0.15915494309189535f);
+            float th = fma(-kq, 6.28318548202514648f, ph);
+            th = fma(-kq, -1.7484556000744487e-07f, th) + pl;
+            const float cs = cos(th){{.MScale}}, sn = sin(th){{.MScale}};
+            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
+            a0 = r0;
+            a1 = r1;
+        }
+`
+
+const ropeWrite = `        if (c0 < {{.QD}}u) {
+            out[(ulong)t * {{.QD}}u + c0] = a0;
+            out[(ulong)t * {{.QD}}u + c1] = a1;
+        } else if (c0 < {{.QKD}}u) {
+            kcache[(ulong)ps * {{.KVD}}u + c0 - {{.QD}}u] = {{.CacheT}}(a0);
+            kcache[(ulong)ps * {{.KVD}}u + c1 - {{.QD}}u] = {{.CacheT}}(a1);
+        } else {
+            vcache[(ulong)ps * {{.KVD}}u + c0 - {{.QKD}}u] = {{.CacheT}}(a0);
+            vcache[(ulong)ps * {{.KVD}}u + c1 - {{.QKD}}u] = {{.CacheT}}(a1);
+        }
+`
+
+const ropeStore = ropeRotate + ropeWrite
+
 var familyTemplates = map[string]string{
 	"matmul_tiled": tiledTemplate,
 	"swiglu_tiled": tiledTemplate,
@@ -135,11 +190,7 @@ kernel void {{.Name}}(
 	// qkv_rope: simdgroup p computes the pair of columns RoPE rotates
 	// together, rotates it (q and k blocks), and stores q into out and k, v
 	// into the caches at row pos[t].
-	"qkv_rope": dotLoop + `
-// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
-// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
-constant float2 {{.Name}}_freq[{{.Half}}] = { {{- .Freqs -}} };
-
+	"qkv_rope": dotLoop + `` + ropeFreqs + `
 // {{.Name}}: h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ{{if .Bias}} + bias{{end}}; q, k, v = h's blocks of {{.QD}}, {{.KVD}}, {{.KVD}};
 // rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
 kernel void {{.Name}}(
@@ -154,16 +205,7 @@ kernel void {{.Name}}(
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
     const uint t = tgpig.y, p = tgpig.x * {{.NW}}u + sgitg;
-    device const float* xr = x + (ulong)t * {{.K}}u;` + normPrologue + `
-    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
-    const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
-    uint c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
-    if (i < {{.Half}}u) {
-        c0 = i;
-        c1 = i + {{.Half}}u;
-    }{{end}}
-    c0 += head * {{.HD}}u;
-    c1 += head * {{.HD}}u;
+    device const float* xr = x + (ulong)t * {{.K}}u;` + normPrologue + `` + ropePair + `
     float a0 = 0.0f, a1 = 0.0f;
     if (p < {{.Pairs}}u) {{"{"}}{{template "dot" (dotArgs . "c0" "a0")}}{{template "dot" (dotArgs . "c1" "a1")}}
     }
@@ -173,34 +215,7 @@ kernel void {{.Name}}(
         a0 *= scale;
         a1 *= scale;{{end}}{{if .Bias}}
         a0 += bias[c0];
-        a1 += bias[c1];{{end}}
-        const int ps = pos[t];
-        if (c0 < {{.QKD}}u && i < {{.Half}}u) {
-            // θ = ps·freq[i] reduced modulo 2π in extended precision
-            // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
-            const float2 f = {{.Name}}_freq[i];
-            const float pf = float(ps);
-            const float ph = pf * f.x;
-            const float pl = fma(pf, f.x, -ph) + pf * f.y;
-            const float kq = rint(ph * 0.15915494309189535f);
-            float th = fma(-kq, 6.28318548202514648f, ph);
-            th = fma(-kq, -1.7484556000744487e-07f, th) + pl;
-            const float cs = cos(th){{.MScale}}, sn = sin(th){{.MScale}};
-            const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
-            a0 = r0;
-            a1 = r1;
-        }
-        if (c0 < {{.QD}}u) {
-            out[(ulong)t * {{.QD}}u + c0] = a0;
-            out[(ulong)t * {{.QD}}u + c1] = a1;
-        } else if (c0 < {{.QKD}}u) {
-            kcache[(ulong)ps * {{.KVD}}u + c0 - {{.QD}}u] = {{.CacheT}}(a0);
-            kcache[(ulong)ps * {{.KVD}}u + c1 - {{.QD}}u] = {{.CacheT}}(a1);
-        } else {
-            vcache[(ulong)ps * {{.KVD}}u + c0 - {{.QKD}}u] = {{.CacheT}}(a0);
-            vcache[(ulong)ps * {{.KVD}}u + c1 - {{.QKD}}u] = {{.CacheT}}(a1);
-        }
-    }
+        a1 += bias[c1];{{end}}` + ropeStore + `    }
 }
 `,
 	// rope_kv: the second launch of a qkv_rope whose q and k heads are
@@ -208,11 +223,7 @@ kernel void {{.Name}}(
 	// thread p of token t normalises its head (each thread sums its head's
 	// squares itself), rotates its pair as qkv_rope's epilogue does and
 	// stores q, k, v.
-	"rope_kv": `
-// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
-// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
-constant float2 {{.Name}}_freq[{{.Half}}] = { {{- .Freqs -}} };
-
+	"rope_kv": ropeFreqs + `
 // {{.Name}}: q, k, v = h[t]'s blocks of {{.QD}}, {{.KVD}}, {{.KVD}} (h[T, {{.N}}]){{if .QKNorm}}; q and k heads RMS-normalised and scaled{{end}};
 // rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
 kernel void {{.Name}}(
@@ -227,16 +238,7 @@ kernel void {{.Name}}(
     const uint t = tgpig.y, p = tgpig.x * {{.Threads}}u + tiitg;
     if (p >= {{.Pairs}}u) {
         return;
-    }
-    // Pair p: head p / {{.HalfHD}}, index i inside it; columns c0, c1 of h.
-    const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
-    uint c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
-    if (i < {{.Half}}u) {
-        c0 = i;
-        c1 = i + {{.Half}}u;
-    }{{end}}
-    c0 += head * {{.HD}}u;
-    c1 += head * {{.HD}}u;
+    }` + ropePair + `
     float a0 = h[(ulong)t * {{.N}}u + c0], a1 = h[(ulong)t * {{.N}}u + c1];{{if .QKNorm}}
     if (c0 < {{.QKD}}u) {
         device const float* hr = h + (ulong)t * {{.N}}u + head * {{.HD}}u;
@@ -249,42 +251,13 @@ kernel void {{.Name}}(
         a0 = a0 * sc * float(g[c0 - head * {{.HD}}u]);
         a1 = a1 * sc * float(g[c1 - head * {{.HD}}u]);
     }{{end}}
-    const int ps = pos[t];
-    if (c0 < {{.QKD}}u && i < {{.Half}}u) {
-        // θ = ps·freq[i] reduced modulo 2π in extended precision
-        // (Cody–Waite with fma): cos and sin then see |θ| ≤ π.
-        const float2 f = {{.Name}}_freq[i];
-        const float pf = float(ps);
-        const float ph = pf * f.x;
-        const float pl = fma(pf, f.x, -ph) + pf * f.y;
-        const float kq = rint(ph * 0.15915494309189535f);
-        float th = fma(-kq, 6.28318548202514648f, ph);
-        th = fma(-kq, -1.7484556000744487e-07f, th) + pl;
-        const float cs = cos(th){{.MScale}}, sn = sin(th){{.MScale}};
-        const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
-        a0 = r0;
-        a1 = r1;
-    }
-    if (c0 < {{.QD}}u) {
-        out[(ulong)t * {{.QD}}u + c0] = a0;
-        out[(ulong)t * {{.QD}}u + c1] = a1;
-    } else if (c0 < {{.QKD}}u) {
-        kcache[(ulong)ps * {{.KVD}}u + c0 - {{.QD}}u] = {{.CacheT}}(a0);
-        kcache[(ulong)ps * {{.KVD}}u + c1 - {{.QD}}u] = {{.CacheT}}(a1);
-    } else {
-        vcache[(ulong)ps * {{.KVD}}u + c0 - {{.QKD}}u] = {{.CacheT}}(a0);
-        vcache[(ulong)ps * {{.KVD}}u + c1 - {{.QKD}}u] = {{.CacheT}}(a1);
-    }
+    {` + ropeStore + `    }
 }
 `,
 	// rope: a standalone rotation (a graph whose projections did not fuse):
 	// thread p of token t rotates column pair p of x, or copies it past
 	// n_rot.
-	"rope": `
-// {{.Name}}_freq: θ_i = freq_scale·base^(−2i/n_rot) as a (hi, lo) float pair,
-// computed in float64 by the compiler so that pos·θ keeps float64 accuracy.
-constant float2 {{.Name}}_freq[{{.Half}}] = { {{- .Freqs -}} };
-
+	"rope": ropeFreqs + `
 // {{.Name}}: out[t] = rope(x[t]) ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}), rows of {{.QD}}.
 kernel void {{.Name}}(
     device const float* x [[buffer(0)]],
@@ -294,29 +267,9 @@ kernel void {{.Name}}(
     const uint t = tgpig.y, p = tgpig.x * {{.Threads}}u + tiitg;
     if (p >= {{.Pairs}}u) {
         return;
-    }
-    const uint head = p / {{.HalfHD}}u, i = p % {{.HalfHD}}u;
-    uint c0 = 2 * i, c1 = 2 * i + 1;{{if .Neox}}
-    if (i < {{.Half}}u) {
-        c0 = i;
-        c1 = i + {{.Half}}u;
-    }{{end}}
-    c0 += head * {{.HD}}u;
-    c1 += head * {{.HD}}u;
+    }` + ropePair + `
     float a0 = x[(ulong)t * {{.QD}}u + c0], a1 = x[(ulong)t * {{.QD}}u + c1];
-    if (i < {{.Half}}u) {
-        const float2 f = {{.Name}}_freq[i];
-        const float pf = float(pos[t]);
-        const float ph = pf * f.x;
-        const float pl = fma(pf, f.x, -ph) + pf * f.y;
-        const float kq = rint(ph * 0.15915494309189535f);
-        float th = fma(-kq, 6.28318548202514648f, ph);
-        th = fma(-kq, -1.7484556000744487e-07f, th) + pl;
-        const float cs = cos(th){{.MScale}}, sn = sin(th){{.MScale}};
-        const float r0 = a0 * cs - a1 * sn, r1 = a0 * sn + a1 * cs;
-        a0 = r0;
-        a1 = r1;
-    }
+    {` + ropeRotate + `    }
     out[(ulong)t * {{.QD}}u + c0] = a0;
     out[(ulong)t * {{.QD}}u + c1] = a1;
 }
