@@ -75,15 +75,7 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	if err != nil {
 		return err
 	}
-	ctxLen := c.Ctx
-	if ctxLen == 0 {
-		ctxLen = m.ctx
-	}
-	var sess *runtime.Session
-	err = spin("loading weights", func() (err error) {
-		sess, err = m.session(ctxLen)
-		return err
-	})
+	sess, ctxLen, err := m.loadSession(c.Ctx)
 	if err != nil {
 		return err
 	}

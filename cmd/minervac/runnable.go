@@ -186,6 +186,20 @@ func openCached(path string, src *frontend.Source) (*runnable, error) {
 	return r, nil
 }
 
+// loadSession is session behind the "loading weights" spinner, with ctx 0
+// meaning the model's own context; it returns the context it used.
+func (r *runnable) loadSession(ctx int) (*runtime.Session, int, error) {
+	if ctx == 0 {
+		ctx = r.ctx
+	}
+	var sess *runtime.Session
+	err := spin("loading weights", func() (err error) {
+		sess, err = r.session(ctx)
+		return err
+	})
+	return sess, ctx, err
+}
+
 // session compiles the runnable on its target's backend with one sequence
 // slot of ctx positions.
 func (r *runnable) session(ctx int) (*runtime.Session, error) {
