@@ -1,6 +1,7 @@
 package arch
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -332,7 +333,7 @@ func ropeFreqs(f File, nrot int) ([]float64, error) {
 	}
 	out := make([]float64, nrot/2)
 	for i := range out {
-		out[i] = float64(math.Float32frombits(uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24))
+		out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
 		if !(out[i] > 0) || math.IsInf(out[i], 0) {
 			return nil, fmt.Errorf("rope_freqs.weight[%d] = %v is not a positive number", i, out[i])
 		}
