@@ -36,6 +36,9 @@ type variant struct {
 	// (one row, four rows).
 	q5_0, q4_1, q5_1       func(nb int, w, a []byte) float32
 	q5_0x4, q4_1x4, q5_1x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
+	// MLX affine weights against float32 activations, ng groups, indexed
+	// by dtype − ir.MLXQ4G32 (dot_mlx.go).
+	mlx [mlxCount]func(ng int, w, a []byte) float32
 }
 
 var genericVariant = &variant{name: "generic"}

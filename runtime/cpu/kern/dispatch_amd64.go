@@ -12,7 +12,9 @@ func archVariants() {
 			q4_K: dotQ4_KAVX2, q5_K: dotQ5_KAVX2, q6_K: dotQ6_KAVX2,
 			mxfp4: dotMXFP4AVX2, mxfp4x4: dotMXFP4x4AVX2,
 			q5_0: dotQ5_0AVX2, q4_1: dotQ4_1AVX2, q5_1: dotQ5_1AVX2,
-			q5_0x4: dotQ5_0x4AVX2, q4_1x4: dotQ4_1x4AVX2, q5_1x4: dotQ5_1x4AVX2}
+			q5_0x4: dotQ5_0x4AVX2, q4_1x4: dotQ4_1x4AVX2, q5_1x4: dotQ5_1x4AVX2,
+			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32AVX2, dotMLXQ4G64AVX2,
+				dotMLXQ4G128AVX2, dotMLXQ8G32AVX2, dotMLXQ8G64AVX2, dotMLXQ8G128AVX2}}
 		variants[avx2.name] = avx2
 		best = avx2
 		// AVX-512 VNNI: the AVX2 kernels, with vpdpbusd in the group
@@ -25,6 +27,10 @@ func archVariants() {
 			v.gemvQ8_0, v.gemmQ8_0x4 = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
 			v.gemmQ4_0x8, v.gemmQ8_0x8 = gemmQ4_0x8x8VNNI, gemmQ8_0x8x8VNNI
 			v.unsignedQ8 = true
+			// The MLX kernels in ZMM registers: the AVX2 ones' lanes
+			// and order, so the same results.
+			v.mlx = [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32AVX512, dotMLXQ4G64AVX512,
+				dotMLXQ4G128AVX512, dotMLXQ8G32AVX512, dotMLXQ8G64AVX512, dotMLXQ8G128AVX512}
 			variants[v.name] = &v
 			best = &v
 		}

@@ -128,3 +128,99 @@ func dotQ5_KAVX2(nb int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotQ6_KAVX2(nb int, w []byte, a []byte) float32
+
+// dotMLXQ4G32AVX2 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX2 and FMA.
+//
+//go:noescape
+func dotMLXQ4G32AVX2(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G32AVX512 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX-512F.
+//
+//go:noescape
+func dotMLXQ4G32AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G64AVX2 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 64)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX2 and FMA.
+//
+//go:noescape
+func dotMLXQ4G64AVX2(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G64AVX512 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 64)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX-512F.
+//
+//go:noescape
+func dotMLXQ4G64AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G128AVX2 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 128)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX2 and FMA.
+//
+//go:noescape
+func dotMLXQ4G128AVX2(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G128AVX512 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 128)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX-512F.
+//
+//go:noescape
+func dotMLXQ4G128AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G32AVX2 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 32)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX2 and FMA.
+//
+//go:noescape
+func dotMLXQ8G32AVX2(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G32AVX512 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 32)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX-512F.
+//
+//go:noescape
+func dotMLXQ8G32AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G64AVX2 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 64)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX2 and FMA.
+//
+//go:noescape
+func dotMLXQ8G64AVX2(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G64AVX512 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 64)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX-512F.
+//
+//go:noescape
+func dotMLXQ8G64AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G128AVX2 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 128)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX2 and FMA.
+//
+//go:noescape
+func dotMLXQ8G128AVX2(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G128AVX512 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 128)
+// with float32 activations a, each weight decoded as fma(scale, q, bias) and
+// summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
+// It needs AVX-512F.
+//
+//go:noescape
+func dotMLXQ8G128AVX512(ng int, w []byte, a []byte) float32

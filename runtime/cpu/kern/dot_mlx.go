@@ -2,22 +2,62 @@ package kern
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
+	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
 )
 
-// dotMLX is the dot product of an MLX affine weight row (bits, group; n
-// elements) with float32 activations: each group decoded exactly as
-// quant.Dequantize decodes it (scale·q + bias rounded once to float32),
+// The MLX affine dtypes, ir.MLXQ4G32 … ir.MLXQ8G128, numbered
+// consecutively: mlxGeom[wt − ir.MLXQ4G32] is their bits and group size
+// (checked against ir in init).
+const mlxCount = 6
+
+var mlxGeom = [mlxCount]struct{ bits, group int }{{4, 32}, {4, 64}, {4, 128}, {8, 32}, {8, 64}, {8, 128}}
+
+func init() {
+	for i, g := range mlxGeom {
+		bits, group, ok := (ir.MLXQ4G32 + ir.DType(i)).MLXAffineParams()
+		if !ok || bits != g.bits || group != g.group {
+			panic(fmt.Sprintf("kern: MLX dtype %d is not %d bits in groups of %d", ir.MLXQ4G32+ir.DType(i), g.bits, g.group))
+		}
+	}
+}
+
+// dotMLX is Dot for the MLX affine dtype ir.MLXQ4G32+i. The SIMD variants
+// run their kernel (codegen/goasm/gen/kerndot/mlx.go): each weight decoded
+// exactly as here, then summed in float32 lanes with FMA as the variant's
+// F32 dot sums (dotFloatSIMD), so a row gives what the same weights stored
+// as F32 give on that variant, bit for bit. The generic variant runs
+// dotMLXGeneric.
+func (ks Kernels) dotMLX(i uint, n int, w, a []byte) float32 {
+	g := mlxGeom[i]
+	if n < 0 || n%g.group != 0 {
+		panic(fmt.Sprintf("kern: a row of %d elements is not a whole number of MLX groups of %d", n, g.group))
+	}
+	ng := n / g.group
+	w, a = w[:ng*(8+g.group*g.bits/8)], a[:4*n]
+	if f := ks.v.mlx[i]; f != nil {
+		return f(ng, w, a)
+	}
+	return dotMLXGeneric(g.bits, g.group, n, w, a)
+}
+
+// dotMLXGeneric is the dot product of an MLX affine weight row (bits,
+// group; n elements) with float32 activations: each group decoded exactly
+// as quant.Dequantize decodes it (scale·q + bias rounded once to float32),
 // then multiplied and summed as dotF32 does, products rounded to float32
 // and summed in a double. So a row gives what the same weights stored as
 // F32 give, which is what the goldens' reference ran (MLX twins as F32
-// GGUF files, float activations). It is the generic path: decode, then a
-// float dot; a 4-bit group-32 weight with f16-exact scales and biases
-// would also repack exactly into Q4_1, whose kernels round the activations
-// to 8 bits instead.
-func dotMLX(bits, group, n int, w, a []byte) float32 {
+// GGUF files, float activations).
+//
+// A 4-bit weight with f16-exact scales and biases would also repack
+// exactly into Q4_1, but Q4_1's kernels round the activations to 8 bits
+// (Q8_1), 2e-2 from that reference where these kernels stay at float
+// rounding; and 8-bit weights have no exact ggml layout. So the MLX types
+// keep their own kernels.
+func dotMLXGeneric(bits, group, n int, w, a []byte) float32 {
 	bb := 8 + group*bits/8
 	var buf [128]float32
 	g := buf[:group]

@@ -153,6 +153,9 @@ func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 			}
 		}
 	}
+	if i := uint(wt - ir.MLXQ4G32); i < mlxCount {
+		return ks.dotMLX(i, n, w, a)
+	}
 	w = w[:rowBytes(wt, n)]
 	a = a[:ActBytes(wt, n)]
 	switch wt {
@@ -186,9 +189,6 @@ func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 		return dotQ5_K(n/256, w, a)
 	case ir.Q6_K:
 		return dotQ6_K(n/256, w, a)
-	}
-	if bits, group, ok := wt.MLXAffineParams(); ok {
-		return dotMLX(bits, group, n, w, a)
 	}
 	panic(fmt.Sprintf("kern: Dot does not support %s", wt))
 }

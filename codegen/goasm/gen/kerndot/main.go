@@ -72,6 +72,7 @@ func run(dir string) error {
 		gemv(c, typ, 4)
 	}
 	kquants(c)
+	mlx(c)
 
 	return avoutil.Write(c, "codegen/goasm/gen/kerndot", dir, "dot_amd64.s", "dot_amd64_stubs.go")
 }
