@@ -49,7 +49,8 @@ func (p param) size() int {
 // frame lays out ABI0 arguments and results on the stack: each at a
 // multiple of its alignment, results from the next multiple of 8. It
 // returns the offsets of the names go vet's asmdecl expects (x, x_base,
-// x_len, x_cap, ret) and the total size.
+// x_len, x_cap, ret) and the total size (the end of the last result, not
+// rounded: asmdecl wants $…-60 for a float32 after 56 bytes of arguments).
 func frame(args, results []param) (map[string]int, int) {
 	off := map[string]int{}
 	n := 0
@@ -74,7 +75,6 @@ func frame(args, results []param) (map[string]int, int) {
 		}
 		place(p, name)
 	}
-	n = (n + 7) / 8 * 8
 	return off, n
 }
 

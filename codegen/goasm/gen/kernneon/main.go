@@ -42,6 +42,7 @@ func generate() (asm, stubs []byte, err error) {
 		gemv(f, consts, typ, 1)
 		gemv(f, consts, typ, 4)
 	}
+	mlx(f, consts)
 	stubs, err = f.goStubs()
 	if err != nil {
 		return nil, nil, err
