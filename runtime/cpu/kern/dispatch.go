@@ -39,6 +39,9 @@ type variant struct {
 	// MLX affine weights against float32 activations, ng groups, indexed
 	// by dtype − ir.MLXQ4G32 (dot_mlx.go).
 	mlx [mlxCount]func(ng int, w, a []byte) float32
+	// mlxx: the same against mlxRows activation rows at once (0: none).
+	mlxx    [mlxCount]func(ng int, w, a []byte, stride int, dst []float32)
+	mlxRows int
 }
 
 var genericVariant = &variant{name: "generic"}

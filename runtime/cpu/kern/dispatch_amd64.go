@@ -14,7 +14,10 @@ func archVariants() {
 			q5_0: dotQ5_0AVX2, q4_1: dotQ4_1AVX2, q5_1: dotQ5_1AVX2,
 			q5_0x4: dotQ5_0x4AVX2, q4_1x4: dotQ4_1x4AVX2, q5_1x4: dotQ5_1x4AVX2,
 			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32AVX2, dotMLXQ4G64AVX2,
-				dotMLXQ4G128AVX2, dotMLXQ8G32AVX2, dotMLXQ8G64AVX2, dotMLXQ8G128AVX2}}
+				dotMLXQ4G128AVX2, dotMLXQ8G32AVX2, dotMLXQ8G64AVX2, dotMLXQ8G128AVX2},
+			mlxx: [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x2AVX2, dotMLXQ4G64x2AVX2,
+				dotMLXQ4G128x2AVX2, dotMLXQ8G32x2AVX2, dotMLXQ8G64x2AVX2, dotMLXQ8G128x2AVX2},
+			mlxRows: 2}
 		variants[avx2.name] = avx2
 		best = avx2
 		// AVX-512 VNNI: the AVX2 kernels, with vpdpbusd in the group
@@ -31,6 +34,9 @@ func archVariants() {
 			// and order, so the same results.
 			v.mlx = [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32AVX512, dotMLXQ4G64AVX512,
 				dotMLXQ4G128AVX512, dotMLXQ8G32AVX512, dotMLXQ8G64AVX512, dotMLXQ8G128AVX512}
+			v.mlxx = [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x4AVX512, dotMLXQ4G64x4AVX512,
+				dotMLXQ4G128x4AVX512, dotMLXQ8G32x4AVX512, dotMLXQ8G64x4AVX512, dotMLXQ8G128x4AVX512}
+			v.mlxRows = 4
 			variants[v.name] = &v
 			best = &v
 		}

@@ -137,6 +137,12 @@ func dotQ6_KAVX2(nb int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ4G32AVX2(ng int, w []byte, a []byte) float32
 
+// dotMLXQ4G32x2AVX2 sets dst[r] to dotMLXQ4G32AVX2(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G32x2AVX2(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ4G32AVX512 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
 // summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
@@ -144,6 +150,12 @@ func dotMLXQ4G32AVX2(ng int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotMLXQ4G32AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G32x4AVX512 sets dst[r] to dotMLXQ4G32AVX512(ng, w, a[r*stride:]) for r < 4,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G32x4AVX512(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // dotMLXQ4G64AVX2 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 64)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
@@ -153,6 +165,12 @@ func dotMLXQ4G32AVX512(ng int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ4G64AVX2(ng int, w []byte, a []byte) float32
 
+// dotMLXQ4G64x2AVX2 sets dst[r] to dotMLXQ4G64AVX2(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G64x2AVX2(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ4G64AVX512 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 64)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
 // summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
@@ -160,6 +178,12 @@ func dotMLXQ4G64AVX2(ng int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotMLXQ4G64AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G64x4AVX512 sets dst[r] to dotMLXQ4G64AVX512(ng, w, a[r*stride:]) for r < 4,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G64x4AVX512(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // dotMLXQ4G128AVX2 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 128)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
@@ -169,6 +193,12 @@ func dotMLXQ4G64AVX512(ng int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ4G128AVX2(ng int, w []byte, a []byte) float32
 
+// dotMLXQ4G128x2AVX2 sets dst[r] to dotMLXQ4G128AVX2(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G128x2AVX2(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ4G128AVX512 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 128)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
 // summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
@@ -176,6 +206,12 @@ func dotMLXQ4G128AVX2(ng int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotMLXQ4G128AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G128x4AVX512 sets dst[r] to dotMLXQ4G128AVX512(ng, w, a[r*stride:]) for r < 4,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G128x4AVX512(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // dotMLXQ8G32AVX2 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 32)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
@@ -185,6 +221,12 @@ func dotMLXQ4G128AVX512(ng int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ8G32AVX2(ng int, w []byte, a []byte) float32
 
+// dotMLXQ8G32x2AVX2 sets dst[r] to dotMLXQ8G32AVX2(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G32x2AVX2(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ8G32AVX512 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 32)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
 // summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
@@ -192,6 +234,12 @@ func dotMLXQ8G32AVX2(ng int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotMLXQ8G32AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G32x4AVX512 sets dst[r] to dotMLXQ8G32AVX512(ng, w, a[r*stride:]) for r < 4,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G32x4AVX512(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // dotMLXQ8G64AVX2 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 64)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
@@ -201,6 +249,12 @@ func dotMLXQ8G32AVX512(ng int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ8G64AVX2(ng int, w []byte, a []byte) float32
 
+// dotMLXQ8G64x2AVX2 sets dst[r] to dotMLXQ8G64AVX2(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G64x2AVX2(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ8G64AVX512 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 64)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
 // summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
@@ -208,6 +262,12 @@ func dotMLXQ8G64AVX2(ng int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotMLXQ8G64AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G64x4AVX512 sets dst[r] to dotMLXQ8G64AVX512(ng, w, a[r*stride:]) for r < 4,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G64x4AVX512(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // dotMLXQ8G128AVX2 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 128)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
@@ -217,6 +277,12 @@ func dotMLXQ8G64AVX512(ng int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ8G128AVX2(ng int, w []byte, a []byte) float32
 
+// dotMLXQ8G128x2AVX2 sets dst[r] to dotMLXQ8G128AVX2(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G128x2AVX2(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ8G128AVX512 is the dot of ng blocks of w (MLX affine, 8 bits, groups of 128)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
 // summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).
@@ -224,3 +290,9 @@ func dotMLXQ8G128AVX2(ng int, w []byte, a []byte) float32
 //
 //go:noescape
 func dotMLXQ8G128AVX512(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G128x4AVX512 sets dst[r] to dotMLXQ8G128AVX512(ng, w, a[r*stride:]) for r < 4,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G128x4AVX512(ng int, w []byte, a []byte, stride int, dst []float32)

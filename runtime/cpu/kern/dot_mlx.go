@@ -32,16 +32,38 @@ func init() {
 // as F32 give on that variant, bit for bit. The generic variant runs
 // dotMLXGeneric.
 func (ks Kernels) dotMLX(i uint, n int, w, a []byte) float32 {
-	g := mlxGeom[i]
-	if n < 0 || n%g.group != 0 {
-		panic(fmt.Sprintf("kern: a row of %d elements is not a whole number of MLX groups of %d", n, g.group))
-	}
-	ng := n / g.group
+	g, ng := mlxGroups(i, n)
 	w, a = w[:ng*(8+g.group*g.bits/8)], a[:4*n]
 	if f := ks.v.mlx[i]; f != nil {
 		return f(ng, w, a)
 	}
 	return dotMLXGeneric(g.bits, g.group, n, w, a)
+}
+
+// mlxGroups returns the geometry of MLX dtype i and the number of groups
+// in a row of n elements, and panics when n is not whole groups.
+func mlxGroups(i uint, n int) (g struct{ bits, group int }, ng int) {
+	g = mlxGeom[i]
+	if n < 0 || n%g.group != 0 {
+		panic(fmt.Sprintf("kern: a row of %d elements is not a whole number of MLX groups of %d", n, g.group))
+	}
+	return g, n / g.group
+}
+
+// dotMLXRows is DotRows for MLX dtype i with the variant's multi-row
+// kernel: it sets dst[r] for the first len(dst) rounded down to whole
+// kernel calls (mlxRows rows each, at least one) and returns how many.
+// Each kernel decodes a weight once for its rows and gives each row
+// exactly the one-row kernel's result.
+func (ks Kernels) dotMLXRows(i uint, n int, w, a []byte, stride int, dst []float32) int {
+	g, ng := mlxGroups(i, n)
+	w = w[:ng*(8+g.group*g.bits/8)]
+	k, f := ks.v.mlxRows, ks.v.mlxx[i]
+	r := 0
+	for ; r+k <= len(dst); r += k {
+		f(ng, w, a[r*stride:][:(k-1)*stride+4*n], stride, dst[r:r+k])
+	}
+	return r
 }
 
 // dotMLXGeneric is the dot product of an MLX affine weight row (bits,

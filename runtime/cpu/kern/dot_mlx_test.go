@@ -114,15 +114,22 @@ func TestDotMLX(t *testing.T) {
 							require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "%s: dot %v, emulated %v", name, got, emu)
 						}
 						require.LessOrEqual(t, math.Abs(float64(got)-ref), 1e-6*mag, "%s", name)
-						rows := make([]float32, 5)
+						// Seven distinct rows: the multi-row kernels
+						// (two or four rows) and the one-row rest.
+						rows := make([]float32, 7)
 						stride := len(a) + 12
-						aa := make([]byte, 5*stride)
-						for r := range 5 {
+						aa := make([]byte, len(rows)*stride)
+						for r := range rows {
 							copy(aa[r*stride:], a)
+							if r > 0 {
+								ks.QuantizeActs(ir.F32, randRow(n, 1, seed+uint64(r)+2), aa[r*stride:])
+							}
 						}
 						ks.DotRows(wt, n, w, aa, stride, rows)
-						for _, s := range rows {
-							require.Equal(t, math.Float32bits(got), math.Float32bits(s), "%s: DotRows", name)
+						require.Equal(t, math.Float32bits(got), math.Float32bits(rows[0]), "%s: DotRows row 0", name)
+						for r, s := range rows {
+							want := ks.Dot(wt, n, w, aa[r*stride:])
+							require.Equal(t, math.Float32bits(want), math.Float32bits(s), "%s: DotRows row %d", name, r)
 						}
 					}
 				}
@@ -185,6 +192,32 @@ func BenchmarkDotMLX(b *testing.B) {
 					s += ks.Dot(wt, n, w, a)
 				}
 				_ = s
+			})
+		}
+	}
+}
+
+// BenchmarkDotRowsMLX: one 4096-element row against eight activation rows
+// (prefill), as BenchmarkDotMLX: the MLX types with their multi-row
+// kernels beside F32, Q8_0 and Q4_1, per variant.
+func BenchmarkDotRowsMLX(b *testing.B) {
+	const n, R = 4096, 8
+	for _, name := range Variants() {
+		ks, err := Use(name)
+		require.NoError(b, err)
+		for _, wt := range append([]ir.DType{ir.F32, ir.Q8_0, ir.Q4_1}, mlxTypes...) {
+			b.Run(name+"/"+wt.String(), func(b *testing.B) {
+				w, _ := makeWeights(b, wt, n, 1)
+				ab := ActBytes(wt, n)
+				a := make([]byte, R*ab)
+				for r := range R {
+					ks.QuantizeActs(ActType(wt), randRow(n, 1, uint64(r)+2), a[r*ab:])
+				}
+				dst := make([]float32, R)
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					ks.DotRows(wt, n, w, a, ab, dst)
+				}
 			})
 		}
 	}

@@ -232,6 +232,9 @@ func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []flo
 			}
 		}
 	}
+	if i := uint(wt - ir.MLXQ4G32); i < mlxCount && R >= ks.v.mlxRows && ks.v.mlxRows > 0 {
+		r = ks.dotMLXRows(i, n, w, a, stride, dst)
+	}
 	for ; r < R; r++ {
 		dst[r] = ks.Dot(wt, n, w, a[r*stride:])
 	}

@@ -34,14 +34,20 @@ import (
 // mlxTypes lists the MLX affine kernels: bits and group size.
 var mlxTypes = []struct{ bits, group int }{{4, 32}, {4, 64}, {4, 128}, {8, 32}, {8, 64}, {8, 128}}
 
-// mlx emits dotMLXQ<bits>G<group>AVX2 and …AVX512 for every MLX type.
+// mlxRowsAVX2 and mlxRowsAVX512 are the activation rows of the multi-row
+// kernels: as many as keep every accumulator in a register (four per row
+// in YMM, two in ZMM).
+const mlxRowsAVX2, mlxRowsAVX512 = 2, 4
+
+// mlx emits dotMLXQ<bits>G<group>AVX2 and …AVX512 for every MLX type, and
+// their multi-row forms …x2AVX2 and …x4AVX512.
 func mlx(c *build.Context) {
 	for _, t := range mlxTypes {
 		for _, wide := range []bool{false, true} {
 			name, isa := fmt.Sprintf("dotMLXQ%dG%d", t.bits, t.group), "AVX2"
-			needs := "AVX2 and FMA"
+			needs, rows := "AVX2 and FMA", mlxRowsAVX2
 			if wide {
-				isa, needs = "AVX512", "AVX-512F"
+				isa, needs, rows = "AVX512", "AVX-512F", mlxRowsAVX512
 			}
 			c.Function(name + isa)
 			c.Attributes(attr.NOSPLIT)
@@ -53,28 +59,50 @@ func mlx(c *build.Context) {
 				"summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).",
 				"It needs "+needs+".",
 			)
-			mlxDot(c, name+isa, t.bits, t.group, wide)
+			mlxDot(c, name+isa, t.bits, t.group, wide, 1)
+
+			multi := fmt.Sprintf("%sx%d%s", name, rows, isa)
+			c.Function(multi)
+			c.Attributes(attr.NOSPLIT)
+			c.Pragma("noescape")
+			c.SignatureExpr("func(ng int, w, a []byte, stride int, dst []float32)")
+			c.Doc(
+				fmt.Sprintf("%s sets dst[r] to %s%s(ng, w, a[r*stride:]) for r < %d,", multi, name, isa, rows),
+				"bit for bit, decoding each weight once for the rows.",
+			)
+			mlxDot(c, multi, t.bits, t.group, wide, rows)
 		}
 	}
 }
 
-// mlxDot emits the body of one MLX kernel.
-func mlxDot(c *build.Context, name string, bits, group int, wide bool) {
+// mlxDot emits the body of one MLX kernel over rows activation rows.
+func mlxDot(c *build.Context, name string, bits, group int, wide bool, rows int) {
 	ng := c.Load(c.Param("ng"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := c.Load(c.Param("a").Base(), c.GP64())
+	y := make([]reg.Register, rows)
+	y[0] = c.Load(c.Param("a").Base(), c.GP64())
+	if rows > 1 {
+		stride := c.Load(c.Param("stride"), c.GP64())
+		for r := 1; r < rows; r++ {
+			y[r] = c.GP64()
+			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
+		}
+	}
 	lanes := 8
 	vec := c.YMM
 	if wide {
 		lanes, vec = 16, c.ZMM
 	}
-	acc := make([]reg.VecVirtual, 32/lanes)
-	for i := range acc {
-		acc[i] = vec()
-		if wide {
-			c.VPXORD(acc[i], acc[i], acc[i]) // VXORPS on ZMM needs AVX512DQ
-		} else {
-			c.VXORPS(acc[i], acc[i], acc[i])
+	acc := make([][]reg.VecVirtual, rows)
+	for r := range acc {
+		acc[r] = make([]reg.VecVirtual, 32/lanes)
+		for i := range acc[r] {
+			acc[r][i] = vec()
+			if wide {
+				c.VPXORD(acc[r][i], acc[r][i], acc[r][i]) // VXORPS on ZMM needs AVX512DQ
+			} else {
+				c.VXORPS(acc[r][i], acc[r][i], acc[r][i])
+			}
 		}
 	}
 	blockBytes := 8 + group*bits/8
@@ -86,13 +114,14 @@ func mlxDot(c *build.Context, name string, bits, group int, wide bool) {
 	c.VBROADCASTSS(Mem{Base: x}, s)
 	c.VBROADCASTSS(Mem{Base: x, Disp: 4}, b)
 	// fmaStep decodes the lanes of q (uint32 quants of elements e…e+lanes-1
-	// of the group) and adds their products with the activations.
+	// of the group) and adds their products with each row's activations.
 	fmaStep := func(q reg.VecVirtual, e int) {
 		c.VCVTDQ2PS(q, q)      // exact: q < 256
 		c.VFMADD213PS(b, s, q) // w = scale·q + bias, rounded once
 		k := (e % 32) / lanes  // accumulator
-		ym := Mem{Base: y, Disp: 4 * e}
-		c.VFMADD231PS(ym, q, acc[k]) // acc += w·x, rounded once
+		for r := range rows {
+			c.VFMADD231PS(Mem{Base: y[r], Disp: 4 * e}, q, acc[r][k]) // acc += w·x, rounded once
+		}
 	}
 	for chunk := 0; chunk < group/32; chunk++ {
 		e0 := 32 * chunk
@@ -133,10 +162,30 @@ func mlxDot(c *build.Context, name string, bits, group int, wide bool) {
 		}
 	}
 	c.ADDQ(U32(blockBytes), x)
-	c.ADDQ(U32(4*group), y)
+	for r := range rows {
+		c.ADDQ(U32(4*group), y[r])
+	}
 	c.DECQ(ng)
 	c.JNZ(LabelRef(lbl("group")))
 	c.Label(lbl("done"))
+	if rows == 1 {
+		r := mlxSum(c, acc[0], wide)
+		c.VZEROUPPER()
+		c.Store(r, c.ReturnIndex(0))
+		c.RET()
+		return
+	}
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	for i := range rows {
+		c.VMOVSS(mlxSum(c, acc[i], wide), Mem{Base: dst, Disp: 4 * i})
+	}
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// mlxSum reduces one row's accumulators as dotF32BytesAVX2 does, into the
+// low lane of an XMM register.
+func mlxSum(c *build.Context, acc []reg.VecVirtual, wide bool) reg.VecVirtual {
 	var sum reg.VecVirtual
 	if wide {
 		// acc[0] = (acc0, acc1), acc[1] = (acc2, acc3).
@@ -154,8 +203,5 @@ func mlxDot(c *build.Context, name string, bits, group int, wide bool) {
 		c.VADDPS(acc[2], acc[0], acc[0])
 		sum = acc[0]
 	}
-	r := avoutil.HSumFloat8(c, sum)
-	c.VZEROUPPER()
-	c.Store(r, c.ReturnIndex(0))
-	c.RET()
+	return avoutil.HSumFloat8(c, sum)
 }
