@@ -13,7 +13,10 @@ func archVariants() {
 			gemvQ4_0: gemvQ4_0x8NEON, gemmQ4_0x4: gemmQ4_0x8x4NEON,
 			gemvQ8_0: gemvQ8_0x8NEON, gemmQ8_0x4: gemmQ8_0x8x4NEON,
 			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32NEON, dotMLXQ4G64NEON,
-				dotMLXQ4G128NEON, dotMLXQ8G32NEON, dotMLXQ8G64NEON, dotMLXQ8G128NEON}}
+				dotMLXQ4G128NEON, dotMLXQ8G32NEON, dotMLXQ8G64NEON, dotMLXQ8G128NEON},
+			mlxx: [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x2NEON, dotMLXQ4G64x2NEON,
+				dotMLXQ4G128x2NEON, dotMLXQ8G32x2NEON, dotMLXQ8G64x2NEON, dotMLXQ8G128x2NEON},
+			mlxRows: 2}
 		variants[neon.name] = neon
 		best = neon
 	}

@@ -39,12 +39,24 @@ func gemmQ8_0x8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //go:noescape
 func dotMLXQ4G32NEON(ng int, w []byte, a []byte) float32
 
+// dotMLXQ4G32x2NEON sets dst[r] to dotMLXQ4G32NEON(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G32x2NEON(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ4G64NEON is the dot of ng blocks of w (MLX affine, 4 bits, groups of 64)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
 // (codegen/goasm/gen/kernneon/mlx.go). It needs AdvSIMD.
 //
 //go:noescape
 func dotMLXQ4G64NEON(ng int, w []byte, a []byte) float32
+
+// dotMLXQ4G64x2NEON sets dst[r] to dotMLXQ4G64NEON(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G64x2NEON(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // dotMLXQ4G128NEON is the dot of ng blocks of w (MLX affine, 4 bits, groups of 128)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
@@ -53,12 +65,24 @@ func dotMLXQ4G64NEON(ng int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ4G128NEON(ng int, w []byte, a []byte) float32
 
+// dotMLXQ4G128x2NEON sets dst[r] to dotMLXQ4G128NEON(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ4G128x2NEON(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ8G32NEON is the dot of ng blocks of w (MLX affine, 8 bits, groups of 32)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
 // (codegen/goasm/gen/kernneon/mlx.go). It needs AdvSIMD.
 //
 //go:noescape
 func dotMLXQ8G32NEON(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G32x2NEON sets dst[r] to dotMLXQ8G32NEON(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G32x2NEON(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // dotMLXQ8G64NEON is the dot of ng blocks of w (MLX affine, 8 bits, groups of 64)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
@@ -67,9 +91,21 @@ func dotMLXQ8G32NEON(ng int, w []byte, a []byte) float32
 //go:noescape
 func dotMLXQ8G64NEON(ng int, w []byte, a []byte) float32
 
+// dotMLXQ8G64x2NEON sets dst[r] to dotMLXQ8G64NEON(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G64x2NEON(ng int, w []byte, a []byte, stride int, dst []float32)
+
 // dotMLXQ8G128NEON is the dot of ng blocks of w (MLX affine, 8 bits, groups of 128)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
 // (codegen/goasm/gen/kernneon/mlx.go). It needs AdvSIMD.
 //
 //go:noescape
 func dotMLXQ8G128NEON(ng int, w []byte, a []byte) float32
+
+// dotMLXQ8G128x2NEON sets dst[r] to dotMLXQ8G128NEON(ng, w, a[r*stride:]) for r < 2,
+// bit for bit, decoding each weight once for the rows.
+//
+//go:noescape
+func dotMLXQ8G128x2NEON(ng int, w []byte, a []byte, stride int, dst []float32)

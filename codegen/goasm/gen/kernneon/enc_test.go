@@ -75,7 +75,9 @@ func TestFrame(t *testing.T) {
 		t.Errorf("got %v, %d", off, size)
 	}
 	off, size = frame([]param{{"dst", "[]float32"}, {"alpha", "float32"}, {"x", "[]float32"}}, []param{{"s", "float32"}})
-	if off["alpha"] != 24 || off["x_base"] != 32 || off["ret"] != 56 || size != 64 {
+	// 60, not 64: go vet's asmdecl ends the frame at the float32 result
+	// (the MLX kernels return one).
+	if off["alpha"] != 24 || off["x_base"] != 32 || off["ret"] != 56 || size != 60 {
 		t.Errorf("got %v, %d", off, size)
 	}
 }

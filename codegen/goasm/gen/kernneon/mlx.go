@@ -11,22 +11,27 @@ import "fmt"
 // ((acc0+acc1)+(acc2+acc3)) and the lanes as hsum_float_8. FMLA is fused
 // as vfmadd is, so the results are those kernels' bit for bit.
 //
-// Registers: R0 groups left, R1 weights, R2 activations. V0..V7 the
-// accumulators, V8 the scale, V9 the bias (broadcast), V10 the nibble mask,
-// V11 a weight vector, V12, V13 low and high nibbles, V14, V15 bytes in
-// element order, V16..V19 halfwords, V20..V23 quants then weights, V24..V27
+// mlxRows is the activation rows of the multi-row kernels (…x2NEON): all
+// their accumulators in registers, eight per row.
+const mlxRows = 2
+
+// Registers: R0 groups left, R1 weights, R2+r row r's activations, R6
+// stride, R7 dst. V(8r)..V(8r+7) row r's accumulators, V16 the scale, V17
+// the bias (broadcast), V18 the nibble mask, V19, V20 bytes in element
+// order, V21..V23 (4 bits) the packed vector and its low and high nibbles,
+// V21..V24 quants, V25, V26 halfwords, V27 a weight, V28+r row r's
 // activations.
 const (
-	vMLXScale, vMLXBias, vMLXMask v = 8, 9, 10
-	vMLXPacked, vMLXLo, vMLXHi    v = 11, 12, 13
-	vMLXBytes, vMLXHalf           v = 14, 16
-	vMLXQ, vMLXAct                v = 20, 24
+	vMLXScale, vMLXBias, vMLXMask v = 16, 17, 18
+	vMLXBytes, vMLXPacked         v = 19, 21
+	vMLXQ, vMLXHalf, vMLXW        v = 21, 25, 27
+	vMLXAct                       v = 28
 )
 
 // mlxTypes lists the MLX affine kernels: bits and group size.
 var mlxTypes = []struct{ bits, group int }{{4, 32}, {4, 64}, {4, 128}, {8, 32}, {8, 64}, {8, 128}}
 
-// mlx emits dotMLXQ<bits>G<group>NEON for every MLX type.
+// mlx emits dotMLXQ<bits>G<group>NEON and …x2NEON for every MLX type.
 func mlx(f *file, consts map[string]string) {
 	for _, t := range mlxTypes {
 		name := fmt.Sprintf("dotMLXQ%dG%dNEON", t.bits, t.group)
@@ -36,19 +41,33 @@ func mlx(f *file, consts map[string]string) {
 			"(codegen/goasm/gen/kernneon/mlx.go). It needs AdvSIMD.",
 		}
 		g := f.function(name, doc, []param{{"ng", "int"}, {"w", "[]byte"}, {"a", "[]byte"}}, []param{{"", "float32"}})
-		mlxDot(g, consts, t.bits, t.group)
+		mlxDot(g, consts, t.bits, t.group, 1)
+
+		multi := fmt.Sprintf("dotMLXQ%dG%dx%dNEON", t.bits, t.group, mlxRows)
+		doc = []string{
+			fmt.Sprintf("%s sets dst[r] to %s(ng, w, a[r*stride:]) for r < %d,", multi, name, mlxRows),
+			"bit for bit, decoding each weight once for the rows.",
+		}
+		g = f.function(multi, doc, []param{{"ng", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"stride", "int"}, {"dst", "[]float32"}}, nil)
+		mlxDot(g, consts, t.bits, t.group, mlxRows)
 	}
 }
 
-func mlxDot(g *fn, consts map[string]string, bits, group int) {
+func mlxDot(g *fn, consts map[string]string, bits, group, rows int) {
 	g.op("MOVD %s, R0", g.arg("ng"))
 	g.op("MOVD %s, R1", g.arg("w_base"))
 	g.op("MOVD %s, R2", g.arg("a_base"))
-	if bits == 4 {
-		g.op("MOVD $%s, R3", consts["nibbleMask"])
-		g.op("VLD1 (R3), [%s]", vMLXMask.arr("B16"))
+	if rows > 1 {
+		g.op("MOVD %s, R6", g.arg("stride"))
+		for r := 1; r < rows; r++ {
+			g.op("ADD R6, R%d, R%d", 1+r, 2+r)
+		}
 	}
-	for k := v(0); k < 8; k++ {
+	if bits == 4 {
+		g.op("MOVD $%s, R5", consts["nibbleMask"])
+		g.op("VLD1 (R5), [%s]", vMLXMask.arr("B16"))
+	}
+	for k := v(0); k < v(8*rows); k++ {
 		g.op("VEOR %s, %s, %s", k.arr("B16"), k.arr("B16"), k.arr("B16"))
 	}
 	g.op("CBZ R0, %s", g.lbl("done"))
@@ -68,50 +87,62 @@ func mlxDot(g *fn, consts map[string]string, bits, group int) {
 				g.op("VUXTL2 %s, %s", h.arr("H8"), (vMLXQ + j).arr("S4"))
 			}
 		}
-		g.op("VLD1.P 64(R2), %s", vMLXAct.list(4, "S4"))
 		for j := v(0); j < 4; j++ {
 			q := vMLXQ + j
 			g.scvtf(q, q) // exact: q < 256
 			// w = bias + scale·q, rounded once: FMLA into a copy of the
 			// bias.
-			w := vMLXHalf + j
-			g.op("VORR %s, %s, %s", vMLXBias.arr("B16"), vMLXBias.arr("B16"), w.arr("B16"))
-			g.op("VFMLA %s, %s, %s", vMLXScale.arr("S4"), q.arr("S4"), w.arr("S4"))
-			acc := v((e/4 + int(j)) % 8)
-			g.op("VFMLA %s, %s, %s", w.arr("S4"), (vMLXAct + j).arr("S4"), acc.arr("S4"))
+			g.op("VORR %s, %s, %s", vMLXBias.arr("B16"), vMLXBias.arr("B16"), vMLXW.arr("B16"))
+			g.op("VFMLA %s, %s, %s", vMLXScale.arr("S4"), q.arr("S4"), vMLXW.arr("S4"))
+			for r := range rows {
+				x := vMLXAct + v(r)
+				g.op("VLD1.P 16(R%d), [%s]", 2+r, x.arr("S4"))
+				acc := v(8*r + (e/4+int(j))%8)
+				g.op("VFMLA %s, %s, %s", vMLXW.arr("S4"), x.arr("S4"), acc.arr("S4"))
+			}
 		}
 	}
 	for e := 0; e < group; e += 32 {
 		if bits == 8 {
 			g.op("VLD1.P 32(R1), %s", vMLXBytes.list(2, "B16"))
-			sixteen(vMLXBytes, e)
-			sixteen(vMLXBytes+1, e+16)
-			continue
+		} else {
+			// 16 bytes: elements e+2j in the low nibbles, e+2j+1 in the
+			// high ones; zipped back into element order.
+			lo, hi := vMLXPacked+1, vMLXPacked+2
+			g.op("VLD1.P 16(R1), [%s]", vMLXPacked.arr("B16"))
+			g.op("VAND %s, %s, %s", vMLXMask.arr("B16"), vMLXPacked.arr("B16"), lo.arr("B16"))
+			g.op("VUSHR $4, %s, %s", vMLXPacked.arr("B16"), hi.arr("B16"))
+			g.op("VZIP1 %s, %s, %s", hi.arr("B16"), lo.arr("B16"), vMLXBytes.arr("B16"))
+			g.op("VZIP2 %s, %s, %s", hi.arr("B16"), lo.arr("B16"), (vMLXBytes + 1).arr("B16"))
 		}
-		// 16 bytes: elements e+2j in the low nibbles, e+2j+1 in the high.
-		g.op("VLD1.P 16(R1), [%s]", vMLXPacked.arr("B16"))
-		g.op("VAND %s, %s, %s", vMLXMask.arr("B16"), vMLXPacked.arr("B16"), vMLXLo.arr("B16"))
-		g.op("VUSHR $4, %s, %s", vMLXPacked.arr("B16"), vMLXHi.arr("B16"))
-		g.op("VZIP1 %s, %s, %s", vMLXHi.arr("B16"), vMLXLo.arr("B16"), vMLXBytes.arr("B16"))
-		g.op("VZIP2 %s, %s, %s", vMLXHi.arr("B16"), vMLXLo.arr("B16"), (vMLXBytes + 1).arr("B16"))
 		sixteen(vMLXBytes, e)
 		sixteen(vMLXBytes+1, e+16)
 	}
 	g.op("SUBS $1, R0, R0")
 	g.op("BNE %s", g.lbl("group"))
 	g.label("done")
-	// Lanes 0–3 of accumulator k are V(2k), lanes 4–7 V(2k+1).
-	for h := v(0); h < 2; h++ {
-		g.fadd(h, h, 2+h)     // acc0 + acc1
-		g.fadd(4+h, 4+h, 6+h) // acc2 + acc3
-		g.fadd(h, h, 4+h)
+	if rows > 1 {
+		g.op("MOVD %s, R7", g.arg("dst_base"))
 	}
-	g.fadd(0, 0, 1) // hi + lo
-	g.op("VEXT $8, %s, %s, %s", v(0).arr("B16"), v(0).arr("B16"), v(1).arr("B16"))
-	g.fadd(0, 0, 1) // r0+r2, r1+r3
-	g.op("VMOV %s.S[1], %s.S[0]", v(0), v(1))
-	g.op("FADDS F1, F0, F0")
-	g.op("FMOVS F0, %s", g.arg("ret"))
+	for r := range rows {
+		// Lanes 0–3 of accumulator k are V(8r+2k), lanes 4–7 V(8r+2k+1).
+		a := v(8 * r)
+		for h := v(0); h < 2; h++ {
+			g.fadd(a+h, a+h, a+2+h)     // acc0 + acc1
+			g.fadd(a+4+h, a+4+h, a+6+h) // acc2 + acc3
+			g.fadd(a+h, a+h, a+4+h)
+		}
+		g.fadd(a, a, a+1) // hi + lo
+		g.op("VEXT $8, %s, %s, %s", a.arr("B16"), a.arr("B16"), (a + 1).arr("B16"))
+		g.fadd(a, a, a+1) // r0+r2, r1+r3
+		g.op("VMOV %s.S[1], %s.S[0]", a, a+1)
+		g.op("FADDS F%d, F%d, F%d", a+1, a, a)
+		if rows == 1 {
+			g.op("FMOVS F0, %s", g.arg("ret"))
+		} else {
+			g.op("FMOVS F%d, %d(R7)", a, 4*r)
+		}
+	}
 	g.end()
 }
 
