@@ -79,15 +79,7 @@ func mlx(c *build.Context) {
 func mlxDot(c *build.Context, name string, bits, group int, wide bool, rows int) {
 	ng := c.Load(c.Param("ng"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := make([]reg.Register, rows)
-	y[0] = c.Load(c.Param("a").Base(), c.GP64())
-	if rows > 1 {
-		stride := c.Load(c.Param("stride"), c.GP64())
-		for r := 1; r < rows; r++ {
-			y[r] = c.GP64()
-			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
-		}
-	}
+	y := avoutil.RowPointers(c, rows)
 	lanes := 8
 	vec := c.YMM
 	if wide {

@@ -84,6 +84,22 @@ func ActRowPointers(c *build.Context, nb reg.Register, rows, blockBytes int) (y,
 	return y, side
 }
 
+// RowPointers loads the activation rows of a multi-row kernel: row r at
+// a[r*stride:] (parameters "a" and, for rows > 1, "stride"), one register
+// each.
+func RowPointers(c *build.Context, rows int) []reg.Register {
+	y := make([]reg.Register, rows)
+	y[0] = c.Load(c.Param("a").Base(), c.GP64())
+	if rows > 1 {
+		stride := c.Load(c.Param("stride"), c.GP64())
+		for r := 1; r < rows; r++ {
+			y[r] = c.GP64()
+			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
+		}
+	}
+	return y
+}
+
 // ZeroYMMs returns n zeroed YMM registers (accumulators).
 func ZeroYMMs(c *build.Context, n int) []reg.VecVirtual {
 	acc := make([]reg.VecVirtual, n)
