@@ -25,6 +25,9 @@ type Weights interface {
 type File struct {
 	Plan *Plan
 	Path string // the plan file
+	// App is the metadata of an app (OpenApp): opaque bytes its program
+	// wrote beside the plan; nil for a plan file.
+	App []byte
 
 	unmap func() error
 }

@@ -22,7 +22,13 @@ import (
 // URL once /health says ok, with the process and the rest of its stderr.
 func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(minervacBin, append([]string{"serve", "--port", "0"}, args...)...)
+	return startServeBin(t, minervacBin, args...)
+}
+
+// startServeBin is startServe of another minervac binary (an app).
+func startServeBin(t *testing.T, bin string, args ...string) (string, *exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
