@@ -108,6 +108,11 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		if p.Model, err = m.src.Identity(); err != nil {
 			return nil, err
 		}
+		// What inspect --verify checks the model's tensor data against
+		// (opening the plan checks only size and header hash).
+		if p.Model.WeightsDigest, err = plan.WeightsDigest(p.Graph, m.model.Weights); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }

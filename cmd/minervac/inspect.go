@@ -15,7 +15,8 @@ import (
 )
 
 type inspectCmd struct {
-	File string `arg:"" help:"Model file (.gguf), model directory (Hugging Face SafeTensors, or a file inside one) or plan file." type:"path"`
+	File   string `arg:"" help:"Model file (.gguf), model directory (Hugging Face SafeTensors, or a file inside one) or plan file." type:"path"`
+	Verify bool   `help:"For a plan that refers to its model file: read every weight and check it against the digest the plan recorded (opening a plan checks only the file's size and header hash)."`
 }
 
 func (c *inspectCmd) Run() error {
@@ -27,9 +28,12 @@ func (c *inspectCmd) Run() error {
 		return err
 	}
 	defer src.Close()
+	if c.Verify && src.Format != frontend.FormatPlan {
+		return usageError{fmt.Sprintf("--verify checks a plan against the model file it refers to; %s is a model, not a plan", c.File)}
+	}
 	switch src.Format {
 	case frontend.FormatPlan:
-		return inspectPlan(src)
+		return inspectPlan(src, c.Verify)
 	case frontend.FormatHF:
 		return inspectDir(os.Stdout, src)
 	}
@@ -85,15 +89,16 @@ func printArchSummary(w io.Writer, src *frontend.Source) {
 }
 
 // inspectPlan prints what a plan holds, opened without the model it refers
-// to; whether the model is still there, unchanged, is reported at the end.
-func inspectPlan(src *frontend.Source) error {
+// to; whether the model is still there, unchanged, is reported at the end:
+// its size and header hash, and with verify its tensor data.
+func inspectPlan(src *frontend.Source, verify bool) error {
 	p := src.Plan
 	w := os.Stdout
 	fmt.Fprintf(w, "file: %s (%d bytes)\nformat: minerva plan v%d, compiled by %s for target %s\n", src.Path, src.Size(), plan.FormatVersion, p.Compiler, p.Target)
 	if p.Embedded {
 		fmt.Fprintf(w, "weights: embedded (%d bytes)\n", p.Memory.WeightBytes)
 	} else {
-		fmt.Fprintf(w, "weights: referenced from %s (%d bytes, header sha256 %s)\n", p.Model.Path, p.Model.Size, p.Model.HeaderSHA256)
+		fmt.Fprintf(w, "weights: referenced from %s (%d bytes, header sha256 %s, tensor data %s)\n", p.Model.Path, p.Model.Size, p.Model.HeaderSHA256, p.Model.WeightsDigest)
 	}
 	fmt.Fprintf(w, "model: %q, architecture %s\n", p.Model.Name, p.Model.Arch)
 	cfg := p.Config
@@ -113,12 +118,31 @@ func inspectPlan(src *frontend.Source) error {
 	if err := inspectKernels(w, p); err != nil {
 		return err
 	}
-	if !p.Embedded {
+	switch {
+	case p.Embedded:
+		// Open checked every section's CRC-32C, the weights' included.
+		fmt.Fprintln(w, "status: every section's checksum verified, the embedded weights included")
+	default:
 		if err := src.ResolveModel(nil); err != nil {
 			fmt.Fprintf(w, "status: cannot run: %v\n", err)
-		} else {
-			fmt.Fprintln(w, "status: model file present and unchanged")
+			if verify {
+				return exitCode(1)
+			}
+			return nil
 		}
+		if !verify {
+			fmt.Fprintln(w, "status: model file present, with the size and header SHA-256 (metadata and tensor table) the plan recorded; its tensor data is not read (inspect --verify checks it)")
+			return nil
+		}
+		got, err := plan.WeightsDigest(p.Graph, src.Weights())
+		if err != nil {
+			return err
+		}
+		if got != p.Model.WeightsDigest {
+			fmt.Fprintf(w, "status: the model file's tensor data has changed since the plan was compiled (%s, now %s): recompile %s\n", p.Model.WeightsDigest, got, src.Path)
+			return exitCode(1)
+		}
+		fmt.Fprintf(w, "status: model file present, size, header SHA-256 and tensor data (%s) as the plan recorded\n", got)
 	}
 	return nil
 }

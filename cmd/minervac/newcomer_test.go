@@ -238,3 +238,39 @@ func TestNegativeValuesGetRangeMessages(t *testing.T) {
 		require.NotContains(t, stderr, "short flag")
 	}
 }
+
+// inspect says what opening a plan checks of its model file (size and
+// header hash), not "unchanged"; --verify reads the tensor data and finds a
+// weight byte edited behind an unchanged header (exit status 1), and passes
+// the file as compiled.
+func TestInspectVerifyFindsEditedWeights(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.gguf")
+	copyFile(t, shared.Path(t, "models/gguf/stories260K.gguf"), model)
+	planPath := filepath.Join(dir, "model.plan")
+	_, stderr, code := minervac(t, "compile", model, "-target", "reference", "-o", planPath)
+	require.Equal(t, 0, code, stderr)
+
+	stdout, stderr, code := minervac(t, "inspect", "--verify", planPath)
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `status: model file present, size, header SHA-256 and tensor data \(crc32c:[0-9a-f]{8}\) as the plan recorded`, stdout)
+
+	// The last tensor's bytes end the file: flip one of them.
+	data, err := os.ReadFile(model)
+	require.NoError(t, err)
+	data[len(data)-100] ^= 0x40
+	require.NoError(t, os.WriteFile(model, data, 0o644))
+
+	stdout, stderr, code = minervac(t, "inspect", planPath)
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stdout, "unchanged")
+	require.Contains(t, stdout, "status: model file present, with the size and header SHA-256 (metadata and tensor table) the plan recorded; its tensor data is not read (inspect --verify checks it)")
+
+	stdout, _, code = minervac(t, "inspect", "--verify", planPath)
+	require.Equal(t, 1, code)
+	require.Regexp(t, `status: the model file's tensor data has changed since the plan was compiled \(crc32c:[0-9a-f]{8}, now crc32c:[0-9a-f]{8}\): recompile `, stdout)
+
+	_, stderr, code = minervac(t, "inspect", "--verify", model)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--verify checks a plan against the model file it refers to")
+}
