@@ -107,6 +107,9 @@ func inspectPlan(src *frontend.Source, verify bool) error {
 	mem := p.Memory
 	fmt.Fprintf(w, "memory: activation arena %d bytes per token (naive %d), KV cache %d bytes per position, default context %d\n",
 		mem.ArenaBytesPerToken, mem.NaiveBytesPerToken, mem.KVBytesPerPosition, p.Context)
+	base, slot := serveMemory(mem, p.Context, 0, serveChunk), serveMemory(mem, p.Context, 1, serveChunk)-serveMemory(mem, p.Context, 0, serveChunk)
+	fmt.Fprintf(w, "serving estimate: %d MiB for minervac serve --parallel 4 --ctx %d (%.1f MiB + %.1f MiB per --parallel slot: the weights twice, the KV caches, the arena, 128 MiB of runtime; deploy/kubernetes requests it)\n",
+		mib(serveMemory(mem, p.Context, 4, serveChunk)), p.Context, float64(base)/(1<<20), float64(slot)/(1<<20))
 	counts := opCounts(p.Graph)
 	fmt.Fprintf(w, "graph: %d ops per step, %d weight transforms at load:", total(counts), loadOps(counts))
 	for _, op := range unionKeys(counts, nil) {
@@ -183,3 +186,29 @@ func inspectKernels(w io.Writer, p *plan.Plan) error {
 		len(lib.Source), len(sched.Step(lib.Launches, 1)), len(sched.Step(lib.Launches, T)), T)
 	return nil
 }
+
+// Serving memory estimate (inspect prints it; deploy/kubernetes requests it,
+// and TestKubernetesManifests holds the manifests to it).
+const (
+	// serveChunk is serve's default --chunk: prompt tokens read in a step
+	// beside the running sequences.
+	serveChunk = 64
+	// serveRuntime is the process beside the model: the Go runtime, the
+	// tokenizer, the HTTP server, the backend's worker pool.
+	serveRuntime = 128 << 20
+)
+
+// serveMemory estimates the memory of `minervac serve` running a plan with
+// memory summary m, parallel slots of ctx positions and chunk prompt tokens
+// per step: the weights twice (the mapped file, whose pages count against a
+// container's memory, and at most one copy of each: the matrices fusion
+// concatenates at load, the CPU backend's interleaved groups), every slot's
+// KV cache, the activation arena of the widest step (a row per slot and a
+// chunk of prompt), and serveRuntime.
+func serveMemory(m plan.Memory, ctx, parallel, chunk int) int64 {
+	return 2*m.WeightBytes + int64(parallel)*int64(ctx)*m.KVBytesPerPosition +
+		int64(parallel+chunk)*m.ArenaBytesPerToken + serveRuntime
+}
+
+// mib rounds n bytes up to MiB.
+func mib(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
