@@ -81,10 +81,7 @@ func printArchSummary(w io.Writer, src *frontend.Source) {
 		cfg.NLayer, cfg.NEmbd, cfg.NHead, cfg.NHeadKV, cfg.HeadDim, cfg.NRot, cfg.NFF)
 	fmt.Fprintf(w, "  vocabulary %d (%s), context %d, rope base %g, rope freq scale %g, rms eps %g, tied output %v\n",
 		cfg.NVocab, m.Vocab.Model, cfg.ContextLength, cfg.RopeBase, cfg.RopeFreqScale, cfg.RMSEps, cfg.TiedOutput)
-	if cfg.NExpert > 0 {
-		fmt.Fprintf(w, "  experts %d (%d used per token, feed-forward %d), sliding window %d on layers %v, rope scaling %s (original context %d)\n",
-			cfg.NExpert, cfg.NExpertUsed, cfg.NFFExp, cfg.SlidingWindow, cfg.SlidingLayers, cfg.RopeScaling, cfg.RopeOrigCtx)
-	}
+	printExtras(w, cfg)
 	fmt.Fprintf(w, "  graph: %d values, %d outputs\n", len(m.Graph.Values), len(m.Graph.Outputs))
 }
 
@@ -104,6 +101,7 @@ func inspectPlan(src *frontend.Source, verify bool) error {
 	cfg := p.Config
 	fmt.Fprintf(w, "  layers %d, embedding %d, heads %d (kv %d, head dim %d), feed-forward %d, vocabulary %d (%s)\n",
 		cfg.NLayer, cfg.NEmbd, cfg.NHead, cfg.NHeadKV, cfg.HeadDim, cfg.NFF, cfg.NVocab, p.Vocab.Model)
+	printExtras(w, cfg)
 	mem := p.Memory
 	fmt.Fprintf(w, "memory: activation arena %d bytes per token (naive %d), KV cache %d bytes per position, default context %d\n",
 		mem.ArenaBytesPerToken, mem.NaiveBytesPerToken, mem.KVBytesPerPosition, p.Context)
@@ -212,3 +210,22 @@ func serveMemory(m plan.Memory, ctx, parallel, chunk int) int64 {
 
 // mib rounds n bytes up to MiB.
 func mib(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
+
+// printExtras prints what only some families have, one line each: experts,
+// a sliding attention window (phi3 on every layer, gpt-oss on some), rope
+// scaling.
+func printExtras(w io.Writer, cfg plan.Config) {
+	if cfg.NExpert > 0 {
+		fmt.Fprintf(w, "  experts %d (%d used per token, feed-forward %d)\n", cfg.NExpert, cfg.NExpertUsed, cfg.NFFExp)
+	}
+	if cfg.SlidingWindow > 0 {
+		layers := "every layer"
+		if len(cfg.SlidingLayers) > 0 {
+			layers = fmt.Sprintf("layers %v (the others attend to the whole context)", cfg.SlidingLayers)
+		}
+		fmt.Fprintf(w, "  sliding window %d positions on %s\n", cfg.SlidingWindow, layers)
+	}
+	if cfg.RopeScaling != "" {
+		fmt.Fprintf(w, "  rope scaling %s (original context %d)\n", cfg.RopeScaling, cfg.RopeOrigCtx)
+	}
+}

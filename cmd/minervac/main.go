@@ -128,7 +128,13 @@ func (f backendFlags) options() (runtime.Options, error) {
 		return runtime.Options{}, usageError{fmt.Sprintf("--threads %d must be ≥ 0", f.Threads)}
 	}
 	if n := goruntime.NumCPU(); f.Threads > n {
-		fmt.Fprintf(os.Stderr, "minervac: --threads %d exceeds the %d CPUs here; using %d\n", f.Threads, n, n)
+		// Name the setting the user wrote: the variable when the flag
+		// took its value from it.
+		what := fmt.Sprintf("--threads %d", f.Threads)
+		if v := os.Getenv("MINERVA_THREADS"); v == strconv.Itoa(f.Threads) && !threadsFlagGiven(os.Args[1:]) {
+			what = "MINERVA_THREADS=" + v
+		}
+		fmt.Fprintf(os.Stderr, "minervac: %s exceeds the %d CPUs here; using %d\n", what, n, n)
 		f.Threads = n
 	}
 	if f.CPUKernels != "" {
@@ -137,6 +143,19 @@ func (f backendFlags) options() (runtime.Options, error) {
 		}
 	}
 	return runtime.Options{Threads: f.Threads, CPUKernels: f.CPUKernels, CacheDir: f.CacheDir, CUDALib: f.CUDALib, NVRTCLib: f.NVRTCLib}, nil
+}
+
+// threadsFlagGiven reports whether the command line sets --threads.
+func threadsFlagGiven(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name == "threads" && strings.HasPrefix(a, "-") {
+			return true
+		}
+	}
+	return false
 }
 
 // exitCode ends minervac with that status and no further message (the

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -273,4 +275,42 @@ func TestInspectVerifyFindsEditedWeights(t *testing.T) {
 	_, stderr, code = minervac(t, "inspect", "--verify", model)
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--verify checks a plan against the model file it refers to")
+}
+
+// inspect shows a sliding attention window wherever a family has one:
+// phi3 on every layer (it was shown only beside gpt-oss's experts), in the
+// model file's summary and in a plan's.
+func TestInspectShowsSlidingWindow(t *testing.T) {
+	model := shared.Path(t, "models/gguf/synthetic/phi3-p-mix.gguf")
+	stdout, stderr, code := minervac(t, "inspect", model)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "\n  sliding window 8 positions on every layer\n")
+	require.NotContains(t, stdout, "experts")
+
+	planPath := filepath.Join(t.TempDir(), "phi3.plan")
+	_, stderr, code = minervac(t, "compile", model, "-o", planPath)
+	require.Equal(t, 0, code, stderr)
+	stdout, stderr, code = minervac(t, "inspect", planPath)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "\n  sliding window 8 positions on every layer\n")
+}
+
+// --threads beyond this machine's CPUs (flag or MINERVA_THREADS) runs with
+// the CPUs there are and says so, naming where the value came from; a
+// MINERVA_THREADS that is not a number is refused, naming the variable.
+func TestThreadsBounded(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	n := strconv.Itoa(goruntime.NumCPU())
+	stdout, stderr, code := minervac(t, "run", model, "-n", "4", "--threads", "9999")
+	require.Equal(t, 0, code, stderr)
+	require.NotEmpty(t, stdout)
+	require.Contains(t, stderr, "minervac: --threads 9999 exceeds the "+n+" CPUs here; using "+n+"\n")
+
+	_, stderr, code = minervacEnv(t, []string{"MINERVA_THREADS=9999"}, "run", model, "-n", "4")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "minervac: MINERVA_THREADS=9999 exceeds the "+n+" CPUs here; using "+n+"\n")
+
+	_, stderr, code = minervacEnv(t, []string{"MINERVA_THREADS=lots"}, "run", model, "-n", "4")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `MINERVA_THREADS="lots"`)
 }
