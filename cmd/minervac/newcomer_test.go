@@ -51,7 +51,7 @@ func TestVersionAndBareUsage(t *testing.T) {
 
 	stdout, stderr, code = minervac(t)
 	require.Equal(t, 0, code, stderr)
-	for _, cmd := range []string{"run", "compile", "inspect", "tokenize", "synth", "bench"} {
+	for _, cmd := range []string{"run", "compile", "inspect", "tokenize", "synth", "bench", "build", "serve", "chat"} {
 		require.Contains(t, stdout, "\n  "+cmd+" ", "usage lists %s", cmd)
 	}
 }
@@ -313,4 +313,16 @@ func TestThreadsBounded(t *testing.T) {
 	_, stderr, code = minervacEnv(t, []string{"MINERVA_THREADS=lots"}, "run", model, "-n", "4")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `MINERVA_THREADS="lots"`)
+}
+
+// A --ctx beyond the model's trained context runs, with a warning; within
+// it, no warning.
+func TestRunWarnsBeyondTrainedContext(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf") // trained for 2048 positions
+	_, stderr, code := minervac(t, "run", model, "--ctx", "3000", "-n", "2")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "minervac: warning: --ctx 3000 is beyond the 2048 positions the model was trained for")
+	_, stderr, code = minervac(t, "run", model, "--ctx", "2048", "-n", "2")
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "warning")
 }
