@@ -2,9 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,18 +59,7 @@ func TestBuildAppRunsGoldenText(t *testing.T) {
 	require.Contains(t, stdout, "weights: embedded (")
 
 	url, _, _ := startServeBin(t, app)
-	body := fmt.Sprintf(`{"prompt":%q,"max_tokens":64,"temperature":0}`, *c.PromptText)
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
-	require.NoError(t, err)
-	var r struct {
-		Choices []struct {
-			Text string `json:"text"`
-		} `json:"choices"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-	resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode)
-	require.Equal(t, string(want), r.Choices[0].Text)
+	require.Equal(t, string(want), greedyCompletion(t, url, *c.PromptText, 64))
 }
 
 // An app of a model directory carries its chat template (a plan does not):
