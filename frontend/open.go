@@ -65,6 +65,9 @@ type Source struct {
 	HF *hf.Model
 	// Plan is the decoded plan (FormatPlan).
 	Plan *plan.Plan
+	// App is the metadata an app carries beside its plan (a program
+	// minervac build wrote; plan.OpenApp), nil otherwise.
+	App []byte
 	// Model is the model file a plan without embedded weights refers to,
 	// opened and checked against the plan's record (plan.ModelRef); nil for
 	// an embedded plan, and for a plan opened with Options.Unresolved until
@@ -135,10 +138,14 @@ func OpenWith(path string, o Options) (*Source, error) {
 		}
 		_, s.size = s.HF.Fingerprint()
 	case FormatPlan:
-		if s.planFile, err = plan.OpenFile(fh); err != nil {
+		open := plan.OpenFile
+		if isApp(fh) {
+			open = plan.OpenApp // a program minervac build wrote: its plan is at the end
+		}
+		if s.planFile, err = open(fh); err != nil {
 			return nil, err
 		}
-		s.Plan = s.planFile.Plan
+		s.Plan, s.App = s.planFile.Plan, s.planFile.App
 		if !s.Plan.Embedded && !o.Unresolved {
 			if err := s.ResolveModel(o.Lend); err != nil {
 				s.Close()
@@ -243,7 +250,21 @@ func sniff(fh *os.File, st fs.FileInfo, path string) (Format, error) {
 	case bytes.HasPrefix(head, []byte(gguf.Magic)) || bytes.HasPrefix([]byte(gguf.Magic), head):
 		return FormatGGUF, nil
 	}
+	switch _, err := plan.ReadAppTrailer(fh, st.Size()); {
+	case err == nil:
+		return FormatPlan, nil // an app (minervac build): a program carrying a plan
+	case !errors.Is(err, plan.ErrNoApp):
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
 	return "", fmt.Errorf("%s: unknown magic %q: neither a GGUF model (%q) nor a Minerva plan (%q) nor a file of a model directory", path, head[:min(n, 4)], gguf.Magic, plan.Magic)
+}
+
+// isApp reports whether fh, sniffed as a plan, is a program carrying one
+// (an app) rather than a plan file.
+func isApp(fh *os.File) bool {
+	head := make([]byte, len(plan.Magic))
+	n, _ := fh.ReadAt(head, 0)
+	return !bytes.HasPrefix([]byte(plan.Magic), head[:n]) && !bytes.HasPrefix(head[:n], []byte(plan.Magic))
 }
 
 // opens counts the files Open has opened, by absolute path.

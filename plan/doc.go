@@ -18,14 +18,14 @@
 // reader or the architecture builders. The architecture summary a plan
 // records, Config, is defined here for that reason.
 //
-// # File layout (format version 2)
+// # File layout (format version 3)
 //
 // All integers are little-endian. A string is a u32 byte length and the
 // bytes (no terminator, any bytes).
 //
 //	offset  size  field
 //	0       8     magic "MNRVPLAN"
-//	8       4     u32 format version (2)
+//	8       4     u32 format version (3)
 //	12      4     u32 flags: bit 0 = weights embedded; other bits must be 0
 //	16      4     u32 H, length of the header body (at most 1 MiB)
 //	20      4     u32 CRC-32C of bytes [0, 20) followed by the header body
@@ -36,7 +36,9 @@
 //	                model reference: string absolute path, u64 size,
 //	                  string hex SHA-256 of the model's bytes [0, DataOffset),
 //	                  string general.name, string general.architecture
-//	                  (a model directory: see ModelRef)
+//	                  (a model directory: see ModelRef), string weights
+//	                  digest ("crc32c:" and 8 hex digits over the tensor
+//	                  data the graph uses, or "")
 //	                u32 section count, then per section:
 //	                  string name, u64 offset, u64 length, u32 CRC-32C
 //
@@ -86,7 +88,11 @@
 // files read and a SHA-256 over them (the JSON files whole, each shard's
 // header). A version 1 reader would take such a plan's directory for a
 // changed file, so the version changed with it; a version 1 plan is
-// refused with the version error (recompile). With embedded weights the plan stands alone and
+// refused with the version error (recompile). Version 3 adds the weights
+// digest to the reference: CRC-32C over the bytes of every weight the graph
+// uses, in name order. Open does not check it (it would read every weight);
+// `minervac inspect --verify` does, and so finds tensor bytes edited in place
+// behind an unchanged header. With embedded weights the plan stands alone and
 // File serves the tensors from its own read-only mapping: every tensor is
 // 64-byte aligned in the file, so backends can use it in place.
 package plan

@@ -1,11 +1,15 @@
 package plan
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"math"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
@@ -25,6 +29,9 @@ type Weights interface {
 type File struct {
 	Plan *Plan
 	Path string // the plan file
+	// App is the metadata of an app (OpenApp): opaque bytes its program
+	// wrote beside the plan; nil for a plan file.
+	App []byte
 
 	unmap func() error
 }
@@ -121,3 +128,37 @@ func (w planWeights) WeightBytes(name string) ([]byte, error) {
 // WeightSize is the number of bytes a weight value's type needs: what a
 // plan's embedded tensor, or the referenced model file's, must hold.
 func WeightSize(v *ir.Value) (int64, error) { return weightBytes(v) }
+
+// WeightsDigest is what a plan records of the tensor data it was compiled
+// against (ModelRef.WeightsDigest): "crc32c:" and the hex CRC-32C of the
+// bytes of every weight value of g, in name order, as w serves them. It
+// reads every weight.
+func WeightsDigest(g *ir.Graph, w Weights) (string, error) {
+	var names []string
+	for _, v := range g.Values {
+		if v.Op == ir.OpWeight {
+			names = append(names, v.Name())
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var crc uint32
+	for _, name := range names {
+		b, err := w.WeightBytes(name)
+		if err != nil {
+			return "", err
+		}
+		crc = crc32.Update(crc, castagnoli, b)
+	}
+	return fmt.Sprintf("crc32c:%08x", crc), nil
+}
+
+// validDigest reports whether s has the form WeightsDigest writes.
+func validDigest(s string) bool {
+	hexPart, ok := strings.CutPrefix(s, "crc32c:")
+	if !ok || len(hexPart) != 8 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil && strings.ToLower(hexPart) == hexPart
+}

@@ -128,6 +128,7 @@ func parseHeader(data []byte, opts ParseOptions) (*header, error) {
 	h.model.HeaderSHA256 = d.str("model header hash")
 	h.model.Name = d.str("model name")
 	h.model.Arch = d.str("model architecture")
+	h.model.WeightsDigest = d.str("model weights digest")
 	count := d.count(4+16+4, "section count")
 	if !d.short && count > maxSections {
 		return nil, errorf(ErrCorrupt, "header lists %d sections, more than %d", count, maxSections)

@@ -10,8 +10,9 @@ import (
 
 // FormatVersion is the plan format this package writes and the only one it
 // reads. Any change to the layout described in doc.go bumps it. Version 2:
-// the model reference may name a model directory (issue 16).
-const FormatVersion = 2
+// the model reference may name a model directory (issue 16). Version 3: it
+// records a digest of the tensor data (ModelRef.WeightsDigest, issue 19).
+const FormatVersion = 3
 
 // Magic opens every plan file.
 const Magic = "MNRVPLAN"
@@ -35,6 +36,11 @@ type ModelRef struct {
 	HeaderSHA256 string
 	Name         string // general.name ("" if absent); a directory's name
 	Arch         string // general.architecture (the graph's family)
+	// WeightsDigest is "crc32c:" and the hex CRC-32C of the tensor data
+	// the graph uses (WeightsDigest), recorded at compile time; "" when
+	// not recorded. Opening a plan does not check it (that would read
+	// every weight): `minervac inspect --verify` does.
+	WeightsDigest string
 }
 
 // Sampling holds the sampling defaults stored in a plan.

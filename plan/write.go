@@ -203,7 +203,7 @@ func checkSampling(s Sampling) error {
 // checkModelRef checks the strings of a model reference; a reference that
 // the runtime will resolve (referenced weights) must also be complete.
 func checkModelRef(m ModelRef, resolve bool) error {
-	for _, s := range []string{m.Path, m.HeaderSHA256, m.Name, m.Arch} {
+	for _, s := range []string{m.Path, m.HeaderSHA256, m.Name, m.Arch, m.WeightsDigest} {
 		if len(s) > maxName {
 			return fmt.Errorf("model reference field of %d bytes is too long", len(s))
 		}
@@ -215,6 +215,9 @@ func checkModelRef(m ModelRef, resolve bool) error {
 		if b, err := hex.DecodeString(m.HeaderSHA256); err != nil || len(b) != 32 || strings.ToLower(m.HeaderSHA256) != m.HeaderSHA256 {
 			return fmt.Errorf("model header hash %q is not a lower-case hex SHA-256", m.HeaderSHA256)
 		}
+	}
+	if m.WeightsDigest != "" && !validDigest(m.WeightsDigest) {
+		return fmt.Errorf("model weights digest %q is not crc32c: and 8 lower-case hex digits", m.WeightsDigest)
 	}
 	if !resolve {
 		return nil
@@ -415,6 +418,7 @@ func buildHeader(p *Plan, secs []*section, flags uint32) ([]byte, error) {
 		e.str(p.Model.HeaderSHA256)
 		e.str(p.Model.Name)
 		e.str(p.Model.Arch)
+		e.str(p.Model.WeightsDigest)
 		e.u32(uint32(len(secs)))
 		for _, s := range secs {
 			e.str(s.name)

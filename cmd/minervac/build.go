@@ -108,6 +108,11 @@ func compileModel(m *loaded, path string, o compileOptions) (*plan.Plan, error) 
 		if p.Model, err = m.src.Identity(); err != nil {
 			return nil, err
 		}
+		// What inspect --verify checks the model's tensor data against
+		// (opening the plan checks only size and header hash).
+		if p.Model.WeightsDigest, err = plan.WeightsDigest(p.Graph, m.model.Weights); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -121,8 +126,25 @@ func writePlan(p *plan.Plan, m *loaded, path string, embed bool) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriterSize(tmp, 1<<20)
+	err = encodePlan(tmp, p, m, embed)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644) // CreateTemp makes files private
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// encodePlan writes p to out through a buffer (plan.Write), embedding the
+// weights when embed is set, with a progress bar while they are copied.
+func encodePlan(out io.Writer, p *plan.Plan, m *loaded, embed bool) error {
+	bw := bufio.NewWriterSize(out, 1<<20)
 	var w io.Writer = bw
+	var weights eval.Weights // nil: the plan references the model file
 	if embed {
 		// What Write embeds: the graph's weights, whatever the model's
 		// format.
@@ -136,25 +158,12 @@ func writePlan(p *plan.Plan, m *loaded, path string, embed bool) error {
 		bar := newProgress(total, "embedding weights")
 		defer bar.Done()
 		w = io.MultiWriter(bw, progressWriter{bar})
-	}
-	var weights eval.Weights // nil: the plan references the model file
-	if embed {
 		weights = m.model.Weights
 	}
-	err = plan.Write(w, p, weights)
-	if err == nil {
-		err = bw.Flush()
+	if err := plan.Write(w, p, weights); err != nil {
+		return err
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644) // CreateTemp makes files private
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
+	return bw.Flush()
 }
 
 type progressWriter struct{ p *progress }

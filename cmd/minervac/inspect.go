@@ -15,7 +15,8 @@ import (
 )
 
 type inspectCmd struct {
-	File string `arg:"" help:"Model file (.gguf), model directory (Hugging Face SafeTensors, or a file inside one) or plan file." type:"path"`
+	File   string `arg:"" help:"Model file (.gguf), model directory (Hugging Face SafeTensors, or a file inside one) or plan file." type:"path"`
+	Verify bool   `help:"For a plan that refers to its model file: read every weight and check it against the digest the plan recorded (opening a plan checks only the file's size and header hash)."`
 }
 
 func (c *inspectCmd) Run() error {
@@ -27,9 +28,12 @@ func (c *inspectCmd) Run() error {
 		return err
 	}
 	defer src.Close()
+	if c.Verify && src.Format != frontend.FormatPlan {
+		return usageError{fmt.Sprintf("--verify checks a plan against the model file it refers to; %s is a model, not a plan", c.File)}
+	}
 	switch src.Format {
 	case frontend.FormatPlan:
-		return inspectPlan(src)
+		return inspectPlan(src, c.Verify)
 	case frontend.FormatHF:
 		return inspectDir(os.Stdout, src)
 	}
@@ -77,31 +81,33 @@ func printArchSummary(w io.Writer, src *frontend.Source) {
 		cfg.NLayer, cfg.NEmbd, cfg.NHead, cfg.NHeadKV, cfg.HeadDim, cfg.NRot, cfg.NFF)
 	fmt.Fprintf(w, "  vocabulary %d (%s), context %d, rope base %g, rope freq scale %g, rms eps %g, tied output %v\n",
 		cfg.NVocab, m.Vocab.Model, cfg.ContextLength, cfg.RopeBase, cfg.RopeFreqScale, cfg.RMSEps, cfg.TiedOutput)
-	if cfg.NExpert > 0 {
-		fmt.Fprintf(w, "  experts %d (%d used per token, feed-forward %d), sliding window %d on layers %v, rope scaling %s (original context %d)\n",
-			cfg.NExpert, cfg.NExpertUsed, cfg.NFFExp, cfg.SlidingWindow, cfg.SlidingLayers, cfg.RopeScaling, cfg.RopeOrigCtx)
-	}
+	printExtras(w, cfg)
 	fmt.Fprintf(w, "  graph: %d values, %d outputs\n", len(m.Graph.Values), len(m.Graph.Outputs))
 }
 
 // inspectPlan prints what a plan holds, opened without the model it refers
-// to; whether the model is still there, unchanged, is reported at the end.
-func inspectPlan(src *frontend.Source) error {
+// to; whether the model is still there, unchanged, is reported at the end:
+// its size and header hash, and with verify its tensor data.
+func inspectPlan(src *frontend.Source, verify bool) error {
 	p := src.Plan
 	w := os.Stdout
 	fmt.Fprintf(w, "file: %s (%d bytes)\nformat: minerva plan v%d, compiled by %s for target %s\n", src.Path, src.Size(), plan.FormatVersion, p.Compiler, p.Target)
 	if p.Embedded {
 		fmt.Fprintf(w, "weights: embedded (%d bytes)\n", p.Memory.WeightBytes)
 	} else {
-		fmt.Fprintf(w, "weights: referenced from %s (%d bytes, header sha256 %s)\n", p.Model.Path, p.Model.Size, p.Model.HeaderSHA256)
+		fmt.Fprintf(w, "weights: referenced from %s (%d bytes, header sha256 %s, tensor data %s)\n", p.Model.Path, p.Model.Size, p.Model.HeaderSHA256, p.Model.WeightsDigest)
 	}
 	fmt.Fprintf(w, "model: %q, architecture %s\n", p.Model.Name, p.Model.Arch)
 	cfg := p.Config
 	fmt.Fprintf(w, "  layers %d, embedding %d, heads %d (kv %d, head dim %d), feed-forward %d, vocabulary %d (%s)\n",
 		cfg.NLayer, cfg.NEmbd, cfg.NHead, cfg.NHeadKV, cfg.HeadDim, cfg.NFF, cfg.NVocab, p.Vocab.Model)
+	printExtras(w, cfg)
 	mem := p.Memory
 	fmt.Fprintf(w, "memory: activation arena %d bytes per token (naive %d), KV cache %d bytes per position, default context %d\n",
 		mem.ArenaBytesPerToken, mem.NaiveBytesPerToken, mem.KVBytesPerPosition, p.Context)
+	base, slot := serveMemory(mem, p.Context, 0, serveChunk), serveMemory(mem, p.Context, 1, serveChunk)-serveMemory(mem, p.Context, 0, serveChunk)
+	fmt.Fprintf(w, "serving estimate: %d MiB for minervac serve --parallel 4 --ctx %d (%.1f MiB + %.1f MiB per --parallel slot: the weights twice, the KV caches, the arena, 128 MiB of runtime; deploy/kubernetes requests it)\n",
+		mib(serveMemory(mem, p.Context, 4, serveChunk)), p.Context, float64(base)/(1<<20), float64(slot)/(1<<20))
 	counts := opCounts(p.Graph)
 	fmt.Fprintf(w, "graph: %d ops per step, %d weight transforms at load:", total(counts), loadOps(counts))
 	for _, op := range unionKeys(counts, nil) {
@@ -113,12 +119,31 @@ func inspectPlan(src *frontend.Source) error {
 	if err := inspectKernels(w, p); err != nil {
 		return err
 	}
-	if !p.Embedded {
+	switch {
+	case p.Embedded:
+		// Open checked every section's CRC-32C, the weights' included.
+		fmt.Fprintln(w, "status: every section's checksum verified, the embedded weights included")
+	default:
 		if err := src.ResolveModel(nil); err != nil {
 			fmt.Fprintf(w, "status: cannot run: %v\n", err)
-		} else {
-			fmt.Fprintln(w, "status: model file present and unchanged")
+			if verify {
+				return exitCode(1)
+			}
+			return nil
 		}
+		if !verify {
+			fmt.Fprintln(w, "status: model file present, with the size and header SHA-256 (metadata and tensor table) the plan recorded; its tensor data is not read (inspect --verify checks it)")
+			return nil
+		}
+		got, err := plan.WeightsDigest(p.Graph, src.Weights())
+		if err != nil {
+			return err
+		}
+		if got != p.Model.WeightsDigest {
+			fmt.Fprintf(w, "status: the model file's tensor data has changed since the plan was compiled (%s, now %s): recompile %s\n", p.Model.WeightsDigest, got, src.Path)
+			return exitCode(1)
+		}
+		fmt.Fprintf(w, "status: model file present, size, header SHA-256 and tensor data (%s) as the plan recorded\n", got)
 	}
 	return nil
 }
@@ -158,4 +183,49 @@ func inspectKernels(w io.Writer, p *plan.Plan) error {
 	fmt.Fprintf(w, " source %d bytes; launches per step: %d decode (T = 1), %d prefill (T = %d)\n",
 		len(lib.Source), len(sched.Step(lib.Launches, 1)), len(sched.Step(lib.Launches, T)), T)
 	return nil
+}
+
+// Serving memory estimate (inspect prints it; deploy/kubernetes requests it,
+// and TestKubernetesManifests holds the manifests to it).
+const (
+	// serveChunk is serve's default --chunk: prompt tokens read in a step
+	// beside the running sequences.
+	serveChunk = 64
+	// serveRuntime is the process beside the model: the Go runtime, the
+	// tokenizer, the HTTP server, the backend's worker pool.
+	serveRuntime = 128 << 20
+)
+
+// serveMemory estimates the memory of `minervac serve` running a plan with
+// memory summary m, parallel slots of ctx positions and chunk prompt tokens
+// per step: the weights twice (the mapped file, whose pages count against a
+// container's memory, and at most one copy of each: the matrices fusion
+// concatenates at load, the CPU backend's interleaved groups), every slot's
+// KV cache, the activation arena of the widest step (a row per slot and a
+// chunk of prompt), and serveRuntime.
+func serveMemory(m plan.Memory, ctx, parallel, chunk int) int64 {
+	return 2*m.WeightBytes + int64(parallel)*int64(ctx)*m.KVBytesPerPosition +
+		int64(parallel+chunk)*m.ArenaBytesPerToken + serveRuntime
+}
+
+// mib rounds n bytes up to MiB.
+func mib(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
+
+// printExtras prints what only some families have, one line each: experts,
+// a sliding attention window (phi3 on every layer, gpt-oss on some), rope
+// scaling.
+func printExtras(w io.Writer, cfg plan.Config) {
+	if cfg.NExpert > 0 {
+		fmt.Fprintf(w, "  experts %d (%d used per token, feed-forward %d)\n", cfg.NExpert, cfg.NExpertUsed, cfg.NFFExp)
+	}
+	if cfg.SlidingWindow > 0 {
+		layers := "every layer"
+		if len(cfg.SlidingLayers) > 0 {
+			layers = fmt.Sprintf("layers %v (the others attend to the whole context)", cfg.SlidingLayers)
+		}
+		fmt.Fprintf(w, "  sliding window %d positions on %s\n", cfg.SlidingWindow, layers)
+	}
+	if cfg.RopeScaling != "" {
+		fmt.Fprintf(w, "  rope scaling %s (original context %d)\n", cfg.RopeScaling, cfg.RopeOrigCtx)
+	}
 }

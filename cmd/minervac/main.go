@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
@@ -28,6 +29,7 @@ type cli struct {
 	Template templateCmd `cmd:"" help:"Print the prompt a chat template renders for a conversation, exactly."`
 	Tokenize tokenizeCmd `cmd:"" help:"Print the token ids and pieces of a text."`
 	Synth    synthCmd    `cmd:"" help:"Write a random-weight model with a real architecture's shapes (for benchmarks)."`
+	Build    buildCmd    `cmd:"" help:"Make one executable that carries a model: ./app --prompt …, ./app chat, ./app serve (also for another GOOS/GOARCH with --runtime)."`
 	Bench    benchCmd    `cmd:"" help:"Measure prefill and decode speed, latency, peak memory and bandwidth efficiency on this machine."`
 
 	Serve      serveCmd      `cmd:"" help:"Serve a model over an OpenAI-compatible HTTP API, several requests at once (continuous batching)."`
@@ -35,10 +37,22 @@ type cli struct {
 }
 
 func main() {
+	name, desc, args := "minervac", "Minerva: a compiler for large language models.", os.Args[1:]
+	// An app (minervac build) runs the model it carries.
+	exe, isApp, err := thisApp()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "minervac:", err)
+		os.Exit(1)
+	}
+	if isApp {
+		name = filepath.Base(exe)
+		desc = fmt.Sprintf("A Minerva app: minervac with a model inside. `%[1]s --prompt …` runs it (`%[1]s run --help`: the flags); `%[1]s chat` talks with it; `%[1]s serve` serves it.", name)
+		args = appArgs(exe, args)
+	}
 	var c cli
 	parser, err := kong.New(&c,
-		kong.Name("minervac"),
-		kong.Description("Minerva: a compiler for large language models."),
+		kong.Name(name),
+		kong.Description(desc),
 		kong.UsageOnError(),
 		kong.Vars{"version": versionString()},
 	)
@@ -46,12 +60,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		os.Exit(2)
 	}
-	if len(os.Args) == 1 {
+	if len(args) == 0 {
 		// Bare minervac: the usage, every command included, not an error.
 		_, _ = parser.Parse([]string{"--help"})
 		return
 	}
-	ctx, err := parser.Parse(goStyleFlags(parser, os.Args[1:]))
+	ctx, err := parser.Parse(goStyleFlags(parser, args))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "minervac:", err)
 		os.Exit(2)
@@ -114,7 +128,13 @@ func (f backendFlags) options() (runtime.Options, error) {
 		return runtime.Options{}, usageError{fmt.Sprintf("--threads %d must be ≥ 0", f.Threads)}
 	}
 	if n := goruntime.NumCPU(); f.Threads > n {
-		fmt.Fprintf(os.Stderr, "minervac: --threads %d exceeds the %d CPUs here; using %d\n", f.Threads, n, n)
+		// Name the setting the user wrote: the variable when the flag
+		// took its value from it.
+		what := fmt.Sprintf("--threads %d", f.Threads)
+		if v := os.Getenv("MINERVA_THREADS"); v == strconv.Itoa(f.Threads) && !threadsFlagGiven(os.Args[1:]) {
+			what = "MINERVA_THREADS=" + v
+		}
+		fmt.Fprintf(os.Stderr, "minervac: %s exceeds the %d CPUs here; using %d\n", what, n, n)
 		f.Threads = n
 	}
 	if f.CPUKernels != "" {
@@ -123,6 +143,19 @@ func (f backendFlags) options() (runtime.Options, error) {
 		}
 	}
 	return runtime.Options{Threads: f.Threads, CPUKernels: f.CPUKernels, CacheDir: f.CacheDir, CUDALib: f.CUDALib, NVRTCLib: f.NVRTCLib}, nil
+}
+
+// threadsFlagGiven reports whether the command line sets --threads.
+func threadsFlagGiven(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name == "threads" && strings.HasPrefix(a, "-") {
+			return true
+		}
+	}
+	return false
 }
 
 // exitCode ends minervac with that status and no further message (the

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,7 +51,7 @@ func TestVersionAndBareUsage(t *testing.T) {
 
 	stdout, stderr, code = minervac(t)
 	require.Equal(t, 0, code, stderr)
-	for _, cmd := range []string{"run", "compile", "inspect", "tokenize", "synth", "bench"} {
+	for _, cmd := range []string{"run", "compile", "inspect", "tokenize", "synth", "bench", "build", "serve", "chat"} {
 		require.Contains(t, stdout, "\n  "+cmd+" ", "usage lists %s", cmd)
 	}
 }
@@ -237,4 +239,90 @@ func TestNegativeValuesGetRangeMessages(t *testing.T) {
 		require.Contains(t, stderr, c.want)
 		require.NotContains(t, stderr, "short flag")
 	}
+}
+
+// inspect says what opening a plan checks of its model file (size and
+// header hash), not "unchanged"; --verify reads the tensor data and finds a
+// weight byte edited behind an unchanged header (exit status 1), and passes
+// the file as compiled.
+func TestInspectVerifyFindsEditedWeights(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.gguf")
+	copyFile(t, shared.Path(t, "models/gguf/stories260K.gguf"), model)
+	planPath := filepath.Join(dir, "model.plan")
+	_, stderr, code := minervac(t, "compile", model, "-target", "reference", "-o", planPath)
+	require.Equal(t, 0, code, stderr)
+
+	stdout, stderr, code := minervac(t, "inspect", "--verify", planPath)
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `status: model file present, size, header SHA-256 and tensor data \(crc32c:[0-9a-f]{8}\) as the plan recorded`, stdout)
+
+	// The last tensor's bytes end the file: flip one of them.
+	data, err := os.ReadFile(model)
+	require.NoError(t, err)
+	data[len(data)-100] ^= 0x40
+	require.NoError(t, os.WriteFile(model, data, 0o644))
+
+	stdout, stderr, code = minervac(t, "inspect", planPath)
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stdout, "unchanged")
+	require.Contains(t, stdout, "status: model file present, with the size and header SHA-256 (metadata and tensor table) the plan recorded; its tensor data is not read (inspect --verify checks it)")
+
+	stdout, _, code = minervac(t, "inspect", "--verify", planPath)
+	require.Equal(t, 1, code)
+	require.Regexp(t, `status: the model file's tensor data has changed since the plan was compiled \(crc32c:[0-9a-f]{8}, now crc32c:[0-9a-f]{8}\): recompile `, stdout)
+
+	_, stderr, code = minervac(t, "inspect", "--verify", model)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--verify checks a plan against the model file it refers to")
+}
+
+// inspect shows a sliding attention window wherever a family has one:
+// phi3 on every layer (it was shown only beside gpt-oss's experts), in the
+// model file's summary and in a plan's.
+func TestInspectShowsSlidingWindow(t *testing.T) {
+	model := shared.Path(t, "models/gguf/synthetic/phi3-p-mix.gguf")
+	stdout, stderr, code := minervac(t, "inspect", model)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "\n  sliding window 8 positions on every layer\n")
+	require.NotContains(t, stdout, "experts")
+
+	planPath := filepath.Join(t.TempDir(), "phi3.plan")
+	_, stderr, code = minervac(t, "compile", model, "-o", planPath)
+	require.Equal(t, 0, code, stderr)
+	stdout, stderr, code = minervac(t, "inspect", planPath)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "\n  sliding window 8 positions on every layer\n")
+}
+
+// --threads beyond this machine's CPUs (flag or MINERVA_THREADS) runs with
+// the CPUs there are and says so, naming where the value came from; a
+// MINERVA_THREADS that is not a number is refused, naming the variable.
+func TestThreadsBounded(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	n := strconv.Itoa(goruntime.NumCPU())
+	stdout, stderr, code := minervac(t, "run", model, "-n", "4", "--threads", "9999")
+	require.Equal(t, 0, code, stderr)
+	require.NotEmpty(t, stdout)
+	require.Contains(t, stderr, "minervac: --threads 9999 exceeds the "+n+" CPUs here; using "+n+"\n")
+
+	_, stderr, code = minervacEnv(t, []string{"MINERVA_THREADS=9999"}, "run", model, "-n", "4")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "minervac: MINERVA_THREADS=9999 exceeds the "+n+" CPUs here; using "+n+"\n")
+
+	_, stderr, code = minervacEnv(t, []string{"MINERVA_THREADS=lots"}, "run", model, "-n", "4")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `MINERVA_THREADS="lots"`)
+}
+
+// A --ctx beyond the model's trained context runs, with a warning; within
+// it, no warning.
+func TestRunWarnsBeyondTrainedContext(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf") // trained for 2048 positions
+	_, stderr, code := minervac(t, "run", model, "--ctx", "3000", "-n", "2")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "minervac: warning: --ctx 3000 is beyond the 2048 positions the model was trained for")
+	_, stderr, code = minervac(t, "run", model, "--ctx", "2048", "-n", "2")
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "warning")
 }

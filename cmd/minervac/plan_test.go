@@ -86,8 +86,16 @@ func TestPlanRunMatchesInMemory(t *testing.T) {
 // minervacEnv runs the binary with extra environment variables.
 func minervacEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(minervacBin, args...)
+	return runProgram(t, minervacBin, env, "", args...)
+}
+
+// runProgram runs bin (minervac, or an app it built) with env added and
+// stdin as its standard input, and returns stdout, stderr and the exit code.
+func runProgram(t *testing.T, bin string, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -163,7 +171,7 @@ func TestCompileRunInspectPlan(t *testing.T) {
 	}
 	stdout, _, code := minervac(t, "inspect", ref)
 	require.Equal(t, 0, code)
-	for _, want := range []string{"target reference", "referenced from " + model, "activation arena 2304 bytes per token", "qkv_rope 5", "model file present and unchanged"} {
+	for _, want := range []string{"target reference", "referenced from " + model, "activation arena 2304 bytes per token", "qkv_rope 5", "model file present, with the size and header SHA-256"} {
 		require.Contains(t, stdout, want)
 	}
 	stdout, _, _ = minervac(t, "inspect", emb)

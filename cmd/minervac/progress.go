@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"time"
 
@@ -19,13 +20,44 @@ func newProgress(total int64, what string) *progress {
 	if !stderrIsTerminal {
 		return &progress{}
 	}
-	return &progress{bar: progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(os.Stderr),
+	return newProgressTo(os.Stderr, total, what, false, redraw)
+}
+
+// newBytesProgress is a progress of bytes written: the bar shows done and
+// total in B/kB/MB/GB, the rate, and the time taken and left. A total not
+// known yet (-1) is given later with SetTotal.
+func newBytesProgress(total int64, what string) *progress {
+	if !stderrIsTerminal {
+		return &progress{}
+	}
+	return newProgressTo(os.Stderr, total, what, true, redraw)
+}
+
+// redraw is the least time between two frames of a bar.
+const redraw = 65 * time.Millisecond
+
+// newProgressTo draws on w, whatever w is (tests read it), at most once per
+// throttle.
+func newProgressTo(w io.Writer, total int64, what string, bytes bool, throttle time.Duration) *progress {
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(),
 		progressbar.OptionClearOnFinish(),
-		progressbar.OptionThrottle(65_000_000),
-	)}
+		progressbar.OptionThrottle(throttle),
+	}
+	if bytes {
+		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionSetPredictTime(true))
+	}
+	return &progress{bar: progressbar.NewOptions64(total, opts...)}
+}
+
+// SetTotal sets the amount of work once it is known (a bar made with -1
+// spins until then).
+func (p *progress) SetTotal(n int64) {
+	if p.bar != nil {
+		p.bar.ChangeMax64(n)
+	}
 }
 
 func (p *progress) Add(n int) {

@@ -73,6 +73,9 @@ func chatInfoOf(src *frontend.Source) modelChat {
 	if src == nil {
 		return modelChat{}
 	}
+	if mc, ok := appChat(src); ok {
+		return mc
+	}
 	if src.Format == frontend.FormatPlan {
 		mc := modelChat{arch: src.Plan.Config.Arch}
 		if src.Model != nil {

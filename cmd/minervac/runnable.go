@@ -23,6 +23,7 @@ type runnable struct {
 	weights eval.Weights
 	tok     *tokenizer.Tokenizer
 	ctx     int       // default context length
+	trained int       // the context the model was trained for (0: unknown)
 	target  string    // the backend that runs it
 	kernels []byte    // the plan's kernels section for target (nil: none, or no plan)
 	chat    modelChat // the model file's chat template and architecture (chat, run --chat)
@@ -51,7 +52,7 @@ func fromPlan(src *frontend.Source) (*runnable, error) {
 		src.Close()
 		return nil, fmt.Errorf("%s: tokenizer: %w", src.Path, err)
 	}
-	return &runnable{graph: p.Graph, weights: src.Weights(), tok: tok, ctx: p.Context, target: p.Target,
+	return &runnable{graph: p.Graph, weights: src.Weights(), tok: tok, ctx: p.Context, trained: p.Config.ContextLength, target: p.Target,
 		kernels: p.Kernels[p.Target], chat: chatInfoOf(src), closers: []io.Closer{src}}, nil
 }
 
@@ -107,7 +108,7 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 	// built, verified and printed once from command to first token.
 	compiled := func(m *loaded, p *plan.Plan) *runnable {
 		keep = true
-		return &runnable{graph: p.Graph, weights: src.Weights(), tok: m.tok, ctx: p.Context, target: target,
+		return &runnable{graph: p.Graph, weights: src.Weights(), tok: m.tok, ctx: p.Context, trained: p.Config.ContextLength, target: target,
 			kernels: p.Kernels[target], chat: chatInfoOf(src), closers: []io.Closer{src}}
 	}
 	if path == "" {
@@ -209,6 +210,9 @@ func (r *runnable) session(ctx int) (*runtime.Session, error) {
 	}
 	if err := checkKVMemory(r.graph, ctx, availableMemory()); err != nil {
 		return nil, err
+	}
+	if r.trained > 0 && ctx > r.trained {
+		fmt.Fprintf(os.Stderr, "minervac: warning: --ctx %d is beyond the %d positions the model was trained for: text past them may lose coherence\n", ctx, r.trained)
 	}
 	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1, Options: r.opts, Kernels: r.kernels})
 	if err != nil {

@@ -22,7 +22,13 @@ import (
 // URL once /health says ok, with the process and the rest of its stderr.
 func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(minervacBin, append([]string{"serve", "--port", "0"}, args...)...)
+	return startServeBin(t, minervacBin, args...)
+}
+
+// startServeBin is startServe of another minervac binary (an app).
+func startServeBin(t *testing.T, bin string, args ...string) (string, *exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -59,19 +65,8 @@ func TestServeMatchesRun(t *testing.T) {
 	for _, p := range []string{"Once upon a time", "The little dog ran to the park and"} {
 		want, _, code := minervac(t, "run", model, "--prompt", p, "-n", "64")
 		require.Zero(t, code)
-		body := fmt.Sprintf(`{"model":"stories260K","prompt":%q,"max_tokens":64,"temperature":0}`, p)
-		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
-		require.NoError(t, err)
-		var r struct {
-			Choices []struct {
-				Text string `json:"text"`
-			} `json:"choices"`
-		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-		resp.Body.Close()
-		require.Equal(t, 200, resp.StatusCode)
 		// run ends its text with a newline.
-		require.Equal(t, strings.TrimSuffix(want, "\n"), r.Choices[0].Text, "prompt %q", p)
+		require.Equal(t, strings.TrimSuffix(want, "\n"), greedyCompletion(t, url, p, 64), "prompt %q", p)
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
@@ -84,6 +79,25 @@ func TestServeMatchesRun(t *testing.T) {
 	}
 	require.Contains(t, stderr.String(), "minervac: shutting down")
 	require.Contains(t, stderr.String(), "msg=request method=POST path=/v1/completions status=200")
+}
+
+// greedyCompletion asks the server at url for maxTokens greedy tokens after
+// prompt and returns the text.
+func greedyCompletion(t *testing.T, url, prompt string, maxTokens int) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":0}`, prompt, maxTokens)
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var r struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+	require.Equal(t, 200, resp.StatusCode)
+	require.Len(t, r.Choices, 1)
+	return r.Choices[0].Text
 }
 
 // Bad settings are one line and exit status 2, before anything loads; a

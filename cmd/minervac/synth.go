@@ -115,7 +115,7 @@ func (c *synthCmd) write(spec interface {
 	}
 	defer os.Remove(tmp)
 	bw := bufio.NewWriterSize(f, 4<<20)
-	bar := newProgress(-1, "writing "+strings.TrimSpace(c.Preset))
+	bar := newBytesProgress(-1, "writing "+strings.TrimSpace(c.Preset))
 	n, err := spec.Write(countingWriter{bw, bar})
 	bar.Done()
 	if err == nil {
@@ -138,6 +138,10 @@ type countingWriter struct {
 	w   *bufio.Writer
 	bar *progress
 }
+
+// SetSize is told the file's size before it is written (gguf.Sizer): the
+// bar's total.
+func (c countingWriter) SetSize(n int64) { c.bar.SetTotal(n) }
 
 func (c countingWriter) Write(b []byte) (int, error) {
 	c.bar.Add(len(b))

@@ -25,7 +25,7 @@ func TestSynthGPTOSS(t *testing.T) {
 	require.Contains(t, stdout, "gpt-oss")
 	require.Contains(t, stdout, "blk.1.ffn_gate_exps.weight")
 	require.Contains(t, stdout, "MXFP4")
-	require.Contains(t, stdout, "experts 4 (2 used per token, feed-forward 64), sliding window 4 on layers [0], rope scaling yarn (original context 4096)")
+	require.Contains(t, stdout, "experts 4 (2 used per token, feed-forward 64)\n  sliding window 4 positions on layers [0] (the others attend to the whole context)\n  rope scaling yarn (original context 4096)\n")
 	stdout, stderr, code = minervac(t, "run", out, "--target", "reference", "--prompt", "the little dog", "-n", "4", "--ignore-eos", "--json")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, `"tokens"`)

@@ -237,6 +237,13 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 		h = binary.LittleEndian.AppendUint64(h, t.Offset)
 	}
 
+	if s, ok := out.(Sizer); ok {
+		size := uint64(len(h))
+		if len(w.tensors) > 0 {
+			size = alignUp(size, align) + offset
+		}
+		s.SetSize(int64(size))
+	}
 	cw := &countingWriter{w: out}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	if _, err := bw.Write(h); err != nil {
@@ -268,6 +275,10 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	err := bw.Flush()
 	return cw.n, err
 }
+
+// Sizer is a destination that WriteTo tells the file's size before writing
+// it (a progress bar's total).
+type Sizer interface{ SetSize(n int64) }
 
 // countingWriter counts the bytes that reached the destination, so WriteTo
 // reports what was really written even when buffering hides a failure.
