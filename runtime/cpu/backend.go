@@ -120,6 +120,12 @@ type program struct {
 	acts    []byte
 	bounds  []int // matmul work item boundaries (splitRows)
 	xnorm   []float32
+	xsel    []float32 // the logits matmul's wanted activation rows
+	rsel    []float32 // and its residual's
+	// logitRowsDone counts the rows the logits matmul computed, over the
+	// program's life (tests: a prompt step asking for its last row
+	// computes one).
+	logitRowsDone int64
 	part    []float32
 	moeBuf  *moeBuffers
 	// q82: round Q8_0 activations with ik_llama.cpp's Q8_2 recipe (the
@@ -379,7 +385,7 @@ func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 // the row's slot) and returns copies of the logits rows want names (every
 // row when nil).
 func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]float32, error) {
-	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow}
+	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow, want: want}
 	for i := range p.nodes {
 		nd := &p.nodes[i]
 		if err := e.run(nd); err != nil {
@@ -388,7 +394,10 @@ func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]floa
 	}
 	out := p.vals[p.logits]
 	nv := p.sig.VocabSize
-	if len(out) != len(tokens)*nv {
+	// The logits matmul computed the wanted rows alone (exec.logitRows),
+	// or every row.
+	compact := want != nil && len(out) == len(want)*nv && len(want) != len(tokens)
+	if !compact && len(out) != len(tokens)*nv {
 		return nil, fmt.Errorf("logits have %d values, want %d×%d", len(out), len(tokens), nv)
 	}
 	if want == nil {
@@ -400,6 +409,9 @@ func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]floa
 	all := make([]float32, len(want)*nv)
 	rows := make([][]float32, len(want))
 	for i, r := range want {
+		if compact {
+			r = i
+		}
 		rows[i] = all[i*nv : (i+1)*nv : (i+1)*nv]
 		copy(rows[i], out[r*nv:(r+1)*nv])
 	}

@@ -19,13 +19,34 @@ type exec struct {
 	// several slots share a step (runtime.Rows), each writing and reading
 	// its own slot's part of every state.
 	slotRow []int
+	// want lists the rows whose logits the step returns (nil: all). The
+	// output matmul computes only those rows (logitRows).
+	want []int
+}
+
+// logitRows returns the rows nd computes when it is the logits matmul and
+// the step wants fewer rows than it has, nil otherwise (all rows). The
+// output matmul is row by row, so its rows alone give the bits a full step
+// gives them (kern's dot kernels do not depend on the rows beside).
+func (e *exec) logitRows(nd *node) []int {
+	if e.want == nil || len(e.want) == e.T || nd.idx != e.p.logits || nd.tpow != 1 {
+		return nil
+	}
+	if op := nd.v.Op; op != ir.OpMatMul && op != ir.OpFusedMatMul {
+		return nil
+	}
+	return e.want
 }
 
 // out returns the node's own buffer, sized for this step.
 func (e *exec) out(nd *node) []float32 {
 	n := int(nd.elems)
+	rows := e.T
+	if sel := e.logitRows(nd); sel != nil {
+		rows = len(sel)
+	}
 	for i := 0; i < nd.tpow; i++ {
-		n *= e.T
+		n *= rows
 	}
 	b := growF32(e.p.bufs[nd.idx], n)
 	e.p.bufs[nd.idx] = b
