@@ -81,7 +81,12 @@ func (e *exec) attention(nd *node) error {
 			} else {
 				for j := j0; j < j1; j++ {
 					off := kbase + j*kw + kh*hd
-					d := dotF16(qv, kst.f16[off:off+hd], tab) * scale
+					var d float32
+					if kst.f16 != nil {
+						d = dotF16(qv, kst.f16[off:off+hd], tab) * scale
+					} else {
+						d = dotQ8(qv, kst.q8[off/q8Block*q8BlockBytes:], tab) * scale
+					}
 					sc[j-j0] = d
 					tm = max(tm, d)
 				}
@@ -104,7 +109,11 @@ func (e *exec) attention(nd *node) error {
 			} else {
 				for j := j0; j < j1; j++ {
 					off := vbase + j*vw + kh*dv
-					axpyF16(acc, wt[j-j0], vst.f16[off:off+dv], tab)
+					if vst.f16 != nil {
+						axpyF16(acc, wt[j-j0], vst.f16[off:off+dv], tab)
+					} else {
+						axpyQ8(acc, wt[j-j0], vst.q8[off/q8Block*q8BlockBytes:], tab)
+					}
 				}
 			}
 		}
@@ -179,5 +188,43 @@ func axpyF16(dst []float32, a float32, x []uint16, tab []float32) {
 	x = x[:len(dst)]
 	for i := range dst {
 		dst[i] += a * tab[x[i]]
+	}
+}
+
+// A q8_0 cache row is blocks of q8Block values: an f16 scale d, then the
+// values as int8 q (value = q·d), q8BlockBytes bytes in all (ggml's
+// block_q8_0).
+const (
+	q8Block      = 32
+	q8BlockBytes = 34
+)
+
+// dotQ8 is the dot of a with the q8_0 blocks at b (len(a) values): per
+// block d·Σ a_i·q_i, the sums in float32 in order.
+func dotQ8(a []float32, b []byte, tab []float32) float32 {
+	var s float32
+	for i := 0; i < len(a); i += q8Block {
+		blk := b[i/q8Block*q8BlockBytes:][:q8BlockBytes]
+		d := tab[uint16(blk[0])|uint16(blk[1])<<8]
+		x := a[i : i+q8Block]
+		var bs0, bs1 float32
+		for j := 0; j < q8Block; j += 2 {
+			bs0 += x[j] * float32(int8(blk[2+j]))
+			bs1 += x[j+1] * float32(int8(blk[3+j]))
+		}
+		s += d * (bs0 + bs1)
+	}
+	return s
+}
+
+// axpyQ8 adds a times the q8_0 blocks at x (len(dst) values) to dst.
+func axpyQ8(dst []float32, a float32, x []byte, tab []float32) {
+	for i := 0; i < len(dst); i += q8Block {
+		blk := x[i/q8Block*q8BlockBytes:][:q8BlockBytes]
+		ad := a * tab[uint16(blk[0])|uint16(blk[1])<<8]
+		o := dst[i : i+q8Block]
+		for j := range o {
+			o[j] += ad * float32(int8(blk[2+j]))
+		}
 	}
 }

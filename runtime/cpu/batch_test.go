@@ -304,3 +304,46 @@ func TestLogitsOnlyAskedRows(t *testing.T) {
 		})
 	}
 }
+
+// A compiled (fused, memory-planned) graph keeps every activation of a step
+// in one arena of T × the plan's bytes per token, the same for 2 and 6
+// layers: activation memory grows with the step's tokens, not the depth of
+// the model. An unplanned graph gives each value a buffer of its own.
+func TestActivationsInArena(t *testing.T) {
+	prompt := []int32{1, 5, 9, 4, 7, 3, 8, 2, 6, 10, 11, 12}
+	per := map[int]int64{}
+	for _, layers := range []int{2, 6} {
+		m := synth.Default()
+		m.NLayer = layers
+		am := synthModel(t, m)
+		fuse(t, am.Graph)
+		p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 64})
+		require.NoError(t, err)
+		_, err = p.Step(0, prompt, positions(len(prompt)))
+		require.NoError(t, err)
+		arena, own := cpu.ActivationMemory(p)
+		require.Equal(t, am.Graph.Attrs.Int("arena_bytes_per_token", 0), 4*arena)
+		require.Zero(t, own, "%d layers: every activation is in the arena", layers)
+		require.Less(t, 4*arena, am.Graph.Attrs.Int("naive_bytes_per_token", 0))
+		per[layers] = arena
+		require.NoError(t, p.Close())
+	}
+	require.Equal(t, per[2], per[6], "the arena does not grow with the layers")
+	am := synthModel(t, synth.Default())
+	p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 64})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.Step(0, prompt, positions(len(prompt)))
+	require.NoError(t, err)
+	arena, own := cpu.ActivationMemory(p)
+	require.Zero(t, arena)
+	require.Positive(t, own)
+}
+
+func positions(n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(i)
+	}
+	return p
+}

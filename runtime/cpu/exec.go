@@ -48,8 +48,16 @@ func (e *exec) out(nd *node) []float32 {
 	for i := 0; i < nd.tpow; i++ {
 		n *= rows
 	}
-	b := growF32(e.p.bufs[nd.idx], n)
-	e.p.bufs[nd.idx] = b
+	var b []float32
+	if nd.arena >= 0 {
+		// The memory plan's place: T·offset in the step's arena, shared
+		// with values whose lifetimes do not overlap (passes/memory.go).
+		at := int(nd.arena) * e.T
+		b = e.p.arena[at : at+n : at+n]
+	} else {
+		b = growF32(e.p.bufs[nd.idx], n)
+		e.p.bufs[nd.idx] = b
+	}
 	e.p.vals[nd.idx] = b
 	return b
 }
@@ -222,14 +230,21 @@ func (e *exec) concat(nd *node) error {
 	return nil
 }
 
+// writeRow stores x at element off of st (for q8_0 both whole blocks:
+// checkHeads holds heads to them), converted to the cache type.
 func writeRow(st *state, off int, x []float32) {
-	if st.f32 != nil {
+	switch {
+	case st.f32 != nil:
 		copy(st.f32[off:off+len(x)], x)
-		return
-	}
-	d := st.f16[off : off+len(x)]
-	for j, f := range x {
-		d[j] = quant.F32ToF16(f)
+	case st.f16 != nil:
+		d := st.f16[off : off+len(x)]
+		for j, f := range x {
+			d[j] = quant.F32ToF16(f)
+		}
+	default:
+		// ggml's quantize_row_q8_0, as the interpreter rounds the row.
+		b := off / q8Block * q8BlockBytes
+		_ = quant.Quantize(ir.Q8_0, x, st.q8[b:b+len(x)/q8Block*q8BlockBytes])
 	}
 }
 
