@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // attention computes (flash) attention over the slot's cache rows. Every
@@ -48,7 +49,6 @@ func (e *exec) attention(nd *node) error {
 	stride := 2 + dv
 	p.part = growF32(p.part, items*stride)
 	part := p.part
-	tab := f16Tab()
 	p.runChunked(items, func(w, it int) {
 		t, h, s := it/(nh*S), (it/S)%nh, it%S
 		kh := h / group
@@ -71,25 +71,19 @@ func (e *exec) attention(nd *node) error {
 		for j0 := from; j0 < to; j0 += tileKV {
 			j1 := min(j0+tileKV, to)
 			tm := float32(math.Inf(-1))
-			if kst.f32 != nil {
-				// The tile's scores in one kernel call (rows kw apart).
-				e.p.ks.Scores(qv, kst.f32[kbase+j0*kw+kh*hd:], kw, sc[:j1-j0])
-				for j := range sc[:j1-j0] {
-					sc[j] *= scale
-					tm = max(tm, sc[j])
-				}
-			} else {
-				for j := j0; j < j1; j++ {
-					off := kbase + j*kw + kh*hd
-					var d float32
-					if kst.f16 != nil {
-						d = dotF16(qv, kst.f16[off:off+hd], tab) * scale
-					} else {
-						d = dotQ8(qv, kst.q8[off/q8Block*q8BlockBytes:], tab) * scale
-					}
-					sc[j-j0] = d
-					tm = max(tm, d)
-				}
+			// The tile's scores in one kernel call (rows kw apart).
+			koff := kbase + j0*kw + kh*hd
+			switch {
+			case kst.f32 != nil:
+				e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
+			case kst.f16 != nil:
+				e.p.ks.ScoresF16(qv, kst.f16[koff:], kw, sc[:j1-j0])
+			default:
+				e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
+			}
+			for j := range sc[:j1-j0] {
+				sc[j] *= scale
+				tm = max(tm, sc[j])
 			}
 			if tm > m {
 				r := float32(math.Exp(float64(m - tm)))
@@ -103,18 +97,15 @@ func (e *exec) attention(nd *node) error {
 			for _, wgt := range wt[:j1-j0] {
 				l += wgt
 			}
-			if vst.f32 != nil {
-				// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[vbase+j0*vw+kh*dv:], vw)
-			} else {
-				for j := j0; j < j1; j++ {
-					off := vbase + j*vw + kh*dv
-					if vst.f16 != nil {
-						axpyF16(acc, wt[j-j0], vst.f16[off:off+dv], tab)
-					} else {
-						axpyQ8(acc, wt[j-j0], vst.q8[off/q8Block*q8BlockBytes:], tab)
-					}
-				}
+			// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
+			voff := vbase + j0*vw + kh*dv
+			switch {
+			case vst.f32 != nil:
+				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
+			case vst.f16 != nil:
+				e.p.ks.AxpyRowsF16(acc, wt[:j1-j0], vst.f16[voff:], vw)
+			default:
+				e.p.ks.AxpyRowsQ8(acc, wt[:j1-j0], vst.q8[q8Bytes(voff):], q8Bytes(vw))
 			}
 		}
 		pr[0], pr[1] = m, l
@@ -170,61 +161,14 @@ func (p *program) runChunked(n int, fn func(w, i int)) {
 	})
 }
 
-func dotF16(a []float32, b []uint16, tab []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1 float32
-	i := 0
-	for ; i+2 <= len(a); i += 2 {
-		s0 += a[i] * tab[b[i]]
-		s1 += a[i+1] * tab[b[i+1]]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * tab[b[i]]
-	}
-	return s0 + s1
-}
-
-func axpyF16(dst []float32, a float32, x []uint16, tab []float32) {
-	x = x[:len(dst)]
-	for i := range dst {
-		dst[i] += a * tab[x[i]]
-	}
-}
-
 // A q8_0 cache row is blocks of q8Block values: an f16 scale d, then the
 // values as int8 q (value = q·d), q8BlockBytes bytes in all (ggml's
 // block_q8_0).
 const (
-	q8Block      = 32
-	q8BlockBytes = 34
+	q8Block      = kern.Q8Block
+	q8BlockBytes = kern.Q8BlockBytes
 )
 
-// dotQ8 is the dot of a with the q8_0 blocks at b (len(a) values): per
-// block d·Σ a_i·q_i, the sums in float32 in order.
-func dotQ8(a []float32, b []byte, tab []float32) float32 {
-	var s float32
-	for i := 0; i < len(a); i += q8Block {
-		blk := b[i/q8Block*q8BlockBytes:][:q8BlockBytes]
-		d := tab[uint16(blk[0])|uint16(blk[1])<<8]
-		x := a[i : i+q8Block]
-		var bs0, bs1 float32
-		for j := 0; j < q8Block; j += 2 {
-			bs0 += x[j] * float32(int8(blk[2+j]))
-			bs1 += x[j+1] * float32(int8(blk[3+j]))
-		}
-		s += d * (bs0 + bs1)
-	}
-	return s
-}
-
-// axpyQ8 adds a times the q8_0 blocks at x (len(dst) values) to dst.
-func axpyQ8(dst []float32, a float32, x []byte, tab []float32) {
-	for i := 0; i < len(dst); i += q8Block {
-		blk := x[i/q8Block*q8BlockBytes:][:q8BlockBytes]
-		ad := a * tab[uint16(blk[0])|uint16(blk[1])<<8]
-		o := dst[i : i+q8Block]
-		for j := range o {
-			o[j] += ad * float32(int8(blk[2+j]))
-		}
-	}
-}
+// q8Bytes is the byte offset of element n (a whole number of blocks) of a
+// q8_0 cache.
+func q8Bytes(n int) int { return n / q8Block * q8BlockBytes }
