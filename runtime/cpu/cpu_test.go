@@ -370,3 +370,43 @@ func TestCacheTypesMatchReference(t *testing.T) {
 	_, err = cpu.Backend{Threads: 2}.Compile(g, small.Weights, runtime.ProgramConfig{Context: 64})
 	require.ErrorContains(t, err, "multiple of 32")
 }
+
+// The Llama-3.1 test shape (rope_freqs, 128K context) loads with its
+// frequency divisors in the graph and runs at depth in an 8192-position
+// cache on this backend as on the interpreter, with f16 and q8_0 caches.
+func TestLlama31ShapeAtDepth(t *testing.T) {
+	m, err := synth.Preset("llama-3.1-tiny", ir.F32, 1)
+	require.NoError(t, err)
+	want := synth.Llama3RopeFreqs(64, 500000, 8, 1, 4, 8192)
+	require.Equal(t, float32(1), want[0])
+	require.Equal(t, float32(8), want[len(want)-1])
+	am := synthModel(t, m)
+	require.Equal(t, 131072, am.Config.ContextLength)
+	fuse(t, am.Graph)
+	found := false
+	for _, v := range am.Graph.Values {
+		if f := v.Attrs.Floats("freq_factors"); f != nil {
+			found = true
+			for i := range want {
+				require.InDelta(t, float64(want[i]), f[i], 0, "factor %d", i)
+			}
+		}
+	}
+	require.True(t, found, "the graph's rope carries rope_freqs")
+	for _, ct := range []ir.DType{ir.F16, ir.Q8_0} {
+		g, err := runtime.WithCacheType(am.Graph, ct)
+		require.NoError(t, err)
+		var got [2][][]float32
+		for i, b := range []runtime.Backend{reference(t), cpu.Backend{Threads: 2}} {
+			p, err := b.Compile(g, am.Weights, runtime.ProgramConfig{Context: 8192})
+			require.NoError(t, err)
+			_, err = p.Step(0, []int32{1, 20, 30, 40, 50, 60, 70, 80}, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+			require.NoError(t, err)
+			rows, err := p.Step(0, []int32{9, 10}, []int32{8000, 8191})
+			require.NoError(t, err)
+			got[i] = rows
+			require.NoError(t, p.Close())
+		}
+		requireClose(t, got[0], got[1], 1e-4, fmt.Sprintf("%s cache at depth", ct))
+	}
+}
