@@ -78,7 +78,7 @@ af16_chunk:
 	MOVQ    DX, R9
 	MOVQ    SI, R10
 
-af16_row8:
+af16_rows:
 	VBROADCASTSS (R9), Y8
 	VCVTPH2PS    (R10), Y9
 	VFMADD231PS  Y9, Y8, Y0
@@ -99,7 +99,7 @@ af16_row8:
 	ADDQ         $0x00000004, R9
 	ADDQ         DI, R10
 	DECQ         R8
-	JNZ          af16_row8
+	JNZ          af16_rows
 	VMOVUPS      Y0, (CX)
 	VMOVUPS      Y1, 32(CX)
 	VMOVUPS      Y2, 64(CX)
@@ -156,7 +156,7 @@ sq8_row:
 	MOVQ   CX, R9
 	MOVQ   DX, R10
 
-sq8_block:
+sq8_col:
 	VXORPS       Y1, Y1, Y1
 	VPMOVSXBD    2(R10), Y2
 	VCVTDQ2PS    Y2, Y2
@@ -176,7 +176,7 @@ sq8_block:
 	ADDQ         $0x00000080, R9
 	ADDQ         $0x00000022, R10
 	DECQ         R8
-	JNZ          sq8_block
+	JNZ          sq8_col
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X0, X1, X1
 	VMOVHLPS     X1, X1, X0
@@ -223,7 +223,7 @@ aq8_chunk:
 	MOVQ    DX, R9
 	MOVQ    SI, R10
 
-aq8_row2:
+aq8_rows:
 	VBROADCASTSS (R9), Y8
 	VCVTPH2PS    (R10), X9
 	VBROADCASTSS X9, Y9
@@ -258,7 +258,7 @@ aq8_row2:
 	ADDQ         $0x00000004, R9
 	ADDQ         DI, R10
 	DECQ         R8
-	JNZ          aq8_row2
+	JNZ          aq8_rows
 	VMOVUPS      Y0, (CX)
 	VMOVUPS      Y1, 32(CX)
 	VMOVUPS      Y2, 64(CX)
