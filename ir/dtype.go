@@ -148,6 +148,10 @@ func (d DType) BlockBytes() int { return dtypes[d].blockBytes }
 // Quantized reports whether d stores values in scaled blocks.
 func (d DType) Quantized() bool { return dtypes[d].quantized }
 
+// IsCacheType reports whether d is a KV cache element type: f32, f16 or
+// q8_0 (blocks of 32, a row quantized as it is written).
+func IsCacheType(d DType) bool { return d == F32 || d == F16 || d == Q8_0 }
+
 // IsFloat reports whether d is a plain (unquantized) floating-point type.
 func (d DType) IsFloat() bool { return d == F32 || d == F16 || d == BF16 || d == F64 }
 

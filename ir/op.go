@@ -209,8 +209,8 @@ func inferKVWrite(args []*Value, _ Attrs) (Type, error) {
 	if cache.Type.Shape[1] != x.Type.Shape[1] {
 		return Type{}, errf("kvwrite row widths differ: cache %s, x %s", cache.Type, x.Type)
 	}
-	if !cache.Type.DType.IsFloat() {
-		return Type{}, errf("kv cache must be a float type, got %s", cache.Type)
+	if !cache.Type.DType.IsFloat() && cache.Type.DType != Q8_0 {
+		return Type{}, errf("kv cache must be a float type or q8_0, got %s", cache.Type)
 	}
 	if err := wantFloat("kvwrite rows", x); err != nil {
 		return Type{}, err

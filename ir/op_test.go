@@ -142,7 +142,7 @@ func TestInferInvalid(t *testing.T) {
 		{"mul quantized left", OpMul, vals(val(Q8_0, "T", 256), x), nil, "left operand must be f32"},
 		{"silu on f16", OpSiLU, vals(val(F16, 4)), nil, "operand must be f32"},
 		{"rope i64 positions", OpRoPE, vals(x, val(I64, "T")), ropeAttrs, "rope positions must be i32[T]"},
-		{"kvwrite quantized cache", OpKVWrite, vals(val(Q4_0, "C", 64), val(F32, "T", 64), pos), nil, "kv cache must be a float type"},
+		{"kvwrite quantized cache", OpKVWrite, vals(val(Q4_0, "C", 64), val(F32, "T", 64), pos), nil, "kv cache must be a float type or q8_0"},
 		{"kvwrite f16 rows", OpKVWrite, vals(val(F16, "C", 64), val(F16, "T", 64), pos), nil, "kvwrite rows must be f32"},
 		// rope attributes.
 		{"rope odd n_rot", OpRoPE, vals(x, pos), with(ropeAttrs, "n_rot", 31), "n_rot even, got n_rot=31 head_dim=32"},

@@ -26,8 +26,9 @@ import (
 // caches) runs unchanged on every backend.
 //
 // The KV cache element type is the graph's: every state leaf declares its
-// dtype (ir.F32 or ir.F16), and a backend stores the cache in that type. To
-// run a graph with another cache type, retype it first with WithCacheType.
+// dtype (ir.F32, ir.F16 or ir.Q8_0), and a backend stores the cache in that
+// type (the GPU backends refuse q8_0). To run a graph with other cache
+// types, retype it first with WithCacheTypes.
 // Keeping the type in the IR rather than in ProgramConfig means no backend
 // ever has to reconcile a config field that disagrees with the graph it
 // lowers, and a plan file records the cache type with the graph.
@@ -204,14 +205,15 @@ type Signature struct {
 // StateInfo describes one state leaf.
 type StateInfo struct {
 	Name  string
-	DType ir.DType // ir.F32 or ir.F16
+	DType ir.DType // ir.F32, ir.F16 or ir.Q8_0
 	Width int      // elements per cache row
 }
 
 // CheckGraph verifies that g can be stepped by a Program: it is a valid
 // graph whose only inputs are "tokens" and "pos" (i32[T]), with an output
-// "logits" of shape [T, n_vocab], whose states are [C, W] caches of f32 or
-// f16 written (by kvwrite or qkv_rope) at the rows given by "pos".
+// "logits" of shape [T, n_vocab], whose states are [C, W] caches of f32,
+// f16 or q8_0 (W a multiple of 32) written (by kvwrite or qkv_rope) at the
+// rows given by "pos".
 func CheckGraph(g *ir.Graph) (Signature, error) {
 	var sig Signature
 	if err := ir.Verify(g); err != nil {
@@ -252,8 +254,11 @@ func CheckGraph(g *ir.Graph) (Signature, error) {
 			if len(s) != 2 || s[0] != ir.Sym("C") || !s[1].IsConst() {
 				return sig, fmt.Errorf("state %q is %s, want [C, W]", v.Name(), v.Type)
 			}
-			if v.Type.DType != ir.F32 && v.Type.DType != ir.F16 {
-				return sig, fmt.Errorf("state %q has dtype %s: KV caches are f32 or f16", v.Name(), v.Type.DType)
+			if !ir.IsCacheType(v.Type.DType) {
+				return sig, fmt.Errorf("state %q has dtype %s: KV caches are f32, f16 or q8_0", v.Name(), v.Type.DType)
+			}
+			if _, err := v.Type.DType.RowBytes(s[1].N); err != nil {
+				return sig, fmt.Errorf("state %q: %w", v.Name(), err)
 			}
 			sig.States = append(sig.States, StateInfo{Name: v.Name(), DType: v.Type.DType, Width: int(s[1].N)})
 		}
@@ -267,17 +272,33 @@ func CheckGraph(g *ir.Graph) (Signature, error) {
 }
 
 // WithCacheType returns a copy of g whose KV caches (state leaves) have
-// element type dt (ir.F32 or ir.F16), with the types of the values that
-// depend on them inferred again. Values and attributes of g that do not
-// change are shared with the copy; g itself is not modified. When every
-// state already has type dt, g itself is returned.
+// element type dt (ir.F32, ir.F16 or ir.Q8_0): WithCacheTypes(g, dt, dt).
 func WithCacheType(g *ir.Graph, dt ir.DType) (*ir.Graph, error) {
-	if dt != ir.F32 && dt != ir.F16 {
-		return nil, fmt.Errorf("KV cache type %s is not f32 or f16", dt)
+	return WithCacheTypes(g, dt, dt)
+}
+
+// WithCacheTypes returns a copy of g whose key caches have element type kt
+// and whose value caches (the states attention reads as values) have type
+// vt, with the types of the values that depend on them inferred again.
+// Values and attributes of g that do not change are shared with the copy; g
+// itself is not modified. When every state already has its type, g itself
+// is returned.
+func WithCacheTypes(g *ir.Graph, kt, vt ir.DType) (*ir.Graph, error) {
+	for _, dt := range []ir.DType{kt, vt} {
+		if !ir.IsCacheType(dt) {
+			return nil, fmt.Errorf("KV cache type %s is not f32, f16 or q8_0", dt)
+		}
+	}
+	vals := ValueStates(g)
+	typeOf := func(s *ir.Value) ir.DType {
+		if vals[s] {
+			return vt
+		}
+		return kt
 	}
 	same := true
-	for _, v := range g.Values {
-		if v.Op == ir.OpState && v.Type.DType != dt {
+	for _, s := range g.Values {
+		if s.Op == ir.OpState && s.Type.DType != typeOf(s) {
 			same = false
 		}
 	}
@@ -296,14 +317,14 @@ func WithCacheType(g *ir.Graph, dt ir.DType) (*ir.Graph, error) {
 		}
 		switch {
 		case v.Op == ir.OpState:
-			nv.Type.DType = dt
+			nv.Type.DType = typeOf(v)
 		case v.Op.IsLeaf():
 		case v.Op == ir.OpReshape:
 			nv.Type.DType = nv.Args[0].Type.DType
 		default:
 			t, err := ir.Infer(v.Op, nv.Args, v.Attrs)
 			if err != nil {
-				return nil, fmt.Errorf("%v (%s) with %s caches: %w", v, v.Op, dt, err)
+				return nil, fmt.Errorf("%v (%s) with %s/%s caches: %w", v, v.Op, kt, vt, err)
 			}
 			nv.Type = t
 		}
@@ -314,9 +335,40 @@ func WithCacheType(g *ir.Graph, dt ir.DType) (*ir.Graph, error) {
 		c.Outputs = append(c.Outputs, ir.Output{Name: o.Name, Value: m[o.Value]})
 	}
 	if err := ir.Verify(c); err != nil {
-		return nil, fmt.Errorf("graph with %s caches: %w", dt, err)
+		return nil, fmt.Errorf("graph with %s/%s caches: %w", kt, vt, err)
 	}
 	return c, nil
+}
+
+// ValueStates returns the state leaves that attention reads as values (its
+// third operand, through kvwrite and reshape): the V caches. The other
+// states are the K caches.
+func ValueStates(g *ir.Graph) map[*ir.Value]bool {
+	out := map[*ir.Value]bool{}
+	for _, v := range g.Values {
+		if v.Op != ir.OpAttention && v.Op != ir.OpFlashAttention {
+			continue
+		}
+		a := v.Args[2]
+		for a.Op != ir.OpState && len(a.Args) > 0 {
+			a = a.Args[0]
+		}
+		if a.Op == ir.OpState {
+			out[a] = true
+		}
+	}
+	return out
+}
+
+// StatesBytes is the storage of the states at rows rows each (slots ×
+// context), in their element types.
+func StatesBytes(states []StateInfo, rows int) int64 {
+	var n int64
+	for _, st := range states {
+		rb, _ := st.DType.RowBytes(int64(st.Width)) // CheckGraph checked it
+		n += rb * int64(rows)
+	}
+	return n
 }
 
 // CacheTypeOf returns the element type of g's KV caches: the dtype its

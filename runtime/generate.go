@@ -143,14 +143,20 @@ func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOpti
 			}
 			continue
 		}
+		if !opts.KeepLogits {
+			// Only the last row is sampled from: the program computes
+			// that row of the output matmul alone.
+			if logits, err = s.EvalLast(chunk); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		rows, err := s.Eval(chunk)
 		if err != nil {
 			return nil, err
 		}
-		if opts.KeepLogits {
-			for _, r := range rows {
-				res.PromptLogits = append(res.PromptLogits, append([]float32(nil), r...))
-			}
+		for _, r := range rows {
+			res.PromptLogits = append(res.PromptLogits, append([]float32(nil), r...))
 		}
 		logits = rows[len(rows)-1]
 	}
@@ -208,11 +214,9 @@ func Generate(ctx context.Context, s *Session, prompt []int32, opts GenerateOpti
 			}
 			continue
 		}
-		rows, err := s.Eval([]int32{id})
-		if err != nil {
+		if logits, err = s.EvalLast([]int32{id}); err != nil {
 			return fail(err)
 		}
-		logits = rows[0]
 	}
 	if text != nil {
 		res.Text = text.final()

@@ -323,24 +323,26 @@ func TestNewModel(t *testing.T) {
 // A prompt longer than UBatch runs as several steps and gives the tokens and
 // logits of one whole-prompt step (the CPU backend, stories260K): the
 // prompt's logits within 1e-5 of max |logit| (later steps attend over the
-// cache in other tile splits), every greedy token equal.
+// cache in other tile splits), every greedy token equal, also when only the
+// last row of each step is computed (no KeepLogits: Session.EvalLast).
 func TestGenerateUBatch(t *testing.T) {
 	m := loadStories(t, arch.Options{})
 	prompt := make([]int32, 45)
 	for i := range prompt {
 		prompt[i] = int32(1 + (i*37)%500)
 	}
-	run := func(ub int) *runtime.Result {
+	run := func(ub int, keep bool) *runtime.Result {
 		e := newEngine(t, m, runtime.EngineOptions{Backend: "goasm", Context: 128})
 		s, err := e.NewSession()
 		require.NoError(t, err)
 		defer s.Close()
-		res, err := runtime.Generate(context.Background(), s, prompt, runtime.GenerateOptions{MaxTokens: 16, EOS: -1, Sampler: runtime.DefaultSampler(), KeepLogits: true, UBatch: ub})
+		res, err := runtime.Generate(context.Background(), s, prompt, runtime.GenerateOptions{MaxTokens: 16, EOS: -1, Sampler: runtime.DefaultSampler(), KeepLogits: keep, UBatch: ub})
 		require.NoError(t, err)
 		return res
 	}
-	whole, chunked := run(len(prompt)), run(16)
+	whole, chunked := run(len(prompt), true), run(16, true)
 	require.Equal(t, whole.Tokens, chunked.Tokens)
+	require.Equal(t, whole.Tokens, run(16, false).Tokens)
 	require.Len(t, chunked.PromptLogits, len(prompt))
 	for i := range whole.PromptLogits {
 		require.LessOrEqual(t, golden.RelErr(chunked.PromptLogits[i], whole.PromptLogits[i]), 1e-5, "prompt row %d", i)

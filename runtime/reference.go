@@ -87,6 +87,8 @@ func (referenceBackend) Compile(g *ir.Graph, w eval.Weights, cfg ProgramConfig) 
 		if info.DType == ir.F16 {
 			st.f16 = make([]uint16, n)
 		} else {
+			// f32, and q8_0 as the values its blocks decode to (kvwrite
+			// rounds them so): the oracle need not store the blocks.
 			st.f32 = make([]float32, n)
 			st.buf.F32 = nil // the machine's own buffer is replaced by slot views
 		}
@@ -108,11 +110,7 @@ func (p *refProgram) Config() ProgramConfig { return p.cfg }
 func (p *refProgram) VocabSize() int        { return p.sig.VocabSize }
 
 func (p *refProgram) CacheBytes() int64 {
-	var n int64
-	for _, st := range p.states {
-		n += int64(len(st.f32))*4 + int64(len(st.f16))*2
-	}
-	return n
+	return StatesBytes(p.sig.States, p.cfg.Slots*p.cfg.Context)
 }
 
 // rowsOf returns slot s's part of a [Slots·C, W] buffer.

@@ -130,17 +130,41 @@ func (s *Session) Eval(tokens []int32) ([][]float32, error) {
 	return rows, nil
 }
 
+// EvalLast appends tokens like Eval and returns the logits of the last
+// one alone. A BatchProgram computes only that row of the output matmul
+// (a prompt chunk's other rows are never sampled from); another program
+// steps as Eval does and the row is picked from its result.
+func (s *Session) EvalLast(tokens []int32) ([]float32, error) {
+	pos, err := s.positions(tokens)
+	if err != nil {
+		return nil, err
+	}
+	slots := make([]int32, len(tokens))
+	for i := range slots {
+		slots[i] = int32(s.slot)
+	}
+	rows, err := StepRows(s.prog, Rows{Slots: slots, Tokens: tokens, Pos: pos, Logits: []int{len(tokens) - 1}})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != 1 {
+		return nil, fmt.Errorf("a step asked for one logits row returned %d", len(rows))
+	}
+	s.pos += len(tokens)
+	return rows[0], nil
+}
+
 // EvalGreedy appends tokens like Eval and returns only the greedy token
 // after the last (Argmax of its logits): on the device when the program is
 // a GreedyProgram, sparing the copy of the logits, else from Eval's row.
 func (s *Session) EvalGreedy(tokens []int32) (int32, error) {
 	gp, ok := s.prog.(GreedyProgram)
 	if !ok {
-		rows, err := s.Eval(tokens)
+		last, err := s.EvalLast(tokens)
 		if err != nil {
 			return 0, err
 		}
-		return Argmax(rows[len(rows)-1]), nil
+		return Argmax(last), nil
 	}
 	pos, err := s.positions(tokens)
 	if err != nil {

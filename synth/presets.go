@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -28,6 +29,11 @@ var presets = map[string]preset{
 	// TinyLlama-1.1B: GQA with 4 kv heads.
 	"tinyllama-1.1b": {Llama{NLayer: 22, NEmbd: 2048, NHead: 32, NHeadKV: 4, NFF: 5632, ContextLength: 2048,
 		RopeBase: 10000, RMSEps: 1e-5}, 32000},
+	// Llama-3.1-8B: GQA 32/8, 128K context through rope_freqs (factor 8
+	// over an 8192-token original context). Its 128256-row vocabulary is
+	// the SentencePiece one padded (the shapes are what benchmarks need).
+	"llama-3.1-8b": {Llama{NLayer: 32, NEmbd: 4096, NHead: 32, NHeadKV: 8, NFF: 14336, ContextLength: 131072,
+		RopeBase: 500000, RMSEps: 1e-5}, 128256},
 	// Llama-2-7B.
 	"llama-7b": {Llama{NLayer: 32, NEmbd: 4096, NHead: 32, NHeadKV: 32, NFF: 11008, ContextLength: 4096,
 		RopeBase: 10000, RMSEps: 1e-5}, 32000},
@@ -52,6 +58,8 @@ var presets = map[string]preset{
 		ContextLength: 512, RopeBase: 1e6, RMSEps: 1e-6, Std: 0.06}, 512},
 	"qwen3-tiny": {Llama{Arch: "qwen3", NLayer: 2, NEmbd: 256, NHead: 8, NHeadKV: 2, HeadDim: 64, NFF: 512,
 		ContextLength: 512, RopeBase: 1e6, RMSEps: 1e-6, Std: 0.06}, 512},
+	"llama-3.1-tiny": {Llama{NLayer: 2, NEmbd: 256, NHead: 4, NHeadKV: 2, NFF: 512,
+		ContextLength: 131072, RopeBase: 500000, RMSEps: 1e-5, Std: 0.06}, 512},
 	"phi3-tiny": {Llama{Arch: "phi3", NLayer: 2, NEmbd: 768, NHead: 8, NHeadKV: 4, NFF: 512,
 		ContextLength: 512, RopeBase: 1e4, RMSEps: 1e-5, SlidingWindow: 8, Std: 0.04}, 512},
 }
@@ -86,6 +94,9 @@ func Preset(name string, matrix ir.DType, seed uint64) (Llama, error) {
 	}
 	m := p.Llama
 	m.Arch = m.arch()
+	if name == "llama-3.1-8b" || name == "llama-3.1-tiny" {
+		m.RopeFreqs = Llama3RopeFreqs(m.headDim(), m.RopeBase, 8, 1, 4, 8192)
+	}
 	m.Name = "minerva-synthetic-" + name
 	m.Matrix, m.Seed = matrix, seed
 	if pre := families[m.arch()].pre; pre != "" {
@@ -124,3 +135,27 @@ var phi3Tokens = func() []string {
 	}
 	return t
 }()
+
+// Llama3RopeFreqs is Llama 3.1's rope_freqs for heads of headDim: for pair
+// i with frequency base^(-2i/headDim) and wavelength 2π/freq, 1 for
+// wavelengths under orig/high, factor over orig/low, and between them
+// 1/((1-s)/factor + s) with s = (orig/wavelength - low)/(high - low) — the
+// divisors llama.cpp's converter writes (float32).
+func Llama3RopeFreqs(headDim int, base, factor, low, high float64, orig int) []float32 {
+	out := make([]float32, headDim/2)
+	lowWave, highWave := float64(orig)/low, float64(orig)/high
+	for i := range out {
+		freq := math.Pow(base, -float64(2*i)/float64(headDim))
+		wave := 2 * math.Pi / freq
+		switch {
+		case wave < highWave:
+			out[i] = 1
+		case wave > lowWave:
+			out[i] = float32(factor)
+		default:
+			s := (float64(orig)/wave - low) / (high - low)
+			out[i] = float32(1 / ((1-s)/factor + s))
+		}
+	}
+	return out
+}

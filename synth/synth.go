@@ -45,6 +45,10 @@ type Llama struct {
 	// Std is the standard deviation of matrix entries (0 means 0.02).
 	Std  float64
 	Seed uint64
+	// RopeFreqs, when set, is written as rope_freqs.weight: Llama 3.1's
+	// divisor of each rotated pair's frequency (Llama3RopeFreqs), one per
+	// pair of a head.
+	RopeFreqs []float32
 	// Tied omits output.weight, so the logits reuse token_embd.weight (as in
 	// models with tied embeddings). The other tensors are unchanged.
 	Tied bool
@@ -267,6 +271,9 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 	nv := len(m.Tokens)
 	qDim, kvDim := m.NHead*headDim, m.NHeadKV*headDim
 	matrix("token_embd.weight", nv, m.NEmbd)
+	if len(m.RopeFreqs) > 0 {
+		add("rope_freqs.weight", ir.F32, m.RopeFreqs, uint64(len(m.RopeFreqs)))
+	}
 	for l := 0; l < m.NLayer; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		norm(p+"attn_norm.weight", m.NEmbd)

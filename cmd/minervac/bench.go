@@ -20,9 +20,10 @@ type benchCmd struct {
 	P           int    `short:"p" help:"Prompt tokens (prefill); decode is then measured at this depth." default:"512"`
 	UBatch      int    `name:"ubatch" help:"Most prompt tokens per step (0: the whole prompt in one step; 512 is llama.cpp's, as in llama-batched-bench -npp P)." default:"0"`
 	N           int    `short:"n" help:"Single-token decode steps after the prefill." default:"128"`
+	Depth       int    `help:"Long-context run: decode measured with D tokens already in the KV cache after a prefill of a D-token prompt (as -p D, with --ubatch 512 unless given; llama-batched-bench -npp D -ntg N -npl 1)." placeholder:"D"`
 	JSON        bool   `help:"Print one JSON object instead of a table."`
 	Target      string `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU)." default:"goasm"`
-	CacheType   string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	cacheFlags  `embed:""`
 	Seed        uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
 	BWMiB       int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
 	Verbose     bool   `short:"v" help:"Print load and compile times on stderr."`
@@ -62,6 +63,15 @@ type benchMachine struct {
 }
 
 func (c *benchCmd) Run(opts *runtime.Options) error {
+	if c.Depth < 0 {
+		return usageError{fmt.Sprintf("--depth %d must be ≥ 1", c.Depth)}
+	}
+	if c.Depth > 0 {
+		c.P = c.Depth
+		if c.UBatch == 0 {
+			c.UBatch = runtime.DefaultUBatch
+		}
+	}
 	if c.P < 1 {
 		return usageError{fmt.Sprintf("-p %d: the prompt length must be ≥ 1", c.P)}
 	}
@@ -77,12 +87,12 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), opts, tm)
+	m, err := openRunnable(c.Model, c.Target, c.cacheFlags, opts, tm)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if c.P+c.N > m.ctx {
+	if c.P+c.N > m.ctx && c.Depth == 0 {
 		return usageError{fmt.Sprintf("-p %d + -n %d = %d positions exceed the model's context of %d", c.P, c.N, c.P+c.N, m.ctx)}
 	}
 	wbytes, err := bench.WeightBytesPerToken(m.graph)
@@ -174,7 +184,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %.1f GB/s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, r.BandwidthGBs)
 	}
 	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)
-	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, r.DecodeP50Ms, r.DecodeP99Ms)
+	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens at depth %d, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, c.P, r.DecodeP50Ms, r.DecodeP99Ms)
 	fmt.Fprintf(w, "weights/token\t%.1f MiB\n", float64(wbytes)/(1<<20))
 	fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth)\n", 100*eff)
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))

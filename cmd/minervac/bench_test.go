@@ -66,3 +66,22 @@ func TestBenchBadFlags(t *testing.T) {
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one-line error: %q", stderr)
 	}
 }
+
+// --depth D prefills a D-token prompt in steps of --ubatch (512 unless
+// given) and measures decode with D tokens in the cache.
+func TestBenchDepth(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	stdout, stderr, code := minervac(t, "bench", model, "--depth", "600", "-n", "4", "--json")
+	require.Equal(t, 0, code, stderr)
+	var r benchReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+	require.Equal(t, 600, r.PromptTokens)
+	require.Equal(t, 4, r.DecodeTokens)
+	require.Positive(t, r.PeakRSSBytes)
+	stdout, stderr, code = minervac(t, "bench", model, "--depth", "40", "--ubatch", "16", "-n", "2")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "(2 tokens at depth 40,")
+	_, stderr, code = minervac(t, "bench", model, "--depth=-1")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--depth -1 must be ≥ 1")
+}

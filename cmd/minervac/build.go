@@ -15,6 +15,7 @@ import (
 
 	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
 	mslgen "github.com/minerva-llm/minerva/codegen/metal"
+	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/passes"
@@ -45,10 +46,10 @@ func checkTarget(t string) error {
 
 // compileOptions are the settings a plan is built with.
 type compileOptions struct {
-	Target    string
-	Ctx       int
-	CacheType ir.DType
-	Pass      passes.Options
+	Target string
+	Ctx    int
+	Cache  kvTypes
+	Pass   passes.Options
 }
 
 // compileModel runs the pass pipeline on a loaded model and returns the plan
@@ -190,7 +191,7 @@ func planCacheDir(dir string) (string, error) {
 // changes the plan.
 func cacheKey(ref plan.ModelRef, o compileOptions) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%d\x00%s", compilerVersion, compilerBuild(), ref.HeaderSHA256, ref.Size, o.Target, o.Ctx, o.CacheType)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%d\x00%s\x00%s", compilerVersion, compilerBuild(), ref.HeaderSHA256, ref.Size, o.Target, o.Ctx, o.Cache.K, o.Cache.V)
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
@@ -232,10 +233,51 @@ func (t *timer) say(format string, args ...any) {
 	t.start = time.Now()
 }
 
-// cacheTypeOf parses the --cache-type flag.
-func cacheTypeOf(s string) ir.DType {
-	if s == "f16" {
-		return ir.F16
+// kvTypes are the element types of the key and value caches.
+type kvTypes struct{ K, V ir.DType }
+
+func (t kvTypes) arch() arch.Options { return arch.Options{CacheType: t.K, VCacheType: t.V} }
+
+// cacheFlags are the KV cache type flags of the commands that build a
+// graph. Empty means not given: keys and values in f16, llama.cpp's default.
+type cacheFlags struct {
+	CacheType  string `help:"KV cache element type of keys and values: f32, f16 or q8_0 (default f16, as llama.cpp)." enum:",f32,f16,q8_0" default:""`
+	CacheTypeK string `name:"cache-type-k" help:"Key cache element type (default: --cache-type); gpt-oss's reference runs keep K in f32 and V in f16." enum:",f32,f16,q8_0" default:""`
+	CacheTypeV string `name:"cache-type-v" help:"Value cache element type (default: --cache-type)." enum:",f32,f16,q8_0" default:""`
+}
+
+// types resolves the flags.
+func (c cacheFlags) types() kvTypes {
+	all := cacheDType(c.CacheType)
+	t := kvTypes{all, all}
+	if c.CacheTypeK != "" {
+		t.K = cacheDType(c.CacheTypeK)
 	}
-	return ir.F32
+	if c.CacheTypeV != "" {
+		t.V = cacheDType(c.CacheTypeV)
+	}
+	return t
+}
+
+// given lists the flags set, as typed ("--cache-type f32"), for a warning
+// that they are ignored.
+func (c cacheFlags) given() string {
+	var out []string
+	for _, f := range [][2]string{{"cache-type", c.CacheType}, {"cache-type-k", c.CacheTypeK}, {"cache-type-v", c.CacheTypeV}} {
+		if f[1] != "" {
+			out = append(out, "--"+f[0]+" "+f[1])
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// cacheDType parses one cache type flag ("" is f16).
+func cacheDType(s string) ir.DType {
+	switch s {
+	case "f32":
+		return ir.F32
+	case "q8_0":
+		return ir.Q8_0
+	}
+	return ir.F16
 }

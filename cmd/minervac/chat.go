@@ -32,10 +32,10 @@ type chatCmd struct {
 	Seed          uint64  `help:"Random seed for sampling." default:"0"`
 	Ctx           int     `help:"KV cache size in positions: the whole conversation must fit (default: the model's context length, at most 4096)."`
 	UBatch        int     `name:"ubatch" help:"Most prompt tokens evaluated in one step." default:"512"`
-	CacheType     string  `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
-	Target        string  `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter); a plan runs on the target it was compiled for." default:"goasm"`
-	JSON          bool    `help:"Print one JSON object per turn (prompt_tokens, reused, evaluated, tokens, text, reasoning, stop, timings) instead of streaming text."`
-	Verbose       bool    `short:"v" help:"Print load times, and after each answer how many prompt tokens came from the KV cache and how many were evaluated."`
+	cacheFlags    `embed:""`
+	Target        string `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter); a plan runs on the target it was compiled for." default:"goasm"`
+	JSON          bool   `help:"Print one JSON object per turn (prompt_tokens, reused, evaluated, tokens, text, reasoning, stop, timings) instead of streaming text."`
+	Verbose       bool   `short:"v" help:"Print load times, and after each answer how many prompt tokens came from the KV cache and how many were evaluated."`
 	templateFlags
 }
 
@@ -60,7 +60,7 @@ func (c *chatCmd) Run(bo *runtime.Options) error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), bo, tm)
+	m, err := openRunnable(c.Model, c.Target, c.cacheFlags, bo, tm)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/passes"
 )
@@ -18,7 +17,7 @@ type compileCmd struct {
 	Output       string `short:"o" help:"Write the plan to this file (run it with: minervac run FILE)." type:"path"`
 	EmbedWeights bool   `help:"Copy the weights into the plan (self-contained, mmap-able) instead of referencing the model file."`
 	Ctx          int    `help:"Default KV cache size in positions (default: the model's context length, at most 4096)."`
-	CacheType    string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	cacheFlags   `embed:""`
 	Emit         string `help:"What to print on stdout: ir (the final graph), summary, none, or cuda/metal (the emitted kernel source of that target; default: summary, or none with -o)." enum:"ir,summary,none,cuda,metal," default:""`
 	PrintAfter   string `help:"Print the graph on stderr after the named pass, or after every pass with 'all'." placeholder:"all|PASS"`
 	TimePasses   bool   `help:"Report each pass's time on stderr."`
@@ -44,7 +43,7 @@ func (c *compileCmd) Run() error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := loadModel(c.Model, arch.Options{CacheType: cacheTypeOf(c.CacheType)})
+	m, err := loadModel(c.Model, c.types().arch())
 	if err != nil {
 		return err
 	}
@@ -52,7 +51,7 @@ func (c *compileCmd) Run() error {
 	tm.say("loaded %s", displayName(c.Model))
 	before := opCounts(m.model.Graph)
 	p, err := compileModel(m, c.Model, compileOptions{
-		Target: c.Target, Ctx: c.Ctx, CacheType: cacheTypeOf(c.CacheType),
+		Target: c.Target, Ctx: c.Ctx, Cache: c.types(),
 		Pass: passes.Options{VerifyEach: c.VerifyEach, PrintAfter: c.PrintAfter, TimePasses: c.TimePasses, Out: os.Stderr},
 	})
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/internal/shared"
-	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
@@ -57,7 +56,7 @@ func TestEachCommandOpensEachDirectoryFileOnce(t *testing.T) {
 	cacheDir := filepath.Join(t.TempDir(), "cache")
 	opts := &runtime.Options{CacheDir: cacheDir}
 	run := func(path string) {
-		r, err := openRunnable(path, "reference", ir.F32, opts, &timer{})
+		r, err := openRunnable(path, "reference", cacheFlags{}, opts, &timer{})
 		require.NoError(t, err, path)
 		defer r.Close()
 		s, err := r.session(8)

@@ -59,7 +59,7 @@ func goldenCase(t *testing.T, name string) *golden.Case {
 // prints exactly the golden text.
 func TestRunStoriesMatchesGoldenText(t *testing.T) {
 	c := goldenCase(t, "stories260K__once_upon_a_time")
-	stdout, stderr, code := minervac(t, "run", c.ModelPath, "--prompt", *c.PromptText, "-n", "64")
+	stdout, stderr, code := minervac(t, "run", c.ModelPath, "--prompt", *c.PromptText, "-n", "64", "--cache-type", "f32")
 	require.Equal(t, 0, code, stderr)
 	want, err := hex.DecodeString(c.GenTextHex)
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestRunStoriesMatchesGoldenText(t *testing.T) {
 func TestRunJSONAndDumpLogits(t *testing.T) {
 	c := goldenCase(t, "stories260K__the_little_dog_ran_to_the_park_and")
 	dir := t.TempDir()
-	stdout, stderr, code := minervac(t, "run", c.ModelPath, "--prompt", *c.PromptText, "-n", "64", "--json", "--dump-logits", dir)
+	stdout, stderr, code := minervac(t, "run", c.ModelPath, "--prompt", *c.PromptText, "-n", "64", "--json", "--dump-logits", dir, "--cache-type", "f32")
 	require.Equal(t, 0, code, stderr)
 	var res struct {
 		PromptTokens []int32 `json:"prompt_tokens"`
@@ -103,7 +103,7 @@ func TestRunTokenIDsPrompt(t *testing.T) {
 	for i, id := range c.PromptTokens {
 		ids[i] = strings.TrimSpace(strings.Repeat(" ", i%2) + itoa(id))
 	}
-	stdout, stderr, code := minervac(t, "run", c.ModelPath, "--tokens", strings.Join(ids, ","), "-n", "16", "--json")
+	stdout, stderr, code := minervac(t, "run", c.ModelPath, "--tokens", strings.Join(ids, ","), "-n", "16", "--json", "--cache-type", "f32")
 	require.Equal(t, 0, code, stderr)
 	var res struct{ Tokens []int32 }
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))

@@ -14,20 +14,26 @@ import (
 
 	"github.com/minerva-llm/minerva/frontend"
 	"github.com/minerva-llm/minerva/internal/shared"
-	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
 // An absurd --ctx is refused in one line, before the KV cache is
-// allocated (stories260K takes 1280 bytes per position: 10⁸ positions are
-// 128 GB), never handed to the kernel's OOM killer.
+// allocated (stories260K takes 1280 bytes per position in f32, 640 in the
+// default f16, 340 in q8_0: 10⁸ positions are 64 GB, 34 GB with q8_0),
+// never handed to the kernel's OOM killer.
 func TestRunRefusesKVCacheLargerThanMemory(t *testing.T) {
 	model := shared.Path(t, "models/gguf/stories260K.gguf")
 	stdout, stderr, code := minervac(t, "run", model, "--ctx", "100000000", "-n", "1")
 	require.Equal(t, 2, code, stderr)
 	require.Empty(t, stdout)
-	require.Contains(t, stderr, "--ctx 100000000 needs 128.0 GB of KV cache; this machine has")
+	require.Contains(t, stderr, "--ctx 100000000 needs 64.0 GB of KV cache; this machine has")
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
+	_, stderr, code = minervac(t, "run", model, "--ctx", "100000000", "-n", "1", "--cache-type", "q8_0")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--ctx 100000000 needs 34.0 GB of KV cache; this machine has")
+	_, stderr, code = minervac(t, "run", model, "--ctx", "100000000", "-n", "1", "--cache-type-k", "f32")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--ctx 100000000 needs 96.0 GB of KV cache; this machine has")
 }
 
 // A --stop string keeps its commas: "Lily, zzz" never occurs, so the
@@ -72,7 +78,7 @@ func TestEachCommandOpensEachFileOnce(t *testing.T) {
 	opts := &runtime.Options{CacheDir: cacheDir}
 	// run opens, compiles if need be, and steps the model.
 	run := func(path string) {
-		r, err := openRunnable(path, "reference", ir.F32, opts, &timer{})
+		r, err := openRunnable(path, "reference", cacheFlags{}, opts, &timer{})
 		require.NoError(t, err, path)
 		defer r.Close()
 		s, err := r.session(8)
@@ -152,7 +158,8 @@ func TestInspectAndEmitGPUKernels(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Regexp(t, `kernels \(cuda\): 15, .*matvec 3, .*source \d+ bytes; launches per step: 32 decode \(T = 1\), 37 prefill \(T = 512\)`, stdout)
 
-	stdout, stderr, code = minervac(t, "compile", model, "-target", "cuda", "--emit", "cuda")
+	// The golden file was emitted with f32 caches.
+	stdout, stderr, code = minervac(t, "compile", model, "-target", "cuda", "--emit", "cuda", "--cache-type", "f32")
 	require.Equal(t, 0, code, stderr)
 	want, err := os.ReadFile(filepath.Join("..", "..", "codegen", "cuda", "testdata", "stories260K.cu"))
 	require.NoError(t, err)
@@ -172,7 +179,7 @@ func TestRunWithUnusablePlanCache(t *testing.T) {
 		{"MINERVA_CACHE_DIR=/proc/minerva-no-such-dir"},
 		{"MINERVA_CACHE_DIR=", "HOME=", "XDG_CACHE_HOME="},
 	} {
-		stdout, stderr, code := minervacEnv(t, env, "run", c.ModelPath, "--prompt", *c.PromptText, "-n", "64")
+		stdout, stderr, code := minervacEnv(t, env, "run", c.ModelPath, "--prompt", *c.PromptText, "-n", "64", "--cache-type", "f32")
 		require.Equal(t, 0, code, stderr)
 		require.Equal(t, c.GenText+"\n", stdout, "env %v", env)
 		require.Contains(t, stderr, "plan cache unusable (")
@@ -211,7 +218,7 @@ func TestIgnoredFlagsSaySo(t *testing.T) {
 	planPath := filepath.Join(t.TempDir(), "stories.plan")
 	_, stderr, code := minervac(t, "compile", model, "-target", "reference", "-o", planPath, "--ctx", "100000000")
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stderr, "warning: --ctx 100000000 needs 128.0 GB of KV cache")
+	require.Contains(t, stderr, "warning: --ctx 100000000 needs 64.0 GB of KV cache")
 
 	_, stderr, code = minervac(t, "run", planPath, "-t", "goasm", "--cache-type", "f16", "--ctx", "64", "-n", "1")
 	require.Equal(t, 0, code, stderr)

@@ -158,10 +158,10 @@ func TestCompileRunInspectPlan(t *testing.T) {
 	copyFile(t, c.ModelPath, model)
 	ref, emb := filepath.Join(dir, "ref.plan"), filepath.Join(dir, "emb.plan")
 
-	_, stderr, code := minervac(t, "compile", model, "-target", "reference", "-o", ref, "-v")
+	_, stderr, code := minervac(t, "compile", model, "-target", "reference", "-o", ref, "-v", "--cache-type", "f32")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "wrote "+ref)
-	_, stderr, code = minervac(t, "compile", model, "-o", emb, "--embed-weights")
+	_, stderr, code = minervac(t, "compile", model, "-o", emb, "--embed-weights", "--cache-type", "f32")
 	require.Equal(t, 0, code, stderr)
 
 	for _, p := range []string{ref, emb} {

@@ -20,21 +20,21 @@ import (
 )
 
 type runCmd struct {
-	Model         string   `arg:"" optional:"" help:"Plan file (from minervac compile -o) or model file (.gguf, compiled once and cached). Without one, a built-in synthetic llama runs." type:"path"`
-	Prompt        string   `help:"Prompt text." default:"Once upon a time"`
-	Tokens        string   `help:"Prompt as comma-separated token ids (instead of --prompt)."`
-	N             int      `short:"n" help:"Tokens to generate." default:"64"`
-	Temp          float64  `help:"Sampling temperature; 0 is greedy (ties go to the lowest id)." default:"0"`
-	TopK          int      `help:"Keep the k most likely tokens (0 = off)." default:"0"`
-	TopP          float64  `help:"Keep the smallest set of tokens whose probability reaches p (1 = off)." default:"1"`
-	MinP          float64  `help:"Drop tokens less likely than min-p times the top one (0 = off)." default:"0"`
-	RepeatPenalty float64  `help:"Penalty for tokens seen in the last 64 (1 = off)." default:"1"`
-	Seed          uint64   `help:"Random seed for sampling." default:"0"`
-	IgnoreEOS     bool     `help:"Keep generating after the end-of-sequence token."`
-	NoBOS         bool     `help:"Do not add the beginning-of-sequence token."`
-	Ctx           int      `help:"KV cache size in positions (default: the model's context length, at most 4096)."`
-	UBatch        int      `name:"ubatch" help:"Most prompt tokens evaluated in one step: a longer prompt runs as several, bounding activation memory." default:"512"`
-	CacheType     string   `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	Model         string  `arg:"" optional:"" help:"Plan file (from minervac compile -o) or model file (.gguf, compiled once and cached). Without one, a built-in synthetic llama runs." type:"path"`
+	Prompt        string  `help:"Prompt text." default:"Once upon a time"`
+	Tokens        string  `help:"Prompt as comma-separated token ids (instead of --prompt)."`
+	N             int     `short:"n" help:"Tokens to generate." default:"64"`
+	Temp          float64 `help:"Sampling temperature; 0 is greedy (ties go to the lowest id)." default:"0"`
+	TopK          int     `help:"Keep the k most likely tokens (0 = off)." default:"0"`
+	TopP          float64 `help:"Keep the smallest set of tokens whose probability reaches p (1 = off)." default:"1"`
+	MinP          float64 `help:"Drop tokens less likely than min-p times the top one (0 = off)." default:"0"`
+	RepeatPenalty float64 `help:"Penalty for tokens seen in the last 64 (1 = off)." default:"1"`
+	Seed          uint64  `help:"Random seed for sampling." default:"0"`
+	IgnoreEOS     bool    `help:"Keep generating after the end-of-sequence token."`
+	NoBOS         bool    `help:"Do not add the beginning-of-sequence token."`
+	Ctx           int     `help:"KV cache size in positions (default: the model's context length, at most 4096)."`
+	UBatch        int     `name:"ubatch" help:"Most prompt tokens evaluated in one step: a longer prompt runs as several, bounding activation memory." default:"512"`
+	cacheFlags    `embed:""`
 	JSON          bool     `help:"Print one JSON object (prompt_tokens, tokens, text, timings) instead of streaming text."`
 	DumpLogits    string   `help:"Write logits_all.f32 (every prompt position) and gen_logits.f32 (every generated step) into this directory." type:"path"`
 	Stop          []string `help:"Stop when the generated text contains this string (repeatable); the string itself is not printed." sep:"none"`
@@ -65,7 +65,7 @@ func (c *runCmd) Run(bo *runtime.Options) error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), bo, tm)
+	m, err := openRunnable(c.Model, c.Target, c.cacheFlags, bo, tm)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/minerva-llm/minerva/frontend"
-	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/plan"
@@ -62,8 +61,8 @@ func fromPlan(src *frontend.Source) (*runnable, error) {
 // identity, so the second run only opens the cached plan (which borrows the
 // open model and checks it against the plan's record). No path means the
 // built-in synthetic model, compiled in memory.
-func openRunnable(path, target string, cacheType ir.DType, opts *runtime.Options, tm *timer) (*runnable, error) {
-	r, err := openRunnableIn(path, target, cacheType, opts.CacheDir, tm)
+func openRunnable(path, target string, cache cacheFlags, opts *runtime.Options, tm *timer) (*runnable, error) {
+	r, err := openRunnableIn(path, target, cache, opts.CacheDir, tm)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +70,7 @@ func openRunnable(path, target string, cacheType ir.DType, opts *runtime.Options
 	return r, nil
 }
 
-func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm *timer) (*runnable, error) {
+func openRunnableIn(path, target string, cache cacheFlags, cacheDir string, tm *timer) (*runnable, error) {
 	src, err := openSource(path)
 	if err != nil {
 		return nil, err
@@ -82,8 +81,8 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 		if target != "goasm" {
 			fmt.Fprintf(os.Stderr, "minervac: -t %s is ignored: a plan runs on the target it was compiled for\n", target)
 		}
-		if cacheType != ir.F32 {
-			fmt.Fprintf(os.Stderr, "minervac: --cache-type %s is ignored: a plan keeps the KV cache type it was compiled with\n", cacheType)
+		if given := cache.given(); given != "" {
+			fmt.Fprintf(os.Stderr, "minervac: %s is ignored: a plan keeps the KV cache types it was compiled with\n", given)
 		}
 		r, err := fromPlan(src)
 		if err == nil {
@@ -102,7 +101,7 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 	if err := checkTarget(target); err != nil {
 		return nil, err
 	}
-	opts := compileOptions{Target: target, CacheType: cacheType}
+	opts := compileOptions{Target: target, Cache: cache.types()}
 	// compiled runs the graph compiled here, with the source's weights:
 	// after writing the cached plan it is not read back, so the graph is
 	// built, verified and printed once from command to first token.
@@ -112,7 +111,7 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 			kernels: p.Kernels[target], chat: chatInfoOf(src), closers: []io.Closer{src}}
 	}
 	if path == "" {
-		m, err := build(src, arch.Options{CacheType: cacheType})
+		m, err := build(src, opts.Cache.arch())
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +142,7 @@ func openRunnableIn(path, target string, cacheType ir.DType, cacheDir string, tm
 			fmt.Fprintf(os.Stderr, "minervac: recompiling: %v\n", err)
 		}
 	}
-	m, err := build(src, arch.Options{CacheType: cacheType})
+	m, err := build(src, opts.Cache.arch())
 	if err != nil {
 		return nil, err
 	}
@@ -230,12 +229,17 @@ func (f closerFunc) Close() error { return f() }
 // memory available (avail bytes; 0: unknown, no check), before anything is
 // allocated: an absurd --ctx is one line, not the kernel's OOM killer.
 func checkKVMemory(g *ir.Graph, ctx int, avail int64) error {
-	// One row of every state (the KV caches, [C, W] of f32 or f16); the
-	// backend checks the graph itself when it compiles.
+	// One row of every state (the KV caches, [C, W] of f32, f16 or q8_0,
+	// in their own types); the backend checks the graph itself when it
+	// compiles.
 	var perPos int64
 	for _, v := range g.Values {
 		if v.Op == ir.OpState && len(v.Type.Shape) == 2 {
-			perPos += v.Type.Shape[1].N * int64(v.Type.DType.BlockBytes())
+			rb, err := v.Type.DType.RowBytes(v.Type.Shape[1].N)
+			if err != nil {
+				return fmt.Errorf("state %q: %w", v.Name(), err)
+			}
+			perPos += rb
 		}
 	}
 	need := perPos * int64(ctx)

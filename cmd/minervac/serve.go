@@ -35,8 +35,8 @@ type serveCmd struct {
 	Grace        time.Duration `help:"On SIGTERM or SIGINT, how long running requests may finish before they are cancelled." default:"10s"`
 	LogFormat    string        `name:"log-format" help:"Request log lines on stderr: text or json." default:"text" enum:"text,json"`
 	Target       string        `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter)." default:"goasm"`
-	CacheType    string        `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
-	Verbose      bool          `short:"v" help:"Print load and compile times on stderr."`
+	cacheFlags   `embed:""`
+	Verbose      bool `short:"v" help:"Print load and compile times on stderr."`
 }
 
 func (c *serveCmd) Run(bo *runtime.Options) error {
@@ -143,7 +143,7 @@ func (c *serveCmd) Run(bo *runtime.Options) error {
 func (c *serveCmd) load(bo *runtime.Options, srv *serve.Server, tpl string, out **runnable) error {
 	tm := &timer{on: c.Verbose}
 	tm.reset()
-	m, err := openRunnable(c.Model, c.Target, cacheTypeOf(c.CacheType), bo, tm)
+	m, err := openRunnable(c.Model, c.Target, c.cacheFlags, bo, tm)
 	if err != nil {
 		return err
 	}

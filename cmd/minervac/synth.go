@@ -17,7 +17,7 @@ import (
 
 type synthCmd struct {
 	Arch   string `help:"Architecture family: llama, qwen2, qwen3, phi3 or gpt-oss (default: the preset's)."`
-	Preset string `help:"Shape: stories15m, tinyllama-1.1b, llama-7b (llama); qwen2.5-7b, qwen3-8b, phi3-mini and the test shapes qwen2-tiny, qwen3-tiny, phi3-tiny; gpt-oss-20b, gpt-oss-120b, gpt-oss-tiny (gpt-oss)." required:""`
+	Preset string `help:"Shape: stories15m, tinyllama-1.1b, llama-7b, llama-3.1-8b (128K context through rope_freqs) and the test shape llama-3.1-tiny (llama); qwen2.5-7b, qwen3-8b, phi3-mini and the test shapes qwen2-tiny, qwen3-tiny, phi3-tiny; gpt-oss-20b, gpt-oss-120b, gpt-oss-tiny (gpt-oss)." required:""`
 	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4. For gpt-oss the expert matrices (the other large ones are then q8_0, as in the real files)." default:"q4_0"`
 	Vocab  string `help:"Take the vocabulary of this GGUF (its size replaces the preset's): SentencePiece for llama and phi3, byte-level BPE for qwen2, qwen3 and gpt-oss." type:"path"`
 	Seed   uint64 `help:"Random seed." default:"1"`

@@ -17,7 +17,8 @@ import (
 
 // Options tune the graph a frontend builds.
 type Options struct {
-	// CacheType is the KV cache element type: ir.F32 (default) or ir.F16.
+	// CacheType is the KV cache element type: ir.F32 (default), ir.F16 or
+	// ir.Q8_0.
 	CacheType ir.DType
 	// VCacheType, when set, overrides CacheType for the V caches alone (the
 	// gpt-oss reference runs keep K in f32 and V in f16).
@@ -135,14 +136,14 @@ func LoadFile(f File, opts Options) (*Model, error) {
 	if opts.CacheType == 0 {
 		opts.CacheType = ir.F32
 	}
-	if opts.CacheType != ir.F32 && opts.CacheType != ir.F16 {
-		return nil, fmt.Errorf("KV cache type %s is not f32 or f16", opts.CacheType)
+	if !ir.IsCacheType(opts.CacheType) {
+		return nil, fmt.Errorf("KV cache type %s is not f32, f16 or q8_0", opts.CacheType)
 	}
 	if opts.VCacheType == 0 {
 		opts.VCacheType = opts.CacheType
 	}
-	if opts.VCacheType != ir.F32 && opts.VCacheType != ir.F16 {
-		return nil, fmt.Errorf("V cache type %s is not f32 or f16", opts.VCacheType)
+	if !ir.IsCacheType(opts.VCacheType) {
+		return nil, fmt.Errorf("V cache type %s is not f32, f16 or q8_0", opts.VCacheType)
 	}
 	m, err := build(f, opts)
 	if err != nil {

@@ -3,6 +3,7 @@ package arch_test
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -264,9 +265,23 @@ func TestRopeScaling(t *testing.T) {
 	}
 }
 
-// TestCacheTypeOption: only f32 and f16 caches are accepted.
+// TestCacheTypeOption: f32, f16 and q8_0 caches are accepted, K and V
+// apart; another type is refused, naming it.
 func TestCacheTypeOption(t *testing.T) {
 	f := synthFile(t, synth.Default())
-	_, err := arch.Load(f, arch.Options{CacheType: ir.Q8_0})
-	require.ErrorContains(t, err, "KV cache type q8_0")
+	_, err := arch.Load(f, arch.Options{CacheType: ir.Q4_0})
+	require.ErrorContains(t, err, "KV cache type q4_0")
+	_, err = arch.Load(f, arch.Options{CacheType: ir.F16, VCacheType: ir.BF16})
+	require.ErrorContains(t, err, "V cache type bf16")
+	m, err := arch.Load(f, arch.Options{CacheType: ir.Q8_0, VCacheType: ir.F16})
+	require.NoError(t, err)
+	for _, v := range m.Graph.Values {
+		if v.Op == ir.OpState {
+			want := ir.Q8_0
+			if strings.HasSuffix(v.Name(), ".v") {
+				want = ir.F16
+			}
+			require.Equal(t, want, v.Type.DType, v.Name())
+		}
+	}
 }

@@ -130,7 +130,7 @@ func qkvRoPE(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 	if err != nil {
 		return Tensor{}, err
 	}
-	// kvwrite rounds into an f16 cache by the cache value's dtype.
+	// kvwrite rounds into an f16 or q8_0 cache by the cache value's dtype.
 	write := func(cache *ir.Value, rows Tensor) error {
 		kw := &ir.Value{Op: ir.OpKVWrite, Args: []*ir.Value{cache}}
 		_, err := kvwrite(kw, []Tensor{tensorOf(v, args, cache), rows, pos}, nil)

@@ -178,17 +178,35 @@ func reshape(_ *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 func kvwrite(v *ir.Value, args []Tensor, _ []int64) (Tensor, error) {
 	cache, x, pos := args[0], args[1], args[2]
 	c, w := int(cache.Shape[0]), int(cache.Shape[1])
-	f16 := v.Args[0].Type.DType == ir.F16
+	dt := v.Args[0].Type.DType
+	var blocks []byte
+	if dt == ir.Q8_0 {
+		n, err := dt.RowBytes(int64(w))
+		if err != nil {
+			return Tensor{}, err
+		}
+		blocks = make([]byte, n)
+	}
 	for i, p := range pos.I32 {
 		if p < 0 || int(p) >= c {
 			return Tensor{}, fmt.Errorf("position %d is outside the KV cache (context %d)", p, c)
 		}
 		dst := cache.F32[int(p)*w : (int(p)+1)*w]
 		copy(dst, x.F32[i*w:(i+1)*w])
-		if f16 {
+		switch dt {
+		case ir.F16:
 			// The cache stores f16: keep exactly what a real f16 buffer would hold.
 			for j := range dst {
 				dst[j] = quant.F16ToF32(quant.F32ToF16(dst[j]))
+			}
+		case ir.Q8_0:
+			// The row quantized as it is written (ggml's quantize_row_q8_0),
+			// kept as its decoded values.
+			if err := quant.Quantize(dt, dst, blocks); err != nil {
+				return Tensor{}, err
+			}
+			if err := quant.Dequantize(dt, blocks, dst); err != nil {
+				return Tensor{}, err
 			}
 		}
 	}

@@ -45,8 +45,10 @@ type Result struct {
 	DecodeP99      time.Duration
 }
 
-// Run evaluates o.Prompt random tokens in one step, then o.Decode single
-// tokens, timing each step. The session must have room for both.
+// Run evaluates o.Prompt random tokens in steps of at most o.UBatch, then
+// o.Decode single tokens, timing each step. Every step asks for the logits
+// of its last token alone (Session.EvalLast), as generation does. The
+// session must have room for both.
 func Run(sess *mrt.Session, o Options) (*Result, error) {
 	if o.Prompt < 1 {
 		return nil, fmt.Errorf("prompt length %d must be ≥ 1", o.Prompt)
@@ -74,7 +76,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	}
 	if o.Warmup {
 		for _, n := range []int{ub, 1} {
-			if _, err := sess.Eval(ids(n)); err != nil {
+			if _, err := sess.EvalLast(ids(n)); err != nil {
 				return nil, err
 			}
 		}
@@ -88,7 +90,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	r := &Result{PromptTokens: o.Prompt, DecodeTokens: o.Decode}
 	t0 := time.Now()
 	for at := 0; at < len(prompt); at += ub {
-		if _, err := sess.Eval(prompt[at:min(at+ub, len(prompt))]); err != nil {
+		if _, err := sess.EvalLast(prompt[at:min(at+ub, len(prompt))]); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +98,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	var total time.Duration
 	for _, tok := range steps {
 		t := time.Now()
-		if _, err := sess.Eval(tok); err != nil {
+		if _, err := sess.EvalLast(tok); err != nil {
 			return nil, err
 		}
 		d := time.Since(t)

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // attention computes (flash) attention over the slot's cache rows. Every
@@ -48,7 +49,6 @@ func (e *exec) attention(nd *node) error {
 	stride := 2 + dv
 	p.part = growF32(p.part, items*stride)
 	part := p.part
-	tab := f16Tab()
 	p.runChunked(items, func(w, it int) {
 		t, h, s := it/(nh*S), (it/S)%nh, it%S
 		kh := h / group
@@ -71,20 +71,19 @@ func (e *exec) attention(nd *node) error {
 		for j0 := from; j0 < to; j0 += tileKV {
 			j1 := min(j0+tileKV, to)
 			tm := float32(math.Inf(-1))
-			if kst.f32 != nil {
-				// The tile's scores in one kernel call (rows kw apart).
-				e.p.ks.Scores(qv, kst.f32[kbase+j0*kw+kh*hd:], kw, sc[:j1-j0])
-				for j := range sc[:j1-j0] {
-					sc[j] *= scale
-					tm = max(tm, sc[j])
-				}
-			} else {
-				for j := j0; j < j1; j++ {
-					off := kbase + j*kw + kh*hd
-					d := dotF16(qv, kst.f16[off:off+hd], tab) * scale
-					sc[j-j0] = d
-					tm = max(tm, d)
-				}
+			// The tile's scores in one kernel call (rows kw apart).
+			koff := kbase + j0*kw + kh*hd
+			switch {
+			case kst.f32 != nil:
+				e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
+			case kst.f16 != nil:
+				e.p.ks.ScoresF16(qv, kst.f16[koff:], kw, sc[:j1-j0])
+			default:
+				e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
+			}
+			for j := range sc[:j1-j0] {
+				sc[j] *= scale
+				tm = max(tm, sc[j])
 			}
 			if tm > m {
 				r := float32(math.Exp(float64(m - tm)))
@@ -98,14 +97,15 @@ func (e *exec) attention(nd *node) error {
 			for _, wgt := range wt[:j1-j0] {
 				l += wgt
 			}
-			if vst.f32 != nil {
-				// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[vbase+j0*vw+kh*dv:], vw)
-			} else {
-				for j := j0; j < j1; j++ {
-					off := vbase + j*vw + kh*dv
-					axpyF16(acc, wt[j-j0], vst.f16[off:off+dv], tab)
-				}
+			// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
+			voff := vbase + j0*vw + kh*dv
+			switch {
+			case vst.f32 != nil:
+				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
+			case vst.f16 != nil:
+				e.p.ks.AxpyRowsF16(acc, wt[:j1-j0], vst.f16[voff:], vw)
+			default:
+				e.p.ks.AxpyRowsQ8(acc, wt[:j1-j0], vst.q8[q8Bytes(voff):], q8Bytes(vw))
 			}
 		}
 		pr[0], pr[1] = m, l
@@ -161,23 +161,14 @@ func (p *program) runChunked(n int, fn func(w, i int)) {
 	})
 }
 
-func dotF16(a []float32, b []uint16, tab []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1 float32
-	i := 0
-	for ; i+2 <= len(a); i += 2 {
-		s0 += a[i] * tab[b[i]]
-		s1 += a[i+1] * tab[b[i+1]]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * tab[b[i]]
-	}
-	return s0 + s1
-}
+// A q8_0 cache row is blocks of q8Block values: an f16 scale d, then the
+// values as int8 q (value = q·d), q8BlockBytes bytes in all (ggml's
+// block_q8_0).
+const (
+	q8Block      = kern.Q8Block
+	q8BlockBytes = kern.Q8BlockBytes
+)
 
-func axpyF16(dst []float32, a float32, x []uint16, tab []float32) {
-	x = x[:len(dst)]
-	for i := range dst {
-		dst[i] += a * tab[x[i]]
-	}
-}
+// q8Bytes is the byte offset of element n (a whole number of blocks) of a
+// q8_0 cache.
+func q8Bytes(n int) int { return n / q8Block * q8BlockBytes }

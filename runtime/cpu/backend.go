@@ -78,11 +78,13 @@ func numel(s []int64) int64 {
 	return n
 }
 
-// state is one KV cache: Slots·C rows of Width elements.
+// state is one KV cache: Slots·C rows of Width elements, in one of f32,
+// f16 and q8_0 (q8: blocks of 32 elements, 34 bytes each).
 type state struct {
 	info runtime.StateInfo
 	f32  []float32
 	f16  []uint16
+	q8   []byte
 }
 
 // node is one non-leaf, non-constant value to compute per step.
@@ -95,6 +97,10 @@ type node struct {
 	tpow  int
 	// the state this value aliases (kvwrite results), or -1
 	st int
+	// arena is the value's offset in float32s per token of the step's
+	// arena (the memory plan's arena_offset / 4), or -1: a buffer of its
+	// own.
+	arena int64
 }
 
 type program struct {
@@ -114,14 +120,25 @@ type program struct {
 	logits int
 
 	// per-step storage
-	vals    [][]float32 // f32 activations by value index
-	bufs    [][]float32 // owned buffers by value index
+	vals [][]float32 // f32 activations by value index
+	bufs [][]float32 // owned buffers by value index (values the plan does not place)
+	// arena holds every planned activation of a step: arenaPT float32s
+	// per token (the graph's arena_bytes_per_token / 4), so activation
+	// memory is bounded by the step's tokens, not the layer count.
+	arena   []float32
+	arenaPT int64
 	scratch [][]float32 // per worker
 	acts    []byte
 	bounds  []int // matmul work item boundaries (splitRows)
 	xnorm   []float32
-	part    []float32
-	moeBuf  *moeBuffers
+	xsel    []float32 // the logits matmul's wanted activation rows
+	rsel    []float32 // and its residual's
+	// logitRowsDone counts the rows the logits matmul computed, over the
+	// program's life (tests: a prompt step asking for its last row
+	// computes one).
+	logitRowsDone int64
+	part          []float32
+	moeBuf        *moeBuffers
 	// q82: round Q8_0 activations with ik_llama.cpp's Q8_2 recipe (the
 	// graph's act_rounding attribute; refround.go).
 	q82    bool
@@ -166,9 +183,12 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 			return nil, fmt.Errorf("state %q: %d slots × %d rows × %d overflow", info.Name, cfg.Slots, cfg.Context, info.Width)
 		}
 		st := &state{info: info}
-		if info.DType == ir.F16 {
+		switch info.DType {
+		case ir.F16:
 			st.f16 = make([]uint16, sz)
-		} else {
+		case ir.Q8_0:
+			st.q8 = make([]byte, sz/q8Block*q8BlockBytes)
+		default:
 			st.f32 = make([]float32, sz)
 		}
 		p.states = append(p.states, st)
@@ -198,7 +218,7 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 			}
 			p.consts[i] = c
 		default:
-			nd := node{v: v, idx: i, st: -1}
+			nd := node{v: v, idx: i, st: -1, arena: p.arenaOffset(v)}
 			for _, a := range v.Args {
 				nd.args = append(nd.args, p.index[a])
 			}
@@ -233,6 +253,23 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 	p.scratch = make([][]float32, p.pool.n)
 	goruntime.AddCleanup(p, func(pl *pool) { pl.stop() }, p.pool)
 	return p, nil
+}
+
+// arenaOffset is v's place in the step's arena in float32s per token, or
+// -1 when the graph has no memory plan (an unfused graph, or one the pass
+// left unplanned) or v is not in it. Every planned activation is a float32
+// [T, n] buffer, so byte offsets and sizes are whole float32s.
+func (p *program) arenaOffset(v *ir.Value) int64 {
+	per := p.g.Attrs.Int("arena_bytes_per_token", 0)
+	if _, ok := v.Attrs["arena_offset"]; per <= 0 || !ok || v.Type.DType != ir.F32 || v.Op == ir.OpReshape {
+		return -1
+	}
+	o := v.Attrs.Int("arena_offset", -1)
+	if o < 0 || o%4 != 0 || per%4 != 0 {
+		return -1
+	}
+	p.arenaPT = per / 4
+	return o / 4
 }
 
 // dropPackedSources forgets the original bytes of matrices that are read
@@ -315,8 +352,12 @@ func (p *program) prepare(nd *node) error {
 			return fmt.Errorf("the table must be constant")
 		}
 	case ir.OpAttention, ir.OpFlashAttention:
-		if p.stOf[nd.args[1]] < 0 || p.stOf[nd.args[2]] < 0 {
+		ks, vs := p.stOf[nd.args[1]], p.stOf[nd.args[2]]
+		if ks < 0 || vs < 0 {
 			return fmt.Errorf("keys and values must be KV cache states")
+		}
+		if err := p.checkHeads(v, p.states[ks], p.states[vs]); err != nil {
+			return err
 		}
 	case ir.OpKVWrite:
 		if nd.st < 0 {
@@ -334,8 +375,12 @@ func (p *program) prepare(nd *node) error {
 		if err != nil {
 			return err
 		}
-		if p.stOf[p.index[pp.KCache]] < 0 || p.stOf[p.index[pp.VCache]] < 0 {
+		ks, vs := p.stOf[p.index[pp.KCache]], p.stOf[p.index[pp.VCache]]
+		if ks < 0 || vs < 0 {
 			return fmt.Errorf("the caches must be states")
+		}
+		if err := p.checkHeads(v, p.states[ks], p.states[vs]); err != nil {
+			return err
 		}
 	}
 	for j, a := range nd.args {
@@ -348,15 +393,25 @@ func (p *program) prepare(nd *node) error {
 	return nil
 }
 
+// checkHeads refuses a q8_0 cache whose heads do not start on a block:
+// heads are written and read one at a time.
+func (p *program) checkHeads(v *ir.Value, k, vs *state) error {
+	hd := int(v.Attrs.Int("head_dim", 0))
+	nkv := int(v.Attrs.Int("n_kv_head", 1))
+	if k.q8 != nil && hd%q8Block != 0 {
+		return fmt.Errorf("a q8_0 K cache needs a head dimension that is a multiple of %d, not %d", q8Block, hd)
+	}
+	if dv := vs.info.Width / max(1, nkv); vs.q8 != nil && (dv%q8Block != 0 || v.Op == ir.OpQKVRoPE && hd%q8Block != 0) {
+		return fmt.Errorf("a q8_0 V cache needs a head dimension that is a multiple of %d, not %d", q8Block, dv)
+	}
+	return nil
+}
+
 func (p *program) Config() runtime.ProgramConfig { return p.cfg }
 func (p *program) VocabSize() int                { return p.sig.VocabSize }
 
 func (p *program) CacheBytes() int64 {
-	var n int64
-	for _, st := range p.states {
-		n += int64(len(st.f32))*4 + int64(len(st.f16))*2
-	}
-	return n
+	return runtime.StatesBytes(p.sig.States, p.cfg.Slots*p.cfg.Context)
 }
 
 func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
@@ -379,7 +434,8 @@ func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 // the row's slot) and returns copies of the logits rows want names (every
 // row when nil).
 func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]float32, error) {
-	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow}
+	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow, want: want}
+	p.arena = growF32(p.arena, int(p.arenaPT)*len(tokens))
 	for i := range p.nodes {
 		nd := &p.nodes[i]
 		if err := e.run(nd); err != nil {
@@ -388,7 +444,10 @@ func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]floa
 	}
 	out := p.vals[p.logits]
 	nv := p.sig.VocabSize
-	if len(out) != len(tokens)*nv {
+	// The logits matmul computed the wanted rows alone (exec.logitRows),
+	// or every row.
+	compact := want != nil && len(out) == len(want)*nv && len(want) != len(tokens)
+	if !compact && len(out) != len(tokens)*nv {
 		return nil, fmt.Errorf("logits have %d values, want %d×%d", len(out), len(tokens), nv)
 	}
 	if want == nil {
@@ -400,6 +459,9 @@ func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]floa
 	all := make([]float32, len(want)*nv)
 	rows := make([][]float32, len(want))
 	for i, r := range want {
+		if compact {
+			r = i
+		}
 		rows[i] = all[i*nv : (i+1)*nv : (i+1)*nv]
 		copy(rows[i], out[r*nv:(r+1)*nv])
 	}
@@ -419,10 +481,13 @@ func (p *program) ResetSlot(slot int) error {
 	for _, st := range p.states {
 		w := st.info.Width
 		lo, hi := slot*c*w, (slot+1)*c*w
-		if st.f32 != nil {
+		switch {
+		case st.f32 != nil:
 			clear(st.f32[lo:hi])
-		} else {
+		case st.f16 != nil:
 			clear(st.f16[lo:hi])
+		default:
+			clear(st.q8[lo/q8Block*q8BlockBytes : hi/q8Block*q8BlockBytes])
 		}
 	}
 	return nil

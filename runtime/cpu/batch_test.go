@@ -243,3 +243,107 @@ func TestStepRowsErrors(t *testing.T) {
 
 // stepOnly hides a program's StepRows.
 type stepOnly struct{ runtime.Program }
+
+// A step that asks for some rows' logits computes only those rows of the
+// output matmul (the counter), and they are bit for bit the rows of a step
+// that computes all of them; the caches it leaves are the same too (the
+// next decode step agrees). Fused graphs (the final norm in the matmul's
+// prologue) and unfused ones (a plain matmul after a separate rmsnorm).
+func TestLogitsOnlyAskedRows(t *testing.T) {
+	prompt := []int32{1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}
+	for _, c := range []struct {
+		dt    ir.DType
+		fused bool
+	}{{ir.F32, true}, {ir.Q4_0, true}, {ir.Q4_0, false}, {ir.Q8_0, true}} {
+		t.Run(fmt.Sprintf("%s-fused=%v", c.dt, c.fused), func(t *testing.T) {
+			m := synth.Default()
+			m.Matrix = c.dt
+			am := synthModel(t, m)
+			if c.fused {
+				fuse(t, am.Graph)
+			}
+			b := cpu.Backend{Threads: 2}
+			full := soloTrace(t, b, am.Graph, am.Weights, prompt, 2)
+			p, err := b.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 64})
+			require.NoError(t, err)
+			defer p.Close()
+			bp := p.(runtime.BatchProgram)
+			r := runtime.Rows{Logits: []int{len(prompt) - 1}}
+			for i, id := range prompt {
+				r.Add(0, id, int32(i))
+			}
+			before := cpu.LogitRowsDone(p)
+			got, err := bp.StepRows(r)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), cpu.LogitRowsDone(p)-before, "the output matmul computed only the last row")
+			require.Len(t, got, 1)
+			require.Equal(t, full.logits[0], got[0], "the last row's logits")
+			s, err := runtime.NewProgramSession(p, 0)
+			require.NoError(t, err)
+			last, err := s.EvalLast(prompt)
+			require.NoError(t, err)
+			require.Equal(t, full.logits[0], last, "Session.EvalLast")
+			next, err := s.EvalLast([]int32{full.tokens[0]})
+			require.NoError(t, err)
+			require.Equal(t, full.logits[1], next, "the decode step after it")
+			// Two rows, and none.
+			require.NoError(t, p.ResetSlot(0))
+			r.Logits = []int{2, len(prompt) - 1}
+			before = cpu.LogitRowsDone(p)
+			got, err = bp.StepRows(r)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), cpu.LogitRowsDone(p)-before)
+			require.Equal(t, full.logits[0], got[1])
+			require.NoError(t, p.ResetSlot(0))
+			r.Logits = []int{}
+			before = cpu.LogitRowsDone(p)
+			got, err = bp.StepRows(r)
+			require.NoError(t, err)
+			require.Empty(t, got)
+			require.Equal(t, int64(0), cpu.LogitRowsDone(p)-before)
+		})
+	}
+}
+
+// A compiled (fused, memory-planned) graph keeps every activation of a step
+// in one arena of T × the plan's bytes per token, the same for 2 and 6
+// layers: activation memory grows with the step's tokens, not the depth of
+// the model. An unplanned graph gives each value a buffer of its own.
+func TestActivationsInArena(t *testing.T) {
+	prompt := []int32{1, 5, 9, 4, 7, 3, 8, 2, 6, 10, 11, 12}
+	per := map[int]int64{}
+	for _, layers := range []int{2, 6} {
+		m := synth.Default()
+		m.NLayer = layers
+		am := synthModel(t, m)
+		fuse(t, am.Graph)
+		p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 64})
+		require.NoError(t, err)
+		_, err = p.Step(0, prompt, positions(len(prompt)))
+		require.NoError(t, err)
+		arena, own := cpu.ActivationMemory(p)
+		require.Equal(t, am.Graph.Attrs.Int("arena_bytes_per_token", 0), 4*arena)
+		require.Zero(t, own, "%d layers: every activation is in the arena", layers)
+		require.Less(t, 4*arena, am.Graph.Attrs.Int("naive_bytes_per_token", 0))
+		per[layers] = arena
+		require.NoError(t, p.Close())
+	}
+	require.Equal(t, per[2], per[6], "the arena does not grow with the layers")
+	am := synthModel(t, synth.Default())
+	p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 64})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.Step(0, prompt, positions(len(prompt)))
+	require.NoError(t, err)
+	arena, own := cpu.ActivationMemory(p)
+	require.Zero(t, arena)
+	require.Positive(t, own)
+}
+
+func positions(n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(i)
+	}
+	return p
+}

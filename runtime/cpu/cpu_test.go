@@ -318,3 +318,95 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// K and V caches of every type (f32, f16, q8_0, and mixed as gpt-oss's
+// reference runs them) on this backend agree with the interpreter, which
+// rounds each written row to the cache type; a q8_0 cache takes 34 bytes
+// per 32 values and moves the logits away from the f32 cache's (it is
+// used). A q8_0 cache whose heads are not whole blocks is refused.
+func TestCacheTypesMatchReference(t *testing.T) {
+	m := synth.Default()
+	m.NEmbd, m.NFF, m.NHead, m.NHeadKV = 256, 512, 8, 4 // head_dim 32
+	am := synthModel(t, m)
+	fuse(t, am.Graph)
+	prompt := []int32{1, 20, 30, 40, 50, 60, 70, 80, 90}
+	more := []int32{11, 12, 13}
+	f32 := run(t, reference(t), am.Graph, am.Weights, prompt, more)
+	for _, c := range [][2]ir.DType{{ir.F32, ir.F32}, {ir.F16, ir.F16}, {ir.Q8_0, ir.Q8_0}, {ir.F32, ir.F16}, {ir.Q8_0, ir.F16}, {ir.F16, ir.Q8_0}} {
+		name := fmt.Sprintf("K %s V %s", c[0], c[1])
+		g, err := runtime.WithCacheTypes(am.Graph, c[0], c[1])
+		require.NoError(t, err)
+		want := run(t, reference(t), g, am.Weights, prompt, more)
+		got := run(t, cpu.Backend{Threads: 2}, g, am.Weights, prompt, more)
+		// Measured: 6e-7 (f32), 6e-7 (q8_0), 4.3e-5 whenever V is f16
+		// (as before q8_0 existed; TestFusedMatchReference's smaller model
+		// stays within 1e-5).
+		tol := 1e-5
+		if c[1] == ir.F16 {
+			tol = 1e-4
+		}
+		requireClose(t, want, got, tol, name)
+		if c[0] == ir.F32 && c[1] == ir.F32 {
+			continue
+		}
+		diff := 0.0
+		for i := range f32 {
+			for j := range f32[i] {
+				diff = max(diff, math.Abs(float64(f32[i][j]-want[i][j])))
+			}
+		}
+		require.Greater(t, diff, 1e-6, "%s: the logits moved from the f32 cache's", name)
+		p, err := cpu.Backend{Threads: 2}.Compile(g, am.Weights, runtime.ProgramConfig{Context: 64})
+		require.NoError(t, err)
+		bytesOf := map[ir.DType]int64{ir.F32: 4 * 32, ir.F16: 2 * 32, ir.Q8_0: 34}
+		// 2 layers, a K and a V cache each of 4 heads × 32 per row.
+		require.Equal(t, 2*64*4*(bytesOf[c[0]]+bytesOf[c[1]]), p.CacheBytes(), name)
+		require.NoError(t, p.Close())
+	}
+	small := synthModel(t, synth.Default()) // head_dim 16
+	fuse(t, small.Graph)
+	g, err := runtime.WithCacheType(small.Graph, ir.Q8_0)
+	require.NoError(t, err)
+	_, err = cpu.Backend{Threads: 2}.Compile(g, small.Weights, runtime.ProgramConfig{Context: 64})
+	require.ErrorContains(t, err, "multiple of 32")
+}
+
+// The Llama-3.1 test shape (rope_freqs, 128K context) loads with its
+// frequency divisors in the graph and runs at depth in an 8192-position
+// cache on this backend as on the interpreter, with f16 and q8_0 caches.
+func TestLlama31ShapeAtDepth(t *testing.T) {
+	m, err := synth.Preset("llama-3.1-tiny", ir.F32, 1)
+	require.NoError(t, err)
+	want := synth.Llama3RopeFreqs(64, 500000, 8, 1, 4, 8192)
+	require.Equal(t, float32(1), want[0])
+	require.Equal(t, float32(8), want[len(want)-1])
+	am := synthModel(t, m)
+	require.Equal(t, 131072, am.Config.ContextLength)
+	fuse(t, am.Graph)
+	found := false
+	for _, v := range am.Graph.Values {
+		if f := v.Attrs.Floats("freq_factors"); f != nil {
+			found = true
+			for i := range want {
+				require.InDelta(t, float64(want[i]), f[i], 0, "factor %d", i)
+			}
+		}
+	}
+	require.True(t, found, "the graph's rope carries rope_freqs")
+	for _, ct := range []ir.DType{ir.F16, ir.Q8_0} {
+		g, err := runtime.WithCacheType(am.Graph, ct)
+		require.NoError(t, err)
+		var got [2][][]float32
+		for i, b := range []runtime.Backend{reference(t), cpu.Backend{Threads: 2}} {
+			p, err := b.Compile(g, am.Weights, runtime.ProgramConfig{Context: 8192})
+			require.NoError(t, err)
+			_, err = p.Step(0, []int32{1, 20, 30, 40, 50, 60, 70, 80}, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+			require.NoError(t, err)
+			rows, err := p.Step(0, []int32{9, 10}, []int32{8000, 8191})
+			require.NoError(t, err)
+			got[i] = rows
+			require.NoError(t, p.Close())
+		}
+		requireClose(t, got[0], got[1], 1e-4, fmt.Sprintf("%s cache at depth", ct))
+	}
+}

@@ -19,16 +19,45 @@ type exec struct {
 	// several slots share a step (runtime.Rows), each writing and reading
 	// its own slot's part of every state.
 	slotRow []int
+	// want lists the rows whose logits the step returns (nil: all). The
+	// output matmul computes only those rows (logitRows).
+	want []int
+}
+
+// logitRows returns the rows nd computes when it is the logits matmul and
+// the step wants fewer rows than it has, nil otherwise (all rows). The
+// output matmul is row by row, so its rows alone give the bits a full step
+// gives them (kern's dot kernels do not depend on the rows beside).
+func (e *exec) logitRows(nd *node) []int {
+	if e.want == nil || len(e.want) == e.T || nd.idx != e.p.logits || nd.tpow != 1 {
+		return nil
+	}
+	if op := nd.v.Op; op != ir.OpMatMul && op != ir.OpFusedMatMul {
+		return nil
+	}
+	return e.want
 }
 
 // out returns the node's own buffer, sized for this step.
 func (e *exec) out(nd *node) []float32 {
 	n := int(nd.elems)
-	for i := 0; i < nd.tpow; i++ {
-		n *= e.T
+	rows := e.T
+	if sel := e.logitRows(nd); sel != nil {
+		rows = len(sel)
 	}
-	b := growF32(e.p.bufs[nd.idx], n)
-	e.p.bufs[nd.idx] = b
+	for i := 0; i < nd.tpow; i++ {
+		n *= rows
+	}
+	var b []float32
+	if nd.arena >= 0 {
+		// The memory plan's place: T·offset in the step's arena, shared
+		// with values whose lifetimes do not overlap (passes/memory.go).
+		at := int(nd.arena) * e.T
+		b = e.p.arena[at : at+n : at+n]
+	} else {
+		b = growF32(e.p.bufs[nd.idx], n)
+		e.p.bufs[nd.idx] = b
+	}
 	e.p.vals[nd.idx] = b
 	return b
 }
@@ -201,14 +230,21 @@ func (e *exec) concat(nd *node) error {
 	return nil
 }
 
+// writeRow stores x at element off of st (for q8_0 both whole blocks:
+// checkHeads holds heads to them), converted to the cache type.
 func writeRow(st *state, off int, x []float32) {
-	if st.f32 != nil {
+	switch {
+	case st.f32 != nil:
 		copy(st.f32[off:off+len(x)], x)
-		return
-	}
-	d := st.f16[off : off+len(x)]
-	for j, f := range x {
-		d[j] = quant.F32ToF16(f)
+	case st.f16 != nil:
+		d := st.f16[off : off+len(x)]
+		for j, f := range x {
+			d[j] = quant.F32ToF16(f)
+		}
+	default:
+		// ggml's quantize_row_q8_0, as the interpreter rounds the row.
+		b := off / q8Block * q8BlockBytes
+		_ = quant.Quantize(ir.Q8_0, x, st.q8[b:b+len(x)/q8Block*q8BlockBytes])
 	}
 }
 

@@ -155,6 +155,20 @@ func (e *exec) matmul(nd *node) error {
 	wr := p.emulated(c.rows(e.p.ks))
 	x := e.f32(p.index[parts.X])
 	R := len(x) / K
+	sel := e.logitRows(nd)
+	if sel != nil {
+		// Only the rows asked for: their activations gathered, the
+		// rest of the output matmul (vocabulary × width per row) skipped.
+		if len(sel) == 0 {
+			e.out(nd)
+			return nil
+		}
+		p.xsel = gatherRows(p.xsel, x, K, sel)
+		x, R = p.xsel, len(sel)
+	}
+	if nd.idx == p.logits {
+		p.logitRowsDone += int64(R)
+	}
 	if parts.Norm {
 		var gain []float32
 		if parts.Gain != nil {
@@ -180,6 +194,10 @@ func (e *exec) matmul(nd *node) error {
 		var res []float32
 		if parts.Residual != nil {
 			res = e.f32(p.index[parts.Residual])
+			if sel != nil {
+				p.rsel = gatherRows(p.rsel, res, N, sel)
+				res = p.rsel
+			}
 		}
 		out := e.out(nd)
 		b := p.splitRows(N, K, R)
@@ -288,4 +306,14 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 		}
 	})
 	return nil
+}
+
+// gatherRows copies rows sel of x (rows of width k) into buf, grown as
+// needed, and returns it.
+func gatherRows(buf, x []float32, k int, sel []int) []float32 {
+	buf = growF32(buf, len(sel)*k)
+	for i, r := range sel {
+		copy(buf[i*k:(i+1)*k], x[r*k:(r+1)*k])
+	}
+	return buf
 }

@@ -2,10 +2,7 @@ package cpu
 
 import (
 	"math"
-	"sync"
 	"unsafe"
-
-	"github.com/minerva-llm/minerva/quant"
 )
 
 // alignedBytes allocates n bytes aligned for float32 (and 8-byte) access.
@@ -36,22 +33,6 @@ func bytesOfF32(f []float32) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
-}
-
-var (
-	f16Once  sync.Once
-	f16Table []float32
-)
-
-// f16Tab returns the table of every half float's float32 value.
-func f16Tab() []float32 {
-	f16Once.Do(func() {
-		f16Table = make([]float32, 1<<16)
-		for i := range f16Table {
-			f16Table[i] = quant.F16ToF32(uint16(i))
-		}
-	})
-	return f16Table
 }
 
 func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }

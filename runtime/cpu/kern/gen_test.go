@@ -26,6 +26,7 @@ var generators = []struct {
 }{
 	{"kerndot", []string{"dot_amd64.s", "dot_amd64_stubs.go"}},
 	{"kernvec", []string{"vec_amd64.s", "vec_amd64_stubs.go"}},
+	{"kernattn", []string{"attn_amd64.s", "attn_amd64_stubs.go"}},
 	{"kernvnni", []string{"vnni_amd64.s", "vnni_amd64_stubs.go"}},
 	{"kernneon", []string{"neon_arm64.s", "neon_arm64_stubs.go"}},
 }

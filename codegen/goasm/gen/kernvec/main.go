@@ -468,46 +468,16 @@ func dotWeights(c *build.Context, t string) {
 // rows stride floats apart, in one call. Each dot runs in one accumulator of
 // eight lanes (element i in lane i%8), then the lanes as dotF32AVX2 does.
 func scoresF32(c *build.Context) {
-	c.Function("scoresF32AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(q, k []float32, stride int, out []float32)")
-	c.Doc("scoresF32AVX2 sets out[j] to the dot of q (len a multiple of 8) with row j of k",
-		"(rows stride floats apart). It needs AVX2 and FMA.")
-	d := c.Load(c.Param("q").Len(), c.GP64())
-	qp := c.Load(c.Param("q").Base(), c.GP64())
-	kp := c.Load(c.Param("k").Base(), c.GP64())
-	st := c.Load(c.Param("stride"), c.GP64())
-	c.SHLQ(Imm(2), st)
-	n := c.Load(c.Param("out").Len(), c.GP64())
-	op := c.Load(c.Param("out").Base(), c.GP64())
-	c.SHRQ(Imm(3), d)
-	c.TESTQ(n, n)
-	c.JZ(LabelRef("scores_done"))
-	c.Label("scores_row")
-	acc := c.YMM()
-	c.VXORPS(acc, acc, acc)
-	i, qi, ki := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(d, i)
-	c.MOVQ(qp, qi)
-	c.MOVQ(kp, ki)
-	c.Label("scores_col")
-	v := c.YMM()
-	c.VMOVUPS(Mem{Base: qi}, v)
-	c.VFMADD231PS(Mem{Base: ki}, v, acc)
-	c.ADDQ(U32(32), qi)
-	c.ADDQ(U32(32), ki)
-	c.DECQ(i)
-	c.JNZ(LabelRef("scores_col"))
-	r := avoutil.HSumFloat8(c, acc)
-	c.VMOVSS(r, Mem{Base: op})
-	c.ADDQ(U32(4), op)
-	c.ADDQ(st, kp)
-	c.DECQ(n)
-	c.JNZ(LabelRef("scores_row"))
-	c.Label("scores_done")
-	c.VZEROUPPER()
-	c.RET()
+	avoutil.TileScores(c, "scoresF32AVX2", "func(q, k []float32, stride int, out []float32)", "scores",
+		[]string{"scoresF32AVX2 sets out[j] to the dot of q (len a multiple of 8) with row j of k",
+			"(rows stride floats apart). It needs AVX2 and FMA."}, 2, 3,
+		func(acc reg.VecVirtual, qi, ki reg.Register) {
+			v := c.YMM()
+			c.VMOVUPS(Mem{Base: qi}, v)
+			c.VFMADD231PS(Mem{Base: ki}, v, acc)
+			c.ADDQ(U32(32), qi)
+			c.ADDQ(U32(32), ki)
+		})
 }
 
 // axpyRowsF32 emits func axpyRowsF32AVX2(acc, w, v []float32, stride int):

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/pass"
@@ -108,4 +109,97 @@ func ZeroYMMs(c *build.Context, n int) []reg.VecVirtual {
 		c.VXORPS(acc[r], acc[r], acc[r])
 	}
 	return acc
+}
+
+// TileScores emits an attention tile-scores kernel: func name(q, k, stride,
+// out) (types in sig) setting out[j] to the dot of q with row j of k, rows
+// stride units apart (stride << strideShift bytes). Per row it zeroes an
+// eight-lane accumulator, runs unit (which accumulates one unit of the row
+// and advances qi and ki) len(q) >> unitShift times, and stores the lanes
+// summed as HSumFloat8. Labels start with prefix.
+func TileScores(c *build.Context, name, sig, prefix string, doc []string, strideShift, unitShift uint64,
+	unit func(acc reg.VecVirtual, qi, ki reg.Register)) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(sig)
+	c.Doc(doc...)
+	d := c.Load(c.Param("q").Len(), c.GP64())
+	qp := c.Load(c.Param("q").Base(), c.GP64())
+	kp := c.Load(c.Param("k").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	if strideShift > 0 {
+		c.SHLQ(Imm(strideShift), st)
+	}
+	n := c.Load(c.Param("out").Len(), c.GP64())
+	op := c.Load(c.Param("out").Base(), c.GP64())
+	c.SHRQ(Imm(unitShift), d)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef(prefix + "_done"))
+	c.Label(prefix + "_row")
+	acc := c.YMM()
+	c.VXORPS(acc, acc, acc)
+	i, qi, ki := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(d, i)
+	c.MOVQ(qp, qi)
+	c.MOVQ(kp, ki)
+	c.Label(prefix + "_col")
+	unit(acc, qi, ki)
+	c.DECQ(i)
+	c.JNZ(LabelRef(prefix + "_col"))
+	r := HSumFloat8(c, acc)
+	c.VMOVSS(r, Mem{Base: op})
+	c.ADDQ(U32(4), op)
+	c.ADDQ(st, kp)
+	c.DECQ(n)
+	c.JNZ(LabelRef(prefix + "_row"))
+	c.Label(prefix + "_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// TileAxpyRows emits an attention weighted-values kernel: func name(acc, w,
+// v, stride) (types in sig) adding w[j]·row j of v (rows stride units
+// apart, stride << strideShift bytes) to acc for every j. acc is cut into
+// units of accBytes (len(acc) >> unitShift of them, each vBytes of a row of
+// v); pass(label, units, ap, wp0, n0, vp0, st) emits one pass of every row
+// over that many units at ap, big units at a time while they last, then one.
+func TileAxpyRows(c *build.Context, name, sig, prefix string, doc []string, strideShift, unitShift uint64,
+	big, accBytes, vBytes int, pass func(label string, units int, ap, wp0, n0, vp0, st reg.Register)) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(sig)
+	c.Doc(doc...)
+	d := c.Load(c.Param("acc").Len(), c.GP64())
+	ap := c.Load(c.Param("acc").Base(), c.GP64())
+	wp0 := c.Load(c.Param("w").Base(), c.GP64())
+	n0 := c.Load(c.Param("w").Len(), c.GP64())
+	vp0 := c.Load(c.Param("v").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	if strideShift > 0 {
+		c.SHLQ(Imm(strideShift), st)
+	}
+	c.SHRQ(Imm(unitShift), d)
+	c.TESTQ(n0, n0)
+	c.JZ(LabelRef(prefix + "_done"))
+	c.Label(prefix + "_chunk")
+	c.TESTQ(d, d)
+	c.JZ(LabelRef(prefix + "_done"))
+	c.CMPQ(d, Imm(uint64(big)))
+	c.JL(LabelRef(prefix + "_small"))
+	pass(prefix+"_rows", big, ap, wp0, n0, vp0, st)
+	c.ADDQ(U32(uint64(big*accBytes)), ap)
+	c.ADDQ(U32(uint64(big*vBytes)), vp0)
+	c.SUBQ(Imm(uint64(big)), d)
+	c.JMP(LabelRef(prefix + "_chunk"))
+	c.Label(prefix + "_small")
+	pass(prefix+"_row1", 1, ap, wp0, n0, vp0, st)
+	c.ADDQ(U32(uint64(accBytes)), ap)
+	c.ADDQ(U32(uint64(vBytes)), vp0)
+	c.DECQ(d)
+	c.JMP(LabelRef(prefix + "_chunk"))
+	c.Label(prefix + "_done")
+	c.VZEROUPPER()
+	c.RET()
 }

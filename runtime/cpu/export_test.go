@@ -1,0 +1,18 @@
+package cpu
+
+import "github.com/minerva-llm/minerva/runtime"
+
+// LogitRowsDone is the number of rows p's logits matmul has computed.
+func LogitRowsDone(p runtime.Program) int64 { return p.(*program).logitRowsDone }
+
+// ActivationMemory reports p's step arena (float32s per token) and how many
+// of its values hold buffers of their own, outside the arena.
+func ActivationMemory(p runtime.Program) (arenaPerToken int64, own int) {
+	pr := p.(*program)
+	for _, b := range pr.bufs {
+		if b != nil {
+			own++
+		}
+	}
+	return pr.arenaPT, own
+}
