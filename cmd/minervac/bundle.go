@@ -14,7 +14,6 @@ import (
 	"slices"
 
 	"github.com/minerva-llm/minerva/frontend"
-	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/plan"
 )
 
@@ -23,12 +22,12 @@ import (
 const mainPackage = "github.com/minerva-llm/minerva/cmd/minervac"
 
 type buildCmd struct {
-	Model     string `arg:"" help:"Model file (.gguf) or model directory to carry." type:"path"`
-	Output    string `short:"o" required:"" help:"The executable to write (run it as ./app --prompt …, ./app chat, ./app serve)." type:"path"`
-	Runtime   string `help:"The minervac binary the app is a copy of (default: this one). One built for another GOOS/GOARCH with CGO_ENABLED=0 makes an app for that platform." type:"path"`
-	Target    string `short:"t" help:"Target: goasm (the CPU), reference (the interpreter), cuda or metal." default:"goasm"`
-	Ctx       int    `help:"Default KV cache size in positions (default: the model's context length, at most 4096)."`
-	CacheType string `help:"KV cache element type: f32 or f16." default:"f32" enum:"f32,f16"`
+	Model      string `arg:"" help:"Model file (.gguf) or model directory to carry." type:"path"`
+	Output     string `short:"o" required:"" help:"The executable to write (run it as ./app --prompt …, ./app chat, ./app serve)." type:"path"`
+	Runtime    string `help:"The minervac binary the app is a copy of (default: this one). One built for another GOOS/GOARCH with CGO_ENABLED=0 makes an app for that platform." type:"path"`
+	Target     string `short:"t" help:"Target: goasm (the CPU), reference (the interpreter), cuda or metal." default:"goasm"`
+	Ctx        int    `help:"Default KV cache size in positions (default: the model's context length, at most 4096)."`
+	cacheFlags `embed:""`
 }
 
 // Run writes the app: the runtime program (without any plan it already
@@ -56,12 +55,12 @@ func (c *buildCmd) Run() error {
 	}
 	defer rt.fh.Close()
 
-	m, err := loadModel(c.Model, arch.Options{CacheType: cacheTypeOf(c.CacheType)})
+	m, err := loadModel(c.Model, c.types().arch())
 	if err != nil {
 		return err
 	}
 	defer m.src.Close()
-	p, err := compileModel(m, c.Model, compileOptions{Target: c.Target, Ctx: c.Ctx, CacheType: cacheTypeOf(c.CacheType)})
+	p, err := compileModel(m, c.Model, compileOptions{Target: c.Target, Ctx: c.Ctx, Cache: c.types()})
 	if err != nil {
 		return err
 	}
