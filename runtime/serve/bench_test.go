@@ -14,7 +14,7 @@ import (
 
 // benchModel is the model the serving benchmarks run: the file
 // $MINERVA_SERVE_BENCH_MODEL names (TinyLlama-1.1B Q4_0 synth: `minervac
-// synth tinyllama-1.1b -t q4_0`), else stories260K.
+// synth --preset tinyllama-1.1b --quant q4_0 -o FILE`), else stories260K.
 func benchModel(b *testing.B) storiesModel {
 	if path := os.Getenv("MINERVA_SERVE_BENCH_MODEL"); path != "" {
 		m, err := loadModel(path)
