@@ -44,30 +44,37 @@ func deref(s *string) string {
 // result with the events' text put back together.
 func streamed(text string, rng *rand.Rand, maxChunk int) (HarmonyResult, string, string, []ToolCall, bool) {
 	p := NewHarmonyParser()
-	var reasoning, content strings.Builder
-	var calls []ToolCall
-	collect := func(evs []HarmonyEvent) {
-		for _, e := range evs {
-			switch e.Kind {
-			case HarmonyReasoning:
-				reasoning.WriteString(e.Text)
-			case HarmonyContent:
-				content.WriteString(e.Text)
-			case HarmonyToolCall:
-				calls = append(calls, e.ToolCall)
-			}
-		}
-	}
+	var got eventText
 	for rest := text; rest != ""; {
 		n := 1 + rng.Intn(maxChunk)
 		if n > len(rest) {
 			n = len(rest)
 		}
-		collect(p.Push(rest[:n]))
+		got.add(p.Push(rest[:n]))
 		rest = rest[n:]
 	}
-	collect(p.Finish())
-	return p.Result(), reasoning.String(), content.String(), calls, p.Done()
+	got.add(p.Finish())
+	return p.Result(), got.reasoning.String(), got.content.String(), got.calls, p.Done()
+}
+
+// eventText puts parser events back together: the reasoning and content
+// text, and the tool calls.
+type eventText struct {
+	reasoning, content strings.Builder
+	calls              []ToolCall
+}
+
+func (e *eventText) add(evs []HarmonyEvent) {
+	for _, ev := range evs {
+		switch ev.Kind {
+		case HarmonyReasoning:
+			e.reasoning.WriteString(ev.Text)
+		case HarmonyContent:
+			e.content.WriteString(ev.Text)
+		case HarmonyToolCall:
+			e.calls = append(e.calls, ev.ToolCall)
+		}
+	}
 }
 
 func TestHarmonyParseGoldens(t *testing.T) {

@@ -31,11 +31,14 @@ func (r *Rows) Add(slot int, token, pos int32) {
 }
 
 // BatchProgram is a Program that steps rows of several slots at once
-// (StepRows): the CPU backend and the reference interpreter.
+// (StepRows): the CPU backend, the reference interpreter and the CUDA and
+// Metal programs.
 //
-// For every row, the result is bit for bit what Step gives for the same
-// token, position and cache contents, whatever the other rows of the step:
-// a request's tokens do not depend on who it shares the steps with.
+// On the CPU backend and the interpreter, for every row, the result is bit
+// for bit what Step gives for the same token, position and cache contents,
+// whatever the other rows of the step: a request's tokens do not depend on
+// who it shares the steps with. The GPU programs agree within float
+// rounding (a step of one row runs other kernels than a longer one).
 type BatchProgram interface {
 	Program
 	// StepRows runs the rows and returns the logits of the rows r.Logits
@@ -44,7 +47,7 @@ type BatchProgram interface {
 }
 
 // StepRows steps rows on any program: in one step on a BatchProgram, and on
-// one that is not (the GPU programs, for now) as one Step per slot, in the
+// one that is not as one Step per slot, in the
 // order the slots first appear. The results are the same; only the second
 // reads the weights once per slot instead of once per step.
 func StepRows(p Program, r Rows) ([][]float32, error) {

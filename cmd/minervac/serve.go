@@ -34,7 +34,7 @@ type serveCmd struct {
 	MaxBody      int64         `name:"max-body" help:"Largest request body in bytes; larger ones get 413." default:"4194304"`
 	Grace        time.Duration `help:"On SIGTERM or SIGINT, how long running requests may finish before they are cancelled." default:"10s"`
 	LogFormat    string        `name:"log-format" help:"Request log lines on stderr: text or json." default:"text" enum:"text,json"`
-	Target       string        `short:"t" help:"Backend for a .gguf model: goasm (the CPU) or reference (the interpreter)." default:"goasm"`
+	Target       string        `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU; batched steps, as the CPU)." default:"goasm"`
 	cacheFlags   `embed:""`
 	Verbose      bool `short:"v" help:"Print load and compile times on stderr."`
 }

@@ -274,16 +274,19 @@ const ropeRotate = `
         }
 `
 
-// ropeWrite stores the rotated pair: q into out, k and v into the caches.
+// ropeWrite stores the rotated pair: q into out, k and v into the caches
+// at row base[t] + pos[t] (the row's slot's first row, plus its position).
 const ropeWrite = `        if (c0 < {{.QD}}u) {
             out[(u64)t * {{.QD}}u + c0] = a0;
             out[(u64)t * {{.QD}}u + c1] = a1;
         } else if (c0 < {{.QKD}}u) {
-            stf(kcache + (u64)ps * {{.KVD}}u + c0 - {{.QD}}u, a0);
-            stf(kcache + (u64)ps * {{.KVD}}u + c1 - {{.QD}}u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(kcache + row * {{.KVD}}u + c0 - {{.QD}}u, a0);
+            stf(kcache + row * {{.KVD}}u + c1 - {{.QD}}u, a1);
         } else {
-            stf(vcache + (u64)ps * {{.KVD}}u + c0 - {{.QKD}}u, a0);
-            stf(vcache + (u64)ps * {{.KVD}}u + c1 - {{.QKD}}u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(vcache + row * {{.KVD}}u + c0 - {{.QKD}}u, a0);
+            stf(vcache + row * {{.KVD}}u + c1 - {{.QKD}}u, a1);
         }
 `
 
@@ -358,15 +361,16 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 `,
 	// qkv_rope: warp p computes the pair of columns RoPE rotates together,
 	// rotates it (q and k blocks), and stores q into out and k, v into the
-	// caches at row pos[t].
+	// caches at row base[t] + pos[t].
 	"qkv_rope": dotLoop + `
 ` + ropeFreqs + `
 // {{.Name}}: h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ{{if .Bias}} + bias{{end}}; q, k, v = h's blocks of {{.QD}}, {{.KVD}}, {{.KVD}};
-// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     {{.CacheT}}* __restrict__ kcache,
     {{.CacheT}}* __restrict__ vcache,` + extraParams + `
     float* __restrict__ out,
@@ -392,10 +396,11 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 	// the qkv_rope kernel's epilogue does and stores q, k, v.
 	"rope_kv": ropeFreqs + `
 // {{.Name}}: q, k, v = h[t]'s blocks of {{.QD}}, {{.KVD}}, {{.KVD}} (h[T, {{.N}}] from the tiled product); rope ({{.Mode}}, n_rot {{.NRot}}
-// of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+// of head_dim {{.HD}}) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const float* __restrict__ h,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     {{.CacheT}}* __restrict__ kcache,
     {{.CacheT}}* __restrict__ vcache,{{if .QKNorm}}
     const {{.QNT}}* __restrict__ qnorm,
@@ -445,17 +450,18 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 `,
 	// kv_write: a standalone cache write; one thread per element.
 	"kv_write": `
-// {{.Name}}: cache[pos[t], :] = x[t, :], {{.K}} elements per row.
+// {{.Name}}: cache[base[t] + pos[t], :] = x[t, :], {{.K}} elements per row.
 extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
     const float* __restrict__ x,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     {{.CacheT}}* __restrict__ cache,
     const u32 T) {
     const u32 i = blockIdx.x * 32u + threadIdx.x, t = blockIdx.y;
     if (i >= {{.K}}u) {
         return;
     }
-    stf(cache + (u64)pos[t] * {{.K}}u + i, x[(u64)t * {{.K}}u + i]);
+    stf(cache + ((u64)base[t] + (u64)pos[t]) * {{.K}}u + i, x[(u64)t * {{.K}}u + i]);
 }
 `,
 	// attn_split: one warp per (head, KV split, query). Each lane walks
@@ -469,6 +475,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
     const {{.CacheT}}* __restrict__ kc,
     const {{.CacheT}}* __restrict__ vc,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {` + ids + `
     const u32 h = blockIdx.x, s = blockIdx.y, t = blockIdx.z, kh = h / {{.Group}}u;
@@ -478,6 +485,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / {{.Splits}}, to = lo + n * (int(s) + 1) / {{.Splits}};
     const float* qv = q + (u64)t * {{.QW}}u + h * {{.HD}}u;
+    const u64 row0 = (u64)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -487,7 +495,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
         acc[d] = 0.0f;
     }
     for (int j = from + int(lane); j < to; j += 32) {
-        const {{.CacheT}}* kr = kc + (u64)j * {{.KW}}u + kh * {{.HD}}u;
+        const {{.CacheT}}* kr = kc + (row0 + (u64)j) * {{.KW}}u + kh * {{.HD}}u;
         float dot = 0.0f;
 #pragma unroll
         for (u32 i = 0; i < {{.HD}}u; ++i) {
@@ -505,7 +513,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
         }
         const float wt = expf(sc - m);
         l += wt;
-        const {{.CacheT}}* vr = vc + (u64)j * {{.VW}}u + kh * {{.DV}}u;
+        const {{.CacheT}}* vr = vc + (row0 + (u64)j) * {{.VW}}u + kh * {{.DV}}u;
 #pragma unroll
         for (u32 d = 0; d < {{.DV}}u; ++d) {
             acc[d] += wt * ldf(vr[d]);

@@ -7,6 +7,7 @@ import (
 
 	"github.com/minerva-llm/minerva/codegen/gpu"
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -69,11 +70,11 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 	args := mv.Args
 	var h Arg // qkv_rope: the scratch the tiled product writes h into and rope_kv reads
 	if family == "qkv_rope" {
-		// The matrix-vector launch takes (x, w, pos, kcache, vcache,
-		// extras…, out); the product takes (x, w, extras…, h).
-		h = Arg{Value: -1, ScratchPerToken: 4 * p.N}
+		// The matrix-vector launch takes (x, w, pos, base, kcache,
+		// vcache, extras…, out); the product takes (x, w, extras…, h).
+		h = Arg{Value: sched.Scratch, ScratchPerToken: 4 * p.N}
 		tp.Width = p.N
-		args = append(append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[5:len(mv.Args)-1]...), h)
+		args = append(append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[6:len(mv.Args)-1]...), h)
 	}
 	name, err := addTiled(e, tiled, wdt.String(), tp)
 	if err != nil {
@@ -89,10 +90,10 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 
 // ropeKV appends the rope_kv launch of a qkv_rope prefill step: it reads h
 // from the scratch the tiled product wrote and takes the matrix-vector
-// launch's pos, caches and output.
+// launch's pos, caches and output (RopeKV adds the cache bases).
 func ropeKV(e *gpu.Emitter, p *gpu.Params, rows GridDim, mv Launch, h Arg) error {
 	n := len(mv.Args)
-	return e.RopeKV(p, p.Name+"_rope", rows, mv.Value, h, mv.Args[2], mv.Args[3], mv.Args[4], mv.Args[n-1], nil, 2)
+	return e.RopeKV(p, p.Name+"_rope", rows, mv.Value, h, mv.Args[2], mv.Args[4], mv.Args[5], mv.Args[n-1], nil, 2)
 }
 
 // addTiled is Emitter.Add for the tiled templates, which read tiledParams.

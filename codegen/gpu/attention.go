@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -43,8 +44,8 @@ func (e *Emitter) attention(v *ir.Value) error {
 	if p.Window > 0 {
 		p.Name += fmt.Sprintf("_w%d", p.Window)
 	}
-	scratch := Arg{Value: -1, ScratchPerToken: 4 * nh * splits * p.PartW}
-	args := []Arg{val(q), val(k), val(vv), val(v.Args[3]), scratch}
+	scratch := Arg{Value: sched.Scratch, ScratchPerToken: 4 * nh * splits * p.PartW}
+	args := []Arg{val(q), val(k), val(vv), val(v.Args[3]), KVBaseArg, scratch}
 	p.bind(args)
 	split, err := e.Add("attn_split", k.Type.DType.String(), p)
 	if err != nil {

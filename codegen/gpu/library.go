@@ -47,5 +47,9 @@ type (
 	Launch  = sched.Launch
 )
 
+// KVBaseArg binds the step's cache bases (sched.KVBase): every kernel that
+// reads or writes a KV cache takes it after pos, and the cache bound whole.
+var KVBaseArg = Arg{Value: sched.KVBase}
+
 // Step returns the launches a step of T tokens runs, in order.
 func (lib *Library) Step(T int) []Launch { return sched.Step(lib.Launches, T) }

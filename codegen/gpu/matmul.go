@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -100,7 +101,7 @@ func matmulParts(v *ir.Value) (ir.Parts, error) {
 // the whole head, which one warp of the fused kernel does not hold.
 func (e *Emitter) qkvHeadNorm(v *ir.Value, parts ir.Parts) error {
 	n := parts.W.Type.Shape[0].N
-	h := Arg{Value: -1, ScratchPerToken: 4 * n}
+	h := Arg{Value: sched.Scratch, ScratchPerToken: 4 * n}
 	prod := ir.Parts{X: parts.X, W: parts.W, Gain: parts.Gain, Bias: parts.Bias, Norm: parts.Norm, Eps: parts.Eps}
 	if err := e.product(v, ir.OpFusedMatMul, prod, h); err != nil {
 		return err
@@ -138,13 +139,14 @@ const ropeThreads = 128
 // RopeKV appends a rope_kv launch: it reads h [T, N] (p.N) from a scratch
 // argument, normalises each q and k head when p.QKNorm (norms: the q and k
 // gains), rotates the pairs, stores q into out and k, v into the caches at
-// row pos[t]. It runs from step size minT on (CUDA runs it after its
-// tiled prefill only; the head-norm lowering at every step).
+// row base[t] + pos[t] (KVBaseArg). It runs from step size minT on (CUDA
+// runs it after its tiled prefill only; the head-norm lowering at every
+// step).
 func (e *Emitter) RopeKV(p *Params, name string, rows GridDim, value int, h, pos, kc, vc, out Arg, norms []Arg, minT int) error {
 	rp := *p
 	rp.Name = name
 	rp.Threads, rp.NW, rp.XS = ropeThreads, ropeThreads/32, XStage{}
-	args := append(append([]Arg{h, pos, kc, vc}, norms...), out)
+	args := append(append([]Arg{h, pos, KVBaseArg, kc, vc}, norms...), out)
 	rp.bind(args)
 	kname, err := e.Add("rope_kv", "", &rp)
 	if err != nil {
@@ -175,7 +177,7 @@ func (e *Emitter) product(v *ir.Value, op ir.Op, parts ir.Parts, out Arg) error 
 	}
 	args := []Arg{val(parts.X), val(parts.W)}
 	if op == ir.OpQKVRoPE {
-		args = append(args, val(parts.Pos), val(parts.KCache), val(parts.VCache))
+		args = append(args, val(parts.Pos), KVBaseArg, val(parts.KCache), val(parts.VCache))
 	}
 	for _, x := range []struct {
 		v    *ir.Value

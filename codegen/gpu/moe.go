@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -135,7 +136,7 @@ func (e *Emitter) moe(v *ir.Value) error {
 			bsuf += "f16"
 		}
 	}
-	scratch := Arg{Value: -1, ScratchPerToken: 4 * slots * F}
+	scratch := Arg{Value: sched.Scratch, ScratchPerToken: 4 * slots * F}
 
 	pu := &Params{DT: ru.Name, Unit: int64(ru.Unit), NU: D / int64(ru.Unit), RowBytes: rbu, ExpBytes: ebu,
 		K: D, F: F, E: E, Slots: slots, Bias: bias, BiasT: biasT, Act: act, ActBody: actBody}

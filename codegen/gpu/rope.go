@@ -69,7 +69,7 @@ func (e *Emitter) ropeFreqs(a ir.Attrs, p *Params) error {
 	return nil
 }
 
-// kvwrite stores x [T, W] into rows pos[t] of the cache. Its result is the
+// kvwrite stores x [T, W] into rows base[t] + pos[t] of the cache. Its result is the
 // cache itself (val binds the state), so readers of the written cache bind
 // the state's buffer.
 func (e *Emitter) kvwrite(v *ir.Value) error {
@@ -87,7 +87,7 @@ func (e *Emitter) kvwrite(v *ir.Value) error {
 	if err != nil {
 		return err
 	}
-	args := []Arg{val(x), val(v.Args[2]), val(cache)}
+	args := []Arg{val(x), val(v.Args[2]), KVBaseArg, val(cache)}
 	p.bind(args)
 	name, err := e.Add("kv_write", cache.Type.DType.String(), p)
 	if err != nil {

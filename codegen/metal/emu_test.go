@@ -73,7 +73,10 @@ func emuCases() []gputest.Case {
 	// Embedding gathers of MLX affine rows (mlx-lm quantizes the
 	// embedding too), from their own seeds.
 	mlx := &gputest.Seeds{Last: 2800, Stream: 7}
-	return append(cases, gputest.Cases(mlx, gputest.Embeds(ir.MLXQ4G64, ir.MLXQ8G32)...)...)
+	cases = append(cases, gputest.Cases(mlx, gputest.Embeds(ir.MLXQ4G64, ir.MLXQ8G32)...)...)
+	// Steps of slot 2: the cache writes land at the slot's rows (the
+	// step's cache bases), from their own seeds.
+	return append(cases, gputest.SlotCases(&gputest.Seeds{Last: 3800, Stream: 7})...)
 }
 
 // TestEmulate runs every case's kernels on the CPU through the shim and

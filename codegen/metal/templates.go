@@ -103,11 +103,13 @@ const ropeWrite = `        if (c0 < {{.QD}}u) {
             out[(ulong)t * {{.QD}}u + c0] = a0;
             out[(ulong)t * {{.QD}}u + c1] = a1;
         } else if (c0 < {{.QKD}}u) {
-            kcache[(ulong)ps * {{.KVD}}u + c0 - {{.QD}}u] = {{.CacheT}}(a0);
-            kcache[(ulong)ps * {{.KVD}}u + c1 - {{.QD}}u] = {{.CacheT}}(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            kcache[row * {{.KVD}}u + c0 - {{.QD}}u] = {{.CacheT}}(a0);
+            kcache[row * {{.KVD}}u + c1 - {{.QD}}u] = {{.CacheT}}(a1);
         } else {
-            vcache[(ulong)ps * {{.KVD}}u + c0 - {{.QKD}}u] = {{.CacheT}}(a0);
-            vcache[(ulong)ps * {{.KVD}}u + c1 - {{.QKD}}u] = {{.CacheT}}(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            vcache[row * {{.KVD}}u + c0 - {{.QKD}}u] = {{.CacheT}}(a0);
+            vcache[row * {{.KVD}}u + c1 - {{.QKD}}u] = {{.CacheT}}(a1);
         }
 `
 
@@ -189,16 +191,17 @@ kernel void {{.Name}}(
 `,
 	// qkv_rope: simdgroup p computes the pair of columns RoPE rotates
 	// together, rotates it (q and k blocks), and stores q into out and k, v
-	// into the caches at row pos[t].
+	// into the caches at row base[t] + pos[t].
 	"qkv_rope": dotLoop + `` + ropeFreqs + `
 // {{.Name}}: h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ{{if .Bias}} + bias{{end}}; q, k, v = h's blocks of {{.QD}}, {{.KVD}}, {{.KVD}};
-// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 kernel void {{.Name}}(
     device const float* x [[buffer(0)]],
     device const uchar* w [[buffer(1)]],
     device const int* pos [[buffer(2)]],
-    device {{.CacheT}}* kcache [[buffer(3)]],
-    device {{.CacheT}}* vcache [[buffer(4)]],
+    device const int* base [[buffer(3)]],
+    device {{.CacheT}}* kcache [[buffer(4)]],
+    device {{.CacheT}}* vcache [[buffer(5)]],
 {{- range .Extra}}
     device const {{.T}}* {{.Name}} [[buffer({{.Slot}})]],
 {{- end}}
@@ -225,14 +228,15 @@ kernel void {{.Name}}(
 	// stores q, k, v.
 	"rope_kv": ropeFreqs + `
 // {{.Name}}: q, k, v = h[t]'s blocks of {{.QD}}, {{.KVD}}, {{.KVD}} (h[T, {{.N}}]){{if .QKNorm}}; q and k heads RMS-normalised and scaled{{end}};
-// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row pos[t]; out = q.
+// rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 kernel void {{.Name}}(
     device const float* h [[buffer(0)]],
     device const int* pos [[buffer(1)]],
-    device {{.CacheT}}* kcache [[buffer(2)]],
-    device {{.CacheT}}* vcache [[buffer(3)]],{{if .QKNorm}}
-    device const {{.QNT}}* qnorm [[buffer(4)]],
-    device const {{.QNT}}* knorm [[buffer(5)]],{{end}}
+    device const int* base [[buffer(2)]],
+    device {{.CacheT}}* kcache [[buffer(3)]],
+    device {{.CacheT}}* vcache [[buffer(4)]],{{if .QKNorm}}
+    device const {{.QNT}}* qnorm [[buffer(5)]],
+    device const {{.QNT}}* knorm [[buffer(6)]],{{end}}
     device float* out [[buffer({{.OutSlot}})]],
 ` + sigTail + ` {
     const uint t = tgpig.y, p = tgpig.x * {{.Threads}}u + tiitg;
@@ -276,17 +280,18 @@ kernel void {{.Name}}(
 `,
 	// kv_write: a standalone cache write; one thread per element.
 	"kv_write": `
-// {{.Name}}: cache[pos[t], :] = x[t, :], {{.K}} elements per row.
+// {{.Name}}: cache[base[t] + pos[t], :] = x[t, :], {{.K}} elements per row.
 kernel void {{.Name}}(
     device const float* x [[buffer(0)]],
     device const int* pos [[buffer(1)]],
-    device {{.CacheT}}* cache [[buffer(2)]],
+    device const int* base [[buffer(2)]],
+    device {{.CacheT}}* cache [[buffer(3)]],
 ` + sigTail + ` {
     const uint i = tgpig.x * 32u + tiitg, t = tgpig.y;
     if (i >= {{.K}}u) {
         return;
     }
-    cache[(ulong)pos[t] * {{.K}}u + i] = {{.CacheT}}(x[(ulong)t * {{.K}}u + i]);
+    cache[((ulong)base[t] + (ulong)pos[t]) * {{.K}}u + i] = {{.CacheT}}(x[(ulong)t * {{.K}}u + i]);
 }
 `,
 	// attn_split: one simdgroup per (head, KV split, query). Each lane
@@ -300,7 +305,8 @@ kernel void {{.Name}}(
     device const {{.CacheT}}* kc [[buffer(1)]],
     device const {{.CacheT}}* vc [[buffer(2)]],
     device const int* pos [[buffer(3)]],
-    device float* part [[buffer(4)]],
+    device const int* base [[buffer(4)]],
+    device float* part [[buffer(5)]],
 ` + sigTail + ` {
     const uint h = tgpig.x, s = tgpig.y, t = tgpig.z, kh = h / {{.Group}}u;
     const int p = pos[t];
@@ -309,6 +315,7 @@ kernel void {{.Name}}(
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / {{.Splits}}, to = lo + n * (int(s) + 1) / {{.Splits}};
     device const float* qv = q + (ulong)t * {{.QW}}u + h * {{.HD}}u;
+    const ulong row0 = (ulong)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -317,7 +324,7 @@ kernel void {{.Name}}(
         acc[d] = 0.0f;
     }
     for (int j = from + int(tiisg); j < to; j += 32) {
-        device const {{.CacheT}}* kr = kc + (ulong)j * {{.KW}}u + kh * {{.HD}}u;
+        device const {{.CacheT}}* kr = kc + (row0 + (ulong)j) * {{.KW}}u + kh * {{.HD}}u;
         float dot = 0.0f;
         for (uint i = 0; i < {{.HD}}u; ++i) {
             dot += qv[i] * float(kr[i]);
@@ -333,7 +340,7 @@ kernel void {{.Name}}(
         }
         const float wt = exp(sc - m);
         l += wt;
-        device const {{.CacheT}}* vr = vc + (ulong)j * {{.VW}}u + kh * {{.DV}}u;
+        device const {{.CacheT}}* vr = vc + (row0 + (ulong)j) * {{.VW}}u + kh * {{.DV}}u;
         for (uint d = 0; d < {{.DV}}u; ++d) {
             acc[d] += wt * float(vr[d]);
         }

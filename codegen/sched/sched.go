@@ -27,12 +27,26 @@ func (d GridDim) Count(T int) int64 {
 
 // Arg is one buffer argument of a kernel: a graph value by ID (a weight, a
 // weight-only value folded at load, an input, a state or an activation),
-// or the step's scratch of ScratchPerToken bytes per token. The step's
-// token count T follows the buffers and is not listed.
+// the step's scratch of ScratchPerToken bytes per token (Value Scratch), or
+// the step's cache bases (Value KVBase). The step's token count T follows
+// the buffers and is not listed.
 type Arg struct {
-	Value           int   `json:"value"` // -1 for scratch
+	Value           int   `json:"value"`
 	ScratchPerToken int64 `json:"scratch_per_token,omitempty"`
 }
+
+// The values of an Arg that is not a graph value.
+const (
+	// Scratch is the step's scratch.
+	Scratch = -1
+	// KVBase is the step's cache bases, one int32 per row: the first cache
+	// row of the row's slot (slot·context). A state (KV cache) is bound
+	// whole, every slot's rows, and a kernel that reads or writes it
+	// indexes row base[t] + position: the rows of one step may belong to
+	// several slots (a batched step: the decode rows of every running
+	// sequence beside chunks of new prompts).
+	KVBase = -2
+)
 
 // Launch is one kernel launch of the step. MinT and MaxT (0: no bound)
 // limit it to steps of that many tokens: a matrix product has a

@@ -19,8 +19,9 @@
 //   - program_linux.go: the runtime.Program: one device allocation for the
 //     weights (uploaded once through two pinned staging buffers), one arena
 //     for inputs, KV caches, activations and scratch, a parameter block per
-//     launch outside the Go heap, steps on one stream, and the decode step
-//     of each slot captured once as a CUDA graph and replayed;
+//     launch outside the Go heap, steps on one stream (batched steps: rows
+//     of several slots, each at its own cache base), and the decode step
+//     captured once as a CUDA graph, for every slot, and replayed;
 //   - plan.go, runtime/internal/devplan: the buffer layout and bindings;
 //   - cache.go: the on-disk module cache, keyed by the SHA-256 of the
 //     source, the compute capability and the driver version;

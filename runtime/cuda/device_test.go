@@ -43,6 +43,10 @@ func TestDeviceProgramMatchesReference(t *testing.T) {
 	programMatchesReference(t, realDevice(t), "")
 }
 
+func TestDeviceStepRows(t *testing.T) {
+	stepRowsMatchesSlotSteps(t, realDevice(t))
+}
+
 // TestDeviceGoldenE2E runs every golden case whose index and model file are
 // present (a GPU machine may be handed a subset of ../shared, with indexes
 // trimmed to the cases it carries).

@@ -2,9 +2,12 @@ package cuda
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/frontend/gguf"
 	"github.com/minerva-llm/minerva/ir"
@@ -39,8 +42,8 @@ func fusedModel(t *testing.T, path string) *arch.Model {
 	return m
 }
 
-// TestLayoutBindsInBounds: for golden fixtures, at several step sizes and
-// slots, the dispatches of a step are the schedule's launches for that T
+// TestLayoutBindsInBounds: for golden fixtures, at several step sizes, the
+// dispatches of a step are the schedule's launches for that T
 // with every value bound inside its buffer (devplan.Layout.Check), and T
 // is not a buffer (the CUDA kernels take it as an argument).
 func TestLayoutBindsInBounds(t *testing.T) {
@@ -60,24 +63,33 @@ func TestLayoutBindsInBounds(t *testing.T) {
 				t.Fatal("T is bound as a buffer")
 			}
 			for _, T := range []int{1, 2, 7, maxT} {
-				for _, slot := range []int{0, slots - 1} {
-					ds, err := l.Dispatches(T, slot)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(ds) != len(lib.Step(T)) {
-						t.Fatalf("T=%d: %d dispatches for %d launches", T, len(ds), len(lib.Step(T)))
-					}
-					if err := l.Check(ds, T, slot); err != nil {
-						t.Fatal(err)
-					}
+				ds, err := l.Dispatches(T)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) != len(lib.Step(T)) {
+					t.Fatalf("T=%d: %d dispatches for %d launches", T, len(ds), len(lib.Step(T)))
+				}
+				if err := l.Check(ds, T); err != nil {
+					t.Fatal(err)
 				}
 			}
-			if _, err := l.Dispatches(maxT+1, 0); err == nil {
+			if _, err := l.Dispatches(maxT + 1); err == nil {
 				t.Error("a step larger than maxT was accepted")
 			}
-			if _, err := l.Dispatches(1, slots); err == nil {
-				t.Error("a slot past the last was accepted")
+			if l.KVBaseI < 0 || l.Bufs[l.KVBaseI].Bytes != 4*maxT {
+				t.Errorf("cache bases buffer %d", l.KVBaseI)
+			}
+			// A library whose kernels take no cache bases (emitted before
+			// batched steps) is refused, not run on caches bound whole.
+			old := *lib
+			old.Launches = nil
+			for _, ln := range lib.Launches {
+				ln.Args = slices.DeleteFunc(slices.Clone(ln.Args), func(a sched.Arg) bool { return a.Value == sched.KVBase })
+				old.Launches = append(old.Launches, ln)
+			}
+			if _, err := planLayout(g, &old, maxT, ctx, slots); err == nil || !strings.Contains(err.Error(), "compile the plan again") {
+				t.Errorf("a library without cache bases: %v", err)
 			}
 		})
 	}

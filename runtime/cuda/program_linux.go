@@ -39,15 +39,17 @@ const deviceAlign = 256
 //   - each launch of the schedule has its own parameter block outside the
 //     Go heap, rewritten before each launch (cuLaunchKernel copies the
 //     values, and so does stream capture);
-//   - a step writes tokens and positions into pinned memory, copies them
-//     in, runs its launches on one stream, copies the logits back into
+//   - a step writes tokens, positions and cache bases (each row's slot's
+//     first cache row: the caches are bound whole, so one step carries rows
+//     of several slots) into pinned memory, copies them in, runs its
+//     launches on one stream, copies the logits rows asked for back into
 //     pinned memory and synchronises once;
-//   - the decode step (T = 1) of each slot is captured once as a CUDA graph
-//     — the input copies, every launch, the logits copy — and replayed:
-//     at T = 1 every pointer of every launch is fixed for the slot and the
-//     only thing that changes between tokens is the contents of the pinned
-//     input buffer, which the graph's copy node reads at replay, so no
-//     kernel parameter needs updating.
+//   - the decode step (T = 1) is captured once as a CUDA graph — the input
+//     copies, every launch, the logits copy — and replayed for every slot:
+//     at T = 1 every pointer of every launch is fixed and the only thing
+//     that changes between tokens is the contents of the pinned input
+//     buffer, which the graph's copy nodes read at replay, so no kernel
+//     parameter needs updating.
 type program struct {
 	mu    sync.Mutex
 	cfg   runtime.ProgramConfig
@@ -63,13 +65,13 @@ type program struct {
 	addr             []uint64    // device address of each layout buffer
 	inputs           map[string]int
 
-	// host is pinned memory: tokens then positions (MaxT int32 each), then
-	// the logits of a step (MaxT·vocab float32).
+	// host is pinned memory: tokens, positions and cache bases (MaxT int32
+	// each), then the logits of a step (MaxT·vocab float32).
 	host      unsafe.Pointer
 	hostBytes int64
 
-	graphs   map[graphKey]uintptr // (slot, output) → instantiated decode graph
-	graphDef []uintptr            // the captured graphs, destroyed at Close
+	graphs   map[output]uintptr // output → instantiated decode graph
+	graphDef []uintptr          // the captured graphs, destroyed at Close
 
 	// The greedy path: the library's argmax kernel, its parameter block,
 	// and the device int32 it writes (in the arena allocation).
@@ -113,7 +115,7 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 	if err != nil {
 		return nil, err
 	}
-	pr := &program{cfg: cfg, lib: lib, l: l, a: a, inputs: map[string]int{}, graphs: map[graphKey]uintptr{}}
+	pr := &program{cfg: cfg, lib: lib, l: l, a: a, inputs: map[string]int{}, graphs: map[output]uintptr{}}
 	for _, v := range g.Values {
 		if v.ID == l.Logits {
 			pr.vocab = int(v.Type.Shape.Last().N)
@@ -238,7 +240,7 @@ func (pr *program) allocate(g *ir.Graph, w eval.Weights) error {
 		}
 		pr.addr[i] = base + uint64(off[i])
 	}
-	pr.hostBytes = 8*int64(l.MaxT) + 4*int64(l.MaxT)*int64(pr.vocab) + 4
+	pr.hostBytes = 12*int64(l.MaxT) + 4*int64(l.MaxT)*int64(pr.vocab) + 4
 	if pr.host, err = a.memAllocHost(pr.hostBytes); err != nil {
 		return err
 	}
@@ -400,7 +402,7 @@ func (pr *program) VocabSize() int    { return pr.vocab }
 func (pr *program) CacheBytes() int64 { return pr.l.CacheBytes() }
 
 // Step runs tokens in chunks of at most the layout's MaxT; a one-token step
-// replays the slot's decode graph.
+// replays the decode graph.
 func (pr *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -410,22 +412,78 @@ func (pr *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	if err := runtime.CheckStep(pr.cfg, pr.vocab, slot, tokens, pos); err != nil {
 		return nil, err
 	}
+	return pr.stepRows(runtime.Rows{Slots: sameSlot(slot, len(tokens)), Tokens: tokens, Pos: pos})
+}
+
+// StepRows runs rows of several slots in one step (runtime.BatchProgram):
+// the weights are read once for all of them, each row writing and reading
+// its own slot's cache rows through the step's cache bases. A step of more
+// rows than the layout's MaxT runs in chunks, in order.
+//
+// Unlike the CPU backend's, a row's logits may differ in the last bits
+// between a step of one row and a longer one: a step of one token runs the
+// matrix-vector kernels, a longer one the tiled products.
+func (pr *program) StepRows(r runtime.Rows) ([][]float32, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return nil, runtime.ErrClosed
+	}
+	if err := runtime.CheckRows(pr.cfg, pr.vocab, r); err != nil {
+		return nil, err
+	}
+	return pr.stepRows(r)
+}
+
+func sameSlot(slot, n int) []int32 {
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(slot)
+	}
+	return s
+}
+
+// stepRows runs checked rows in chunks and returns the logits rows r.Logits
+// names (every row when nil); a chunk copies back only the rows asked of
+// it.
+func (pr *program) stepRows(r runtime.Rows) ([][]float32, error) {
 	if err := pr.enter(); err != nil {
 		return nil, err
 	}
 	defer pr.leave()
-	var out [][]float32
-	for _, c := range devplan.Chunks(len(tokens), pr.l.MaxT) {
-		rows, err := pr.step(slot, tokens[c[0]:c[1]], pos[c[0]:c[1]])
-		if err != nil {
+	n := r.Len()
+	want := r.Logits
+	if want == nil {
+		want = make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+	}
+	out := make([][]float32, 0, len(want))
+	k := 0 // the next entry of want
+	for _, c := range devplan.Chunks(n, pr.l.MaxT) {
+		var rows []int // rows of this chunk to copy back, relative to it
+		for ; k < len(want) && want[k] < c[1]; k++ {
+			rows = append(rows, want[k]-c[0])
+		}
+		pr.setInputs(r.Tokens[c[0]:c[1]], r.Pos[c[0]:c[1]], r.Slots[c[0]:c[1]])
+		o := outLogits
+		if len(rows) == 0 {
+			o = outNone
+		}
+		if err := pr.run(c[1]-c[0], o, rows); err != nil {
 			return nil, err
 		}
-		out = append(out, rows...)
+		logits := pr.hostLogits()
+		for _, t := range rows {
+			out = append(out, append([]float32(nil), logits[t*pr.vocab:(t+1)*pr.vocab]...))
+		}
 	}
 	return out, nil
 }
 
-// hostTokens, hostPos and hostLogits are the pinned input and output areas.
+// hostTokens, hostPos, hostBases and hostLogits are the pinned input and
+// output areas.
 func (pr *program) hostTokens() []int32 {
 	return unsafe.Slice((*int32)(pr.host), pr.l.MaxT)
 }
@@ -434,17 +492,29 @@ func (pr *program) hostPos() []int32 {
 	return unsafe.Slice((*int32)(unsafe.Add(pr.host, 4*pr.l.MaxT)), pr.l.MaxT)
 }
 
+func (pr *program) hostBases() []int32 {
+	return unsafe.Slice((*int32)(unsafe.Add(pr.host, 8*pr.l.MaxT)), pr.l.MaxT)
+}
+
 func (pr *program) hostLogits() []float32 {
-	return unsafe.Slice((*float32)(unsafe.Add(pr.host, 8*pr.l.MaxT)), pr.l.MaxT*pr.vocab)
+	return unsafe.Slice((*float32)(unsafe.Add(pr.host, 12*pr.l.MaxT)), pr.l.MaxT*pr.vocab)
 }
 
 // hostGreedy is where the greedy token of a step lands.
 func (pr *program) hostGreedy() *int32 {
-	return (*int32)(unsafe.Add(pr.host, 8*pr.l.MaxT+4*pr.l.MaxT*pr.vocab))
+	return (*int32)(unsafe.Add(pr.host, 12*pr.l.MaxT+4*pr.l.MaxT*pr.vocab))
 }
 
-// output says what a step copies back: every logits row, the greedy token
-// of the last row (argmax on the device), or nothing (a chunk of a prompt
+// setInputs writes a step's tokens, positions and cache bases (from each
+// row's slot) into pinned memory.
+func (pr *program) setInputs(tokens, pos, slots []int32) {
+	copy(pr.hostTokens(), tokens)
+	copy(pr.hostPos(), pos)
+	pr.l.KVBases(pr.hostBases(), slots)
+}
+
+// output says what a step copies back: logits rows, the greedy token of
+// the last row (argmax on the device), or nothing (a chunk of a prompt
 // whose later chunk gives the answer).
 type output int
 
@@ -453,12 +523,6 @@ const (
 	outGreedy
 	outNone
 )
-
-// graphKey names a captured decode graph: a slot and what it copies back.
-type graphKey struct {
-	slot int
-	out  output
-}
 
 // StepGreedy runs a step as Step does and returns the greedy token after
 // the last one, computed on the device: only 4 bytes come back.
@@ -479,42 +543,29 @@ func (pr *program) StepGreedy(slot int, tokens, pos []int32) (int32, error) {
 	}
 	defer pr.leave()
 	cs := devplan.Chunks(len(tokens), pr.l.MaxT)
+	slots := sameSlot(slot, len(tokens))
 	for i, c := range cs {
 		out := outNone
 		if i == len(cs)-1 {
 			out = outGreedy
 		}
-		if err := pr.run(slot, tokens[c[0]:c[1]], pos[c[0]:c[1]], out); err != nil {
+		pr.setInputs(tokens[c[0]:c[1]], pos[c[0]:c[1]], slots[c[0]:c[1]])
+		if err := pr.run(c[1]-c[0], out, nil); err != nil {
 			return 0, err
 		}
 	}
 	return *pr.hostGreedy(), nil
 }
 
-func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
-	T := len(tokens)
-	if err := pr.run(slot, tokens, pos, outLogits); err != nil {
-		return nil, err
-	}
-	logits := pr.hostLogits()
-	rows := make([][]float32, T)
-	for t := range rows {
-		rows[t] = append([]float32(nil), logits[t*pr.vocab:(t+1)*pr.vocab]...)
-	}
-	return rows, nil
-}
-
-// run writes the step's inputs into pinned memory, issues the step (a
-// one-token step replays its decode graph) and waits for it.
-func (pr *program) run(slot int, tokens, pos []int32, out output) error {
-	T := len(tokens)
-	copy(pr.hostTokens(), tokens)
-	copy(pr.hostPos(), pos)
+// run issues a step of T tokens whose inputs are in pinned memory (a
+// one-token step replays its decode graph) and waits for it. With
+// outLogits it copies back the logits rows rows (nil: all T).
+func (pr *program) run(T int, out output, rows []int) error {
 	var err error
 	if T == 1 {
-		err = pr.replayDecode(slot, out)
+		err = pr.replayDecode(out)
 	} else {
-		err = pr.enqueue(T, slot, out)
+		err = pr.enqueue(T, out, rows)
 	}
 	if err != nil {
 		return err
@@ -538,15 +589,15 @@ func (pr *program) launch(i int, d devplan.Dispatch, T int) error {
 	return nil
 }
 
-// copyInputs enqueues the copies of the step's tokens and positions (T of
-// each) from pinned memory to the device.
+// copyInputs enqueues the copies of the step's tokens, positions and cache
+// bases (T of each) from pinned memory to the device.
 func (pr *program) copyInputs(T int) error {
 	for _, in := range [...]struct {
-		name string
-		src  unsafe.Pointer
-	}{{"tokens", pr.host}, {"pos", unsafe.Add(pr.host, 4*pr.l.MaxT)}} {
-		if i, ok := pr.inputs[in.name]; ok {
-			if err := pr.a.memcpyHtoDAsync(pr.addr[i], in.src, int64(4*T), pr.stream); err != nil {
+		buf int
+		src unsafe.Pointer
+	}{{pr.input("tokens"), pr.host}, {pr.input("pos"), unsafe.Add(pr.host, 4*pr.l.MaxT)}, {pr.l.KVBaseI, unsafe.Add(pr.host, 8*pr.l.MaxT)}} {
+		if in.buf >= 0 {
+			if err := pr.a.memcpyHtoDAsync(pr.addr[in.buf], in.src, int64(4*T), pr.stream); err != nil {
 				return err
 			}
 		}
@@ -554,14 +605,24 @@ func (pr *program) copyInputs(T int) error {
 	return nil
 }
 
-// enqueue issues one step of T tokens in slot on the stream: the input
-// copies from pinned memory, every launch, and the copy back of out.
-func (pr *program) enqueue(T, slot int, out output) error {
+// input is the buffer of the step input name, -1 if the library reads
+// none.
+func (pr *program) input(name string) int {
+	if i, ok := pr.inputs[name]; ok {
+		return i
+	}
+	return -1
+}
+
+// enqueue issues one step of T tokens on the stream: the input copies from
+// pinned memory, every launch, and the copy back of out (with outLogits,
+// the rows rows, nil for all).
+func (pr *program) enqueue(T int, out output, rows []int) error {
 	a := pr.a
 	if err := pr.copyInputs(T); err != nil {
 		return err
 	}
-	ds, err := pr.l.Dispatches(T, slot)
+	ds, err := pr.l.Dispatches(T)
 	if err != nil {
 		return err
 	}
@@ -575,14 +636,30 @@ func (pr *program) enqueue(T, slot int, out output) error {
 		}
 		k++
 	}
-	lb, err := pr.l.Bind(pr.l.Logits, T, slot)
+	lb, err := pr.l.Bind(pr.l.Logits, T)
 	if err != nil {
 		return err
 	}
 	logits := pr.addr[lb.Buf] + uint64(lb.Offset)
 	switch out {
 	case outLogits:
-		return a.memcpyDtoHAsync(unsafe.Add(pr.host, 8*pr.l.MaxT), logits, int64(4*T*pr.vocab), pr.stream)
+		if rows == nil {
+			return a.memcpyDtoHAsync(unsafe.Add(pr.host, 12*pr.l.MaxT), logits, int64(4*T*pr.vocab), pr.stream)
+		}
+		// One copy per run of consecutive rows, each to its row's place.
+		row := int64(4 * pr.vocab)
+		for i := 0; i < len(rows); {
+			j := i + 1
+			for j < len(rows) && rows[j] == rows[j-1]+1 {
+				j++
+			}
+			at := int64(rows[i]) * row
+			if err := a.memcpyDtoHAsync(unsafe.Add(pr.host, 12*int64(pr.l.MaxT)+at), logits+uint64(at), int64(j-i)*row, pr.stream); err != nil {
+				return err
+			}
+			i = j
+		}
+		return nil
 	case outGreedy:
 		// argmax over the last row only: one block, T = 1.
 		b := pr.argmaxBlock
@@ -597,17 +674,18 @@ func (pr *program) enqueue(T, slot int, out output) error {
 	return nil
 }
 
-// replayDecode launches the slot's decode graph for out, capturing it
-// first.
-func (pr *program) replayDecode(slot int, out output) error {
-	key := graphKey{slot, out}
-	exec, ok := pr.graphs[key]
+// replayDecode launches the decode graph for out, capturing it first. One
+// graph serves every slot: the caches are bound whole and the row's slot
+// is its cache base, an input the graph's copy node reads from pinned
+// memory at replay.
+func (pr *program) replayDecode(out output) error {
+	exec, ok := pr.graphs[out]
 	if !ok {
 		a := pr.a
 		if err := a.streamBeginCapture(pr.stream); err != nil {
 			return err
 		}
-		qerr := pr.enqueue(1, slot, out)
+		qerr := pr.enqueue(1, out, nil)
 		g, err := a.streamEndCapture(pr.stream)
 		if qerr != nil {
 			if g != 0 {
@@ -620,9 +698,9 @@ func (pr *program) replayDecode(slot int, out output) error {
 		}
 		pr.graphDef = append(pr.graphDef, g)
 		if exec, err = a.graphInstantiate(g); err != nil {
-			return fmt.Errorf("%w (decode graph of slot %d; current context %#x, the program's %#x)", err, slot, a.ctxCurrent(), pr.ctx)
+			return fmt.Errorf("%w (decode graph; current context %#x, the program's %#x)", err, a.ctxCurrent(), pr.ctx)
 		}
-		pr.graphs[key] = exec
+		pr.graphs[out] = exec
 	}
 	return pr.a.graphLaunch(exec, pr.stream)
 }
@@ -760,14 +838,15 @@ func (pr *program) KernelTimes(slot, T, runs int) (times []runtime.KernelTime, e
 			return nil, err
 		}
 	}
-	tok, pos := pr.hostTokens(), pr.hostPos()
+	tok, pos := make([]int32, T), make([]int32, T)
 	for t := range T {
 		tok[t], pos[t] = 1, int32(t)
 	}
+	pr.setInputs(tok, pos, sameSlot(slot, T))
 	if err := pr.copyInputs(T); err != nil {
 		return nil, err
 	}
-	ds, err := pr.l.Dispatches(T, slot)
+	ds, err := pr.l.Dispatches(T)
 	if err != nil {
 		return nil, err
 	}

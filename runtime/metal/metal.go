@@ -19,8 +19,9 @@
 //     pipeline states that support indirect command buffers,
 //     shared-storage buffers (newBufferWithBytesNoCopy over the weights'
 //     pages, a copy where Metal refuses), one command buffer and one compute
-//     encoder per step, and the decode step (T = 1) recorded once per slot
-//     in an indirect command buffer and replayed;
+//     encoder per step, and the decode step (T = 1) recorded once in an
+//     indirect command buffer and replayed for every slot (the caches are
+//     bound whole; each row's slot is its cache base);
 //   - metal_darwin.go: the runtime.Program over those two.
 //
 // Off darwin, Compile fails with one line: "metal: only on darwin".

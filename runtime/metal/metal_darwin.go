@@ -31,10 +31,10 @@ type program struct {
 	d       *device
 	p       *pipelines
 	bufs    []objc.ID
-	keep    [][]byte        // weight bytes wrapped without a copy: kept alive
-	icb     map[int]objc.ID // slot → recorded decode step (T = 1)
-	inputs  map[string]int  // input name → buffer
-	nDecode int             // commands in a decode ICB
+	keep    [][]byte       // weight bytes wrapped without a copy: kept alive
+	icb     objc.ID        // the recorded decode step (T = 1), 0 until the first
+	inputs  map[string]int // input name → buffer
+	nDecode int            // commands in a decode ICB
 	closed  bool
 }
 
@@ -62,7 +62,7 @@ func compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Pr
 	if err != nil {
 		return nil, err
 	}
-	pr := &program{cfg: cfg, l: l, d: d, p: p, icb: map[int]objc.ID{}, inputs: map[string]int{}}
+	pr := &program{cfg: cfg, l: l, d: d, p: p, inputs: map[string]int{}}
 	byID := map[int]*ir.Value{}
 	for _, v := range g.Values {
 		byID[v.ID] = v
@@ -159,42 +159,62 @@ func (pr *program) CacheBytes() int64 {
 }
 
 // Step runs tokens in chunks of at most the layout's maxT; a one-token step
-// replays the slot's recorded indirect command buffer.
+// replays the recorded indirect command buffer.
 func (pr *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.closed {
 		return nil, runtime.ErrClosed
 	}
-	if len(tokens) == 0 || len(tokens) != len(pos) {
-		return nil, fmt.Errorf("metal: %d tokens and %d positions", len(tokens), len(pos))
+	if err := runtime.CheckStep(pr.cfg, pr.vocab, slot, tokens, pos); err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
 	}
-	var out [][]float32
-	for _, c := range devplan.Chunks(len(tokens), pr.l.MaxT) {
-		rows, err := pr.step(slot, tokens[c[0]:c[1]], pos[c[0]:c[1]])
+	slots := make([]int32, len(tokens))
+	for i := range slots {
+		slots[i] = int32(slot)
+	}
+	return pr.stepRows(runtime.Rows{Slots: slots, Tokens: tokens, Pos: pos})
+}
+
+// StepRows runs rows of several slots in one step (runtime.BatchProgram),
+// each row writing and reading its own slot's cache rows through the
+// step's cache bases; more rows than the layout's maxT run in chunks.
+func (pr *program) StepRows(r runtime.Rows) ([][]float32, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return nil, runtime.ErrClosed
+	}
+	if err := runtime.CheckRows(pr.cfg, pr.vocab, r); err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
+	return pr.stepRows(r)
+}
+
+func (pr *program) stepRows(r runtime.Rows) ([][]float32, error) {
+	var all [][]float32
+	for _, c := range devplan.Chunks(r.Len(), pr.l.MaxT) {
+		rows, err := pr.step(r.Tokens[c[0]:c[1]], r.Pos[c[0]:c[1]], r.Slots[c[0]:c[1]])
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, rows...)
+		all = append(all, rows...)
 	}
-	return out, nil
+	return runtime.PickRows(all, r.Logits), nil
 }
 
-func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
+func (pr *program) step(tokens, pos, slots []int32) ([][]float32, error) {
 	T := len(tokens)
-	for _, p := range pos {
-		if p < 0 || int(p) >= pr.cfg.Context {
-			return nil, fmt.Errorf("metal: position %d outside the context of %d", p, pr.cfg.Context)
-		}
-	}
-	for _, id := range tokens {
-		if id < 0 || int(id) >= pr.vocab {
-			return nil, fmt.Errorf("metal: token %d outside the vocabulary of %d", id, pr.vocab)
-		}
-	}
+	bases := make([]int32, T)
+	pr.l.KVBases(bases, slots)
+	ins := map[int][]int32{pr.l.KVBaseI: bases}
 	for name, vals := range map[string][]int32{"tokens": tokens, "pos": pos} {
-		i, ok := pr.inputs[name]
-		if !ok {
+		if i, ok := pr.inputs[name]; ok {
+			ins[i] = vals
+		}
+	}
+	for i, vals := range ins {
+		if i < 0 {
 			continue
 		}
 		b := bytesOf(pr.bufs[i], 0, int64(4*T))
@@ -203,27 +223,27 @@ func (pr *program) step(slot int, tokens, pos []int32) ([][]float32, error) {
 		}
 	}
 	binary.LittleEndian.PutUint32(bytesOf(pr.bufs[pr.l.TBufI], 0, 4), uint32(T))
-	ds, err := pr.l.Dispatches(T, slot)
+	ds, err := pr.l.Dispatches(T)
 	if err != nil {
 		return nil, err
 	}
 	pr.l.ShiftWeights(ds)
 	if T == 1 {
-		icb, ok := pr.icb[slot]
-		if !ok {
-			if icb, err = pr.d.recordICB(pr.p, pr.bufs, ds, pr.l.MaxBindings()); err != nil {
+		// One recording serves every slot: the caches are bound whole and
+		// the row's slot is its cache base, read from its buffer.
+		if pr.icb == 0 {
+			if pr.icb, err = pr.d.recordICB(pr.p, pr.bufs, ds, pr.l.MaxBindings()); err != nil {
 				return nil, err
 			}
-			pr.icb[slot] = icb
 		}
-		err = pr.d.replay(icb, len(ds), pr.bufs)
+		err = pr.d.replay(pr.icb, len(ds), pr.bufs)
 	} else {
 		err = pr.d.run(pr.p, pr.bufs, ds)
 	}
 	if err != nil {
 		return nil, err
 	}
-	b, err := pr.l.Bind(pr.l.Logits, T, slot)
+	b, err := pr.l.Bind(pr.l.Logits, T)
 	if err != nil {
 		return nil, err
 	}
@@ -268,8 +288,8 @@ func (pr *program) Close() error {
 			release(b)
 		}
 	}
-	for _, icb := range pr.icb {
-		release(icb)
+	if pr.icb != 0 {
+		release(pr.icb)
 	}
 	pr.keep = nil
 	return nil

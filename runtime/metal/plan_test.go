@@ -40,9 +40,9 @@ func fusedGraph(t *testing.T, path string) *ir.Graph {
 }
 
 // TestLayoutBindsInBounds: for the golden llama and gpt-oss fixtures, at
-// several step sizes and slots, every dispatch binds every value inside its
+// several step sizes, every dispatch binds every value inside its
 // buffer (offset + the bytes the value takes at T ≤ the buffer's size), the
-// last binding is T, states are bound at their slot's rows, and the grids
+// last binding is T, states are bound whole (every slot's rows), and the grids
 // are the schedule's.
 func TestLayoutBindsInBounds(t *testing.T) {
 	for _, model := range []string{"stories260K.gguf", "synthetic/gptoss-g1-mxfp4.gguf"} {
@@ -58,24 +58,22 @@ func TestLayoutBindsInBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, T := range []int{1, 7, maxT} {
-				for _, slot := range []int{0, slots - 1} {
-					ds, err := l.Dispatches(T, slot)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(ds) != len(lib.Step(T)) {
-						t.Fatalf("%d dispatches for %d launches", len(ds), len(lib.Step(T)))
-					}
-					if err := l.Check(ds, T, slot); err != nil {
-						t.Fatal(err)
-					}
+				ds, err := l.Dispatches(T)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) != len(lib.Step(T)) {
+					t.Fatalf("%d dispatches for %d launches", len(ds), len(lib.Step(T)))
+				}
+				if err := l.Check(ds, T); err != nil {
+					t.Fatal(err)
 				}
 			}
-			if _, err := l.Dispatches(maxT+1, 0); err == nil {
+			if _, err := l.Dispatches(maxT + 1); err == nil {
 				t.Error("a step larger than maxT was accepted")
 			}
-			if _, err := l.Dispatches(1, slots); err == nil {
-				t.Error("a slot past the last was accepted")
+			if l.KVBaseI < 0 || l.Bufs[l.KVBaseI].Bytes != 4*maxT {
+				t.Errorf("cache bases buffer %d", l.KVBaseI)
 			}
 			if n := l.MaxBindings(); n < 4 || n > 31 {
 				t.Errorf("maxBindings %d: Metal allows 31 buffer arguments", n)

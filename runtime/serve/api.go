@@ -89,6 +89,9 @@ type params struct {
 // chatRequest is POST /v1/chat/completions.
 type chatRequest struct {
 	params
+	// thinkInside: the rendered prompt opened the reasoning
+	// (chat.PromptOpensThink); not a field of the request.
+	thinkInside        bool
 	Messages           json.RawMessage `json:"messages"`
 	Tools              json.RawMessage `json:"tools"`
 	ToolChoice         json.RawMessage `json:"tool_choice"`

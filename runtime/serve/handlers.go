@@ -192,10 +192,11 @@ func (s *Server) collect(r *http.Request, st *Stream, each func(Event)) (Event, 
 	}
 }
 
-// chatOutput turns generated text into a message: as it is, or through the
-// harmony parser into reasoning, content and tool calls.
+// chatOutput turns generated text into a message: as it is, or through a
+// parser (harmony's, or the <think> one) into reasoning, content and tool
+// calls.
 type chatOutput struct {
-	harmony *chat.HarmonyParser
+	parser  outputParser
 	content strings.Builder
 	reason  strings.Builder
 	calls   []chat.ToolCall
@@ -208,6 +209,13 @@ type delta struct {
 	Content   *string    `json:"content,omitempty"`
 	Reasoning *string    `json:"reasoning_content,omitempty"`
 	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+// outputParser splits output into events: chat.HarmonyParser and
+// chat.ThinkParser.
+type outputParser interface {
+	Push(text string) []chat.HarmonyEvent
+	Finish() []chat.HarmonyEvent
 }
 
 type toolCall struct {
@@ -225,7 +233,7 @@ type toolFunction struct {
 // add feeds text (final=true: the output ended) and returns the deltas it
 // made.
 func (o *chatOutput) add(text string, final bool) []delta {
-	if o.harmony == nil {
+	if o.parser == nil {
 		if text == "" {
 			return nil
 		}
@@ -234,10 +242,10 @@ func (o *chatOutput) add(text string, final bool) []delta {
 	}
 	var evs []chat.HarmonyEvent
 	if text != "" {
-		evs = o.harmony.Push(text)
+		evs = o.parser.Push(text)
 	}
 	if final {
-		evs = append(evs, o.harmony.Finish()...)
+		evs = append(evs, o.parser.Finish()...)
 	}
 	var out []delta
 	for _, ev := range evs {
@@ -301,6 +309,7 @@ func (s *Server) chatPrompt(body []byte, req *chatRequest, m *model) ([]int32, *
 		}
 		return nil, badRequest("messages", "%s", oneLine(err.Error()))
 	}
+	req.thinkInside = m.think && chat.PromptOpensThink(text)
 	// The template writes the control tokens on purpose, and BOS is added
 	// when the vocabulary wants it unless the template wrote it already
 	// (as transformers does not add special tokens to a rendered chat).
@@ -330,13 +339,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, m *mode
 		s.fail(w, r, aerr)
 		return
 	}
-	_ = req
 	id := s.newID("chatcmpl")
 	created := timeNow()
 	calls := 0
 	out := &chatOutput{ids: func() string { calls++; return fmt.Sprintf("call_%s_%d", id, calls) }}
-	if m.harmony {
-		out.harmony = chat.NewHarmonyParser()
+	switch {
+	case m.harmony:
+		out.parser = chat.NewHarmonyParser()
+	case m.think:
+		out.parser = chat.NewThinkParser(req.thinkInside)
 	}
 	rl := logOf(r)
 	rl.prompt = st.PromptTokens

@@ -43,36 +43,35 @@ var (
 func loadStories(t testing.TB) storiesModel {
 	t.Helper()
 	path := shared.Path(t, "models/gguf/stories260K.gguf")
-	storiesOnce.Do(func() {
-		src, err := frontend.Open(path)
-		if err != nil {
-			storiesErr = err
-			return
-		}
-		// The source stays open for the test binary's life: the weights
-		// are its mapping.
-		m, err := src.Build(arch.Options{})
-		if err != nil {
-			storiesErr = err
-			return
-		}
-		list, err := passes.Pipeline()
-		if err == nil {
-			_, err = passes.Run(m.Graph, list, passes.Options{})
-		}
-		if err != nil {
-			storiesErr = err
-			return
-		}
-		tok, err := tokenizer.New(m.Vocab)
-		if err != nil {
-			storiesErr = err
-			return
-		}
-		stories = storiesModel{g: m.Graph, w: m.Weights, tok: tok}
-	})
+	storiesOnce.Do(func() { stories, storiesErr = loadModel(path) })
 	require.NoError(t, storiesErr)
 	return stories
+}
+
+// loadModel opens a model file and runs the pass pipeline on its graph.
+// The source stays open for the test binary's life: the weights are its
+// mapping.
+func loadModel(path string) (storiesModel, error) {
+	src, err := frontend.Open(path)
+	if err != nil {
+		return storiesModel{}, err
+	}
+	m, err := src.Build(arch.Options{})
+	if err != nil {
+		return storiesModel{}, err
+	}
+	list, err := passes.Pipeline()
+	if err == nil {
+		_, err = passes.Run(m.Graph, list, passes.Options{})
+	}
+	if err != nil {
+		return storiesModel{}, err
+	}
+	tok, err := tokenizer.New(m.Vocab)
+	if err != nil {
+		return storiesModel{}, err
+	}
+	return storiesModel{g: m.Graph, w: m.Weights, tok: tok}, nil
 }
 
 // program compiles the model on the CPU backend with slots sequences of

@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	goruntime "runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -140,7 +143,8 @@ func streamOne(ctx context.Context, url string, q *loadRequest) error {
 // them hanging up mid-stream: every other request completes with [DONE],
 // its greedy text equal to its text alone; no request is lost or answered
 // twice (one log line and one id each); every slot and queue place is
-// free afterwards.
+// free afterwards. The load runs twice, and after the second the process is
+// where the first left it (memoryAfter): a request leaves nothing behind.
 func TestLoadWithDisconnects(t *testing.T) {
 	var logs lockedBuffer
 	opts := serve.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
@@ -166,6 +170,30 @@ func TestLoadWithDisconnects(t *testing.T) {
 			q.want = w.text
 		}
 		reqs[i] = q
+	}
+	runLoad(t, ts, &logs, reqs)
+	first := settle(t)
+	runLoad(t, ts, &logs, reqs)
+	second := settle(t)
+	t.Logf("after the first run: %s; after the second: %s", first, second)
+	require.NoError(t, second.within(first))
+	_, metrics := get(t, ts.URL+"/metrics")
+	m := string(metrics)
+	require.Contains(t, m, "minerva_slots_busy 0\n")
+	require.Contains(t, m, "minerva_queue_depth 0\n")
+	require.Contains(t, m, `minerva_requests_total{code="200",endpoint="/v1/chat/completions"} 42`)
+	require.Contains(t, m, `minerva_requests_total{code="200",endpoint="/v1/completions"} 86`)
+	require.Contains(t, m, "minerva_time_to_first_token_seconds_count 128")
+}
+
+// runLoad sends every request of reqs at once (fresh copies) and checks
+// what each saw, then waits until the server has freed every slot and
+// logged every request.
+func runLoad(t *testing.T, ts *testServer, logs *lockedBuffer, tmpl []*loadRequest) {
+	t.Helper()
+	reqs := make([]*loadRequest, len(tmpl))
+	for i, q := range tmpl {
+		reqs[i] = &loadRequest{chat: q.chat, body: q.body, disconnect: q.disconnect, want: q.want}
 	}
 	before := len(logs.lines())
 	var wg sync.WaitGroup
@@ -213,11 +241,82 @@ func TestLoadWithDisconnects(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, gone, 13, "only the clients that hung up")
-	_, metrics := get(t, ts.URL+"/metrics")
-	m := string(metrics)
-	require.Contains(t, m, "minerva_slots_busy 0\n")
-	require.Contains(t, m, "minerva_queue_depth 0\n")
-	require.Contains(t, m, `minerva_requests_total{code="200",endpoint="/v1/chat/completions"} 21`)
-	require.Contains(t, m, `minerva_requests_total{code="200",endpoint="/v1/completions"} 43`)
-	require.Contains(t, m, "minerva_time_to_first_token_seconds_count 64")
+}
+
+// memoryAfter is the process after a load run, its connections closed and
+// a garbage collection: the Go heap in use, the goroutines, and the
+// resident set (0 where /proc/self/status is not).
+type memoryAfter struct {
+	heap, rss  uint64
+	goroutines int
+}
+
+func (m memoryAfter) String() string {
+	return fmt.Sprintf("heap %.2f MiB, %d goroutines, RSS %.1f MiB", float64(m.heap)/(1<<20), m.goroutines, float64(m.rss)/(1<<20))
+}
+
+// The bounds of a second run against the first: the heap may grow by what
+// the metrics, the log buffer (its capacity doubles) and the allocator's own
+// bookkeeping add — 0.2 MiB when this was written — and no more than 512
+// KiB, which 64 requests each leaving 8 KiB behind (a sequence's token
+// history, text buffers and events) would pass; the resident set by the
+// runtime's retained spans. A goroutine left per request fails at once.
+const (
+	heapSlack = 512 << 10
+	rssSlack  = 16 << 20
+)
+
+func (m memoryAfter) within(base memoryAfter) error {
+	if m.goroutines > base.goroutines {
+		return fmt.Errorf("%d goroutines, %d after the first run", m.goroutines, base.goroutines)
+	}
+	if m.heap > base.heap+heapSlack {
+		return fmt.Errorf("heap grew from %d to %d bytes (bound %d)", base.heap, m.heap, heapSlack)
+	}
+	if base.rss > 0 && m.rss > base.rss+rssSlack {
+		return fmt.Errorf("RSS grew from %d to %d bytes (bound %d)", base.rss, m.rss, rssSlack)
+	}
+	return nil
+}
+
+// settle closes the client's idle connections, waits until the goroutine
+// count stops falling (the server's connection goroutines end as their
+// peers close), collects garbage, returns freed memory to the system and
+// measures.
+func settle(t *testing.T) memoryAfter {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	n, still := goruntime.NumGoroutine(), 0
+	for deadline := time.Now().Add(time.Minute); still < 50; {
+		time.Sleep(10 * time.Millisecond)
+		if m := goruntime.NumGoroutine(); m < n {
+			n, still = m, 0
+		} else {
+			still++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the goroutine count never settled (%d)", n)
+		}
+	}
+	debug.FreeOSMemory() // a GC, then the freed spans back to the system
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return memoryAfter{heap: ms.HeapInuse, rss: residentBytes(), goroutines: n}
+}
+
+// residentBytes is VmRSS from /proc/self/status, 0 without it.
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }

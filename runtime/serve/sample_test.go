@@ -67,7 +67,7 @@ func TestPenaltiesAndBias(t *testing.T) {
 func TestHarmonyChatOutput(t *testing.T) {
 	text := "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>"
 	n := 0
-	o := &chatOutput{harmony: chat.NewHarmonyParser(), ids: func() string { n++; return "call_1" }}
+	o := &chatOutput{parser: chat.NewHarmonyParser(), ids: func() string { n++; return "call_1" }}
 	var deltas []delta
 	for i := 0; i < len(text); i += 7 {
 		deltas = append(deltas, o.add(text[i:min(i+7, len(text))], false)...)

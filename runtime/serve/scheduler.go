@@ -161,7 +161,6 @@ type seq struct {
 	submit  time.Time
 	last    time.Time    // when the last token came
 	end     FinishReason // set by the step that ends it
-	reset   bool         // its slot has been cleared
 }
 
 // Scheduler runs requests on a program's slots with continuous batching:
@@ -442,18 +441,16 @@ func (s *Scheduler) loop() {
 
 // step runs one step of the active sequences and samples the next token of
 // each that has logits, marking those that end (seq.end).
+//
+// A new sequence does not clear its slot (Program.ResetSlot): it writes its
+// cache rows from position 0 on, in order, and a row attends only to rows
+// at positions up to its own, so it never reads what the slot's last
+// sequence left. Clearing would zero the whole slot (TinyLlama at a 2048
+// context: 92 MB) inside the loop, stalling every running stream for it:
+// a tenth of the CPU time of a run of 32-token requests (BenchmarkScheduler)
+// went there. TestCompletionMatchesRun reuses slots and holds each output to
+// a fresh program's.
 func (s *Scheduler) step(active []*seq) error {
-	for _, q := range active {
-		if !q.reset {
-			// A new sequence in the slot: the last one's rows go (the
-			// steps read only rows this sequence writes, but a clean slot
-			// is what runtime.Session promises too).
-			if err := s.prog.ResetSlot(q.slot); err != nil {
-				return err
-			}
-			q.reset = true
-		}
-	}
 	rows, owners, prompt := s.batch(active)
 	if rows.Len() == 0 {
 		return nil

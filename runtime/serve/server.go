@@ -34,7 +34,9 @@ type Options struct {
 	// Harmony: the model speaks gpt-oss's harmony format (rendered with
 	// ChatTemplate, or chat.RenderHarmony when there is none); its output is
 	// decoded with the control tokens and parsed into reasoning_content,
-	// content and tool_calls.
+	// content and tool_calls. Another model whose template writes <think>
+	// reasoning (Qwen3, DeepSeek-R1) has its output split by
+	// chat.ThinkParser into reasoning_content and content.
 	Harmony bool
 	// SpecialTokens are template variables (bos_token, eos_token …) that
 	// override the tokenizer's texts (a tokenizer_config.json's).
@@ -69,6 +71,7 @@ type model struct {
 	tok     *tokenizer.Tokenizer
 	tpl     *chat.Template // nil: harmony rendering
 	harmony bool           // the output is harmony (Options.Harmony)
+	think   bool           // the template writes <think> reasoning (chat.ThinkTemplate)
 	stops   []string       // stop strings every chat request gets (ChatML's end of turn)
 	special map[string]string
 }
@@ -137,6 +140,7 @@ func (s *Server) Ready(sched *Scheduler) error {
 			return err
 		}
 		m.tpl = tpl
+		m.think = !s.opts.Harmony && chat.ThinkTemplate(s.opts.ChatTemplate)
 	case s.opts.Harmony:
 	default:
 		tpl, err := chat.Compile(chatMLTemplate)

@@ -169,11 +169,12 @@ extern "C" __global__ void embed_q8_0_50257x128(
 __constant__ float qkv_rope_norm_bias_f32_768x128_float_freq[32][2] = {{1.0f, 0.0f}, {0.6890443f, 9.146678e-09f}, {0.47478205f, 5.8209864e-09f}, {0.32714587f, -2.636038e-09f}, {0.225418f, -1.2104745e-09f}, {0.15532298f, 5.6235154e-09f}, {0.107024424f, -2.3002458e-09f}, {0.073744565f, 2.9617715e-09f}, {0.050813276f, -1.5052344e-09f}, {0.031620752f, 2.0897266e-10f}, {0.019450968f, -5.8736505e-10f}, {0.011792191f, -2.0478416e-10f}, {0.007015714f, -4.570265e-11f}, {0.0040695546f, 9.526714e-11f}, {0.0022772718f, 1.1424692e-10f}, {0.001206131f, 1.5536239e-11f}, {0.0005809475f, 5.0028376e-12f}, {0.00022794779f, 3.6403883e-12f}, {3.830881e-05f, 5.922911e-13f}, {2.6396468e-05f, 5.751039e-13f}, {1.8188337e-05f, -2.9883957e-13f}, {1.253257e-05f, 2.2510636e-13f}, {8.635496e-06f, 1.1519323e-13f}, {5.9502395e-06f, -2.2186277e-13f}, {4.0999785e-06f, 1.3072865e-14f}, {2.8250668e-06f, 6.884516e-14f}, {1.9465963e-06f, -7.4050304e-14f}, {1.3412911e-06f, -3.2492946e-14f}, {9.2420896e-07f, -1.15627316e-14f}, {6.368209e-07f, 3.919089e-16f}, {4.3879783e-07f, -1.432127e-15f}, {3.0235114e-07f, 3.1314535e-15f}};
 
 // qkv_rope_norm_bias_f32_768x128_float: h = rmsnorm(x[t]) · wᵀ + bias; q, k, v = h's blocks of 512, 128, 128;
-// rope (neox, n_rot 64 of head_dim 64) on q and k; k, v → caches row pos[t]; out = q.
+// rope (neox, n_rot 64 of head_dim 64) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128_float(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ kcache,
     float* __restrict__ vcache,
     const float* __restrict__ bias,
@@ -350,11 +351,13 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
             out[(u64)t * 512u + c0] = a0;
             out[(u64)t * 512u + c1] = a1;
         } else if (c0 < 640u) {
-            stf(kcache + (u64)ps * 128u + c0 - 512u, a0);
-            stf(kcache + (u64)ps * 128u + c1 - 512u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(kcache + row * 128u + c0 - 512u, a0);
+            stf(kcache + row * 128u + c1 - 512u, a1);
         } else {
-            stf(vcache + (u64)ps * 128u + c0 - 640u, a0);
-            stf(vcache + (u64)ps * 128u + c1 - 640u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(vcache + row * 128u + c0 - 640u, a0);
+            stf(vcache + row * 128u + c1 - 640u, a1);
         }
     }
 }
@@ -505,10 +508,11 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
 __constant__ float qkv_rope_norm_bias_f32_768x128_float_rope_freq[32][2] = {{1.0f, 0.0f}, {0.6890443f, 9.146678e-09f}, {0.47478205f, 5.8209864e-09f}, {0.32714587f, -2.636038e-09f}, {0.225418f, -1.2104745e-09f}, {0.15532298f, 5.6235154e-09f}, {0.107024424f, -2.3002458e-09f}, {0.073744565f, 2.9617715e-09f}, {0.050813276f, -1.5052344e-09f}, {0.031620752f, 2.0897266e-10f}, {0.019450968f, -5.8736505e-10f}, {0.011792191f, -2.0478416e-10f}, {0.007015714f, -4.570265e-11f}, {0.0040695546f, 9.526714e-11f}, {0.0022772718f, 1.1424692e-10f}, {0.001206131f, 1.5536239e-11f}, {0.0005809475f, 5.0028376e-12f}, {0.00022794779f, 3.6403883e-12f}, {3.830881e-05f, 5.922911e-13f}, {2.6396468e-05f, 5.751039e-13f}, {1.8188337e-05f, -2.9883957e-13f}, {1.253257e-05f, 2.2510636e-13f}, {8.635496e-06f, 1.1519323e-13f}, {5.9502395e-06f, -2.2186277e-13f}, {4.0999785e-06f, 1.3072865e-14f}, {2.8250668e-06f, 6.884516e-14f}, {1.9465963e-06f, -7.4050304e-14f}, {1.3412911e-06f, -3.2492946e-14f}, {9.2420896e-07f, -1.15627316e-14f}, {6.368209e-07f, 3.919089e-16f}, {4.3879783e-07f, -1.432127e-15f}, {3.0235114e-07f, 3.1314535e-15f}};
 
 // qkv_rope_norm_bias_f32_768x128_float_rope: q, k, v = h[t]'s blocks of 512, 128, 128 (h[T, 768] from the tiled product); rope (neox, n_rot 64
-// of head_dim 64) on q and k; k, v → caches row pos[t]; out = q.
+// of head_dim 64) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128_float_rope(
     const float* __restrict__ h,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ kcache,
     float* __restrict__ vcache,
     float* __restrict__ out,
@@ -548,11 +552,13 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
             out[(u64)t * 512u + c0] = a0;
             out[(u64)t * 512u + c1] = a1;
         } else if (c0 < 640u) {
-            stf(kcache + (u64)ps * 128u + c0 - 512u, a0);
-            stf(kcache + (u64)ps * 128u + c1 - 512u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(kcache + row * 128u + c0 - 512u, a0);
+            stf(kcache + row * 128u + c1 - 512u, a1);
         } else {
-            stf(vcache + (u64)ps * 128u + c0 - 640u, a0);
-            stf(vcache + (u64)ps * 128u + c1 - 640u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(vcache + row * 128u + c0 - 640u, a0);
+            stf(vcache + row * 128u + c1 - 640u, a1);
         }
     }
 }
@@ -563,6 +569,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
     const float* __restrict__ kc,
     const float* __restrict__ vc,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
@@ -576,6 +583,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     const float* qv = q + (u64)t * 512u + h * 64u;
+    const u64 row0 = (u64)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -585,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
         acc[d] = 0.0f;
     }
     for (int j = from + int(lane); j < to; j += 32) {
-        const float* kr = kc + (u64)j * 128u + kh * 64u;
+        const float* kr = kc + (row0 + (u64)j) * 128u + kh * 64u;
         float dot = 0.0f;
 #pragma unroll
         for (u32 i = 0; i < 64u; ++i) {
@@ -603,7 +611,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
         }
         const float wt = expf(sc - m);
         l += wt;
-        const float* vr = vc + (u64)j * 128u + kh * 64u;
+        const float* vr = vc + (row0 + (u64)j) * 128u + kh * 64u;
 #pragma unroll
         for (u32 d = 0; d < 64u; ++d) {
             acc[d] += wt * ldf(vr[d]);
@@ -1333,6 +1341,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
     const float* __restrict__ kc,
     const float* __restrict__ vc,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
@@ -1345,6 +1354,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     const float* qv = q + (u64)t * 512u + h * 64u;
+    const u64 row0 = (u64)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -1354,7 +1364,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
         acc[d] = 0.0f;
     }
     for (int j = from + int(lane); j < to; j += 32) {
-        const float* kr = kc + (u64)j * 128u + kh * 64u;
+        const float* kr = kc + (row0 + (u64)j) * 128u + kh * 64u;
         float dot = 0.0f;
 #pragma unroll
         for (u32 i = 0; i < 64u; ++i) {
@@ -1372,7 +1382,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
         }
         const float wt = expf(sc - m);
         l += wt;
-        const float* vr = vc + (u64)j * 128u + kh * 64u;
+        const float* vr = vc + (row0 + (u64)j) * 128u + kh * 64u;
 #pragma unroll
         for (u32 d = 0; d < 64u; ++d) {
             acc[d] += wt * ldf(vr[d]);

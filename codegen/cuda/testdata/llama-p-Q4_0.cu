@@ -149,11 +149,12 @@ extern "C" __global__ void embed_q4_0_512x256(
 __constant__ float qkv_rope_norm_gain_q4_0_512x256_float_freq[16][2] = {{1.0f, 0.0f}, {0.56234133f, -7.2452586e-09f}, {0.31622776f, 2.125618e-09f}, {0.17782794f, 1.612756e-09f}, {0.1f, -1.4901161e-09f}, {0.056234132f, 2.0532152e-11f}, {0.031622775f, 1.7026779e-09f}, {0.017782794f, -2.1125342e-10f}, {0.01f, 2.2351741e-10f}, {0.0056234132f, 2.0532187e-12f}, {0.0031622776f, 3.0569405e-11f}, {0.0017782794f, -2.1125341e-11f}, {0.001f, -4.749745e-11f}, {0.0005623413f, 2.3488387e-11f}, {0.00031622776f, 8.877707e-12f}, {0.00017782794f, 7.978489e-13f}};
 
 // qkv_rope_norm_gain_q4_0_512x256_float: h = rmsnorm(x[t])·gain · wᵀ; q, k, v = h's blocks of 256, 128, 128;
-// rope (normal, n_rot 32 of head_dim 32) on q and k; k, v → caches row pos[t]; out = q.
+// rope (normal, n_rot 32 of head_dim 32) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x256_float(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ kcache,
     float* __restrict__ vcache,
     const float* __restrict__ gain,
@@ -239,11 +240,13 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
             out[(u64)t * 256u + c0] = a0;
             out[(u64)t * 256u + c1] = a1;
         } else if (c0 < 384u) {
-            stf(kcache + (u64)ps * 128u + c0 - 256u, a0);
-            stf(kcache + (u64)ps * 128u + c1 - 256u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(kcache + row * 128u + c0 - 256u, a0);
+            stf(kcache + row * 128u + c1 - 256u, a1);
         } else {
-            stf(vcache + (u64)ps * 128u + c0 - 384u, a0);
-            stf(vcache + (u64)ps * 128u + c1 - 384u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(vcache + row * 128u + c0 - 384u, a0);
+            stf(vcache + row * 128u + c1 - 384u, a1);
         }
     }
 }
@@ -395,10 +398,11 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
 __constant__ float qkv_rope_norm_gain_q4_0_512x256_float_rope_freq[16][2] = {{1.0f, 0.0f}, {0.56234133f, -7.2452586e-09f}, {0.31622776f, 2.125618e-09f}, {0.17782794f, 1.612756e-09f}, {0.1f, -1.4901161e-09f}, {0.056234132f, 2.0532152e-11f}, {0.031622775f, 1.7026779e-09f}, {0.017782794f, -2.1125342e-10f}, {0.01f, 2.2351741e-10f}, {0.0056234132f, 2.0532187e-12f}, {0.0031622776f, 3.0569405e-11f}, {0.0017782794f, -2.1125341e-11f}, {0.001f, -4.749745e-11f}, {0.0005623413f, 2.3488387e-11f}, {0.00031622776f, 8.877707e-12f}, {0.00017782794f, 7.978489e-13f}};
 
 // qkv_rope_norm_gain_q4_0_512x256_float_rope: q, k, v = h[t]'s blocks of 256, 128, 128 (h[T, 512] from the tiled product); rope (normal, n_rot 32
-// of head_dim 32) on q and k; k, v → caches row pos[t]; out = q.
+// of head_dim 32) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x256_float_rope(
     const float* __restrict__ h,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ kcache,
     float* __restrict__ vcache,
     float* __restrict__ out,
@@ -434,11 +438,13 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
             out[(u64)t * 256u + c0] = a0;
             out[(u64)t * 256u + c1] = a1;
         } else if (c0 < 384u) {
-            stf(kcache + (u64)ps * 128u + c0 - 256u, a0);
-            stf(kcache + (u64)ps * 128u + c1 - 256u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(kcache + row * 128u + c0 - 256u, a0);
+            stf(kcache + row * 128u + c1 - 256u, a1);
         } else {
-            stf(vcache + (u64)ps * 128u + c0 - 384u, a0);
-            stf(vcache + (u64)ps * 128u + c1 - 384u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(vcache + row * 128u + c0 - 384u, a0);
+            stf(vcache + row * 128u + c1 - 384u, a1);
         }
     }
 }
@@ -449,6 +455,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d32v32_s4
     const float* __restrict__ kc,
     const float* __restrict__ vc,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
@@ -461,6 +468,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d32v32_s4
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     const float* qv = q + (u64)t * 256u + h * 32u;
+    const u64 row0 = (u64)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -470,7 +478,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d32v32_s4
         acc[d] = 0.0f;
     }
     for (int j = from + int(lane); j < to; j += 32) {
-        const float* kr = kc + (u64)j * 128u + kh * 32u;
+        const float* kr = kc + (row0 + (u64)j) * 128u + kh * 32u;
         float dot = 0.0f;
 #pragma unroll
         for (u32 i = 0; i < 32u; ++i) {
@@ -488,7 +496,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d32v32_s4
         }
         const float wt = expf(sc - m);
         l += wt;
-        const float* vr = vc + (u64)j * 128u + kh * 32u;
+        const float* vr = vc + (row0 + (u64)j) * 128u + kh * 32u;
 #pragma unroll
         for (u32 d = 0; d < 32u; ++d) {
             acc[d] += wt * ldf(vr[d]);

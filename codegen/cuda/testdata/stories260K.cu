@@ -143,11 +143,12 @@ extern "C" __global__ void embed_f32_512x64(
 __constant__ float qkv_rope_norm_f32_128x64_float_freq[4][2] = {{1.0f, 0.0f}, {0.1f, -1.4901161e-09f}, {0.01f, 2.2351741e-10f}, {0.001f, -4.749745e-11f}};
 
 // qkv_rope_norm_f32_128x64_float: h = rmsnorm(x[t]) · wᵀ; q, k, v = h's blocks of 64, 32, 32;
-// rope (normal, n_rot 8 of head_dim 8) on q and k; k, v → caches row pos[t]; out = q.
+// rope (normal, n_rot 8 of head_dim 8) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_f32_128x64_float(
     const float* __restrict__ x,
     const u8* __restrict__ w,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ kcache,
     float* __restrict__ vcache,
     float* __restrict__ out,
@@ -230,11 +231,13 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_f32_128x64_float
             out[(u64)t * 64u + c0] = a0;
             out[(u64)t * 64u + c1] = a1;
         } else if (c0 < 96u) {
-            stf(kcache + (u64)ps * 32u + c0 - 64u, a0);
-            stf(kcache + (u64)ps * 32u + c1 - 64u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(kcache + row * 32u + c0 - 64u, a0);
+            stf(kcache + row * 32u + c1 - 64u, a1);
         } else {
-            stf(vcache + (u64)ps * 32u + c0 - 96u, a0);
-            stf(vcache + (u64)ps * 32u + c1 - 96u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(vcache + row * 32u + c0 - 96u, a0);
+            stf(vcache + row * 32u + c1 - 96u, a1);
         }
     }
 }
@@ -384,10 +387,11 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
 __constant__ float qkv_rope_norm_f32_128x64_float_rope_freq[4][2] = {{1.0f, 0.0f}, {0.1f, -1.4901161e-09f}, {0.01f, 2.2351741e-10f}, {0.001f, -4.749745e-11f}};
 
 // qkv_rope_norm_f32_128x64_float_rope: q, k, v = h[t]'s blocks of 64, 32, 32 (h[T, 128] from the tiled product); rope (normal, n_rot 8
-// of head_dim 8) on q and k; k, v → caches row pos[t]; out = q.
+// of head_dim 8) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float_rope(
     const float* __restrict__ h,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ kcache,
     float* __restrict__ vcache,
     float* __restrict__ out,
@@ -423,11 +427,13 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
             out[(u64)t * 64u + c0] = a0;
             out[(u64)t * 64u + c1] = a1;
         } else if (c0 < 96u) {
-            stf(kcache + (u64)ps * 32u + c0 - 64u, a0);
-            stf(kcache + (u64)ps * 32u + c1 - 64u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(kcache + row * 32u + c0 - 64u, a0);
+            stf(kcache + row * 32u + c1 - 64u, a1);
         } else {
-            stf(vcache + (u64)ps * 32u + c0 - 96u, a0);
-            stf(vcache + (u64)ps * 32u + c1 - 96u, a1);
+            const u64 row = (u64)base[t] + (u64)ps;
+            stf(vcache + row * 32u + c0 - 96u, a0);
+            stf(vcache + row * 32u + c1 - 96u, a1);
         }
     }
 }
@@ -438,6 +444,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d8v8_s4(
     const float* __restrict__ kc,
     const float* __restrict__ vc,
     const int* __restrict__ pos,
+    const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
@@ -450,6 +457,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d8v8_s4(
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     const float* qv = q + (u64)t * 64u + h * 8u;
+    const u64 row0 = (u64)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -459,7 +467,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d8v8_s4(
         acc[d] = 0.0f;
     }
     for (int j = from + int(lane); j < to; j += 32) {
-        const float* kr = kc + (u64)j * 32u + kh * 8u;
+        const float* kr = kc + (row0 + (u64)j) * 32u + kh * 8u;
         float dot = 0.0f;
 #pragma unroll
         for (u32 i = 0; i < 8u; ++i) {
@@ -477,7 +485,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d8v8_s4(
         }
         const float wt = expf(sc - m);
         l += wt;
-        const float* vr = vc + (u64)j * 32u + kh * 8u;
+        const float* vr = vc + (row0 + (u64)j) * 32u + kh * 8u;
 #pragma unroll
         for (u32 d = 0; d < 8u; ++d) {
             acc[d] += wt * ldf(vr[d]);

@@ -18,6 +18,10 @@ type Case struct {
 	Ctx, T int
 	Tol    float64
 	PerRow bool
+	// Slot is the slot every row of the step belongs to: the states hold
+	// Slot+1 slots of Ctx rows, the step's cache bases are Slot·Ctx, and
+	// the rows of the other slots must stay untouched (zero).
+	Slot int
 	// Check, when set, checks the case's emitted library further (CUDA:
 	// which weight path its matrix-vector kernels take).
 	Check func(t *testing.T, lib *gpu.Library)
@@ -534,4 +538,25 @@ func (c Unfused) Case(r Rand) Case {
 			"pos": {Shape: []int64{int64(T)}, I32: c.Pos},
 		}
 	}}
+}
+
+// SlotCases are cases whose step belongs to slot 2 of three (cache bases
+// 2·Ctx): qkv_rope at T = 1 (the matrix-vector epilogue) and T = 3 (CUDA's
+// tiled product and rope_kv), Qwen3's rope_kv and the standalone kv_write.
+// Each must write its slot's cache rows and no other's.
+func SlotCases(s *Seeds) []Case {
+	// An f32 cache: an f16 one may round a value the other way than the
+	// reference (one f16 step, 5e-4 of it), which says nothing of the slot.
+	decode := RoPE(ir.Q8_0, ir.F32, "neox", 8, true)
+	decode.Pos = []int32{1187}
+	decode.Name = "qkv_rope/q8_0/neox/cache=f32/T=1"
+	qkn := RoPE(ir.F32, ir.F32, "neox", 8, true)
+	qkn.QKNorm = true
+	cases := Cases(s, decode, RoPE(ir.F32, ir.F32, "normal", 16, false), qkn)
+	cases = append(cases, Cases(s, UnfusedCases()[1])...)
+	for i := range cases {
+		cases[i].Name = "slot2/" + cases[i].Name
+		cases[i].Slot = 2
+	}
+	return cases
 }

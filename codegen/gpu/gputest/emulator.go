@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/gpu"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -109,16 +110,14 @@ func (e *Emulator) BuildAndRun(t *testing.T, dir string, files map[string][]byte
 	}
 }
 
-func bufName(id int) string {
-	if id < 0 {
-		return "scratch.bin"
-	}
-	return fmt.Sprintf("v%d.bin", id)
-}
+func bufName(id int) string { return varName(id) + ".bin" }
 
 func varName(id int) string {
-	if id < 0 {
+	switch id {
+	case sched.Scratch:
 		return "scratch"
+	case sched.KVBase:
+		return "kvbase"
 	}
 	return fmt.Sprintf("v%d", id)
 }

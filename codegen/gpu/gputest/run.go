@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/minerva-llm/minerva/codegen/gpu"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/quant"
@@ -98,12 +99,15 @@ func (tg Target) Run(t *testing.T, c Case, run Executor) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := run(t, g, lib, StepBuffers(t, g, lib, w, used, c.Ctx, c.T), c.T)
+	got := run(t, g, lib, StepBuffers(t, g, lib, w, used, c.Ctx, c.T, c.Slot), c.T)
 	for _, o := range g.Outputs {
 		ref := want[o.Name].F32
 		b, ok := got[bufferOf(o.Value).ID]
 		if !ok {
 			t.Fatalf("output %s (%v) was never written by a launch", o.Name, o.Value)
+		}
+		if bufferOf(o.Value).Op == ir.OpState {
+			b = slotRows(t, o.Name, b, c.Slot)
 		}
 		gotF := Floats(b, o.Value.Type.DType)
 		var e float64
@@ -122,10 +126,26 @@ func (tg Target) Run(t *testing.T, c Case, run Executor) {
 	}
 }
 
+// slotRows returns the rows of slot of a state's bytes (slot+1 slots of
+// equal size), after checking that the other slots' rows are zero: a step
+// of one slot writes into no other.
+func slotRows(t *testing.T, name string, b []byte, slot int) []byte {
+	t.Helper()
+	n := len(b) / (slot + 1)
+	for i, x := range b {
+		if x != 0 && (i < slot*n || i >= (slot+1)*n) {
+			t.Fatalf("output %s: byte %d, outside the rows of slot %d, was written", name, i, slot)
+		}
+	}
+	return b[slot*n : (slot+1)*n]
+}
+
 // StepBuffers gives every buffer lib's launches name its contents for a
-// step of T tokens over a context of ctx: weights (copied) and inputs their
-// bytes, everything else zeros; the scratch (-1) where a launch names it.
-func StepBuffers(t *testing.T, g *ir.Graph, lib *gpu.Library, w WeightMap, inputs map[string]eval.Tensor, ctx, T int) map[int][]byte {
+// step of T tokens of slot over a context of ctx: weights (copied) and
+// inputs their bytes, everything else zeros, the states slot+1 slots of
+// ctx rows; the scratch (sched.Scratch) and the cache bases (sched.KVBase,
+// every row's slot·ctx) where a launch names them.
+func StepBuffers(t *testing.T, g *ir.Graph, lib *gpu.Library, w WeightMap, inputs map[string]eval.Tensor, ctx, T, slot int) map[int][]byte {
 	t.Helper()
 	byID := ValuesByID(g)
 	env := map[string]int64{"T": int64(T), "C": int64(ctx)}
@@ -133,8 +153,15 @@ func StepBuffers(t *testing.T, g *ir.Graph, lib *gpu.Library, w WeightMap, input
 	scratch := int64(-1)
 	for _, l := range lib.Launches {
 		for _, a := range l.Args {
-			if a.Value < 0 {
+			switch a.Value {
+			case sched.Scratch:
 				scratch = max(scratch, a.ScratchPerToken*int64(T))
+				continue
+			case sched.KVBase:
+				bufs[a.Value] = make([]byte, 4*T)
+				for i := range T {
+					binary.LittleEndian.PutUint32(bufs[a.Value][4*i:], uint32(slot*ctx))
+				}
 				continue
 			}
 			if _, ok := bufs[a.Value]; ok {
@@ -166,12 +193,15 @@ func StepBuffers(t *testing.T, g *ir.Graph, lib *gpu.Library, w WeightMap, input
 				if v.Type.DType == ir.F16 {
 					size = 2
 				}
+				if v.Op == ir.OpState {
+					n *= int64(slot + 1)
+				}
 				bufs[v.ID] = make([]byte, n*size)
 			}
 		}
 	}
 	if scratch >= 0 {
-		bufs[-1] = make([]byte, scratch)
+		bufs[sched.Scratch] = make([]byte, scratch)
 	}
 	return bufs
 }

@@ -67,16 +67,17 @@ kernel void embed_q8_0_50257x128(
 constant float2 qkv_rope_norm_bias_f32_768x128_float_freq[32] = {float2(1.0f, 0.0f), float2(0.6890443f, 9.146678e-09f), float2(0.47478205f, 5.8209864e-09f), float2(0.32714587f, -2.636038e-09f), float2(0.225418f, -1.2104745e-09f), float2(0.15532298f, 5.6235154e-09f), float2(0.107024424f, -2.3002458e-09f), float2(0.073744565f, 2.9617715e-09f), float2(0.050813276f, -1.5052344e-09f), float2(0.031620752f, 2.0897266e-10f), float2(0.019450968f, -5.8736505e-10f), float2(0.011792191f, -2.0478416e-10f), float2(0.007015714f, -4.570265e-11f), float2(0.0040695546f, 9.526714e-11f), float2(0.0022772718f, 1.1424692e-10f), float2(0.001206131f, 1.5536239e-11f), float2(0.0005809475f, 5.0028376e-12f), float2(0.00022794779f, 3.6403883e-12f), float2(3.830881e-05f, 5.922911e-13f), float2(2.6396468e-05f, 5.751039e-13f), float2(1.8188337e-05f, -2.9883957e-13f), float2(1.253257e-05f, 2.2510636e-13f), float2(8.635496e-06f, 1.1519323e-13f), float2(5.9502395e-06f, -2.2186277e-13f), float2(4.0999785e-06f, 1.3072865e-14f), float2(2.8250668e-06f, 6.884516e-14f), float2(1.9465963e-06f, -7.4050304e-14f), float2(1.3412911e-06f, -3.2492946e-14f), float2(9.2420896e-07f, -1.15627316e-14f), float2(6.368209e-07f, 3.919089e-16f), float2(4.3879783e-07f, -1.432127e-15f), float2(3.0235114e-07f, 3.1314535e-15f)};
 
 // qkv_rope_norm_bias_f32_768x128_float: h = rmsnorm(x[t]) · wᵀ + bias; q, k, v = h's blocks of 512, 128, 128;
-// rope (neox, n_rot 64 of head_dim 64) on q and k; k, v → caches row pos[t]; out = q.
+// rope (neox, n_rot 64 of head_dim 64) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 kernel void qkv_rope_norm_bias_f32_768x128_float(
     device const float* x [[buffer(0)]],
     device const uchar* w [[buffer(1)]],
     device const int* pos [[buffer(2)]],
-    device float* kcache [[buffer(3)]],
-    device float* vcache [[buffer(4)]],
-    device const float* bias [[buffer(5)]],
-    device float* out [[buffer(6)]],
-    constant uint& T [[buffer(7)]],
+    device const int* base [[buffer(3)]],
+    device float* kcache [[buffer(4)]],
+    device float* vcache [[buffer(5)]],
+    device const float* bias [[buffer(6)]],
+    device float* out [[buffer(7)]],
+    constant uint& T [[buffer(8)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -144,11 +145,13 @@ kernel void qkv_rope_norm_bias_f32_768x128_float(
             out[(ulong)t * 512u + c0] = a0;
             out[(ulong)t * 512u + c1] = a1;
         } else if (c0 < 640u) {
-            kcache[(ulong)ps * 128u + c0 - 512u] = float(a0);
-            kcache[(ulong)ps * 128u + c1 - 512u] = float(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            kcache[row * 128u + c0 - 512u] = float(a0);
+            kcache[row * 128u + c1 - 512u] = float(a1);
         } else {
-            vcache[(ulong)ps * 128u + c0 - 640u] = float(a0);
-            vcache[(ulong)ps * 128u + c1 - 640u] = float(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            vcache[row * 128u + c0 - 640u] = float(a0);
+            vcache[row * 128u + c1 - 640u] = float(a1);
         }
     }
 }
@@ -159,8 +162,9 @@ kernel void attn_split_float_h8kv2d64v64_s4_w8(
     device const float* kc [[buffer(1)]],
     device const float* vc [[buffer(2)]],
     device const int* pos [[buffer(3)]],
-    device float* part [[buffer(4)]],
-    constant uint& T [[buffer(5)]],
+    device const int* base [[buffer(4)]],
+    device float* part [[buffer(5)]],
+    constant uint& T [[buffer(6)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -172,6 +176,7 @@ kernel void attn_split_float_h8kv2d64v64_s4_w8(
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     device const float* qv = q + (ulong)t * 512u + h * 64u;
+    const ulong row0 = (ulong)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -180,7 +185,7 @@ kernel void attn_split_float_h8kv2d64v64_s4_w8(
         acc[d] = 0.0f;
     }
     for (int j = from + int(tiisg); j < to; j += 32) {
-        device const float* kr = kc + (ulong)j * 128u + kh * 64u;
+        device const float* kr = kc + (row0 + (ulong)j) * 128u + kh * 64u;
         float dot = 0.0f;
         for (uint i = 0; i < 64u; ++i) {
             dot += qv[i] * float(kr[i]);
@@ -196,7 +201,7 @@ kernel void attn_split_float_h8kv2d64v64_s4_w8(
         }
         const float wt = exp(sc - m);
         l += wt;
-        device const float* vr = vc + (ulong)j * 128u + kh * 64u;
+        device const float* vr = vc + (row0 + (ulong)j) * 128u + kh * 64u;
         for (uint d = 0; d < 64u; ++d) {
             acc[d] += wt * float(vr[d]);
         }
@@ -648,8 +653,9 @@ kernel void attn_split_float_h8kv2d64v64_s4(
     device const float* kc [[buffer(1)]],
     device const float* vc [[buffer(2)]],
     device const int* pos [[buffer(3)]],
-    device float* part [[buffer(4)]],
-    constant uint& T [[buffer(5)]],
+    device const int* base [[buffer(4)]],
+    device float* part [[buffer(5)]],
+    constant uint& T [[buffer(6)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -660,6 +666,7 @@ kernel void attn_split_float_h8kv2d64v64_s4(
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     device const float* qv = q + (ulong)t * 512u + h * 64u;
+    const ulong row0 = (ulong)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -668,7 +675,7 @@ kernel void attn_split_float_h8kv2d64v64_s4(
         acc[d] = 0.0f;
     }
     for (int j = from + int(tiisg); j < to; j += 32) {
-        device const float* kr = kc + (ulong)j * 128u + kh * 64u;
+        device const float* kr = kc + (row0 + (ulong)j) * 128u + kh * 64u;
         float dot = 0.0f;
         for (uint i = 0; i < 64u; ++i) {
             dot += qv[i] * float(kr[i]);
@@ -684,7 +691,7 @@ kernel void attn_split_float_h8kv2d64v64_s4(
         }
         const float wt = exp(sc - m);
         l += wt;
-        device const float* vr = vc + (ulong)j * 128u + kh * 64u;
+        device const float* vr = vc + (row0 + (ulong)j) * 128u + kh * 64u;
         for (uint d = 0; d < 64u; ++d) {
             acc[d] += wt * float(vr[d]);
         }

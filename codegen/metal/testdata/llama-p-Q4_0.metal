@@ -48,16 +48,17 @@ kernel void embed_q4_0_512x256(
 constant float2 qkv_rope_norm_gain_q4_0_512x256_float_freq[16] = {float2(1.0f, 0.0f), float2(0.56234133f, -7.2452586e-09f), float2(0.31622776f, 2.125618e-09f), float2(0.17782794f, 1.612756e-09f), float2(0.1f, -1.4901161e-09f), float2(0.056234132f, 2.0532152e-11f), float2(0.031622775f, 1.7026779e-09f), float2(0.017782794f, -2.1125342e-10f), float2(0.01f, 2.2351741e-10f), float2(0.0056234132f, 2.0532187e-12f), float2(0.0031622776f, 3.0569405e-11f), float2(0.0017782794f, -2.1125341e-11f), float2(0.001f, -4.749745e-11f), float2(0.0005623413f, 2.3488387e-11f), float2(0.00031622776f, 8.877707e-12f), float2(0.00017782794f, 7.978489e-13f)};
 
 // qkv_rope_norm_gain_q4_0_512x256_float: h = rmsnorm(x[t])·gain · wᵀ; q, k, v = h's blocks of 256, 128, 128;
-// rope (normal, n_rot 32 of head_dim 32) on q and k; k, v → caches row pos[t]; out = q.
+// rope (normal, n_rot 32 of head_dim 32) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 kernel void qkv_rope_norm_gain_q4_0_512x256_float(
     device const float* x [[buffer(0)]],
     device const uchar* w [[buffer(1)]],
     device const int* pos [[buffer(2)]],
-    device float* kcache [[buffer(3)]],
-    device float* vcache [[buffer(4)]],
-    device const float* gain [[buffer(5)]],
-    device float* out [[buffer(6)]],
-    constant uint& T [[buffer(7)]],
+    device const int* base [[buffer(3)]],
+    device float* kcache [[buffer(4)]],
+    device float* vcache [[buffer(5)]],
+    device const float* gain [[buffer(6)]],
+    device float* out [[buffer(7)]],
+    constant uint& T [[buffer(8)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -119,11 +120,13 @@ kernel void qkv_rope_norm_gain_q4_0_512x256_float(
             out[(ulong)t * 256u + c0] = a0;
             out[(ulong)t * 256u + c1] = a1;
         } else if (c0 < 384u) {
-            kcache[(ulong)ps * 128u + c0 - 256u] = float(a0);
-            kcache[(ulong)ps * 128u + c1 - 256u] = float(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            kcache[row * 128u + c0 - 256u] = float(a0);
+            kcache[row * 128u + c1 - 256u] = float(a1);
         } else {
-            vcache[(ulong)ps * 128u + c0 - 384u] = float(a0);
-            vcache[(ulong)ps * 128u + c1 - 384u] = float(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            vcache[row * 128u + c0 - 384u] = float(a0);
+            vcache[row * 128u + c1 - 384u] = float(a1);
         }
     }
 }
@@ -134,8 +137,9 @@ kernel void attn_split_float_h8kv4d32v32_s4(
     device const float* kc [[buffer(1)]],
     device const float* vc [[buffer(2)]],
     device const int* pos [[buffer(3)]],
-    device float* part [[buffer(4)]],
-    constant uint& T [[buffer(5)]],
+    device const int* base [[buffer(4)]],
+    device float* part [[buffer(5)]],
+    constant uint& T [[buffer(6)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -146,6 +150,7 @@ kernel void attn_split_float_h8kv4d32v32_s4(
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     device const float* qv = q + (ulong)t * 256u + h * 32u;
+    const ulong row0 = (ulong)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -154,7 +159,7 @@ kernel void attn_split_float_h8kv4d32v32_s4(
         acc[d] = 0.0f;
     }
     for (int j = from + int(tiisg); j < to; j += 32) {
-        device const float* kr = kc + (ulong)j * 128u + kh * 32u;
+        device const float* kr = kc + (row0 + (ulong)j) * 128u + kh * 32u;
         float dot = 0.0f;
         for (uint i = 0; i < 32u; ++i) {
             dot += qv[i] * float(kr[i]);
@@ -170,7 +175,7 @@ kernel void attn_split_float_h8kv4d32v32_s4(
         }
         const float wt = exp(sc - m);
         l += wt;
-        device const float* vr = vc + (ulong)j * 128u + kh * 32u;
+        device const float* vr = vc + (row0 + (ulong)j) * 128u + kh * 32u;
         for (uint d = 0; d < 32u; ++d) {
             acc[d] += wt * float(vr[d]);
         }

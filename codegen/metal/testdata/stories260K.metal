@@ -43,15 +43,16 @@ kernel void embed_f32_512x64(
 constant float2 qkv_rope_norm_f32_128x64_float_freq[4] = {float2(1.0f, 0.0f), float2(0.1f, -1.4901161e-09f), float2(0.01f, 2.2351741e-10f), float2(0.001f, -4.749745e-11f)};
 
 // qkv_rope_norm_f32_128x64_float: h = rmsnorm(x[t]) · wᵀ; q, k, v = h's blocks of 64, 32, 32;
-// rope (normal, n_rot 8 of head_dim 8) on q and k; k, v → caches row pos[t]; out = q.
+// rope (normal, n_rot 8 of head_dim 8) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 kernel void qkv_rope_norm_f32_128x64_float(
     device const float* x [[buffer(0)]],
     device const uchar* w [[buffer(1)]],
     device const int* pos [[buffer(2)]],
-    device float* kcache [[buffer(3)]],
-    device float* vcache [[buffer(4)]],
-    device float* out [[buffer(5)]],
-    constant uint& T [[buffer(6)]],
+    device const int* base [[buffer(3)]],
+    device float* kcache [[buffer(4)]],
+    device float* vcache [[buffer(5)]],
+    device float* out [[buffer(6)]],
+    constant uint& T [[buffer(7)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -113,11 +114,13 @@ kernel void qkv_rope_norm_f32_128x64_float(
             out[(ulong)t * 64u + c0] = a0;
             out[(ulong)t * 64u + c1] = a1;
         } else if (c0 < 96u) {
-            kcache[(ulong)ps * 32u + c0 - 64u] = float(a0);
-            kcache[(ulong)ps * 32u + c1 - 64u] = float(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            kcache[row * 32u + c0 - 64u] = float(a0);
+            kcache[row * 32u + c1 - 64u] = float(a1);
         } else {
-            vcache[(ulong)ps * 32u + c0 - 96u] = float(a0);
-            vcache[(ulong)ps * 32u + c1 - 96u] = float(a1);
+            const ulong row = (ulong)base[t] + (ulong)ps;
+            vcache[row * 32u + c0 - 96u] = float(a0);
+            vcache[row * 32u + c1 - 96u] = float(a1);
         }
     }
 }
@@ -128,8 +131,9 @@ kernel void attn_split_float_h8kv4d8v8_s4(
     device const float* kc [[buffer(1)]],
     device const float* vc [[buffer(2)]],
     device const int* pos [[buffer(3)]],
-    device float* part [[buffer(4)]],
-    constant uint& T [[buffer(5)]],
+    device const int* base [[buffer(4)]],
+    device float* part [[buffer(5)]],
+    constant uint& T [[buffer(6)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -140,6 +144,7 @@ kernel void attn_split_float_h8kv4d8v8_s4(
     const int n = p + 1 - lo;
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     device const float* qv = q + (ulong)t * 64u + h * 8u;
+    const ulong row0 = (ulong)base[t]; // the query's slot's first cache row
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
@@ -148,7 +153,7 @@ kernel void attn_split_float_h8kv4d8v8_s4(
         acc[d] = 0.0f;
     }
     for (int j = from + int(tiisg); j < to; j += 32) {
-        device const float* kr = kc + (ulong)j * 32u + kh * 8u;
+        device const float* kr = kc + (row0 + (ulong)j) * 32u + kh * 8u;
         float dot = 0.0f;
         for (uint i = 0; i < 8u; ++i) {
             dot += qv[i] * float(kr[i]);
@@ -164,7 +169,7 @@ kernel void attn_split_float_h8kv4d8v8_s4(
         }
         const float wt = exp(sc - m);
         l += wt;
-        device const float* vr = vc + (ulong)j * 32u + kh * 8u;
+        device const float* vr = vc + (row0 + (ulong)j) * 32u + kh * 8u;
         for (uint d = 0; d < 8u; ++d) {
             acc[d] += wt * float(vr[d]);
         }

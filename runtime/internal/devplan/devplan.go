@@ -1,6 +1,6 @@
 // Package devplan is the pure-Go half of the GPU runtimes (runtime/metal,
 // runtime/cuda): which device buffers a plan needs, where every graph value
-// lives in them for a step of T tokens and slot s, what each kernel launch
+// lives in them for a step of T tokens, what each kernel launch
 // binds, how weights are grouped into page-aligned regions, and how values
 // computed from weights alone are folded at load. None of it touches a
 // device, so it is tested on every platform; a backend only allocates what
@@ -35,7 +35,8 @@ const (
 	Weight  BufKind = iota // a model tensor
 	Const                  // a value folded from weights at load (concat, folded gains)
 	Input                  // a step input (tokens, pos): MaxT rows, written before each step
-	State                  // a KV cache: Slots·Context rows
+	State                  // a KV cache: Slots·Context rows, bound whole
+	KVBase                 // the step's cache bases (sched.KVBase): MaxT int32, written before each step
 	Arena                  // every activation, at the memory plan's offsets
 	Scratch                // the split-KV / MoE scratch of the step
 	TBuf                   // the 4-byte constant T (backends that bind T as a buffer)
@@ -84,6 +85,7 @@ type Layout struct {
 	ArenaOff map[int]int64 // value ID → arena offset per token (activations)
 	ArenaPT  int64         // arena bytes per token
 	ScratchI int           // buffer index of the scratch, -1 if none
+	KVBaseI  int           // buffer index of the cache bases, -1 if no launch binds them
 	TBufI    int           // buffer index of T, -1 unless TBuffer
 	StateRow map[int]int64 // state value ID → bytes per cache row
 	Logits   int           // value ID of the logits output
@@ -122,9 +124,12 @@ func RowBytes(t ir.Type) (int64, error) {
 // Plan lays out launches (emitted from g) for o.
 func Plan(g *ir.Graph, launches []Launch, o Options) (*Layout, error) {
 	l := &Layout{Options: o, G: g, Launches: launches, ByValue: map[int]int{}, ArenaOff: map[int]int64{},
-		ScratchI: -1, TBufI: -1, StateRow: map[int]int64{}, Logits: -1}
+		ScratchI: -1, KVBaseI: -1, TBufI: -1, StateRow: map[int]int64{}, Logits: -1}
 	if o.MaxT < 1 || o.Context < 1 || o.Slots < 1 {
 		return nil, l.errorf("maxT %d, context %d, slots %d must be positive", o.MaxT, o.Context, o.Slots)
+	}
+	if int64(o.Context)*int64(o.Slots) > math.MaxInt32 {
+		return nil, l.errorf("%d slots of %d rows: the cache bases are int32", o.Slots, o.Context)
 	}
 	byID := map[int]*ir.Value{}
 	for _, v := range g.Values {
@@ -195,9 +200,18 @@ func Plan(g *ir.Graph, launches []Launch, o Options) (*Layout, error) {
 		return nil
 	}
 	for _, ln := range launches {
+		state, bases := false, false
 		for _, a := range ln.Args {
-			if a.Value < 0 {
+			switch a.Value {
+			case sched.Scratch:
 				scratchPT = max(scratchPT, a.ScratchPerToken)
+				continue
+			case sched.KVBase:
+				if l.KVBaseI < 0 {
+					l.KVBaseI = len(l.Bufs)
+					l.Bufs = append(l.Bufs, Buf{Kind: KVBase, Value: -1, Name: "kvbase", Bytes: 4 * int64(o.MaxT)})
+				}
+				bases = true
 				continue
 			}
 			v := byID[a.Value]
@@ -207,9 +221,15 @@ func Plan(g *ir.Graph, launches []Launch, o Options) (*Layout, error) {
 			if v.Op == ir.OpReshape {
 				return nil, l.errorf("launch %s binds reshape %v", ln.Kernel, v)
 			}
+			state = state || v.Op == ir.OpState
 			if err := need(v); err != nil {
 				return nil, err
 			}
+		}
+		if state && !bases {
+			// A library emitted before batched steps indexes each slot's
+			// cache from its own binding; this layout binds the caches whole.
+			return nil, l.errorf("kernel %s indexes a KV cache without the step's cache bases: the library predates batched steps, compile the plan again", ln.Kernel)
 		}
 	}
 	if err := need(byID[l.Logits]); err != nil {
@@ -278,16 +298,12 @@ func (l *Layout) CacheBytes() int64 {
 	return n
 }
 
-// Bind resolves a value for a step of T tokens in slot `slot`: a state is
-// bound at its slot's first row, an activation at T times its per-token
-// arena offset (passes/memory.go).
-func (l *Layout) Bind(id, T, slot int) (Binding, error) {
+// Bind resolves a value for a step of T tokens: a state is bound whole
+// (every slot's rows; a kernel adds the row's cache base), an activation
+// at T times its per-token arena offset (passes/memory.go).
+func (l *Layout) Bind(id, T int) (Binding, error) {
 	if b, ok := l.ByValue[id]; ok {
-		var off int64
-		if rb, ok := l.StateRow[id]; ok {
-			off = int64(slot) * int64(l.Context) * rb
-		}
-		return Binding{Buf: b, Offset: off}, nil
+		return Binding{Buf: b}, nil
 	}
 	if o, ok := l.ArenaOff[id]; ok {
 		return Binding{Buf: l.ArenaBuf(), Offset: int64(T) * o}, nil
@@ -295,13 +311,12 @@ func (l *Layout) Bind(id, T, slot int) (Binding, error) {
 	return Binding{}, l.errorf("value %d has no buffer", id)
 }
 
-// Dispatches lists the step's launches for T tokens in slot `slot`.
-func (l *Layout) Dispatches(T, slot int) ([]Dispatch, error) {
+// Dispatches lists the step's launches for T tokens. They do not depend
+// on the rows' slots: the caches are bound whole and each row's slot is
+// its cache base (KVBases).
+func (l *Layout) Dispatches(T int) ([]Dispatch, error) {
 	if T < 1 || T > l.MaxT {
 		return nil, l.errorf("step of %d tokens, the plan allows 1..%d", T, l.MaxT)
-	}
-	if slot < 0 || slot >= l.Slots {
-		return nil, l.errorf("slot %d outside 0..%d", slot, l.Slots-1)
 	}
 	var out []Dispatch
 	for _, ln := range l.Launches {
@@ -317,11 +332,15 @@ func (l *Layout) Dispatches(T, slot int) ([]Dispatch, error) {
 			d.Grid[i] = uint64(n)
 		}
 		for _, a := range ln.Args {
-			if a.Value < 0 {
+			switch a.Value {
+			case sched.Scratch:
 				d.Args = append(d.Args, Binding{Buf: l.ScratchI})
 				continue
+			case sched.KVBase:
+				d.Args = append(d.Args, Binding{Buf: l.KVBaseI})
+				continue
 			}
-			b, err := l.Bind(a.Value, T, slot)
+			b, err := l.Bind(a.Value, T)
 			if err != nil {
 				return nil, err
 			}
@@ -333,6 +352,15 @@ func (l *Layout) Dispatches(T, slot int) ([]Dispatch, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// KVBases writes the cache base of each row of a step into dst (the
+// KVBase buffer's contents, int32 per row): slot·Context for the slot of
+// each row.
+func (l *Layout) KVBases(dst []int32, slots []int32) {
+	for i, s := range slots {
+		dst[i] = s * int32(l.Context)
+	}
 }
 
 // MaxBindings is the most buffers any launch binds (T's buffer included
@@ -448,13 +476,14 @@ func Chunks(n, maxT int) [][2]int {
 // from its operands' bytes, as ir/fold defines it for every backend.
 func FoldConst(v *ir.Value, args [][]byte) ([]byte, error) { return fold.Bytes(v, args) }
 
-// Check verifies the dispatches of a step of T tokens in slot `slot`
-// against the launches and the buffers: one dispatch per launch that runs
-// at T, the launch's grid, T's buffer last when it is one, every value
-// bound inside its buffer (offset plus the bytes the value takes at T and
-// the context), and states at their slot's rows. The tests run it over
-// whole models; a backend may run it once per step size as an assertion.
-func (l *Layout) Check(ds []Dispatch, T, slot int) error {
+// Check verifies the dispatches of a step of T tokens against the
+// launches and the buffers: one dispatch per launch that runs at T, the
+// launch's grid, T's buffer last when it is one, every value bound inside
+// its buffer (offset plus the bytes the value takes at T and the context),
+// states whole (every slot's rows) and the cache bases to their buffer.
+// The tests run it over whole models; a backend may run it once per step
+// size as an assertion.
+func (l *Layout) Check(ds []Dispatch, T int) error {
 	var step []Launch
 	for _, ln := range l.Launches {
 		if ln.Runs(T) {
@@ -496,9 +525,15 @@ func (l *Layout) Check(ds []Dispatch, T, slot int) error {
 			}
 			size := l.Bufs[b.Buf].Bytes
 			var need int64
-			if a.Value < 0 {
+			switch a.Value {
+			case sched.Scratch:
 				need = a.ScratchPerToken * int64(T)
-			} else {
+			case sched.KVBase:
+				if b.Buf != l.KVBaseI {
+					return l.errorf("%s arg %d: the cache bases bound to buffer %s", d.Kernel, j, l.Bufs[b.Buf].Name)
+				}
+				need = 4 * int64(T)
+			default:
 				v := byID[a.Value]
 				shape, err := v.Type.Shape.Bind(env)
 				if err != nil {
@@ -511,8 +546,11 @@ func (l *Layout) Check(ds []Dispatch, T, slot int) error {
 				if need, err = v.Type.DType.RowBytes(n); err != nil {
 					return err
 				}
-				if v.Op == ir.OpState && b.Offset != int64(slot)*need {
-					return l.errorf("%s: state %v of slot %d at offset %d, want %d", d.Kernel, v, slot, b.Offset, int64(slot)*need)
+				if v.Op == ir.OpState {
+					if b.Offset != 0 {
+						return l.errorf("%s: state %v at offset %d, not bound whole", d.Kernel, v, b.Offset)
+					}
+					need *= int64(l.Slots)
 				}
 			}
 			if b.Offset < 0 || b.Offset+need > size {
