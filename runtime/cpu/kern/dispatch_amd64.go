@@ -1,6 +1,10 @@
 package kern
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/minerva-llm/minerva/ir"
+)
 
 // archVariants registers the amd64 variants the CPU supports.
 func archVariants() {
@@ -9,7 +13,7 @@ func archVariants() {
 			q8_0x4: dotQ8_0x4AVX2, q4_0x4: dotQ4_0x4AVX2,
 			gemvQ4_0: gemvQ4_0x8AVX2, gemmQ4_0x4: gemmQ4_0x8x4AVX2,
 			gemvQ8_0: gemvQ8_0x8AVX2, gemmQ8_0x4: gemmQ8_0x8x4AVX2,
-			q4_K: dotQ4_KAVX2, q5_K: dotQ5_KAVX2, q6_K: dotQ6_KAVX2,
+			gemvQ4_K: gemvQ4_KAVX2, gemvQ5_K: gemvQ5_KAVX2, gemvQ6_K: gemvQ6_KAVX2, kqDot: kqDotAVX2,
 			mxfp4: dotMXFP4AVX2, mxfp4x4: dotMXFP4x4AVX2,
 			q5_0: dotQ5_0AVX2, q4_1: dotQ4_1AVX2, q5_1: dotQ5_1AVX2,
 			q5_0x4: dotQ5_0x4AVX2, q4_1x4: dotQ4_1x4AVX2, q5_1x4: dotQ5_1x4AVX2}
@@ -25,8 +29,39 @@ func archVariants() {
 			v.gemvQ8_0, v.gemmQ8_0x4 = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
 			v.gemmQ4_0x8, v.gemmQ8_0x8 = gemmQ4_0x8x8VNNI, gemmQ8_0x8x8VNNI
 			v.unsignedQ8 = true
+			if cpu.X86.HasAVX512BW {
+				v.gemvQ4_K, v.gemvQ6_K, v.kqDot = gemvQ4_KVNNI, gemvQ6_KVNNI, kqDotVNNI
+			}
 			variants[v.name] = &v
 			best = &v
 		}
 	}
+}
+
+// kqDotAVX2 is one row of the AVX2 k-quant kernels.
+func kqDotAVX2(wt ir.DType, nb int, w, a []byte) float32 {
+	var r [1]float32
+	switch wt {
+	case ir.Q4_K:
+		gemvQ4_KAVX2(1, nb, w, a, r[:])
+	case ir.Q5_K:
+		gemvQ5_KAVX2(1, nb, w, a, r[:])
+	case ir.Q6_K:
+		gemvQ6_KAVX2(1, nb, w, a, r[:])
+	}
+	return r[0]
+}
+
+// kqDotVNNI is one row of the avx512 variant's k-quant kernels.
+func kqDotVNNI(wt ir.DType, nb int, w, a []byte) float32 {
+	var r [1]float32
+	switch wt {
+	case ir.Q4_K:
+		gemvQ4_KVNNI(1, nb, w, a, r[:])
+	case ir.Q5_K:
+		gemvQ5_KAVX2(1, nb, w, a, r[:])
+	case ir.Q6_K:
+		gemvQ6_KVNNI(1, nb, w, a, r[:])
+	}
+	return r[0]
 }

@@ -2713,90 +2713,98 @@ DATA kqShufQ6<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA kqShufQ6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL kqShufQ6<>(SB), RODATA|NOPTR, $128
 
-// func dotQ4_KAVX2(nb int, w []byte, a []byte) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
-TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $0-60
-	MOVQ    nb+0(FP), AX
-	MOVQ    w_base+8(FP), CX
-	MOVQ    a_base+32(FP), DX
-	MOVQ    $0x3f3f3f3f3f3f3f3f, BX
-	MOVQ    $0x0303030303030303, SI
-	MOVQ    $0x0f0f0f0f0f0f0f0f, DI
-	VMOVDQU nibbleMask<>+0(SB), Y0
-	VXORPS  Y1, Y1, Y1
-	VXORPS  X2, X2, X2
+// func gemvQ4_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gemvQ4_KAVX2(SB), NOSPLIT, $0-88
+	MOVQ    rows+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    w_base+16(FP), DX
+	MOVQ    a_base+40(FP), BX
+	MOVQ    dst_base+64(FP), SI
+	MOVQ    $0x3f3f3f3f3f3f3f3f, R9
+	MOVQ    $0x0303030303030303, R10
+	MOVQ    $0x0f0f0f0f0f0f0f0f, R11
+	VMOVDQU nibbleMask<>+0(SB), Y2
 	TESTQ   AX, AX
 	JZ      Q4_K_done
 
+Q4_K_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS X1, X1, X1
+	MOVQ   BX, DI
+	MOVQ   CX, R8
+	TESTQ  R8, R8
+	JZ     Q4_K_sum
+
 Q4_K_block:
-	MOVQ         4(CX), R8
-	MOVL         12(CX), R9
-	MOVQ         R8, R10
-	ANDQ         BX, R10
-	SHRQ         $0x06, R8
-	ANDQ         SI, R8
-	SHLQ         $0x04, R8
-	MOVQ         R9, R11
-	SHLQ         $0x1c, R11
-	ORQ          R9, R11
-	ANDQ         DI, R11
-	ORQ          R11, R8
-	VMOVQ        R10, X3
-	VMOVQ        R8, X4
+	MOVQ         4(DX), R12
+	MOVL         12(DX), R13
+	MOVQ         R12, R14
+	ANDQ         R9, R14
+	SHRQ         $0x06, R12
+	ANDQ         R10, R12
+	SHLQ         $0x04, R12
+	MOVQ         R13, R15
+	SHLQ         $0x1c, R15
+	ORQ          R13, R15
+	ANDQ         R11, R15
+	ORQ          R15, R12
+	VMOVQ        R14, X3
+	VMOVQ        R12, X4
 	VPUNPCKLDQ   X4, X3, X3
 	VPMOVZXBW    X3, Y3
 	VPERMQ       $0x44, Y3, Y4
 	VEXTRACTI128 $0x01, Y3, X3
-	VCVTPH2PS    (CX), X5
-	VBROADCASTSS (DX), X6
+	VCVTPH2PS    (DX), X5
+	VBROADCASTSS (DI), X6
 	VMULPS       X5, X6, X5
-	VMOVDQU      260(DX), X6
-	VPHADDW      276(DX), X6, X6
+	VMOVDQU      260(DI), X6
+	VPHADDW      276(DI), X6, X6
 	VPMADDWD     X6, X3, X6
 	VCVTDQ2PS    X6, X6
 	VSHUFPS      $0x55, X5, X5, X3
-	VFNMADD231PS X6, X3, X2
-	VMOVDQU      16(CX), Y3
-	VPAND        Y0, Y3, Y6
+	VFNMADD231PS X6, X3, X1
+	VMOVDQU      16(DX), Y3
+	VPAND        Y2, Y3, Y6
 	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPMADDUBSW   4(DX), Y6, Y6
-	VPMADDUBSW   36(DX), Y3, Y3
+	VPAND        Y2, Y3, Y3
+	VPMADDUBSW   4(DI), Y6, Y6
+	VPMADDUBSW   36(DI), Y3, Y3
 	VPSHUFB      kqShufK4<>+0(SB), Y4, Y7
 	VPSHUFB      kqShufK4<>+32(SB), Y4, Y8
 	VPMADDWD     Y7, Y6, Y6
 	VPMADDWD     Y8, Y3, Y3
 	VPADDD       Y3, Y6, Y6
-	VMOVDQU      48(CX), Y3
-	VPAND        Y0, Y3, Y7
+	VMOVDQU      48(DX), Y3
+	VPAND        Y2, Y3, Y7
 	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPMADDUBSW   68(DX), Y7, Y7
-	VPMADDUBSW   100(DX), Y3, Y3
+	VPAND        Y2, Y3, Y3
+	VPMADDUBSW   68(DI), Y7, Y7
+	VPMADDUBSW   100(DI), Y3, Y3
 	VPSHUFB      kqShufK4<>+64(SB), Y4, Y8
 	VPSHUFB      kqShufK4<>+96(SB), Y4, Y9
 	VPMADDWD     Y8, Y7, Y7
 	VPMADDWD     Y9, Y3, Y3
 	VPADDD       Y3, Y7, Y7
 	VPADDD       Y7, Y6, Y6
-	VMOVDQU      80(CX), Y3
-	VPAND        Y0, Y3, Y7
+	VMOVDQU      80(DX), Y3
+	VPAND        Y2, Y3, Y7
 	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPMADDUBSW   132(DX), Y7, Y7
-	VPMADDUBSW   164(DX), Y3, Y3
+	VPAND        Y2, Y3, Y3
+	VPMADDUBSW   132(DI), Y7, Y7
+	VPMADDUBSW   164(DI), Y3, Y3
 	VPSHUFB      kqShufK4<>+128(SB), Y4, Y8
 	VPSHUFB      kqShufK4<>+160(SB), Y4, Y9
 	VPMADDWD     Y8, Y7, Y7
 	VPMADDWD     Y9, Y3, Y3
 	VPADDD       Y3, Y7, Y7
 	VPADDD       Y7, Y6, Y6
-	VMOVDQU      112(CX), Y3
-	VPAND        Y0, Y3, Y7
+	VMOVDQU      112(DX), Y3
+	VPAND        Y2, Y3, Y7
 	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPMADDUBSW   196(DX), Y7, Y7
-	VPMADDUBSW   228(DX), Y3, Y3
+	VPAND        Y2, Y3, Y3
+	VPMADDUBSW   196(DI), Y7, Y7
+	VPMADDUBSW   228(DI), Y3, Y3
 	VPSHUFB      kqShufK4<>+192(SB), Y4, Y8
 	VPSHUFB      kqShufK4<>+224(SB), Y4, Y4
 	VPMADDWD     Y8, Y7, Y7
@@ -2805,136 +2813,149 @@ Q4_K_block:
 	VPADDD       Y7, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS X5, Y3
-	VFMADD231PS  Y6, Y3, Y1
-	ADDQ         $0x00000090, CX
-	ADDQ         $0x00000124, DX
-	DECQ         AX
+	VFMADD231PS  Y6, Y3, Y0
+	ADDQ         $0x00000090, DX
+	ADDQ         $0x00000124, DI
+	DECQ         R8
 	JNZ          Q4_K_block
 
+Q4_K_sum:
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         $0x04, SI
+	DECQ         AX
+	JNZ          Q4_K_row
+
 Q4_K_done:
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVHLPS     X2, X2, X1
-	VADDPS       X1, X2, X2
-	VMOVSHDUP    X2, X1
-	VADDSS       X1, X2, X2
-	VADDSS       X2, X0, X0
 	VZEROUPPER
-	MOVSS        X0, ret+56(FP)
 	RET
 
-// func dotQ5_KAVX2(nb int, w []byte, a []byte) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
-TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $0-60
-	MOVQ    nb+0(FP), AX
-	MOVQ    w_base+8(FP), CX
-	MOVQ    a_base+32(FP), DX
-	MOVQ    $0x3f3f3f3f3f3f3f3f, BX
-	MOVQ    $0x0303030303030303, SI
-	MOVQ    $0x0f0f0f0f0f0f0f0f, DI
-	VMOVDQU nibbleMask<>+0(SB), Y0
-	VXORPS  Y1, Y1, Y1
-	VXORPS  X2, X2, X2
+// func gemvQ5_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gemvQ5_KAVX2(SB), NOSPLIT, $0-88
+	MOVQ    rows+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    w_base+16(FP), DX
+	MOVQ    a_base+40(FP), BX
+	MOVQ    dst_base+64(FP), SI
+	MOVQ    $0x3f3f3f3f3f3f3f3f, R9
+	MOVQ    $0x0303030303030303, R10
+	MOVQ    $0x0f0f0f0f0f0f0f0f, R11
+	VMOVDQU nibbleMask<>+0(SB), Y2
 	TESTQ   AX, AX
 	JZ      Q5_K_done
 
+Q5_K_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS X1, X1, X1
+	MOVQ   BX, DI
+	MOVQ   CX, R8
+	TESTQ  R8, R8
+	JZ     Q5_K_sum
+
 Q5_K_block:
-	MOVQ         4(CX), R8
-	MOVL         12(CX), R9
-	MOVQ         R8, R10
-	ANDQ         BX, R10
-	SHRQ         $0x06, R8
-	ANDQ         SI, R8
-	SHLQ         $0x04, R8
-	MOVQ         R9, R11
-	SHLQ         $0x1c, R11
-	ORQ          R9, R11
-	ANDQ         DI, R11
-	ORQ          R11, R8
-	VMOVQ        R10, X3
-	VMOVQ        R8, X4
+	MOVQ         4(DX), R12
+	MOVL         12(DX), R13
+	MOVQ         R12, R14
+	ANDQ         R9, R14
+	SHRQ         $0x06, R12
+	ANDQ         R10, R12
+	SHLQ         $0x04, R12
+	MOVQ         R13, R15
+	SHLQ         $0x1c, R15
+	ORQ          R13, R15
+	ANDQ         R11, R15
+	ORQ          R15, R12
+	VMOVQ        R14, X3
+	VMOVQ        R12, X4
 	VPUNPCKLDQ   X4, X3, X3
 	VPMOVZXBW    X3, Y3
 	VPERMQ       $0x44, Y3, Y4
 	VEXTRACTI128 $0x01, Y3, X3
-	VCVTPH2PS    (CX), X5
-	VBROADCASTSS (DX), X6
+	VCVTPH2PS    (DX), X5
+	VBROADCASTSS (DI), X6
 	VMULPS       X5, X6, X5
-	VMOVDQU      260(DX), X6
-	VPHADDW      276(DX), X6, X6
+	VMOVDQU      260(DI), X6
+	VPHADDW      276(DI), X6, X6
 	VPMADDWD     X6, X3, X6
 	VCVTDQ2PS    X6, X6
 	VSHUFPS      $0x55, X5, X5, X3
-	VFNMADD231PS X6, X3, X2
-	VMOVDQU      16(CX), Y3
-	VMOVDQU      48(CX), Y6
-	VPAND        Y0, Y6, Y7
+	VFNMADD231PS X6, X3, X1
+	VMOVDQU      16(DX), Y3
+	VMOVDQU      48(DX), Y6
+	VPAND        Y2, Y6, Y7
 	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y0, Y6, Y6
+	VPAND        Y2, Y6, Y6
 	VPSLLW       $0x04, Y3, Y8
 	VPAND        kqMask10<>+0(SB), Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSLLW       $0x03, Y3, Y8
 	VPAND        kqMask10<>+0(SB), Y8, Y8
 	VPOR         Y8, Y6, Y6
-	VPMADDUBSW   4(DX), Y7, Y7
-	VPMADDUBSW   36(DX), Y6, Y6
+	VPMADDUBSW   4(DI), Y7, Y7
+	VPMADDUBSW   36(DI), Y6, Y6
 	VPSHUFB      kqShufK4<>+0(SB), Y4, Y8
 	VPSHUFB      kqShufK4<>+32(SB), Y4, Y9
 	VPMADDWD     Y8, Y7, Y7
 	VPMADDWD     Y9, Y6, Y6
 	VPADDD       Y6, Y7, Y7
-	VMOVDQU      80(CX), Y6
-	VPAND        Y0, Y6, Y8
+	VMOVDQU      80(DX), Y6
+	VPAND        Y2, Y6, Y8
 	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y0, Y6, Y6
+	VPAND        Y2, Y6, Y6
 	VPSLLW       $0x02, Y3, Y9
 	VPAND        kqMask10<>+0(SB), Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPSLLW       $0x01, Y3, Y9
 	VPAND        kqMask10<>+0(SB), Y9, Y9
 	VPOR         Y9, Y6, Y6
-	VPMADDUBSW   68(DX), Y8, Y8
-	VPMADDUBSW   100(DX), Y6, Y6
+	VPMADDUBSW   68(DI), Y8, Y8
+	VPMADDUBSW   100(DI), Y6, Y6
 	VPSHUFB      kqShufK4<>+64(SB), Y4, Y9
 	VPSHUFB      kqShufK4<>+96(SB), Y4, Y10
 	VPMADDWD     Y9, Y8, Y8
 	VPMADDWD     Y10, Y6, Y6
 	VPADDD       Y6, Y8, Y8
 	VPADDD       Y8, Y7, Y7
-	VMOVDQU      112(CX), Y6
-	VPAND        Y0, Y6, Y8
+	VMOVDQU      112(DX), Y6
+	VPAND        Y2, Y6, Y8
 	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y0, Y6, Y6
+	VPAND        Y2, Y6, Y6
 	VPAND        kqMask10<>+0(SB), Y3, Y9
 	VPOR         Y9, Y8, Y8
 	VPSRLW       $0x01, Y3, Y9
 	VPAND        kqMask10<>+0(SB), Y9, Y9
 	VPOR         Y9, Y6, Y6
-	VPMADDUBSW   132(DX), Y8, Y8
-	VPMADDUBSW   164(DX), Y6, Y6
+	VPMADDUBSW   132(DI), Y8, Y8
+	VPMADDUBSW   164(DI), Y6, Y6
 	VPSHUFB      kqShufK4<>+128(SB), Y4, Y9
 	VPSHUFB      kqShufK4<>+160(SB), Y4, Y10
 	VPMADDWD     Y9, Y8, Y8
 	VPMADDWD     Y10, Y6, Y6
 	VPADDD       Y6, Y8, Y8
 	VPADDD       Y8, Y7, Y7
-	VMOVDQU      144(CX), Y6
-	VPAND        Y0, Y6, Y8
+	VMOVDQU      144(DX), Y6
+	VPAND        Y2, Y6, Y8
 	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y0, Y6, Y6
+	VPAND        Y2, Y6, Y6
 	VPSRLW       $0x02, Y3, Y9
 	VPAND        kqMask10<>+0(SB), Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPSRLW       $0x03, Y3, Y3
 	VPAND        kqMask10<>+0(SB), Y3, Y3
 	VPOR         Y3, Y6, Y6
-	VPMADDUBSW   196(DX), Y8, Y3
-	VPMADDUBSW   228(DX), Y6, Y6
+	VPMADDUBSW   196(DI), Y8, Y3
+	VPMADDUBSW   228(DI), Y6, Y6
 	VPSHUFB      kqShufK4<>+192(SB), Y4, Y8
 	VPSHUFB      kqShufK4<>+224(SB), Y4, Y4
 	VPMADDWD     Y8, Y3, Y3
@@ -2943,136 +2964,154 @@ Q5_K_block:
 	VPADDD       Y3, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS X5, Y3
-	VFMADD231PS  Y7, Y3, Y1
-	ADDQ         $0x000000b0, CX
-	ADDQ         $0x00000124, DX
-	DECQ         AX
+	VFMADD231PS  Y7, Y3, Y0
+	ADDQ         $0x000000b0, DX
+	ADDQ         $0x00000124, DI
+	DECQ         R8
 	JNZ          Q5_K_block
 
+Q5_K_sum:
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         $0x04, SI
+	DECQ         AX
+	JNZ          Q5_K_row
+
 Q5_K_done:
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVHLPS     X2, X2, X1
-	VADDPS       X1, X2, X2
-	VMOVSHDUP    X2, X1
-	VADDSS       X1, X2, X2
-	VADDSS       X2, X0, X0
 	VZEROUPPER
-	MOVSS        X0, ret+56(FP)
 	RET
 
-// func dotQ6_KAVX2(nb int, w []byte, a []byte) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
-TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $0-60
-	MOVQ    nb+0(FP), AX
-	MOVQ    w_base+8(FP), CX
-	MOVQ    a_base+32(FP), DX
-	VMOVDQU nibbleMask<>+0(SB), Y0
-	VXORPS  Y1, Y1, Y1
+// func gemvQ6_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gemvQ6_KAVX2(SB), NOSPLIT, $0-88
+	MOVQ    rows+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    w_base+16(FP), DX
+	MOVQ    a_base+40(FP), BX
+	MOVQ    dst_base+64(FP), SI
+	VMOVDQU nibbleMask<>+0(SB), Y1
 	TESTQ   AX, AX
 	JZ      Q6_K_done
 
+Q6_K_row:
+	VXORPS Y0, Y0, Y0
+	MOVQ   BX, DI
+	MOVQ   CX, R8
+	TESTQ  R8, R8
+	JZ     Q6_K_sum
+
 Q6_K_block:
-	MOVWLZX      208(CX), BX
-	VMOVD        BX, X2
+	MOVWLZX      208(DX), R9
+	VMOVD        R9, X2
 	VCVTPH2PS    X2, X2
-	VMULSS       (DX), X2, X2
-	VPMOVSXBW    192(CX), Y3
-	VPMADDWD     260(DX), Y3, Y4
+	VMULSS       (DI), X2, X2
+	VPMOVSXBW    192(DX), Y3
+	VPMADDWD     260(DI), Y3, Y4
 	VPSLLD       $0x05, Y4, Y4
 	VPERMQ       $0x44, Y3, Y5
-	VMOVDQU      128(CX), Y6
-	VMOVDQU      (CX), Y7
-	VMOVDQU      32(CX), Y8
-	VPAND        Y0, Y7, Y9
+	VMOVDQU      128(DX), Y6
+	VMOVDQU      (DX), Y7
+	VMOVDQU      32(DX), Y8
+	VPAND        Y1, Y7, Y9
 	VPSLLW       $0x04, Y6, Y10
 	VPAND        kqMask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   4(DX), Y9, Y9
+	VPMADDUBSW   4(DI), Y9, Y9
 	VPSHUFB      kqShufQ6<>+0(SB), Y5, Y10
 	VPMADDWD     Y10, Y9, Y9
-	VPAND        Y0, Y8, Y10
+	VPAND        Y1, Y8, Y10
 	VPSLLW       $0x02, Y6, Y11
 	VPAND        kqMask30<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   36(DX), Y10, Y10
+	VPMADDUBSW   36(DI), Y10, Y10
 	VPSHUFB      kqShufQ6<>+32(SB), Y5, Y11
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x04, Y7, Y7
-	VPAND        Y0, Y7, Y7
+	VPAND        Y1, Y7, Y7
 	VPAND        kqMask30<>+0(SB), Y6, Y10
 	VPOR         Y10, Y7, Y7
-	VPMADDUBSW   68(DX), Y7, Y7
+	VPMADDUBSW   68(DI), Y7, Y7
 	VPSHUFB      kqShufQ6<>+64(SB), Y5, Y10
 	VPMADDWD     Y10, Y7, Y7
 	VPADDD       Y7, Y9, Y9
 	VPSRLW       $0x04, Y8, Y7
-	VPAND        Y0, Y7, Y7
+	VPAND        Y1, Y7, Y7
 	VPSRLW       $0x02, Y6, Y6
 	VPAND        kqMask30<>+0(SB), Y6, Y6
 	VPOR         Y6, Y7, Y7
-	VPMADDUBSW   100(DX), Y7, Y6
+	VPMADDUBSW   100(DI), Y7, Y6
 	VPSHUFB      kqShufQ6<>+96(SB), Y5, Y5
 	VPMADDWD     Y5, Y6, Y6
 	VPADDD       Y6, Y9, Y9
 	VPERMQ       $0xee, Y3, Y3
-	VMOVDQU      160(CX), Y5
-	VMOVDQU      64(CX), Y6
-	VMOVDQU      96(CX), Y7
-	VPAND        Y0, Y6, Y8
+	VMOVDQU      160(DX), Y5
+	VMOVDQU      64(DX), Y6
+	VMOVDQU      96(DX), Y7
+	VPAND        Y1, Y6, Y8
 	VPSLLW       $0x04, Y5, Y10
 	VPAND        kqMask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   132(DX), Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y8
 	VPSHUFB      kqShufQ6<>+0(SB), Y3, Y10
 	VPMADDWD     Y10, Y8, Y8
 	VPADDD       Y8, Y9, Y9
-	VPAND        Y0, Y7, Y8
+	VPAND        Y1, Y7, Y8
 	VPSLLW       $0x02, Y5, Y10
 	VPAND        kqMask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   164(DX), Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y8
 	VPSHUFB      kqShufQ6<>+32(SB), Y3, Y10
 	VPMADDWD     Y10, Y8, Y8
 	VPADDD       Y8, Y9, Y9
 	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
 	VPAND        kqMask30<>+0(SB), Y5, Y8
 	VPOR         Y8, Y6, Y6
-	VPMADDUBSW   196(DX), Y6, Y6
+	VPMADDUBSW   196(DI), Y6, Y6
 	VPSHUFB      kqShufQ6<>+64(SB), Y3, Y8
 	VPMADDWD     Y8, Y6, Y6
 	VPADDD       Y6, Y9, Y9
 	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
 	VPSRLW       $0x02, Y5, Y5
 	VPAND        kqMask30<>+0(SB), Y5, Y5
 	VPOR         Y5, Y6, Y6
-	VPMADDUBSW   228(DX), Y6, Y5
+	VPMADDUBSW   228(DI), Y6, Y5
 	VPSHUFB      kqShufQ6<>+96(SB), Y3, Y3
 	VPMADDWD     Y3, Y5, Y5
 	VPADDD       Y5, Y9, Y9
 	VPSUBD       Y4, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS X2, Y2
-	VFMADD231PS  Y9, Y2, Y1
-	ADDQ         $0x000000d2, CX
-	ADDQ         $0x00000124, DX
-	DECQ         AX
+	VFMADD231PS  Y9, Y2, Y0
+	ADDQ         $0x000000d2, DX
+	ADDQ         $0x00000124, DI
+	DECQ         R8
 	JNZ          Q6_K_block
 
+Q6_K_sum:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (SI)
+	ADDQ         $0x04, SI
+	DECQ         AX
+	JNZ          Q6_K_row
+
 Q6_K_done:
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
 	VZEROUPPER
-	MOVSS        X0, ret+56(FP)
 	RET

@@ -56,6 +56,7 @@ func run(dir string) error {
 		gemv(c, typ, 4, mask)
 		gemm8(c, typ, mask)
 	}
+	kquants(c)
 	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// The Q4_K and Q6_K matrix-vector kernels with 512-bit vectors: the AVX2
+// kernels' work (codegen/goasm/gen/kerndot's kquants.go) on twice the bytes
+// per instruction, with vpdpwssd (vpmaddwd and vpaddd in one) for the scale
+// step. A super-block's integer sums end in sixteen int32 lanes whose two
+// 256-bit halves cover the same elements mod 32, so adding the halves gives
+// exactly the AVX2 kernels' eight lanes, and the float arithmetic after
+// that is theirs: every result is the AVX2 kernel's bit for bit.
+
+// kq512 holds the kernels' 64-byte read-only vectors.
+var kq512 struct {
+	nib, m30 Mem
+	shufK4   Mem // 4 vectors: scale word 2g in 128-bit lanes 0,1, word 2g+1 in 2,3
+	shlQ6    Mem // words: 4 in the low half, 2 in the high half
+	shrQ6    Mem // words: 0 in the low half, 2 in the high half
+	permQ6   Mem // 4 vectors of 32 word indices (see dotQ6K512)
+}
+
+// zConst defines a 64-byte read-only vector from its eight quadwords.
+func zConst(c *build.Context, name string, q func(i int) uint64) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i := 0; i < 8; i++ {
+		c.AddDatum(8*i, U64(q(i)))
+	}
+	return m
+}
+
+// zConsts defines a read-only table of n 64-byte vectors, vector v's
+// quadword i being q(v, i).
+func zConsts(c *build.Context, name string, n int, q func(v, i int) uint64) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for v := 0; v < n; v++ {
+		for i := 0; i < 8; i++ {
+			c.AddDatum(64*v+8*i, U64(q(v, i)))
+		}
+	}
+	return m
+}
+
+func kquantConsts(c *build.Context) {
+	rep := func(b byte) uint64 { return uint64(b) * 0x0101010101010101 }
+	words := func(w uint64) uint64 { return w * 0x0001000100010001 }
+	kq512.nib = zConst(c, "kq512Nib", func(int) uint64 { return rep(0x0f) })
+	kq512.m30 = zConst(c, "kq512M30", func(int) uint64 { return rep(0x30) })
+	// vpshufb picks bytes within each 128-bit lane: word w is bytes 2w, 2w+1.
+	kq512.shufK4 = zConsts(c, "kq512ShufK4", 4, func(g, i int) uint64 {
+		w := uint64(2*g + i/4) // quadwords 0..3: lanes 0,1
+		return rep(byte(2*w)) + 0x0100010001000100
+	})
+	kq512.shlQ6 = zConst(c, "kq512ShlQ6", func(i int) uint64 { return words([]uint64{4, 2}[i/4]) })
+	kq512.shrQ6 = zConst(c, "kq512ShrQ6", func(i int) uint64 { return words([]uint64{0, 2}[i/4]) })
+	// Word j of the products of half p (0: low nibbles, 1: high) of ql
+	// chunk n has the scale of group 8n + 4p + j/8.
+	kq512.permQ6 = zConsts(c, "kq512PermQ6", 4, func(v, i int) uint64 {
+		n, p := v/2, v%2
+		return words(uint64(8*n + 4*p + i/2)) // quadword i: words 4i..4i+3
+	})
+}
+
+// vpdpwssd emits VPDPWSSD s, p, acc: acc[i] += p[2i]·s[2i] + p[2i+1]·s[2i+1]
+// (int16 pairs into int32 lanes); avo has no VNNI instructions.
+func vpdpwssd(c *build.Context, s, p, acc reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   "VPDPWSSD",
+		Operands: []Op{s, p, acc},
+		Inputs:   []Op{s, p, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512VNNI"},
+	})
+}
+
+// kquants emits gemvQ4_KVNNI and gemvQ6_KVNNI.
+func kquants(c *build.Context) {
+	kquantConsts(c)
+	for _, t := range []struct {
+		name   string
+		wBytes int
+	}{{"Q4_K", 144}, {"Q6_K", 210}} {
+		c.Function("gemv" + t.name + "VNNI")
+		c.Attributes(attr.NOSPLIT)
+		c.Pragma("noescape")
+		c.SignatureExpr(avoutil.KQGemvSignature)
+		c.Doc(
+			"gemv"+t.name+"VNNI is gemv"+t.name+"AVX2 with 512-bit vectors, bit for bit (see",
+			"codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.",
+		)
+		if t.name == "Q6_K" {
+			avoutil.KQRows(c, "Q6_K", 210, false, dotQ6K512)
+		} else {
+			avoutil.KQRows(c, "Q4_K", 144, true, dotQ4K512)
+		}
+	}
+}
+
+// sumHalves adds the two 256-bit halves of the int32 lanes of z and returns
+// the eight sums as floats in a YMM register.
+func sumHalves(c *build.Context, z reg.VecVirtual) reg.VecVirtual {
+	hi, s := c.YMM(), c.YMM()
+	c.VEXTRACTI64X4(Imm(1), z, hi)
+	c.VPADDD(hi, z.AsY(), s)
+	return s
+}
+
+// dotQ4K512 is the Q4_K super-block body. The 128 quant bytes load as two
+// 64-byte chunks h; chunk h's low nibbles are sub-blocks 4h and 4h+2 (one
+// per 256-bit half), its high nibbles 4h+1 and 4h+3, so a 128-bit lane
+// shuffle pairs them as [4h, 4h+1] and [4h+2, 4h+3], the order of the
+// activations.
+func dotQ4K512(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+	m3f, m03, m0f := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(U64(0x3f3f3f3f3f3f3f3f), m3f)
+	c.MOVQ(U64(0x0303030303030303), m03)
+	c.MOVQ(U64(0x0f0f0f0f0f0f0f0f), m0f)
+	nib := c.ZMM()
+	c.VMOVDQU64(kq512.nib, nib)
+	return func() {
+		scales, mins := avoutil.KQScalesMinsK4(c, x, m3f, m03, m0f)
+		dd := avoutil.KQMinima(c, x, y, mins, accm)
+		all := c.ZMM()
+		c.VSHUFI32X4(Imm(0), scales.AsZ(), scales.AsZ(), all) // sc0..7 in every 128-bit lane
+		var sumi reg.VecVirtual
+		for h := 0; h < 2; h++ {
+			bits, lo, hi := c.ZMM(), c.ZMM(), c.ZMM()
+			c.VMOVDQU64(Mem{Base: x, Disp: 16 + 64*h}, bits)
+			c.VPANDD(nib, bits, lo)
+			c.VPSRLW(Imm(4), bits, hi)
+			c.VPANDD(nib, hi, hi)
+			for j, imm := range []uint64{0x44, 0xee} {
+				q, p, s := c.ZMM(), c.ZMM(), c.ZMM()
+				c.VSHUFI64X2(Imm(imm), hi, lo, q) // sub-blocks 4h+2j, 4h+2j+1
+				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*h + 64*j}, q, p)
+				c.VPSHUFB(kq512.shufK4.Offset(64*(2*h+j)), all, s)
+				if sumi == nil {
+					sumi = c.ZMM()
+					c.VPMADDWD(s, p, sumi)
+				} else {
+					vpdpwssd(c, s, p, sumi)
+				}
+			}
+		}
+		f := sumHalves(c, sumi)
+		c.VCVTDQ2PS(f, f)
+		d := c.YMM()
+		c.VBROADCASTSS(dd, d)
+		c.VFMADD231PS(f, d, acc)
+	}
+}
+
+// dotQ6K512 is the Q6_K super-block body. Block (210 bytes): ql[128] at 0,
+// qh[64] at 128, i8 scales[16] at 192, f16 d at 208. ql chunk n (64 bytes)
+// holds in its low nibbles elements 128n+0..63 and in its high nibbles
+// 128n+64..127; qh's 32 bytes for n, copied into both 256-bit halves and
+// shifted per half, give the two high bits of each.
+func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
+	nib, m30, shl, shr := c.ZMM(), c.ZMM(), c.ZMM(), c.ZMM()
+	c.VMOVDQU64(kq512.nib, nib)
+	c.VMOVDQU64(kq512.m30, m30)
+	c.VMOVDQU64(kq512.shlQ6, shl)
+	c.VMOVDQU64(kq512.shrQ6, shr)
+	perm := make([]reg.VecVirtual, 4)
+	for v := range perm {
+		perm[v] = c.ZMM()
+		c.VMOVDQU64(kq512.permQ6.Offset(64*v), perm[v])
+	}
+	return func() {
+		// d = d_y·d_w; the half is read alone (vcvtph2ps from memory would
+		// read past the last block).
+		dh := c.GP32()
+		c.MOVWLZX(Mem{Base: x, Disp: 208}, dh)
+		dx := c.XMM()
+		c.VMOVD(dh, dx)
+		c.VCVTPH2PS(dx, dx)
+		c.VMULSS(Mem{Base: y}, dx, dx)
+
+		sc := c.YMM()
+		c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
+		corr := c.YMM()
+		c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
+		c.VPSLLD(Imm(5), corr, corr)
+
+		var sumi reg.VecVirtual
+		for n := 0; n < 2; n++ {
+			ql, qh := c.ZMM(), c.ZMM()
+			c.VMOVDQU64(Mem{Base: x, Disp: 64 * n}, ql)
+			c.VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*n}, qh)
+			lo, hi, hl, hh := c.ZMM(), c.ZMM(), c.ZMM(), c.ZMM()
+			c.VPANDD(nib, ql, lo)
+			c.VPSRLW(Imm(4), ql, hi)
+			c.VPANDD(nib, hi, hi)
+			c.VPSLLVW(shl, qh, hl)               // bits 0,1 | 2,3 at 4,5
+			c.VPSRLVW(shr, qh, hh)               // bits 4,5 | 6,7 at 4,5
+			c.VPTERNLOGD(Imm(0xf8), m30, hl, lo) // lo | hl&0x30
+			c.VPTERNLOGD(Imm(0xf8), m30, hh, hi)
+			for p, v := range []reg.VecVirtual{lo, hi} {
+				prod, s := c.ZMM(), c.ZMM()
+				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 64*p}, v, prod)
+				c.VPERMW(sc.AsZ(), perm[2*n+p], s)
+				if sumi == nil {
+					sumi = c.ZMM()
+					c.VPMADDWD(s, prod, sumi)
+				} else {
+					vpdpwssd(c, s, prod, sumi)
+				}
+			}
+		}
+		f := sumHalves(c, sumi)
+		c.VPSUBD(corr, f, f)
+		c.VCVTDQ2PS(f, f)
+		d := c.YMM()
+		c.VBROADCASTSS(dx, d)
+		c.VFMADD231PS(f, d, acc)
+	}
+}
