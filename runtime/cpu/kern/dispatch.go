@@ -28,6 +28,9 @@ type variant struct {
 	// K-quant weights against Q8_K activations: dst[r] = row r of w (rows
 	// rows of nb super-blocks of 256, one after another) · a.
 	gemvQ4_K, gemvQ5_K, gemvQ6_K func(rows, nb int, w, a []byte, dst []float32)
+	// Group kernels over eight interleaved Q4_K rows (see Packed).
+	groupQ4_K   func(nb int, w, a []byte, dst []float32)
+	groupQ4_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	// kqDot is one row of those kernels (nb super-blocks of the k-quant wt
 	// that has one), called directly so that its result stays on the stack.
 	kqDot func(wt ir.DType, nb int, w, a []byte) float32

@@ -31,6 +31,7 @@ func archVariants() {
 			v.unsignedQ8 = true
 			if cpu.X86.HasAVX512BW {
 				v.gemvQ4_K, v.gemvQ6_K, v.kqDot = gemvQ4_KVNNI, gemvQ6_KVNNI, kqDotVNNI
+				v.groupQ4_K, v.groupQ4_Kx4 = gemvQ4_Kx8VNNI, gemmQ4_Kx8x4VNNI
 			}
 			variants[v.name] = &v
 			best = &v

@@ -23,12 +23,19 @@ func BenchmarkKQuantCached(b *testing.B) { benchKQuantMatVec(b, 256<<10, false) 
 
 func benchKQuantMatVec(b *testing.B, size int, stream bool) {
 	for _, wt := range []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K} {
-		for _, v := range []string{"avx2", "avx512"} {
+		for _, v := range []string{"avx2", "avx512", "avx512_packed"} {
 			b.Run(fmt.Sprintf("%s_%s", wt, v), func(b *testing.B) {
+				packed := v == "avx512_packed"
+				if packed {
+					v = "avx512"
+				}
 				useVariant(b, v)
+				if packed && !PackedSupported(wt) {
+					b.Skip("no group kernels")
+				}
 				const k = 2048
 				rb := k / 256 * wt.BlockBytes()
-				n := size / rb
+				n := size / rb &^ 7
 				one, _ := makeWeights(b, wt, k, 1)
 				data := make([]byte, n*rb)
 				for i := 0; i < n; i++ {
@@ -39,10 +46,19 @@ func benchKQuantMatVec(b *testing.B, size int, stream bool) {
 				QuantizeActs(ActType(wt), randRow(k, 1, 2), a)
 				dst := make([]float32, n)
 				ks := Current()
+				var p *Packed
+				if packed {
+					p = Pack(wt, n, k, data)
+					defer p.Free()
+				}
 				best, bw := time.Duration(1<<62), 0.0
 				for b.Loop() {
 					t0 := time.Now()
-					ks.MatVec(wt, k, data, a, dst)
+					if p != nil {
+						p.Dots(0, n, a, len(a), 1, dst, n)
+					} else {
+						ks.MatVec(wt, k, data, a, dst)
+					}
 					best = min(best, time.Since(t0))
 					if stream {
 						bw = max(bw, bench.Bandwidth(int64(size), 1, 1))

@@ -51,3 +51,17 @@ func gemvQ4_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
 //
 //go:noescape
 func gemvQ6_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// gemvQ4_Kx8VNNI multiplies a packed group of eight Q4_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 VNNI and VL, FMA and F16C.
+//
+//go:noescape
+func gemvQ4_Kx8VNNI(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ4_Kx8x4VNNI multiplies a packed group of eight Q4_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 VNNI and VL, FMA and F16C.
+//
+//go:noescape
+func gemmQ4_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)

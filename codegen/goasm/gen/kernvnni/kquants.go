@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -17,13 +19,16 @@ import (
 // exactly the AVX2 kernels' eight lanes, and the float arithmetic after
 // that is theirs: every result is the AVX2 kernel's bit for bit.
 
-// kq512 holds the kernels' 64-byte read-only vectors.
+// kq512 holds the kernels' read-only vectors.
 var kq512 struct {
 	nib, m30 Mem
 	shufK4   Mem // 4 vectors: scale word 2g in 128-bit lanes 0,1, word 2g+1 in 2,3
 	shlQ6    Mem // words: 4 in the low half, 2 in the high half
 	shrQ6    Mem // words: 0 in the low half, 2 in the high half
 	permQ6   Mem // 4 vectors of 32 word indices (see dotQ6K512)
+	shufSc   Mem // 32 bytes: byte r of each 128-bit lane into dword r, zero-extended
+	shufMn   Mem // 32 bytes: byte r into both words of dword r
+	zero     Mem // 32 zero bytes
 }
 
 // zConst defines a 64-byte read-only vector from its eight quadwords.
@@ -67,6 +72,21 @@ func kquantConsts(c *build.Context) {
 		n, p := v/2, v%2
 		return words(uint64(8*n + 4*p + i/2)) // quadword i: words 4i..4i+3
 	})
+	// Dword r (r < 4 in the low 128-bit lane, r-4.. in the high one, whose
+	// byte r is the same byte after vpbroadcastq).
+	kq512.shufSc = ymmConst(c, "kq512ShufSc", func(r int) uint32 { return uint32(r) | 0x80808000 })
+	kq512.zero = ymmConst(c, "kq512Zero", func(int) uint32 { return 0 })
+	kq512.shufMn = ymmConst(c, "kq512ShufMn", func(r int) uint32 { return uint32(r) | 0x80<<8 | uint32(r)<<16 | 0x80<<24 })
+}
+
+// ymmConst defines a 32-byte read-only vector of eight dwords q(r).
+func ymmConst(c *build.Context, name string, q func(r int) uint32) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for r := 0; r < 8; r++ {
+		c.AddDatum(4*r, U32(q(r)))
+	}
+	return m
 }
 
 // vpdpwssd emits VPDPWSSD s, p, acc: acc[i] += p[2i]·s[2i] + p[2i+1]·s[2i+1]
@@ -222,4 +242,187 @@ func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func
 		c.VBROADCASTSS(dx, d)
 		c.VFMADD231PS(f, d, acc)
 	}
+}
+
+// Q4_K group kernels (kern's Packed, eight Q4_K rows interleaved at load).
+// A group's super-block (Q4KGroupBytes) is
+//
+//	f16 d[8] at 0, f16 dmin[8] at 16 (row r at 2r),
+//	u8 sc[8][8] at 32, u8 mn[8][8] at 96 (sub-block s, row r at 8s+r),
+//	qs at 160: the rows' quant bytes 4t..4t+3 of 32-byte group g (low
+//	nibbles: sub-block 2g, high: 2g+1) at 160+256g+32t+4r.
+//
+// One int32 lane per row: vpdpbusd multiplies four of a row's quants by
+// the four activation bytes broadcast to every lane, so each sub-block's
+// sum is formed for eight rows at once, times the rows' scales (vpmulld);
+// the minima's Σ mn[s]·(bs[2s]+bs[2s+1]) is one vpdpwssd per sub-block
+// with the pair of activation block sums broadcast. Per row and super-block
+// the float steps are
+//
+//	acc = fma(d_y·d_w, float(isum), acc); acc = fma(-(d_y·dmin_w), float(msum), acc)
+//
+// in one chain per row (kern's emulation: emulateQ4KGroup).
+const Q4KGroupBytes = 1184
+
+// vpdpwssdBcst emits VPDPWSSD.BCST m, q, acc: acc[i] += q[2i]·m[0] +
+// q[2i+1]·m[1] (int16 words, the two at m broadcast to every lane).
+func vpdpwssdBcst(c *build.Context, m Mem, q, acc reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   "VPDPWSSD",
+		Suffixes: []string{"BCST"},
+		Operands: []Op{m, q, acc},
+		Inputs:   []Op{m, q, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512VNNI", "AVX512VL"},
+	})
+}
+
+// q4KGroup emits gemvQ4_Kx8VNNI (rows 1) or gemmQ4_Kx8x<rows>VNNI: the
+// group's eight weight rows against rows activation rows (Q8_K, stride
+// bytes apart), dst[r*ld + j] for weight row j.
+func q4KGroup(c *build.Context, rows int, mask Mem) {
+	name := "gemvQ4_Kx8VNNI"
+	sig := "func(nb int, w, a []byte, dst []float32)"
+	if rows > 1 {
+		name = fmt.Sprintf("gemmQ4_Kx8x%dVNNI", rows)
+		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
+	}
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(sig)
+	c.Doc(fmt.Sprintf("%s multiplies a packed group of eight Q4_K rows by %d Q8_K", name, rows),
+		"activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs",
+		"AVX-512 VNNI and VL, FMA and F16C.")
+	lbl := func(s string) string { return name + "_" + s }
+	shufSc := kq512.shufSc
+	shufMn := kq512.shufMn
+
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := make([]reg.Register, rows)
+	y[0] = c.Load(c.Param("a").Base(), c.GP64())
+	if rows > 1 {
+		stride := c.Load(c.Param("stride"), c.GP64())
+		for r := 1; r < rows; r++ {
+			y[r] = c.GP64()
+			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
+		}
+	}
+	acc := zeroYMMs(c, rows)
+	nib := c.YMM()
+	c.VMOVDQU32(mask, nib)
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	isum := make([]reg.VecVirtual, rows)
+	for g := 0; g < 4; g++ {
+		// Each sub-block sum is split over parts chains (integer adds are
+		// exact): eight dependent vpdpbusd would otherwise bound the loop.
+		parts := 1
+		if rows == 1 {
+			parts = 2
+		}
+		sl, sh := make([][]reg.VecVirtual, rows), make([][]reg.VecVirtual, rows)
+		for r := range rows {
+			sl[r], sh[r] = make([]reg.VecVirtual, parts), make([]reg.VecVirtual, parts)
+			for i := range parts {
+				sl[r][i], sh[r][i] = c.YMM(), c.YMM()
+				c.VMOVDQU32(kq512.zero, sl[r][i])
+				c.VMOVDQU32(kq512.zero, sh[r][i])
+			}
+		}
+		for t := 0; t < 8; t++ {
+			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
+			c.VMOVDQU32(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
+			c.VPANDD(nib, q, lo)
+			c.VPSRLW(Imm(4), q, hi)
+			c.VPANDD(nib, hi, hi)
+			for r := range rows {
+				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 64*g + 4*t}, lo, sl[r][t%parts])
+				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 36 + 64*g + 4*t}, hi, sh[r][t%parts])
+			}
+		}
+		for r := range rows {
+			for _, p := range sl[r][1:] {
+				c.VPADDD(p, sl[r][0], sl[r][0])
+			}
+			for _, p := range sh[r][1:] {
+				c.VPADDD(p, sh[r][0], sh[r][0])
+			}
+		}
+		scl, sch := c.YMM(), c.YMM()
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 32 + 16*g}, scl)
+		c.VPSHUFB(shufSc, scl, scl)
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 40 + 16*g}, sch)
+		c.VPSHUFB(shufSc, sch, sch)
+		for r := range rows {
+			l, h := sl[r][0], sh[r][0]
+			c.VPMULLD(scl, l, l)
+			c.VPMULLD(sch, h, h)
+			if g == 0 {
+				isum[r] = c.YMM()
+				c.VPADDD(h, l, isum[r])
+			} else {
+				c.VPADDD(l, isum[r], isum[r])
+				c.VPADDD(h, isum[r], isum[r])
+			}
+		}
+	}
+	msum := zeroYMMs(c, rows)
+	for s := 0; s < 8; s++ {
+		m := c.YMM()
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 96 + 8*s}, m)
+		c.VPSHUFB(shufMn, m, m) // mn[s][r] in both words of lane r
+		for r := range rows {
+			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*s}, m, msum[r])
+		}
+	}
+	dw, dmw := c.YMM(), c.YMM()
+	c.VCVTPH2PS(Mem{Base: x}, dw)
+	c.VCVTPH2PS(Mem{Base: x, Disp: 16}, dmw)
+	for r := range rows {
+		dy, d, dm := c.YMM(), c.YMM(), c.YMM()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
+		c.VMULPS(dw, dy, d)
+		c.VMULPS(dmw, dy, dm)
+		c.VCVTDQ2PS(isum[r], isum[r])
+		c.VFMADD231PS(isum[r], d, acc[r])
+		c.VCVTDQ2PS(msum[r], msum[r])
+		c.VFNMADD231PS(msum[r], dm, acc[r])
+	}
+	c.ADDQ(U32(Q4KGroupBytes), x)
+	for r := range rows {
+		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
+	}
+	c.DECQ(nb)
+	c.JNZ(LabelRef(lbl("block")))
+	c.Label(lbl("done"))
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	if rows == 1 {
+		c.VMOVUPS(acc[0], Mem{Base: dst})
+	} else {
+		ld := c.Load(c.Param("ld"), c.GP64())
+		c.SHLQ(Imm(2), ld)
+		for r := range rows {
+			if r > 0 {
+				c.ADDQ(ld, dst)
+			}
+			c.VMOVUPS(acc[r], Mem{Base: dst})
+		}
+	}
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// zeroYMMs returns n zeroed YMM registers, loaded from memory: the kernel
+// above uses Y16..Y31, which VEX cannot name, and avo does not see EVEX's
+// vpxord of a register with itself as a fresh definition.
+func zeroYMMs(c *build.Context, n int) []reg.VecVirtual {
+	z := make([]reg.VecVirtual, n)
+	for i := range z {
+		z[i] = c.YMM()
+		c.VMOVDQU32(kq512.zero, z[i])
+	}
+	return z
 }

@@ -57,6 +57,8 @@ func run(dir string) error {
 		gemm8(c, typ, mask)
 	}
 	kquants(c)
+	q4KGroup(c, 1, mask)
+	q4KGroup(c, 4, mask)
 	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 
