@@ -2,6 +2,7 @@ package kern
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,19 +23,17 @@ func BenchmarkKQuantStream(b *testing.B) { benchKQuantMatVec(b, 64<<20, true) }
 func BenchmarkKQuantCached(b *testing.B) { benchKQuantMatVec(b, 256<<10, false) }
 
 func benchKQuantMatVec(b *testing.B, size int, stream bool) {
-	for _, wt := range []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K} {
-		for _, v := range []string{"avx2", "avx512", "avx512_packed"} {
+	// Q4_0 (packed) is the reference: its decode is known to stream.
+	for _, wt := range []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K, ir.Q4_0} {
+		for _, v := range []string{"avx2", "avx512", "avx2_packed", "avx512_packed"} {
 			b.Run(fmt.Sprintf("%s_%s", wt, v), func(b *testing.B) {
-				packed := v == "avx512_packed"
-				if packed {
-					v = "avx512"
-				}
+				v, packed := strings.CutSuffix(v, "_packed")
 				useVariant(b, v)
 				if packed && !PackedSupported(wt) {
 					b.Skip("no group kernels")
 				}
 				const k = 2048
-				rb := k / 256 * wt.BlockBytes()
+				rb := k / wt.BlockSize() * wt.BlockBytes()
 				n := size / rb &^ 7
 				one, _ := makeWeights(b, wt, k, 1)
 				data := make([]byte, n*rb)
@@ -50,6 +49,8 @@ func benchKQuantMatVec(b *testing.B, size int, stream bool) {
 				if packed {
 					p = Pack(wt, n, k, data)
 					defer p.Free()
+					a = make([]byte, p.ActBytes())
+					p.QuantizeActs(ks, randRow(k, 1, 2), a)
 				}
 				best, bw := time.Duration(1<<62), 0.0
 				for b.Loop() {

@@ -44,12 +44,18 @@ func emulateQ4KGroup(nb int, w, a []byte) (float32, float64) {
 	return acc, mag
 }
 
-// TestPackedQ4K checks the packed Q4_K group kernels (avx512) against the
-// emulated order bit for bit and against the generic Dot within
-// 1e-5·Σ|terms|, with and without a partial group, one to nine activation
-// rows (the four-row kernel and the one-row tail) and padded strides.
+// TestPackedQ4K checks the packed Q4_K group kernels against the emulated
+// order bit for bit and against the generic Dot within 1e-5·Σ|terms|, with
+// and without a partial group, one to nine activation rows (the four-row
+// kernel and the one-row tail) and padded strides.
 func TestPackedQ4K(t *testing.T) {
-	useVariant(t, "avx512")
+	for _, v := range []string{"avx2", "avx512"} {
+		t.Run(v, func(t *testing.T) { testPackedQ4K(t, v) })
+	}
+}
+
+func testPackedQ4K(t *testing.T, variant string) {
+	useVariant(t, variant)
 	if !PackedSupported(ir.Q4_K) {
 		t.Skip("no Q4_K group kernels")
 	}

@@ -87,6 +87,7 @@ func kquants(c *build.Context) {
 			})
 		}
 	}
+	q4KGroupAVX2(c)
 }
 
 // dotQ45K is the Q4_K (Q5_K when q5) super-block body (avoutil.KQBody).
@@ -229,4 +230,104 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 		c.VBROADCASTSS(dx, d)
 		c.VFMADD231PS(sumi, d, acc)
 	}
+}
+
+// q4KGroupAVX2 emits gemvQ4_Kx8AVX2: a packed group of eight Q4_K rows
+// (layout in codegen/goasm/gen/kernvnni's kquants.go, one int32 lane per
+// row) against one Q8_K activation row, with the VNNI kernel's integer
+// sums and float steps, so its results bit for bit. Without vpdpbusd the
+// four products of a lane are vpmaddubsw pairs (|pair| ≤ 2·15·127) summed
+// as int16 over a sub-block's eight vectors (≤ 30480, exact), and one
+// vpmaddwd with the rows' scales, each in both words of its lane, makes
+// them the scaled int32 sums; the minima's sums are vpmaddwd of mn[s] (both
+// words) with the pair bs[2s], bs[2s+1] broadcast.
+func q4KGroupAVX2(c *build.Context) {
+	dup := c.StaticGlobal("kqShufDup") // byte r into both words of dword r
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for r := 0; r < 8; r++ {
+		c.AddDatum(4*r, U32(uint32(r)|0x80<<8|uint32(r)<<16|0x80<<24))
+	}
+	c.Function("gemvQ4_Kx8AVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(nb int, w, a []byte, dst []float32)")
+	c.Doc("gemvQ4_Kx8AVX2 multiplies a packed group of eight Q4_K rows by one Q8_K",
+		"activation row (see codegen/goasm/gen/kerndot's kquants.go). It needs AVX2, FMA",
+		"and F16C.")
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := c.Load(c.Param("a").Base(), c.GP64())
+	acc := avoutil.ZeroYMMs(c, 1)[0]
+	nib := c.YMM()
+	c.VMOVDQU(kqConsts.m0f, nib)
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef("Q4_Kx8_done"))
+	c.Label("Q4_Kx8_block")
+	var isum reg.VecVirtual
+	add := func(sum *reg.VecVirtual, v reg.VecVirtual) {
+		if *sum == nil {
+			*sum = v
+		} else {
+			c.VPADDD(v, *sum, *sum)
+		}
+	}
+	for g := 0; g < 4; g++ {
+		var sl, sh reg.VecVirtual
+		for t := 0; t < 8; t++ {
+			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
+			c.VPAND(nib, q, lo)
+			c.VPSRLW(Imm(4), q, hi)
+			c.VPAND(nib, hi, hi)
+			for i, v := range []reg.VecVirtual{lo, hi} {
+				b := c.YMM()
+				c.VPBROADCASTD(Mem{Base: y, Disp: 4 + 64*g + 32*i + 4*t}, b)
+				c.VPMADDUBSW(b, v, v)
+				s := &sl
+				if i == 1 {
+					s = &sh
+				}
+				if *s == nil {
+					*s = v
+				} else {
+					c.VPADDW(v, *s, *s)
+				}
+			}
+		}
+		for i, s := range []reg.VecVirtual{sl, sh} {
+			sc := c.YMM()
+			c.VPBROADCASTQ(Mem{Base: x, Disp: 32 + 16*g + 8*i}, sc)
+			c.VPSHUFB(dup, sc, sc)
+			c.VPMADDWD(sc, s, s)
+			add(&isum, s)
+		}
+	}
+	var msum reg.VecVirtual
+	for s := 0; s < 8; s++ {
+		m, b := c.YMM(), c.YMM()
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 96 + 8*s}, m)
+		c.VPSHUFB(dup, m, m)
+		c.VPBROADCASTD(Mem{Base: y, Disp: 260 + 4*s}, b)
+		c.VPMADDWD(b, m, m)
+		add(&msum, m)
+	}
+	dw, dmw, dy := c.YMM(), c.YMM(), c.YMM()
+	c.VCVTPH2PS(Mem{Base: x}, dw)
+	c.VCVTPH2PS(Mem{Base: x, Disp: 16}, dmw)
+	c.VBROADCASTSS(Mem{Base: y}, dy)
+	c.VMULPS(dw, dy, dw)
+	c.VMULPS(dmw, dy, dmw)
+	c.VCVTDQ2PS(isum, isum)
+	c.VFMADD231PS(isum, dw, acc)
+	c.VCVTDQ2PS(msum, msum)
+	c.VFNMADD231PS(msum, dmw, acc)
+	c.ADDQ(U32(avoutil.Q4KGroupBytes), x)
+	c.ADDQ(U32(avoutil.Q8KBytes), y)
+	c.DECQ(nb)
+	c.JNZ(LabelRef("Q4_Kx8_block"))
+	c.Label("Q4_Kx8_done")
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	c.VMOVUPS(acc, Mem{Base: dst})
+	c.VZEROUPPER()
+	c.RET()
 }

@@ -245,7 +245,7 @@ func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func
 }
 
 // Q4_K group kernels (kern's Packed, eight Q4_K rows interleaved at load).
-// A group's super-block (Q4KGroupBytes) is
+// A group's super-block (1184 bytes) is
 //
 //	f16 d[8] at 0, f16 dmin[8] at 16 (row r at 2r),
 //	u8 sc[8][8] at 32, u8 mn[8][8] at 96 (sub-block s, row r at 8s+r),
@@ -261,8 +261,8 @@ func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func
 //
 //	acc = fma(d_y·d_w, float(isum), acc); acc = fma(-(d_y·dmin_w), float(msum), acc)
 //
-// in one chain per row (kern's emulation: emulateQ4KGroup).
-const Q4KGroupBytes = 1184
+// in one chain per row (kern's emulation: emulateQ4KGroup). The group's
+// super-block is avoutil.Q4KGroupBytes.
 
 // vpdpwssdBcst emits VPDPWSSD.BCST m, q, acc: acc[i] += q[2i]·m[0] +
 // q[2i+1]·m[1] (int16 words, the two at m broadcast to every lane).
@@ -391,7 +391,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem) {
 		c.VCVTDQ2PS(msum[r], msum[r])
 		c.VFNMADD231PS(msum[r], dm, acc[r])
 	}
-	c.ADDQ(U32(Q4KGroupBytes), x)
+	c.ADDQ(U32(avoutil.Q4KGroupBytes), x)
 	for r := range rows {
 		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
 	}

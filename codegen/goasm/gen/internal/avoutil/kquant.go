@@ -15,6 +15,10 @@ const KQGemvSignature = "func(rows, nb int, w, a []byte, dst []float32)"
 // bsums[16] at 260.
 const Q8KBytes = 292
 
+// Q4KGroupBytes is a packed Q4_K group's super-block (eight rows; layout in
+// codegen/goasm/gen/kernvnni's kquants.go).
+const Q4KGroupBytes = 1184
+
 // KQBody emits what a k-quant kernel needs before its loops and returns the
 // emitter of one super-block (weight block at x, Q8_K block at y), which
 // adds into the eight float lanes acc (YMM) and, for the types with minima,
