@@ -40,30 +40,24 @@ func archVariants() {
 	}
 }
 
-// kqDotAVX2 is one row of the AVX2 k-quant kernels.
-func kqDotAVX2(wt ir.DType, nb int, w, a []byte) float32 {
-	var r [1]float32
-	switch wt {
-	case ir.Q4_K:
-		gemvQ4_KAVX2(1, nb, w, a, r[:])
-	case ir.Q5_K:
-		gemvQ5_KAVX2(1, nb, w, a, r[:])
-	case ir.Q6_K:
-		gemvQ6_KAVX2(1, nb, w, a, r[:])
-	}
-	return r[0]
-}
+// kqDotAVX2 and kqDotVNNI are one row of the avx2 and avx512 k-quant
+// kernels (avx512 has no Q5_K kernel of its own).
+func kqDotAVX2(wt ir.DType, nb int, w, a []byte) float32 { return kqDot(false, wt, nb, w, a) }
+func kqDotVNNI(wt ir.DType, nb int, w, a []byte) float32 { return kqDot(true, wt, nb, w, a) }
 
-// kqDotVNNI is one row of the avx512 variant's k-quant kernels.
-func kqDotVNNI(wt ir.DType, nb int, w, a []byte) float32 {
+func kqDot(vnni bool, wt ir.DType, nb int, w, a []byte) float32 {
 	var r [1]float32
-	switch wt {
-	case ir.Q4_K:
+	switch {
+	case wt == ir.Q4_K && vnni:
 		gemvQ4_KVNNI(1, nb, w, a, r[:])
-	case ir.Q5_K:
+	case wt == ir.Q4_K:
+		gemvQ4_KAVX2(1, nb, w, a, r[:])
+	case wt == ir.Q5_K:
 		gemvQ5_KAVX2(1, nb, w, a, r[:])
-	case ir.Q6_K:
+	case wt == ir.Q6_K && vnni:
 		gemvQ6_KVNNI(1, nb, w, a, r[:])
+	case wt == ir.Q6_K:
+		gemvQ6_KAVX2(1, nb, w, a, r[:])
 	}
 	return r[0]
 }

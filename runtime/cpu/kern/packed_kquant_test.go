@@ -80,22 +80,9 @@ func testPackedQ4K(t *testing.T, variant string) {
 					for r := 0; r < R; r++ {
 						p.QuantizeActs(Current(), randRow(k, []float64{1, 0.02, 25}[r%3], uint64(r+7*R)), a[r*stride:])
 					}
-					dst := make([]float32, R*n)
-					p.Dots(0, n, a, stride, R, dst, n)
-					for r := 0; r < R; r++ {
-						for j := 0; j < n; j++ {
-							w, act := data[j*rb:][:rb], a[r*stride:][:ab]
-							got := dst[r*n+j]
-							gen := dotWith("generic", wt, k, w, act)
-							if j < n-n%8 {
-								emu, mag := emulateQ4KGroup(nb, w, act)
-								require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "row %d act %d: kernel %v, emulated %v", j, r, got, emu)
-								require.LessOrEqual(t, math.Abs(float64(got-gen)), 1e-5*mag+1e-30, "row %d act %d", j, r)
-							} else {
-								require.Equal(t, Dot(wt, k, w, act), got, "tail row %d", j)
-							}
-						}
-					}
+					checkPackedDots(t, p, data, a, stride, R, func(w, act []byte) (float32, float64) {
+						return emulateQ4KGroup(nb, w, act)
+					})
 				}
 			})
 		}

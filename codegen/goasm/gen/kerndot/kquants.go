@@ -92,10 +92,7 @@ func kquants(c *build.Context) {
 
 // dotQ45K is the Q4_K (Q5_K when q5) super-block body (avoutil.KQBody).
 func dotQ45K(c *build.Context, q5 bool, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
-	m3f, m03, m0f := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(U64(0x3f3f3f3f3f3f3f3f), m3f)
-	c.MOVQ(U64(0x0303030303030303), m03)
-	c.MOVQ(U64(0x0f0f0f0f0f0f0f0f), m0f)
+	m3f, m03, m0f := avoutil.KQ4Masks(c)
 	nib := c.YMM()
 	c.VMOVDQU(kqConsts.m0f, nib)
 	return func() {
@@ -166,20 +163,7 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 	nib := c.YMM()
 	c.VMOVDQU(kqConsts.m0f, nib)
 	return func() {
-		// d = d_y·d_w; the half is read alone (vcvtph2ps from memory would read
-		// past the last block).
-		dh := c.GP32()
-		c.MOVWLZX(Mem{Base: x, Disp: 208}, dh)
-		dx := c.XMM()
-		c.VMOVD(dh, dx)
-		c.VCVTPH2PS(dx, dx)
-		c.VMULSS(Mem{Base: y}, dx, dx)
-
-		sc := c.YMM()
-		c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
-		corr := c.YMM()
-		c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
-		c.VPSLLD(Imm(5), corr, corr)
+		dx, sc, corr := avoutil.KQ6Prologue(c, x, y)
 
 		var sumi reg.VecVirtual
 		for n := 0; n < 2; n++ {
@@ -311,23 +295,13 @@ func q4KGroupAVX2(c *build.Context) {
 		c.VPMADDWD(b, m, m)
 		add(&msum, m)
 	}
-	dw, dmw, dy := c.YMM(), c.YMM(), c.YMM()
-	c.VCVTPH2PS(Mem{Base: x}, dw)
-	c.VCVTPH2PS(Mem{Base: x, Disp: 16}, dmw)
-	c.VBROADCASTSS(Mem{Base: y}, dy)
-	c.VMULPS(dw, dy, dw)
-	c.VMULPS(dmw, dy, dmw)
-	c.VCVTDQ2PS(isum, isum)
-	c.VFMADD231PS(isum, dw, acc)
-	c.VCVTDQ2PS(msum, msum)
-	c.VFNMADD231PS(msum, dmw, acc)
+	avoutil.Q4KGroupFloats(c, x, []reg.Register{y}, []reg.VecVirtual{isum}, []reg.VecVirtual{msum}, []reg.VecVirtual{acc})
 	c.ADDQ(U32(avoutil.Q4KGroupBytes), x)
 	c.ADDQ(U32(avoutil.Q8KBytes), y)
 	c.DECQ(nb)
 	c.JNZ(LabelRef("Q4_Kx8_block"))
 	c.Label("Q4_Kx8_done")
-	dst := c.Load(c.Param("dst").Base(), c.GP64())
-	c.VMOVUPS(acc, Mem{Base: dst})
+	avoutil.StoreGroupRows(c, []reg.VecVirtual{acc})
 	c.VZEROUPPER()
 	c.RET()
 }

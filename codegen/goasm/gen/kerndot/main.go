@@ -248,15 +248,7 @@ func dotRows(c *build.Context, k blockKernel, rows int) {
 	lbl := func(s string) string { return fmt.Sprintf("%s_%d_%s", k.name, rows, s) }
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := make([]reg.Register, rows)
-	y[0] = c.Load(c.Param("a").Base(), c.GP64())
-	if rows > 1 {
-		stride := c.Load(c.Param("stride"), c.GP64())
-		for r := 1; r < rows; r++ {
-			y[r] = c.GP64()
-			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
-		}
-	}
+	y := avoutil.ActRows(c, rows)
 	acc := make([][2]reg.VecVirtual, rows)
 	for r := range acc {
 		for j := range acc[r] {

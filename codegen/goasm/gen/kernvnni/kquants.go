@@ -31,11 +31,11 @@ var kq512 struct {
 	zero     Mem // 32 zero bytes
 }
 
-// zConst defines a 64-byte read-only vector from its eight quadwords.
-func zConst(c *build.Context, name string, q func(i int) uint64) Mem {
+// quadwords defines a read-only table of n quadwords q(i).
+func quadwords(c *build.Context, name string, n int, q func(i int) uint64) Mem {
 	m := c.StaticGlobal(name)
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for i := 0; i < 8; i++ {
+	for i := 0; i < n; i++ {
 		c.AddDatum(8*i, U64(q(i)))
 	}
 	return m
@@ -44,14 +44,17 @@ func zConst(c *build.Context, name string, q func(i int) uint64) Mem {
 // zConsts defines a read-only table of n 64-byte vectors, vector v's
 // quadword i being q(v, i).
 func zConsts(c *build.Context, name string, n int, q func(v, i int) uint64) Mem {
-	m := c.StaticGlobal(name)
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for v := 0; v < n; v++ {
-		for i := 0; i < 8; i++ {
-			c.AddDatum(64*v+8*i, U64(q(v, i)))
-		}
-	}
-	return m
+	return quadwords(c, name, 8*n, func(i int) uint64 { return q(i/8, i%8) })
+}
+
+// zConst defines a 64-byte read-only vector from its eight quadwords.
+func zConst(c *build.Context, name string, q func(i int) uint64) Mem {
+	return quadwords(c, name, 8, q)
+}
+
+// ymmConst defines a 32-byte read-only vector of eight dwords q(r).
+func ymmConst(c *build.Context, name string, q func(r int) uint32) Mem {
+	return quadwords(c, name, 4, func(i int) uint64 { return uint64(q(2*i)) | uint64(q(2*i+1))<<32 })
 }
 
 func kquantConsts(c *build.Context) {
@@ -77,16 +80,6 @@ func kquantConsts(c *build.Context) {
 	kq512.shufSc = ymmConst(c, "kq512ShufSc", func(r int) uint32 { return uint32(r) | 0x80808000 })
 	kq512.zero = ymmConst(c, "kq512Zero", func(int) uint32 { return 0 })
 	kq512.shufMn = ymmConst(c, "kq512ShufMn", func(r int) uint32 { return uint32(r) | 0x80<<8 | uint32(r)<<16 | 0x80<<24 })
-}
-
-// ymmConst defines a 32-byte read-only vector of eight dwords q(r).
-func ymmConst(c *build.Context, name string, q func(r int) uint32) Mem {
-	m := c.StaticGlobal(name)
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for r := 0; r < 8; r++ {
-		c.AddDatum(4*r, U32(q(r)))
-	}
-	return m
 }
 
 // vpdpwssd emits VPDPWSSD s, p, acc: acc[i] += p[2i]·s[2i] + p[2i+1]·s[2i+1]
@@ -124,6 +117,18 @@ func kquants(c *build.Context) {
 	}
 }
 
+// scaled adds the int16 pairs of p times the scales s into the int32
+// lanes of sum (a new register when sum is nil) and returns sum.
+func scaled(c *build.Context, sum, s, p reg.VecVirtual) reg.VecVirtual {
+	if sum == nil {
+		sum = c.ZMM()
+		c.VPMADDWD(s, p, sum)
+		return sum
+	}
+	vpdpwssd(c, s, p, sum)
+	return sum
+}
+
 // sumHalves adds the two 256-bit halves of the int32 lanes of z and returns
 // the eight sums as floats in a YMM register.
 func sumHalves(c *build.Context, z reg.VecVirtual) reg.VecVirtual {
@@ -139,10 +144,7 @@ func sumHalves(c *build.Context, z reg.VecVirtual) reg.VecVirtual {
 // shuffle pairs them as [4h, 4h+1] and [4h+2, 4h+3], the order of the
 // activations.
 func dotQ4K512(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
-	m3f, m03, m0f := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(U64(0x3f3f3f3f3f3f3f3f), m3f)
-	c.MOVQ(U64(0x0303030303030303), m03)
-	c.MOVQ(U64(0x0f0f0f0f0f0f0f0f), m0f)
+	m3f, m03, m0f := avoutil.KQ4Masks(c)
 	nib := c.ZMM()
 	c.VMOVDQU64(kq512.nib, nib)
 	return func() {
@@ -162,12 +164,7 @@ func dotQ4K512(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) f
 				c.VSHUFI64X2(Imm(imm), hi, lo, q) // sub-blocks 4h+2j, 4h+2j+1
 				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*h + 64*j}, q, p)
 				c.VPSHUFB(kq512.shufK4.Offset(64*(2*h+j)), all, s)
-				if sumi == nil {
-					sumi = c.ZMM()
-					c.VPMADDWD(s, p, sumi)
-				} else {
-					vpdpwssd(c, s, p, sumi)
-				}
+				sumi = scaled(c, sumi, s, p)
 			}
 		}
 		f := sumHalves(c, sumi)
@@ -195,20 +192,7 @@ func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func
 		c.VMOVDQU64(kq512.permQ6.Offset(64*v), perm[v])
 	}
 	return func() {
-		// d = d_y·d_w; the half is read alone (vcvtph2ps from memory would
-		// read past the last block).
-		dh := c.GP32()
-		c.MOVWLZX(Mem{Base: x, Disp: 208}, dh)
-		dx := c.XMM()
-		c.VMOVD(dh, dx)
-		c.VCVTPH2PS(dx, dx)
-		c.VMULSS(Mem{Base: y}, dx, dx)
-
-		sc := c.YMM()
-		c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
-		corr := c.YMM()
-		c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
-		c.VPSLLD(Imm(5), corr, corr)
+		dx, sc, corr := avoutil.KQ6Prologue(c, x, y)
 
 		var sumi reg.VecVirtual
 		for n := 0; n < 2; n++ {
@@ -227,12 +211,7 @@ func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func
 				prod, s := c.ZMM(), c.ZMM()
 				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 64*p}, v, prod)
 				c.VPERMW(sc.AsZ(), perm[2*n+p], s)
-				if sumi == nil {
-					sumi = c.ZMM()
-					c.VPMADDWD(s, prod, sumi)
-				} else {
-					vpdpwssd(c, s, prod, sumi)
-				}
+				sumi = scaled(c, sumi, s, prod)
 			}
 		}
 		f := sumHalves(c, sumi)
@@ -267,14 +246,7 @@ func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func
 // vpdpwssdBcst emits VPDPWSSD.BCST m, q, acc: acc[i] += q[2i]·m[0] +
 // q[2i+1]·m[1] (int16 words, the two at m broadcast to every lane).
 func vpdpwssdBcst(c *build.Context, m Mem, q, acc reg.VecVirtual) {
-	c.Instruction(&ir.Instruction{
-		Opcode:   "VPDPWSSD",
-		Suffixes: []string{"BCST"},
-		Operands: []Op{m, q, acc},
-		Inputs:   []Op{m, q, acc},
-		Outputs:  []Op{acc},
-		ISA:      []string{"AVX512VNNI", "AVX512VL"},
-	})
+	vnniBcst(c, "VPDPWSSD", m, q, acc)
 }
 
 // q4KGroup emits gemvQ4_Kx8VNNI (rows 1) or gemmQ4_Kx8x<rows>VNNI: the
@@ -300,15 +272,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem) {
 
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := make([]reg.Register, rows)
-	y[0] = c.Load(c.Param("a").Base(), c.GP64())
-	if rows > 1 {
-		stride := c.Load(c.Param("stride"), c.GP64())
-		for r := 1; r < rows; r++ {
-			y[r] = c.GP64()
-			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
-		}
-	}
+	y := avoutil.ActRows(c, rows)
 	acc := zeroYMMs(c, rows)
 	nib := c.YMM()
 	c.VMOVDQU32(mask, nib)
@@ -378,19 +342,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem) {
 			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*s}, m, msum[r])
 		}
 	}
-	dw, dmw := c.YMM(), c.YMM()
-	c.VCVTPH2PS(Mem{Base: x}, dw)
-	c.VCVTPH2PS(Mem{Base: x, Disp: 16}, dmw)
-	for r := range rows {
-		dy, d, dm := c.YMM(), c.YMM(), c.YMM()
-		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
-		c.VMULPS(dw, dy, d)
-		c.VMULPS(dmw, dy, dm)
-		c.VCVTDQ2PS(isum[r], isum[r])
-		c.VFMADD231PS(isum[r], d, acc[r])
-		c.VCVTDQ2PS(msum[r], msum[r])
-		c.VFNMADD231PS(msum[r], dm, acc[r])
-	}
+	avoutil.Q4KGroupFloats(c, x, y, isum, msum, acc)
 	c.ADDQ(U32(avoutil.Q4KGroupBytes), x)
 	for r := range rows {
 		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
@@ -398,19 +350,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem) {
 	c.DECQ(nb)
 	c.JNZ(LabelRef(lbl("block")))
 	c.Label(lbl("done"))
-	dst := c.Load(c.Param("dst").Base(), c.GP64())
-	if rows == 1 {
-		c.VMOVUPS(acc[0], Mem{Base: dst})
-	} else {
-		ld := c.Load(c.Param("ld"), c.GP64())
-		c.SHLQ(Imm(2), ld)
-		for r := range rows {
-			if r > 0 {
-				c.ADDQ(ld, dst)
-			}
-			c.VMOVUPS(acc[r], Mem{Base: dst})
-		}
-	}
+	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
 }

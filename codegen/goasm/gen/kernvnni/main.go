@@ -65,8 +65,14 @@ func run(dir string) error {
 // vpdpbusdBcst emits VPDPBUSD.BCST m, q, acc: acc[i] += Σ_j q[4i+j]·m[j]
 // (q unsigned, the four bytes at m signed and broadcast to every lane).
 func vpdpbusdBcst(c *build.Context, m Mem, q, acc reg.VecVirtual) {
+	vnniBcst(c, "VPDPBUSD", m, q, acc)
+}
+
+// vnniBcst emits the VNNI instruction op with its memory operand broadcast
+// ({1to8}): op.BCST m, q, acc.
+func vnniBcst(c *build.Context, op string, m Mem, q, acc reg.VecVirtual) {
 	c.Instruction(&ir.Instruction{
-		Opcode:   "VPDPBUSD",
+		Opcode:   op,
 		Suffixes: []string{"BCST"},
 		Operands: []Op{m, q, acc},
 		Inputs:   []Op{m, q, acc},
@@ -176,19 +182,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	c.DECQ(nb)
 	c.JNZ(LabelRef(lbl("block")))
 	c.Label(lbl("done"))
-	dst := c.Load(c.Param("dst").Base(), c.GP64())
-	if rows == 1 {
-		c.VMOVUPS(acc[0], Mem{Base: dst})
-	} else {
-		ld := c.Load(c.Param("ld"), c.GP64())
-		c.SHLQ(Imm(2), ld)
-		for r := range rows {
-			if r > 0 {
-				c.ADDQ(ld, dst)
-			}
-			c.VMOVUPS(acc[r], Mem{Base: dst})
-		}
-	}
+	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
 }

@@ -134,3 +134,87 @@ func KQMinima(c *build.Context, x, y reg.GPVirtual, mins, accm reg.VecVirtual) r
 	c.VFNMADD231PS(q8s, dmin, accm)
 	return dd
 }
+
+// KQ4Masks loads the general-register masks KQScalesMinsK4 takes (0x3f,
+// 0x03 and 0x0f in every byte).
+func KQ4Masks(c *build.Context) (m3f, m03, m0f reg.GPVirtual) {
+	m3f, m03, m0f = c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(U64(0x3f3f3f3f3f3f3f3f), m3f)
+	c.MOVQ(U64(0x0303030303030303), m03)
+	c.MOVQ(U64(0x0f0f0f0f0f0f0f0f), m0f)
+	return m3f, m03, m0f
+}
+
+// KQ6Prologue emits what a Q6_K super-block needs besides its quants (x:
+// weight block, y: Q8_K block): d_y·d_w in the low lane of an XMM register
+// (the half read alone: vcvtph2ps from memory would read past the last
+// block), the sixteen scales as int16 words (YMM) and the -32 correction
+// 32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]) in eight int32 lanes.
+func KQ6Prologue(c *build.Context, x, y reg.GPVirtual) (dx, sc, corr reg.VecVirtual) {
+	dh := c.GP32()
+	c.MOVWLZX(Mem{Base: x, Disp: 208}, dh)
+	dx = c.XMM()
+	c.VMOVD(dh, dx)
+	c.VCVTPH2PS(dx, dx)
+	c.VMULSS(Mem{Base: y}, dx, dx)
+	sc = c.YMM()
+	c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
+	corr = c.YMM()
+	c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
+	c.VPSLLD(Imm(5), corr, corr)
+	return dx, sc, corr
+}
+
+// ActRows loads the activation row pointers of a kernel over rows rows:
+// parameter "a", then (rows > 1) "stride" bytes apart.
+func ActRows(c *build.Context, rows int) []reg.Register {
+	y := make([]reg.Register, rows)
+	y[0] = c.Load(c.Param("a").Base(), c.GP64())
+	if rows > 1 {
+		stride := c.Load(c.Param("stride"), c.GP64())
+		for r := 1; r < rows; r++ {
+			y[r] = c.GP64()
+			c.LEAQ(Mem{Base: y[r-1], Index: stride, Scale: 1}, y[r])
+		}
+	}
+	return y
+}
+
+// StoreGroupRows stores a group kernel's eight float results per
+// activation row: acc[0] to dst (parameter "dst"), acc[r] ld floats
+// (parameter "ld", present when len(acc) > 1) after acc[r-1].
+func StoreGroupRows(c *build.Context, acc []reg.VecVirtual) {
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	if len(acc) == 1 {
+		c.VMOVUPS(acc[0], Mem{Base: dst})
+		return
+	}
+	ld := c.Load(c.Param("ld"), c.GP64())
+	c.SHLQ(Imm(2), ld) // bytes
+	for r := range acc {
+		if r > 0 {
+			c.ADDQ(ld, dst)
+		}
+		c.VMOVUPS(acc[r], Mem{Base: dst})
+	}
+}
+
+// Q4KGroupFloats emits a packed Q4_K group kernel's float steps for one
+// super-block (x: the group's block, y[r]: activation row r's Q8_K block):
+// acc[r] = fma(d_y·d_w, float(isum[r]), acc[r]), then acc[r] =
+// fma(-(d_y·dmin_w), float(msum[r]), acc[r]), one lane per weight row.
+func Q4KGroupFloats(c *build.Context, x reg.Register, y []reg.Register, isum, msum, acc []reg.VecVirtual) {
+	dw, dmw := c.YMM(), c.YMM()
+	c.VCVTPH2PS(Mem{Base: x}, dw)
+	c.VCVTPH2PS(Mem{Base: x, Disp: 16}, dmw)
+	for r := range acc {
+		dy, d, dm := c.YMM(), c.YMM(), c.YMM()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
+		c.VMULPS(dw, dy, d)
+		c.VMULPS(dmw, dy, dm)
+		c.VCVTDQ2PS(isum[r], isum[r])
+		c.VFMADD231PS(isum[r], d, acc[r])
+		c.VCVTDQ2PS(msum[r], msum[r])
+		c.VFNMADD231PS(msum[r], dm, acc[r])
+	}
+}
