@@ -33,6 +33,7 @@ func archVariants() {
 			if cpu.X86.HasAVX512BW {
 				v.gemvQ4_K, v.gemvQ6_K, v.kqDot = gemvQ4_KVNNI, gemvQ6_KVNNI, kqDotVNNI
 				v.groupQ4_K, v.groupQ4_Kx4 = gemvQ4_Kx8VNNI, gemmQ4_Kx8x4VNNI
+				v.q6_Kx4 = dotQ6_Kx4VNNI
 			}
 			variants[v.name] = &v
 			best = &v

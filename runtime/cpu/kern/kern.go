@@ -245,6 +245,11 @@ func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []flo
 			x4, w = v.q4_1x4, w[:nb*20]
 		case ir.Q5_1:
 			x4, w = v.q5_1x4, w[:nb*24]
+		case ir.Q6_K:
+			if n&255 == 0 {
+				nb >>= 3
+				x4, w = v.q6_Kx4, w[:nb*210]
+			}
 		}
 		if x4 != nil {
 			for ; r+4 <= R; r += 4 {

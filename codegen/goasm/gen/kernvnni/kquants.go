@@ -115,6 +115,7 @@ func kquants(c *build.Context) {
 			avoutil.KQRows(c, "Q4_K", 144, true, dotQ4K512)
 		}
 	}
+	q6KRows4(c)
 }
 
 // scaled adds the int16 pairs of p times the scales s into the int32
@@ -181,46 +182,106 @@ func dotQ4K512(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) f
 // 128n+64..127; qh's 32 bytes for n, copied into both 256-bit halves and
 // shifted per half, give the two high bits of each.
 func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
-	nib, m30, shl, shr := c.ZMM(), c.ZMM(), c.ZMM(), c.ZMM()
-	c.VMOVDQU64(kq512.nib, nib)
-	c.VMOVDQU64(kq512.m30, m30)
-	c.VMOVDQU64(kq512.shlQ6, shl)
-	c.VMOVDQU64(kq512.shrQ6, shr)
-	perm := make([]reg.VecVirtual, 4)
-	for v := range perm {
-		perm[v] = c.ZMM()
-		c.VMOVDQU64(kq512.permQ6.Offset(64*v), perm[v])
-	}
-	return func() {
-		dx, sc, corr := avoutil.KQ6Prologue(c, x, y)
+	k := q6K512Consts(c)
+	return func() { q6K512Block(c, k, x, []reg.Register{y}, []reg.VecVirtual{acc}) }
+}
 
-		var sumi reg.VecVirtual
-		for n := 0; n < 2; n++ {
-			ql, qh := c.ZMM(), c.ZMM()
-			c.VMOVDQU64(Mem{Base: x, Disp: 64 * n}, ql)
-			c.VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*n}, qh)
-			lo, hi, hl, hh := c.ZMM(), c.ZMM(), c.ZMM(), c.ZMM()
-			c.VPANDD(nib, ql, lo)
-			c.VPSRLW(Imm(4), ql, hi)
-			c.VPANDD(nib, hi, hi)
-			c.VPSLLVW(shl, qh, hl)               // bits 0,1 | 2,3 at 4,5
-			c.VPSRLVW(shr, qh, hh)               // bits 4,5 | 6,7 at 4,5
-			c.VPTERNLOGD(Imm(0xf8), m30, hl, lo) // lo | hl&0x30
-			c.VPTERNLOGD(Imm(0xf8), m30, hh, hi)
-			for p, v := range []reg.VecVirtual{lo, hi} {
-				prod, s := c.ZMM(), c.ZMM()
-				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 64*p}, v, prod)
-				c.VPERMW(sc.AsZ(), perm[2*n+p], s)
-				sumi = scaled(c, sumi, s, prod)
+// q6K512Consts loads the Q6_K kernels' constant vectors: the nibble and
+// 0x30 masks, the per-half shifts of qh and the four scale permutations.
+func q6K512Consts(c *build.Context) []reg.VecVirtual {
+	k := make([]reg.VecVirtual, 8)
+	for i, m := range []Mem{kq512.nib, kq512.m30, kq512.shlQ6, kq512.shrQ6,
+		kq512.permQ6, kq512.permQ6.Offset(64), kq512.permQ6.Offset(128), kq512.permQ6.Offset(192)} {
+		k[i] = c.ZMM()
+		c.VMOVDQU64(m, k[i])
+	}
+	return k
+}
+
+// q6K512Block emits one Q6_K super-block (x) against the Q8_K blocks y[r]
+// of len(y) activation rows, into their eight float lanes acc[r]: the
+// weights are unpacked once for all rows, and each row's steps are the
+// one-row kernel's.
+func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.Register, acc []reg.VecVirtual) {
+	nib, m30, shl, shr, perm := k[0], k[1], k[2], k[3], k[4:]
+	dh := c.GP32()
+	c.MOVWLZX(Mem{Base: x, Disp: 208}, dh) // the half alone: vcvtph2ps from memory would read past the last block
+	dw := c.XMM()
+	c.VMOVD(dh, dw)
+	c.VCVTPH2PS(dw, dw)
+	sc := c.YMM()
+	c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
+	sumi := make([]reg.VecVirtual, len(y))
+	for n := 0; n < 2; n++ {
+		ql, qh := c.ZMM(), c.ZMM()
+		c.VMOVDQU64(Mem{Base: x, Disp: 64 * n}, ql)
+		c.VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*n}, qh)
+		lo, hi, hl, hh := c.ZMM(), c.ZMM(), c.ZMM(), c.ZMM()
+		c.VPANDD(nib, ql, lo)
+		c.VPSRLW(Imm(4), ql, hi)
+		c.VPANDD(nib, hi, hi)
+		c.VPSLLVW(shl, qh, hl)               // bits 0,1 | 2,3 at 4,5
+		c.VPSRLVW(shr, qh, hh)               // bits 4,5 | 6,7 at 4,5
+		c.VPTERNLOGD(Imm(0xf8), m30, hl, lo) // lo | hl&0x30
+		c.VPTERNLOGD(Imm(0xf8), m30, hh, hi)
+		for p, v := range []reg.VecVirtual{lo, hi} {
+			s := c.ZMM()
+			c.VPERMW(sc.AsZ(), perm[2*n+p], s)
+			for r := range y {
+				prod := c.ZMM()
+				c.VPMADDUBSW(Mem{Base: y[r], Disp: 4 + 128*n + 64*p}, v, prod)
+				sumi[r] = scaled(c, sumi[r], s, prod)
 			}
 		}
-		f := sumHalves(c, sumi)
+	}
+	for r := range y {
+		corr := c.YMM()
+		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
+		c.VPSLLD(Imm(5), corr, corr)
+		f := sumHalves(c, sumi[r])
 		c.VPSUBD(corr, f, f)
 		c.VCVTDQ2PS(f, f)
-		d := c.YMM()
+		dx, d := c.XMM(), c.YMM()
+		c.VMULSS(Mem{Base: y[r]}, dw, dx) // d_w·d_y
 		c.VBROADCASTSS(dx, d)
-		c.VFMADD231PS(f, d, acc)
+		c.VFMADD231PS(f, d, acc[r])
 	}
+}
+
+// q6KRows4 emits dotQ6_Kx4VNNI: one Q6_K weight row against four Q8_K
+// activation rows (stride bytes apart), each result gemvQ6_KVNNI's bit for
+// bit, the weights unpacked once per super-block for the four.
+func q6KRows4(c *build.Context) {
+	c.Function("dotQ6_Kx4VNNI")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(nb int, w, a []byte, stride int, dst *[4]float32)")
+	c.Doc("dotQ6_Kx4VNNI sets dst[r] to the Q6_K row w times activation row r (a[r*stride:],",
+		"Q8_K) for r < 4, bit for bit gemvQ6_KVNNI's, unpacking each weight super-block once.",
+		"It needs AVX-512 F, BW and VNNI.")
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := avoutil.ActRows(c, 4)
+	k := q6K512Consts(c)
+	acc := zeroYMMs(c, 4)
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef("Q6_Kx4_done"))
+	c.Label("Q6_Kx4_block")
+	q6K512Block(c, k, x, y, acc)
+	c.ADDQ(U32(210), x)
+	for r := range y {
+		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
+	}
+	c.DECQ(nb)
+	c.JNZ(LabelRef("Q6_Kx4_block"))
+	c.Label("Q6_Kx4_done")
+	dst := c.Load(c.Param("dst"), c.GP64())
+	for r := range acc {
+		sum := avoutil.HSumFloat8(c, acc[r])
+		c.VMOVSS(sum, Mem{Base: dst, Disp: 4 * r})
+	}
+	c.VZEROUPPER()
+	c.RET()
 }
 
 // Q4_K group kernels (kern's Packed, eight Q4_K rows interleaved at load).
