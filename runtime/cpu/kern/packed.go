@@ -45,22 +45,9 @@ func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []floa
 	case ir.Q8_0:
 		return v.gemvQ8_0, v.gemmQ8_0x4
 	case ir.Q4_K:
-		if v.groupQ4_K != nil && v.groupQ4_Kx4 == nil {
-			return v.groupQ4_K, gemmFromGemv(v.groupQ4_K)
-		}
 		return v.groupQ4_K, v.groupQ4_Kx4
 	}
 	return nil, nil
-}
-
-// gemmFromGemv is a four-activation-row group kernel made of gemv's one-row
-// calls, for a variant that has no four-row kernel.
-func gemmFromGemv(gemv func(nb int, w, a []byte, dst []float32)) func(nb int, w, a []byte, stride int, dst []float32, ld int) {
-	return func(nb int, w, a []byte, stride int, dst []float32, ld int) {
-		for r := 0; r < 4; r++ {
-			gemv(nb, w, a[r*stride:], dst[r*ld:][:8])
-		}
-	}
 }
 
 // PackedSupported reports whether the active variant has group kernels for wt.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -231,77 +233,126 @@ func q4KGroupAVX2(c *build.Context) {
 	for r := 0; r < 8; r++ {
 		c.AddDatum(4*r, U32(uint32(r)|0x80<<8|uint32(r)<<16|0x80<<24))
 	}
-	c.Function("gemvQ4_Kx8AVX2")
+	q4KGroupAVX2Rows(c, dup, 1)
+	q4KGroupAVX2Rows(c, dup, 4)
+}
+
+// q4KGroupAVX2Rows emits gemvQ4_Kx8AVX2 (rows 1) or gemmQ4_Kx8x4AVX2: the
+// group against rows activation rows (stride bytes apart), each weight
+// vector unpacked once for all of them. Each sub-block half (low, then high
+// nibbles) is one pass over the group's quant vectors; with four rows the
+// float accumulators live in the stack frame (sixteen YMM registers hold
+// the rest).
+func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
+	name := "gemvQ4_Kx8AVX2"
+	sig := "func(nb int, w, a []byte, dst []float32)"
+	if rows > 1 {
+		name = fmt.Sprintf("gemmQ4_Kx8x%dAVX2", rows)
+		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
+	}
+	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
 	c.Pragma("noescape")
-	c.SignatureExpr("func(nb int, w, a []byte, dst []float32)")
-	c.Doc("gemvQ4_Kx8AVX2 multiplies a packed group of eight Q4_K rows by one Q8_K",
-		"activation row (see codegen/goasm/gen/kerndot's kquants.go). It needs AVX2, FMA",
+	c.SignatureExpr(sig)
+	c.Doc(fmt.Sprintf("%s multiplies a packed group of eight Q4_K rows by %d Q8_K", name, rows),
+		"activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs AVX2, FMA",
 		"and F16C.")
+	lbl := func(s string) string { return name + "_" + s }
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := c.Load(c.Param("a").Base(), c.GP64())
-	acc := avoutil.ZeroYMMs(c, 1)[0]
+	y := avoutil.ActRows(c, rows)
+	// acc: the float accumulators, in registers for one row, else in the frame.
+	var acc []reg.VecVirtual
+	var frame Mem
+	if rows == 1 {
+		acc = avoutil.ZeroYMMs(c, 1)
+	} else {
+		frame = c.AllocLocal(32 * rows)
+		z := avoutil.ZeroYMMs(c, 1)[0]
+		for r := range rows {
+			c.VMOVUPS(z, frame.Offset(32*r))
+		}
+	}
 	nib := c.YMM()
 	c.VMOVDQU(kqConsts.m0f, nib)
 	c.TESTQ(nb, nb)
-	c.JZ(LabelRef("Q4_Kx8_done"))
-	c.Label("Q4_Kx8_block")
-	var isum reg.VecVirtual
-	add := func(sum *reg.VecVirtual, v reg.VecVirtual) {
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	add := func(sum *reg.VecVirtual, v reg.VecVirtual, op func(...Op)) {
 		if *sum == nil {
 			*sum = v
 		} else {
-			c.VPADDD(v, *sum, *sum)
+			op(v, *sum, *sum)
 		}
 	}
+	isum := make([]reg.VecVirtual, rows)
 	for g := 0; g < 4; g++ {
-		var sl, sh reg.VecVirtual
-		for t := 0; t < 8; t++ {
-			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
-			c.VPAND(nib, q, lo)
-			c.VPSRLW(Imm(4), q, hi)
-			c.VPAND(nib, hi, hi)
-			for i, v := range []reg.VecVirtual{lo, hi} {
-				b := c.YMM()
-				c.VPBROADCASTD(Mem{Base: y, Disp: 4 + 64*g + 32*i + 4*t}, b)
-				c.VPMADDUBSW(b, v, v)
-				s := &sl
-				if i == 1 {
-					s = &sh
-				}
-				if *s == nil {
-					*s = v
+		for i := 0; i < 2; i++ { // low nibbles (sub-block 2g), high (2g+1)
+			s16 := make([]reg.VecVirtual, rows)
+			for t := 0; t < 8; t++ {
+				v := c.YMM()
+				if i == 0 {
+					c.VPAND(Mem{Base: x, Disp: 160 + 256*g + 32*t}, nib, v)
 				} else {
-					c.VPADDW(v, *s, *s)
+					c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*g + 32*t}, v)
+					c.VPSRLW(Imm(4), v, v)
+					c.VPAND(nib, v, v)
+				}
+				for r := range rows {
+					b := c.YMM()
+					c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 64*g + 32*i + 4*t}, b)
+					c.VPMADDUBSW(b, v, b)
+					add(&s16[r], b, c.VPADDW)
 				}
 			}
-		}
-		for i, s := range []reg.VecVirtual{sl, sh} {
 			sc := c.YMM()
 			c.VPBROADCASTQ(Mem{Base: x, Disp: 32 + 16*g + 8*i}, sc)
 			c.VPSHUFB(dup, sc, sc)
-			c.VPMADDWD(sc, s, s)
-			add(&isum, s)
+			for r := range rows {
+				c.VPMADDWD(sc, s16[r], s16[r])
+				add(&isum[r], s16[r], c.VPADDD)
+			}
 		}
 	}
-	var msum reg.VecVirtual
+	msum := make([]reg.VecVirtual, rows)
 	for s := 0; s < 8; s++ {
-		m, b := c.YMM(), c.YMM()
+		m := c.YMM()
 		c.VPBROADCASTQ(Mem{Base: x, Disp: 96 + 8*s}, m)
 		c.VPSHUFB(dup, m, m)
-		c.VPBROADCASTD(Mem{Base: y, Disp: 260 + 4*s}, b)
-		c.VPMADDWD(b, m, m)
-		add(&msum, m)
+		for r := range rows {
+			b := c.YMM()
+			c.VPBROADCASTD(Mem{Base: y[r], Disp: 260 + 4*s}, b)
+			c.VPMADDWD(b, m, b)
+			add(&msum[r], b, c.VPADDD)
+		}
 	}
-	avoutil.Q4KGroupFloats(c, x, []reg.Register{y}, []reg.VecVirtual{isum}, []reg.VecVirtual{msum}, []reg.VecVirtual{acc})
+	if rows == 1 {
+		avoutil.Q4KGroupFloats(c, x, y, isum, msum, acc)
+	} else {
+		// A row at a time (the scales converted again for each): all
+		// rows' accumulators at once would not fit in the registers.
+		for r := range rows {
+			a := c.YMM()
+			c.VMOVUPS(frame.Offset(32*r), a)
+			avoutil.Q4KGroupFloats(c, x, y[r:r+1], isum[r:r+1], msum[r:r+1], []reg.VecVirtual{a})
+			c.VMOVUPS(a, frame.Offset(32*r))
+		}
+	}
 	c.ADDQ(U32(avoutil.Q4KGroupBytes), x)
-	c.ADDQ(U32(avoutil.Q8KBytes), y)
+	for r := range rows {
+		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
+	}
 	c.DECQ(nb)
-	c.JNZ(LabelRef("Q4_Kx8_block"))
-	c.Label("Q4_Kx8_done")
-	avoutil.StoreGroupRows(c, []reg.VecVirtual{acc})
+	c.JNZ(LabelRef(lbl("block")))
+	c.Label(lbl("done"))
+	if rows > 1 {
+		acc = make([]reg.VecVirtual, rows)
+		for r := range acc {
+			acc[r] = c.YMM()
+			c.VMOVUPS(frame.Offset(32*r), acc[r])
+		}
+	}
+	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
 }
