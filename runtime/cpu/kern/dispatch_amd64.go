@@ -31,7 +31,7 @@ func archVariants() {
 			v.gemmQ4_0x8, v.gemmQ8_0x8 = gemmQ4_0x8x8VNNI, gemmQ8_0x8x8VNNI
 			v.unsignedQ8 = true
 			if cpu.X86.HasAVX512BW {
-				v.gemvQ4_K, v.gemvQ6_K, v.kqDot = gemvQ4_KVNNI, gemvQ6_KVNNI, kqDotVNNI
+				v.gemvQ4_K, v.gemvQ5_K, v.gemvQ6_K, v.kqDot = gemvQ4_KVNNI, gemvQ5_KVNNI, gemvQ6_KVNNI, kqDotVNNI
 				v.groupQ4_K, v.groupQ4_Kx4 = gemvQ4_Kx8VNNI, gemmQ4_Kx8x4VNNI
 				v.q6_Kx4 = dotQ6_Kx4VNNI
 			}
@@ -42,7 +42,7 @@ func archVariants() {
 }
 
 // kqDotAVX2 and kqDotVNNI are one row of the avx2 and avx512 k-quant
-// kernels (avx512 has no Q5_K kernel of its own).
+// kernels.
 func kqDotAVX2(wt ir.DType, nb int, w, a []byte) float32 { return kqDot(false, wt, nb, w, a) }
 func kqDotVNNI(wt ir.DType, nb int, w, a []byte) float32 { return kqDot(true, wt, nb, w, a) }
 
@@ -53,6 +53,8 @@ func kqDot(vnni bool, wt ir.DType, nb int, w, a []byte) float32 {
 		gemvQ4_KVNNI(1, nb, w, a, r[:])
 	case wt == ir.Q4_K:
 		gemvQ4_KAVX2(1, nb, w, a, r[:])
+	case wt == ir.Q5_K && vnni:
+		gemvQ5_KVNNI(1, nb, w, a, r[:])
 	case wt == ir.Q5_K:
 		gemvQ5_KAVX2(1, nb, w, a, r[:])
 	case wt == ir.Q6_K && vnni:

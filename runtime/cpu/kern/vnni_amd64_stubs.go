@@ -46,6 +46,12 @@ func gemmQ8_0x8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //go:noescape
 func gemvQ4_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
 
+// gemvQ5_KVNNI is gemvQ5_KAVX2 with 512-bit vectors, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.
+//
+//go:noescape
+func gemvQ5_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
 // gemvQ6_KVNNI is gemvQ6_KAVX2 with 512-bit vectors, bit for bit (see
 // codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.
 //

@@ -25,6 +25,8 @@ var kq512 struct {
 	shufK4   Mem // 4 vectors: scale word 2g in 128-bit lanes 0,1, word 2g+1 in 2,3
 	shlQ6    Mem // words: 4 in the low half, 2 in the high half
 	shrQ6    Mem // words: 0 in the low half, 2 in the high half
+	m10      Mem // 0x10 bytes
+	shiftQ5  Mem // 4 vectors of word shifts (see dotQK512)
 	permQ6   Mem // 4 vectors of 32 word indices (see dotQ6K512)
 	shufSc   Mem // 32 bytes: byte r of each 128-bit lane into dword r, zero-extended
 	shufMn   Mem // 32 bytes: byte r into both words of dword r
@@ -69,6 +71,18 @@ func kquantConsts(c *build.Context) {
 	})
 	kq512.shlQ6 = zConst(c, "kq512ShlQ6", func(i int) uint64 { return words([]uint64{4, 2}[i/4]) })
 	kq512.shrQ6 = zConst(c, "kq512ShrQ6", func(i int) uint64 { return words([]uint64{0, 2}[i/4]) })
+	kq512.m10 = zConst(c, "kq512M10", func(int) uint64 { return rep(0x10) })
+	// Q5_K: chunk h's low nibbles take qh bits 4h (low half) and 4h+2
+	// (high half), its high nibbles 4h+1 and 4h+3, each moved to bit 4:
+	// left by 4-b for h = 0 (vectors 0, 1), right by b-4 for h = 1 (2, 3).
+	kq512.shiftQ5 = zConsts(c, "kq512ShiftQ5", 4, func(v, i int) uint64 {
+		h, part := v/2, v%2
+		b := uint64(4*h + part + 2*(i/4))
+		if h == 0 {
+			return words(4 - b)
+		}
+		return words(b - 4)
+	})
 	// Word j of the products of half p (0: low nibbles, 1: high) of ql
 	// chunk n has the scale of group 8n + 4p + j/8.
 	kq512.permQ6 = zConsts(c, "kq512PermQ6", 4, func(v, i int) uint64 {
@@ -94,13 +108,13 @@ func vpdpwssd(c *build.Context, s, p, acc reg.VecVirtual) {
 	})
 }
 
-// kquants emits gemvQ4_KVNNI and gemvQ6_KVNNI.
+// kquants emits gemvQ4_KVNNI, gemvQ5_KVNNI and gemvQ6_KVNNI.
 func kquants(c *build.Context) {
 	kquantConsts(c)
 	for _, t := range []struct {
 		name   string
 		wBytes int
-	}{{"Q4_K", 144}, {"Q6_K", 210}} {
+	}{{"Q4_K", 144}, {"Q5_K", 176}, {"Q6_K", 210}} {
 		c.Function("gemv" + t.name + "VNNI")
 		c.Attributes(attr.NOSPLIT)
 		c.Pragma("noescape")
@@ -109,9 +123,14 @@ func kquants(c *build.Context) {
 			"gemv"+t.name+"VNNI is gemv"+t.name+"AVX2 with 512-bit vectors, bit for bit (see",
 			"codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.",
 		)
-		if t.name == "Q6_K" {
+		switch t.name {
+		case "Q6_K":
 			avoutil.KQRows(c, "Q6_K", 210, false, dotQ6K512)
-		} else {
+		case "Q5_K":
+			avoutil.KQRows(c, "Q5_K", 176, true, func(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+				return dotQK512(c, true, x, y, acc, accm)
+			})
+		default:
 			avoutil.KQRows(c, "Q4_K", 144, true, dotQ4K512)
 		}
 	}
@@ -145,21 +164,58 @@ func sumHalves(c *build.Context, z reg.VecVirtual) reg.VecVirtual {
 // shuffle pairs them as [4h, 4h+1] and [4h+2, 4h+3], the order of the
 // activations.
 func dotQ4K512(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+	return dotQK512(c, false, x, y, acc, accm)
+}
+
+// dotQK512 is the Q4_K super-block body (dotQ4K512), or with q5 the Q5_K
+// one: quants at 48, and qh (32 bytes at 16, bit s of byte l the high bit
+// of element 32s+l), copied into both 256-bit halves, shifted per half
+// (vpsllvw for chunk 0's sub-blocks 0..3, vpsrlvw for chunk 1's 4..7) and
+// or'ed in at bit 4.
+func dotQK512(c *build.Context, q5 bool, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
 	m3f, m03, m0f := avoutil.KQ4Masks(c)
 	nib := c.ZMM()
 	c.VMOVDQU64(kq512.nib, nib)
+	var m10 reg.VecVirtual
+	shift := make([]reg.VecVirtual, 4)
+	qsOff := 16
+	if q5 {
+		qsOff = 48
+		m10 = c.ZMM()
+		c.VMOVDQU64(kq512.m10, m10)
+		for v := range shift {
+			shift[v] = c.ZMM()
+			c.VMOVDQU64(kq512.shiftQ5.Offset(64*v), shift[v])
+		}
+	}
 	return func() {
 		scales, mins := avoutil.KQScalesMinsK4(c, x, m3f, m03, m0f)
 		dd := avoutil.KQMinima(c, x, y, mins, accm)
 		all := c.ZMM()
 		c.VSHUFI32X4(Imm(0), scales.AsZ(), scales.AsZ(), all) // sc0..7 in every 128-bit lane
+		var qh reg.VecVirtual
+		if q5 {
+			qh = c.ZMM()
+			c.VBROADCASTI64X4(Mem{Base: x, Disp: 16}, qh)
+		}
 		var sumi reg.VecVirtual
 		for h := 0; h < 2; h++ {
 			bits, lo, hi := c.ZMM(), c.ZMM(), c.ZMM()
-			c.VMOVDQU64(Mem{Base: x, Disp: 16 + 64*h}, bits)
+			c.VMOVDQU64(Mem{Base: x, Disp: qsOff + 64*h}, bits)
 			c.VPANDD(nib, bits, lo)
 			c.VPSRLW(Imm(4), bits, hi)
 			c.VPANDD(nib, hi, hi)
+			if q5 {
+				for part, v := range []reg.VecVirtual{lo, hi} {
+					t := c.ZMM()
+					if h == 0 {
+						c.VPSLLVW(shift[2*h+part], qh, t)
+					} else {
+						c.VPSRLVW(shift[2*h+part], qh, t)
+					}
+					c.VPTERNLOGD(Imm(0xf8), m10, t, v) // v | t&0x10
+				}
+			}
 			for j, imm := range []uint64{0x44, 0xee} {
 				q, p, s := c.ZMM(), c.ZMM(), c.ZMM()
 				c.VSHUFI64X2(Imm(imm), hi, lo, q) // sub-blocks 4h+2j, 4h+2j+1
