@@ -133,15 +133,15 @@ func gemvQ5_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 func gemvQ6_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 
 // gemvQ4_Kx8AVX2 multiplies a packed group of eight Q4_K rows by 1 Q8_K
-// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs AVX2, FMA
-// and F16C.
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
 //
 //go:noescape
 func gemvQ4_Kx8AVX2(nb int, w []byte, a []byte, dst []float32)
 
 // gemmQ4_Kx8x4AVX2 multiplies a packed group of eight Q4_K rows by 4 Q8_K
-// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs AVX2, FMA
-// and F16C.
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
 //
 //go:noescape
 func gemmQ4_Kx8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -66,25 +64,18 @@ func kquants(c *build.Context) {
 		}
 	}
 
-	for _, t := range []struct {
-		name   string
-		wBytes int
-	}{{"Q4_K", 144}, {"Q5_K", 176}, {"Q6_K", 210}} {
-		c.Function("gemv" + t.name + "AVX2")
-		c.Attributes(attr.NOSPLIT)
-		c.Pragma("noescape")
-		c.SignatureExpr(avoutil.KQGemvSignature)
-		c.Doc(
-			"gemv"+t.name+"AVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
-			"super-blocks of "+t.name+", one after another) and a (nb Q8_K blocks), for r < rows,",
+	for _, t := range avoutil.KQTypes {
+		avoutil.Function(c, "gemv"+t.Name+"AVX2", avoutil.KQGemvSignature,
+			"gemv"+t.Name+"AVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
+			"super-blocks of "+t.Name+", one after another) and a (nb Q8_K blocks), for r < rows,",
 			"with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go",
 			"for the float order). It needs AVX2, FMA and F16C.",
 		)
-		if t.name == "Q6_K" {
+		if t.Name == "Q6_K" {
 			avoutil.KQRows(c, "Q6_K", 210, false, dotQ6K)
 		} else {
-			q5 := t.name == "Q5_K"
-			avoutil.KQRows(c, t.name, t.wBytes, true, func(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+			q5 := t.Name == "Q5_K"
+			avoutil.KQRows(c, t.Name, t.WBytes, true, func(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
 				return dotQ45K(c, q5, x, y, acc, accm)
 			})
 		}
@@ -244,19 +235,7 @@ func q4KGroupAVX2(c *build.Context) {
 // float accumulators live in the stack frame (sixteen YMM registers hold
 // the rest).
 func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
-	name := "gemvQ4_Kx8AVX2"
-	sig := "func(nb int, w, a []byte, dst []float32)"
-	if rows > 1 {
-		name = fmt.Sprintf("gemmQ4_Kx8x%dAVX2", rows)
-		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
-	}
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr(sig)
-	c.Doc(fmt.Sprintf("%s multiplies a packed group of eight Q4_K rows by %d Q8_K", name, rows),
-		"activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs AVX2, FMA",
-		"and F16C.")
+	name := avoutil.Q4KGroupFunction(c, "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
 	lbl := func(s string) string { return name + "_" + s }
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
@@ -338,13 +317,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
 			c.VMOVUPS(a, frame.Offset(32*r))
 		}
 	}
-	c.ADDQ(U32(avoutil.Q4KGroupBytes), x)
-	for r := range rows {
-		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
-	}
-	c.DECQ(nb)
-	c.JNZ(LabelRef(lbl("block")))
-	c.Label(lbl("done"))
+	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
 	if rows > 1 {
 		acc = make([]reg.VecVirtual, rows)
 		for r := range acc {

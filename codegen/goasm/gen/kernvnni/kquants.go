@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -111,19 +109,12 @@ func vpdpwssd(c *build.Context, s, p, acc reg.VecVirtual) {
 // kquants emits gemvQ4_KVNNI, gemvQ5_KVNNI and gemvQ6_KVNNI.
 func kquants(c *build.Context) {
 	kquantConsts(c)
-	for _, t := range []struct {
-		name   string
-		wBytes int
-	}{{"Q4_K", 144}, {"Q5_K", 176}, {"Q6_K", 210}} {
-		c.Function("gemv" + t.name + "VNNI")
-		c.Attributes(attr.NOSPLIT)
-		c.Pragma("noescape")
-		c.SignatureExpr(avoutil.KQGemvSignature)
-		c.Doc(
-			"gemv"+t.name+"VNNI is gemv"+t.name+"AVX2 with 512-bit vectors, bit for bit (see",
+	for _, t := range avoutil.KQTypes {
+		avoutil.Function(c, "gemv"+t.Name+"VNNI", avoutil.KQGemvSignature,
+			"gemv"+t.Name+"VNNI is gemv"+t.Name+"AVX2 with 512-bit vectors, bit for bit (see",
 			"codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.",
 		)
-		switch t.name {
+		switch t.Name {
 		case "Q6_K":
 			avoutil.KQRows(c, "Q6_K", 210, false, dotQ6K512)
 		case "Q5_K":
@@ -324,13 +315,7 @@ func q6KRows4(c *build.Context) {
 	c.JZ(LabelRef("Q6_Kx4_done"))
 	c.Label("Q6_Kx4_block")
 	q6K512Block(c, k, x, y, acc)
-	c.ADDQ(U32(210), x)
-	for r := range y {
-		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
-	}
-	c.DECQ(nb)
-	c.JNZ(LabelRef("Q6_Kx4_block"))
-	c.Label("Q6_Kx4_done")
+	avoutil.NextKQBlock(c, x, 210, y, nb, "Q6_Kx4_block", "Q6_Kx4_done")
 	dst := c.Load(c.Param("dst"), c.GP64())
 	for r := range acc {
 		sum := avoutil.HSumFloat8(c, acc[r])
@@ -370,19 +355,7 @@ func vpdpwssdBcst(c *build.Context, m Mem, q, acc reg.VecVirtual) {
 // group's eight weight rows against rows activation rows (Q8_K, stride
 // bytes apart), dst[r*ld + j] for weight row j.
 func q4KGroup(c *build.Context, rows int, mask Mem) {
-	name := "gemvQ4_Kx8VNNI"
-	sig := "func(nb int, w, a []byte, dst []float32)"
-	if rows > 1 {
-		name = fmt.Sprintf("gemmQ4_Kx8x%dVNNI", rows)
-		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
-	}
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr(sig)
-	c.Doc(fmt.Sprintf("%s multiplies a packed group of eight Q4_K rows by %d Q8_K", name, rows),
-		"activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs",
-		"AVX-512 VNNI and VL, FMA and F16C.")
+	name := avoutil.Q4KGroupFunction(c, "VNNI", rows, "kernvnni", "AVX-512 VNNI and VL, FMA and F16C")
 	lbl := func(s string) string { return name + "_" + s }
 	shufSc := kq512.shufSc
 	shufMn := kq512.shufMn
@@ -460,13 +433,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem) {
 		}
 	}
 	avoutil.Q4KGroupFloats(c, x, y, isum, msum, acc)
-	c.ADDQ(U32(avoutil.Q4KGroupBytes), x)
-	for r := range rows {
-		c.ADDQ(U32(avoutil.Q8KBytes), y[r])
-	}
-	c.DECQ(nb)
-	c.JNZ(LabelRef(lbl("block")))
-	c.Label(lbl("done"))
+	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()

@@ -1,6 +1,9 @@
 package avoutil
 
 import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -54,11 +57,7 @@ func KQRows(c *build.Context, name string, wBytes int, mins bool, body KQBody) {
 	c.JZ(LabelRef(name + "_sum"))
 	c.Label(name + "_block")
 	block()
-	c.ADDQ(U32(wBytes), x)
-	c.ADDQ(U32(Q8KBytes), y)
-	c.DECQ(n)
-	c.JNZ(LabelRef(name + "_block"))
-	c.Label(name + "_sum")
+	NextKQBlock(c, x, wBytes, []reg.Register{y}, n, name+"_block", name+"_sum")
 	r := HSumFloat8(c, acc)
 	if mins {
 		h := c.XMM()
@@ -217,4 +216,51 @@ func Q4KGroupFloats(c *build.Context, x reg.Register, y []reg.Register, isum, ms
 		c.VCVTDQ2PS(msum[r], msum[r])
 		c.VFNMADD231PS(msum[r], dm, acc[r])
 	}
+}
+
+// KQTypes are the k-quants with matrix-vector kernels, with their
+// super-block bytes.
+var KQTypes = []struct {
+	Name   string
+	WBytes int
+}{{"Q4_K", 144}, {"Q5_K", 176}, {"Q6_K", 210}}
+
+// Function starts a NOSPLIT, noescape kernel function with its signature
+// and doc lines.
+func Function(c *build.Context, name, sig string, doc ...string) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(sig)
+	c.Doc(doc...)
+}
+
+// Q4KGroupFunction starts the packed Q4_K group kernel against rows
+// activation rows: gemvQ4_Kx8<isa> for one, gemmQ4_Kx8x<rows><isa> else;
+// needs names the CPU features. It returns the function's name.
+func Q4KGroupFunction(c *build.Context, isa string, rows int, generator, needs string) string {
+	name := "gemvQ4_Kx8" + isa
+	sig := "func(nb int, w, a []byte, dst []float32)"
+	if rows > 1 {
+		name = fmt.Sprintf("gemmQ4_Kx8x%d%s", rows, isa)
+		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
+	}
+	Function(c, name, sig,
+		fmt.Sprintf("%s multiplies a packed group of eight Q4_K rows by %d Q8_K", name, rows),
+		"activation rows (see codegen/goasm/gen/"+generator+"'s kquants.go). It needs",
+		needs+".")
+	return name
+}
+
+// NextKQBlock ends a k-quant block loop: x on by wBytes, every activation
+// row on by a Q8_K block, nb down by one and back to label block while
+// blocks are left, then label done.
+func NextKQBlock(c *build.Context, x reg.Register, wBytes int, y []reg.Register, nb reg.Register, block, done string) {
+	c.ADDQ(U32(wBytes), x)
+	for r := range y {
+		c.ADDQ(U32(Q8KBytes), y[r])
+	}
+	c.DECQ(nb)
+	c.JNZ(LabelRef(block))
+	c.Label(done)
 }
