@@ -42,6 +42,9 @@ type Llama struct {
 	SlidingWindow int
 	// Matrix is the dtype of every 2-D weight; norms and biases stay F32.
 	Matrix ir.DType
+	// Mix, if set, gives the dtype of each 2-D weight by tensor name
+	// instead (KQuantMix).
+	Mix func(tensor string) ir.DType
 	// Std is the standard deviation of matrix entries (0 means 0.02).
 	Std  float64
 	Seed uint64
@@ -110,6 +113,15 @@ func (m Llama) headDim() int {
 		return m.NEmbd / m.NHead
 	}
 	return m.HeadDim
+}
+
+// matrixType is the dtype of the 2-D weight named tensor: Mix's, else
+// Matrix.
+func (m Llama) matrixType(tensor string) ir.DType {
+	if m.Mix != nil {
+		return m.Mix(tensor)
+	}
+	return m.Matrix
 }
 
 // check reports what in m the family's loader would refuse, before any
@@ -213,7 +225,7 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		if err != nil {
 			return
 		}
-		n, typ, seed := int64(rows)*int64(cols), m.Matrix, m.Seed
+		n, typ, seed := int64(rows)*int64(cols), m.matrixType(name), m.Seed
 		// A row the dtype cannot encode fails here, not halfway through
 		// writing the file.
 		if _, err = typ.RowBytes(int64(cols)); err == nil {
@@ -256,7 +268,7 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		for i := range v {
 			v[i] = float32(rng.NormFloat64() * std)
 		}
-		add(name, m.Matrix, v, uint64(cols), uint64(rows))
+		add(name, m.matrixType(name), v, uint64(cols), uint64(rows))
 	}
 	// vector adds a 1-D F32 tensor of mean + sd·N(0, 1): norm gains near 1,
 	// biases near 0.
@@ -322,7 +334,7 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 			for i := range output {
 				output[i] = float32(rng.NormFloat64() * std * shrink(int64(i/m.NEmbd)))
 			}
-			add("output.weight", m.Matrix, output, uint64(m.NEmbd), uint64(nv))
+			add("output.weight", m.matrixType("output.weight"), output, uint64(m.NEmbd), uint64(nv))
 		}
 	}
 	if err != nil {

@@ -18,15 +18,16 @@ import (
 type synthCmd struct {
 	Arch   string `help:"Architecture family: llama, qwen2, qwen3, phi3 or gpt-oss (default: the preset's)."`
 	Preset string `help:"Shape: stories15m, tinyllama-1.1b, llama-7b, llama-3.1-8b (128K context through rope_freqs) and the test shape llama-3.1-tiny (llama); qwen2.5-7b, qwen3-8b, phi3-mini and the test shapes qwen2-tiny, qwen3-tiny, phi3-tiny; gpt-oss-20b, gpt-oss-120b, gpt-oss-tiny (gpt-oss)." required:""`
-	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4. For gpt-oss the expert matrices (the other large ones are then q8_0, as in the real files)." default:"q4_0"`
+	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4, or llama.cpp's per-tensor mix q3_k_m, q4_k_m, q5_k_m (not gpt-oss). For gpt-oss the expert matrices (the other large ones are then q8_0, as in the real files)." default:"q4_0"`
 	Vocab  string `help:"Take the vocabulary of this GGUF (its size replaces the preset's): SentencePiece for llama and phi3, byte-level BPE for qwen2, qwen3 and gpt-oss." type:"path"`
 	Seed   uint64 `help:"Random seed." default:"1"`
 	Output string `short:"o" help:"Output file." required:"" type:"path"`
 }
 
 func (c *synthCmd) Run() error {
+	mix := slices.Contains(synth.KQuantMixes(), c.Quant)
 	dt, ok := ir.ParseDType(c.Quant)
-	if !ok || !quant.CanQuantize(dt) {
+	if !mix && (!ok || !quant.CanQuantize(dt)) {
 		return usageError{fmt.Sprintf("--quant %s: not a dtype minervac can write", c.Quant)}
 	}
 	archs := append([]string{"gpt-oss"}, synth.Families()...)
@@ -34,9 +35,15 @@ func (c *synthCmd) Run() error {
 		return usageError{fmt.Sprintf("--arch %s: not an architecture minervac synth writes (%s)", c.Arch, strings.Join(archs, ", "))}
 	}
 	if c.Arch == "gpt-oss" || c.Arch == "" && synth.IsGPTOSSPreset(c.Preset) {
+		if mix {
+			return usageError{fmt.Sprintf("--quant %s: the mixes are for llama, qwen and phi3 presets; gpt-oss takes one expert dtype", c.Quant)}
+		}
 		return c.runGPTOSS(dt)
 	}
 	spec, err := synth.Preset(c.Preset, dt, c.Seed)
+	if err == nil && mix {
+		spec.Matrix, spec.Mix, err = synth.KQuantMix(c.Quant, spec.NLayer)
+	}
 	if err == nil && c.Arch != "" && spec.Arch != c.Arch {
 		err = fmt.Errorf("preset %q is a %s shape", c.Preset, spec.Arch)
 	}
@@ -74,7 +81,11 @@ func (c *synthCmd) Run() error {
 			spec.Tokens, spec.Scores, spec.Types = v.Tokens, v.Scores, v.Types
 		}
 	}
-	return c.write(spec, spec.Name, dt)
+	matrices := dt.String()
+	if mix {
+		matrices = c.Quant
+	}
+	return c.write(spec, spec.Name, matrices)
 }
 
 // runGPTOSS writes a gpt-oss preset; dt is the dtype of its experts.
@@ -100,14 +111,14 @@ func (c *synthCmd) runGPTOSS(dt ir.DType) error {
 			}
 		}
 	}
-	return c.write(spec, spec.Name, dt)
+	return c.write(spec, spec.Name, dt.String())
 }
 
 // write writes spec to the output file through a temporary file, so that an
 // interrupted run leaves no truncated model behind.
 func (c *synthCmd) write(spec interface {
 	Write(io.Writer) (int64, error)
-}, name string, dt ir.DType) error {
+}, name string, matrices string) error {
 	tmp := c.Output + ".partial"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -130,7 +141,7 @@ func (c *synthCmd) write(spec interface {
 	if err := os.Rename(tmp, c.Output); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "minervac: wrote %s: %s, %s matrices, %d bytes\n", c.Output, name, dt, n)
+	fmt.Fprintf(os.Stderr, "minervac: wrote %s: %s, %s matrices, %d bytes\n", c.Output, name, matrices, n)
 	return nil
 }
 

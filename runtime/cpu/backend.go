@@ -343,7 +343,9 @@ func (p *program) prepare(nd *node) error {
 		if err != nil {
 			return err
 		}
-		if c.packed == nil && p.ks.PackedSupported(c.dt) && n%8 == 0 {
+		// A q8_2 graph's k-quant matmuls take the float path (refround.go),
+		// which reads the original rows.
+		if c.packed == nil && p.ks.PackedSupported(c.dt) && n%8 == 0 && !(p.q82 && q82FloatTypes[c.dt]) {
 			c.packed = p.ks.Pack(c.dt, n, k, c.data)
 		}
 	case ir.OpEmbed:

@@ -83,14 +83,14 @@ func (w weightRows) actBytes() int {
 		return 4 * w.k
 	}
 	if w.packed != nil {
-		return kern.PackedActBytes(w.k)
+		return w.packed.ActBytes()
 	}
 	return actBytes(w.dt, w.k)
 }
 
 func (w weightRows) quantize(x []float32, dst []byte) {
 	if w.packed != nil {
-		w.ks.QuantizePackedActs(x, dst)
+		w.packed.QuantizeActs(w.ks, x, dst)
 		return
 	}
 	w.ks.QuantizeActs(actType(w.dt), x, dst)
@@ -108,9 +108,7 @@ func (w weightRows) dots(j0, cnt int, acts []byte, ab, R int, dst []float32, ld 
 		return
 	}
 	if R == 1 {
-		for j := 0; j < cnt; j++ {
-			dst[j] = w.ks.Dot(w.dt, w.k, w.data[(j0+j)*w.rb:][:w.rb], acts)
-		}
+		w.ks.MatVec(w.dt, w.k, w.data[j0*w.rb:(j0+cnt)*w.rb], acts, dst[:cnt])
 		return
 	}
 	tmp = tmp[:R]

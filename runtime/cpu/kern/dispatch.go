@@ -4,6 +4,8 @@ package kern
 
 import (
 	"fmt"
+
+	"github.com/minerva-llm/minerva/ir"
 	"sort"
 	"sync/atomic"
 )
@@ -23,8 +25,17 @@ type variant struct {
 	// Group kernels over eight interleaved rows (see Packed).
 	gemvQ4_0, gemvQ8_0     func(nb int, w, a []byte, dst []float32)
 	gemmQ4_0x4, gemmQ8_0x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
-	// K-quant weights against Q8_K activations, nb super-blocks of 256.
-	q4_K, q5_K, q6_K func(nb int, w, a []byte) float32
+	// K-quant weights against Q8_K activations: dst[r] = row r of w (rows
+	// rows of nb super-blocks of 256, one after another) · a.
+	gemvQ4_K, gemvQ5_K, gemvQ6_K func(rows, nb int, w, a []byte, dst []float32)
+	// Group kernels over eight interleaved Q4_K rows (see Packed).
+	groupQ4_K   func(nb int, w, a []byte, dst []float32)
+	groupQ4_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	// Q6_K against four activation rows (one weight row).
+	q6_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)
+	// kqDot is one row of those kernels (nb super-blocks of the k-quant wt
+	// that has one), called directly so that its result stays on the stack.
+	kqDot func(wt ir.DType, nb int, w, a []byte) float32
 	// unsignedQ8: the group kernels take packed Q8_0 weights as w+128.
 	unsignedQ8 bool
 	// Eight-activation-row group kernels (nil: the four-row ones serve).

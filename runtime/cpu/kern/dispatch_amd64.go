@@ -1,6 +1,10 @@
 package kern
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/minerva-llm/minerva/ir"
+)
 
 // archVariants registers the amd64 variants the CPU supports.
 func archVariants() {
@@ -9,7 +13,8 @@ func archVariants() {
 			q8_0x4: dotQ8_0x4AVX2, q4_0x4: dotQ4_0x4AVX2,
 			gemvQ4_0: gemvQ4_0x8AVX2, gemmQ4_0x4: gemmQ4_0x8x4AVX2,
 			gemvQ8_0: gemvQ8_0x8AVX2, gemmQ8_0x4: gemmQ8_0x8x4AVX2,
-			q4_K: dotQ4_KAVX2, q5_K: dotQ5_KAVX2, q6_K: dotQ6_KAVX2,
+			gemvQ4_K: gemvQ4_KAVX2, gemvQ5_K: gemvQ5_KAVX2, gemvQ6_K: gemvQ6_KAVX2, kqDot: kqDotAVX2,
+			groupQ4_K: gemvQ4_Kx8AVX2, groupQ4_Kx4: gemmQ4_Kx8x4AVX2,
 			mxfp4: dotMXFP4AVX2, mxfp4x4: dotMXFP4x4AVX2,
 			q5_0: dotQ5_0AVX2, q4_1: dotQ4_1AVX2, q5_1: dotQ5_1AVX2,
 			q5_0x4: dotQ5_0x4AVX2, q4_1x4: dotQ4_1x4AVX2, q5_1x4: dotQ5_1x4AVX2,
@@ -37,8 +42,37 @@ func archVariants() {
 			v.mlxx = [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x4AVX512, dotMLXQ4G64x4AVX512,
 				dotMLXQ4G128x4AVX512, dotMLXQ8G32x4AVX512, dotMLXQ8G64x4AVX512, dotMLXQ8G128x4AVX512}
 			v.mlxRows = 4
+			if cpu.X86.HasAVX512BW {
+				v.gemvQ4_K, v.gemvQ5_K, v.gemvQ6_K, v.kqDot = gemvQ4_KVNNI, gemvQ5_KVNNI, gemvQ6_KVNNI, kqDotVNNI
+				v.groupQ4_K, v.groupQ4_Kx4 = gemvQ4_Kx8VNNI, gemmQ4_Kx8x4VNNI
+				v.q6_Kx4 = dotQ6_Kx4VNNI
+			}
 			variants[v.name] = &v
 			best = &v
 		}
 	}
+}
+
+// kqDotAVX2 and kqDotVNNI are one row of the avx2 and avx512 k-quant
+// kernels.
+func kqDotAVX2(wt ir.DType, nb int, w, a []byte) float32 { return kqDot(false, wt, nb, w, a) }
+func kqDotVNNI(wt ir.DType, nb int, w, a []byte) float32 { return kqDot(true, wt, nb, w, a) }
+
+func kqDot(vnni bool, wt ir.DType, nb int, w, a []byte) float32 {
+	var r [1]float32
+	switch {
+	case wt == ir.Q4_K && vnni:
+		gemvQ4_KVNNI(1, nb, w, a, r[:])
+	case wt == ir.Q4_K:
+		gemvQ4_KAVX2(1, nb, w, a, r[:])
+	case wt == ir.Q5_K && vnni:
+		gemvQ5_KVNNI(1, nb, w, a, r[:])
+	case wt == ir.Q5_K:
+		gemvQ5_KAVX2(1, nb, w, a, r[:])
+	case wt == ir.Q6_K && vnni:
+		gemvQ6_KVNNI(1, nb, w, a, r[:])
+	case wt == ir.Q6_K:
+		gemvQ6_KAVX2(1, nb, w, a, r[:])
+	}
+	return r[0]
 }

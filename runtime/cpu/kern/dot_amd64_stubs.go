@@ -108,26 +108,43 @@ func gemvQ8_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ8_0x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
-// dotQ4_KAVX2 is the dot product of nb super-blocks of w (Q4_K) and a
-// (Q8_K), with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's
-// kquants.go for the float order). It needs AVX2, FMA and F16C.
+// gemvQ4_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
+// super-blocks of Q4_K, one after another) and a (nb Q8_K blocks), for r < rows,
+// with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go
+// for the float order). It needs AVX2, FMA and F16C.
 //
 //go:noescape
-func dotQ4_KAVX2(nb int, w []byte, a []byte) float32
+func gemvQ4_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 
-// dotQ5_KAVX2 is the dot product of nb super-blocks of w (Q5_K) and a
-// (Q8_K), with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's
-// kquants.go for the float order). It needs AVX2, FMA and F16C.
+// gemvQ5_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
+// super-blocks of Q5_K, one after another) and a (nb Q8_K blocks), for r < rows,
+// with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go
+// for the float order). It needs AVX2, FMA and F16C.
 //
 //go:noescape
-func dotQ5_KAVX2(nb int, w []byte, a []byte) float32
+func gemvQ5_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 
-// dotQ6_KAVX2 is the dot product of nb super-blocks of w (Q6_K) and a
-// (Q8_K), with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's
-// kquants.go for the float order). It needs AVX2, FMA and F16C.
+// gemvQ6_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
+// super-blocks of Q6_K, one after another) and a (nb Q8_K blocks), for r < rows,
+// with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go
+// for the float order). It needs AVX2, FMA and F16C.
 //
 //go:noescape
-func dotQ6_KAVX2(nb int, w []byte, a []byte) float32
+func gemvQ6_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// gemvQ4_Kx8AVX2 multiplies a packed group of eight Q4_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
+//
+//go:noescape
+func gemvQ4_Kx8AVX2(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ4_Kx8x4AVX2 multiplies a packed group of eight Q4_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
+//
+//go:noescape
+func gemmQ4_Kx8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
 // dotMLXQ4G32AVX2 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and

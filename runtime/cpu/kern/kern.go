@@ -136,20 +136,10 @@ func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 				return f(nb, w, a)
 			}
 			return dotQ5_1(nb, w, a)
-		case ir.Q4_K:
-			if f := ks.v.q4_K; f != nil && n&255 == 0 {
+		case ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K:
+			if f, bb := ks.v.kquantGemv(wt); f != nil && n&255 == 0 {
 				nb >>= 3
-				return f(nb, w[:nb*144], a[:nb*292])
-			}
-		case ir.Q5_K:
-			if f := ks.v.q5_K; f != nil && n&255 == 0 {
-				nb >>= 3
-				return f(nb, w[:nb*176], a[:nb*292])
-			}
-		case ir.Q6_K:
-			if f := ks.v.q6_K; f != nil && n&255 == 0 {
-				nb >>= 3
-				return f(nb, w[:nb*210], a[:nb*292])
+				return ks.v.kqDot(wt, nb, w[:nb*bb], a[:nb*292])
 			}
 		}
 	}
@@ -193,6 +183,36 @@ func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	panic(fmt.Sprintf("kern: Dot does not support %s", wt))
 }
 
+// kquantGemv returns v's matrix-vector kernel for the k-quant wt and wt's
+// super-block bytes; the kernel is nil when v has none.
+func (v *variant) kquantGemv(wt ir.DType) (func(rows, nb int, w, a []byte, dst []float32), int) {
+	switch wt {
+	case ir.Q4_K:
+		return v.gemvQ4_K, 144
+	case ir.Q5_K:
+		return v.gemvQ5_K, 176
+	case ir.Q6_K:
+		return v.gemvQ6_K, 210
+	}
+	return nil, 0
+}
+
+// MatVec sets dst[j] to Dot(wt, n, w[j*rb:], a) for every j < len(dst), rb
+// the bytes of one weight row: consecutive rows of one matrix against one
+// activation row, bit for bit as Dot. The k-quant kernels loop over the
+// rows themselves.
+func (ks Kernels) MatVec(wt ir.DType, n int, w, a []byte, dst []float32) {
+	if f, bb := ks.v.kquantGemv(wt); f != nil && n > 0 && n&255 == 0 {
+		nb := n >> 8
+		f(len(dst), nb, w[:len(dst)*nb*bb], a[:nb*292], dst)
+		return
+	}
+	rb := rowBytes(wt, n)
+	for j := range dst {
+		dst[j] = ks.Dot(wt, n, w[j*rb:][:rb], a)
+	}
+}
+
 // DotRows sets dst[r] to Dot(wt, n, w, a[r*stride:]) for every r < len(dst):
 // one weight row against several activation rows, stride bytes apart, with
 // results identical to Dot's. Where the active variant has a four-row kernel
@@ -225,6 +245,11 @@ func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []flo
 			x4, w = v.q4_1x4, w[:nb*20]
 		case ir.Q5_1:
 			x4, w = v.q5_1x4, w[:nb*24]
+		case ir.Q6_K:
+			if n&255 == 0 {
+				nb >>= 3
+				x4, w = v.q6_Kx4, w[:nb*210]
+			}
 		}
 		if x4 != nil {
 			for ; r+4 <= R; r += 4 {

@@ -142,8 +142,18 @@ func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 	return r, mag
 }
 
+// kquantVariants are the variants with k-quant kernels; each gives the
+// emulated order bit for bit.
+var kquantVariants = []string{"avx2", "avx512"}
+
 func TestAVX2KQuantMatchesGeneric(t *testing.T) {
-	useVariant(t, "avx2")
+	for _, v := range kquantVariants {
+		t.Run(v, func(t *testing.T) { testKQuantMatchesGeneric(t, v) })
+	}
+}
+
+func testKQuantMatchesGeneric(t *testing.T, v string) {
+	useVariant(t, v)
 	for _, wt := range kquantTypes {
 		for _, nb := range kquantBlocks {
 			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
@@ -158,8 +168,8 @@ func TestAVX2KQuantMatchesGeneric(t *testing.T) {
 					got := Dot(wt, n, w, a)
 					gen := dotWith("generic", wt, n, w, a)
 					emu, mag := emulateKQuant(wt, nb, w, a)
-					require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "avx2 %v, emulated %v", got, emu)
-					require.LessOrEqual(t, math.Abs(float64(got)-float64(gen)), 1e-5*mag, "avx2 %v generic %v Σ|terms| %v", got, gen, mag)
+					require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "%s %v, emulated %v", v, got, emu)
+					require.LessOrEqual(t, math.Abs(float64(got)-float64(gen)), 1e-5*mag, "%s %v generic %v Σ|terms| %v", v, got, gen, mag)
 				}
 			})
 		}
@@ -172,7 +182,13 @@ func TestAVX2KQuantMatchesGeneric(t *testing.T) {
 // minima; the first super-block has an extreme sub-block (largest quants
 // and scales against ±127), the second a zero activation block.
 func TestAVX2KQuantExactInts(t *testing.T) {
-	useVariant(t, "avx2")
+	for _, v := range kquantVariants {
+		t.Run(v, func(t *testing.T) { testKQuantExactInts(t, v) })
+	}
+}
+
+func testKQuantExactInts(t *testing.T, v string) {
+	useVariant(t, v)
 	for _, wt := range kquantTypes {
 		for _, nb := range kquantBlocks {
 			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
@@ -269,7 +285,13 @@ func TestAVX2KQuantExactInts(t *testing.T) {
 // TestAVX2KQuantZeroActs: a zero activation row gives 0, and Dot does not
 // allocate.
 func TestAVX2KQuantZeroActs(t *testing.T) {
-	useVariant(t, "avx2")
+	for _, v := range kquantVariants {
+		t.Run(v, func(t *testing.T) { testKQuantZeroActs(t, v) })
+	}
+}
+
+func testKQuantZeroActs(t *testing.T, v string) {
+	useVariant(t, v)
 	for _, wt := range kquantTypes {
 		n := 1024
 		w, _ := makeWeights(t, wt, n, 5)
@@ -285,11 +307,45 @@ func TestAVX2KQuantZeroActs(t *testing.T) {
 	}
 }
 
+// TestKQuantMatVec: MatVec over many rows gives each row's Dot bit for bit,
+// for every variant (the SIMD kernels loop over the rows themselves), and
+// the generic MatVec matches the generic Dot.
+func TestKQuantMatVec(t *testing.T) {
+	for _, v := range append([]string{"generic"}, kquantVariants...) {
+		t.Run(v, func(t *testing.T) {
+			useVariant(t, v)
+			for _, wt := range []ir.DType{ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q5_K, ir.Q6_K} {
+				for _, k := range []int{256, 2048} {
+					const rows = 37
+					rb := mustRowBytes(t, wt, k)
+					w := make([]byte, rows*rb)
+					for j := 0; j < rows; j++ {
+						row, _ := makeWeights(t, wt, k, uint64(100*j+k))
+						copy(w[j*rb:], row)
+					}
+					a := make([]byte, ActBytes(wt, k))
+					QuantizeActs(ActType(wt), randRow(k, 1, uint64(k)), a)
+					dst := make([]float32, rows+1)
+					dst[rows] = 12345 // not written
+					Current().MatVec(wt, k, w, a, dst[:rows])
+					for j := 0; j < rows; j++ {
+						want := Dot(wt, k, w[j*rb:][:rb], a)
+						require.NotZero(t, want)
+						require.Equal(t, math.Float32bits(want), math.Float32bits(dst[j]), "%s k=%d row %d", wt, k, j)
+					}
+					require.Equal(t, float32(12345), dst[rows])
+					Current().MatVec(wt, k, w, a, dst[:0]) // no rows: nothing read or written
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkDotKQuant: weight bytes per second of the k-quant kernels; compare
 // each type's avx2 with its generic.
 func BenchmarkDotKQuant(b *testing.B) {
 	for _, wt := range kquantTypes {
-		for _, v := range []string{"generic", "avx2"} {
+		for _, v := range []string{"generic", "avx2", "avx512"} {
 			for _, n := range []int{4096, 11008} {
 				b.Run(fmt.Sprintf("%s_%s/%d", wt, v, n), func(b *testing.B) {
 					useVariant(b, v)

@@ -29,6 +29,8 @@ type Packed struct {
 	groups []byte // n/8 groups
 	rest   []byte // the last n%8 rows, in the original layout
 	rb     int    // bytes of one original row
+	nb     int    // blocks (super-blocks for Q4_K) per row
+	gbb    int    // bytes of a group's block
 	gemv   func(nb int, w, a []byte, dst []float32)
 	gemm4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	gemm8  func(nb int, w, a []byte, stride int, dst []float32, ld int) // may be nil
@@ -42,6 +44,8 @@ func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []floa
 		return v.gemvQ4_0, v.gemmQ4_0x4
 	case ir.Q8_0:
 		return v.gemvQ8_0, v.gemmQ8_0x4
+	case ir.Q4_K:
+		return v.groupQ4_K, v.groupQ4_Kx4
 	}
 	return nil, nil
 }
@@ -58,17 +62,21 @@ func (ks Kernels) PackedSupported(wt ir.DType) bool {
 func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 	v := ks.v
 	gemv, gemm4 := groupKernels(v, wt)
-	if gemv == nil || gemm4 == nil || k <= 0 || k%32 != 0 || n <= 0 {
+	blk := wt.BlockSize() // 32, or 256 for Q4_K
+	if gemv == nil || gemm4 == nil || k <= 0 || k%blk != 0 || n <= 0 {
 		return nil
 	}
-	nb := k / 32
-	bb := wt.BlockBytes() // 18 or 34: f16 scale, then 16 or 32 quant bytes
+	nb := k / blk
+	bb := wt.BlockBytes() // 18 or 34: f16 scale, then 16 or 32 quant bytes; Q4_K 144
 	rb := nb * bb
 	if len(data) < n*rb {
 		panic(fmt.Sprintf("kern: Pack: %d bytes for %d×%d %s", len(data), n, k, wt))
 	}
 	g := n / 8
 	gbb := 8 * bb // a group's block
+	if wt == ir.Q4_K {
+		gbb = q4KGroupBytes
+	}
 	// The groups live outside the Go heap, on huge pages where the OS has
 	// them: fewer page faults while packing, fewer TLB misses while
 	// streaming. Free (or, failing that, the garbage collector) unmaps them.
@@ -76,7 +84,7 @@ func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 	if err != nil {
 		groups, unmap = make([]byte, g*nb*gbb), func() error { return nil }
 	}
-	p := &Packed{wt: wt, n: n, k: k, rb: rb, gemv: gemv, gemm4: gemm4, groups: groups}
+	p := &Packed{wt: wt, n: n, k: k, rb: rb, nb: nb, gbb: gbb, gemv: gemv, gemm4: gemm4, groups: groups}
 	switch wt {
 	case ir.Q4_0:
 		p.gemm8 = v.gemmQ4_0x8
@@ -99,7 +107,12 @@ func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 			defer wg.Done()
 			for gi := w * g / workers; gi < (w+1)*g/workers; gi++ {
 				dst := p.groups[gi*nb*gbb:][:nb*gbb]
-				packGroup(dst, data[gi*8*rb:][:8*rb], nb, bb, rb)
+				src := data[gi*8*rb:][:8*rb]
+				if wt == ir.Q4_K {
+					packGroupQ4K(dst, src, nb, rb)
+					continue
+				}
+				packGroup(dst, src, nb, bb, rb)
 				if wt == ir.Q8_0 && v.unsignedQ8 {
 					flipQ8Signs(dst, nb)
 				}
@@ -130,6 +143,52 @@ func packGroup(dst, src []byte, nb, bb, rb int) {
 			}
 		}
 	}
+}
+
+// q4KGroupBytes is a packed Q4_K group's super-block (see
+// codegen/goasm/gen/kernvnni's kquants.go): f16 d[8], f16 dmin[8], the
+// decoded 6-bit scales and minima as bytes [sub-block][row], then the
+// quant bytes four per row in turn.
+const q4KGroupBytes = 1184
+
+// packGroupQ4K interleaves eight Q4_K rows (rb bytes each, nb super-blocks)
+// into dst.
+func packGroupQ4K(dst, src []byte, nb, rb int) {
+	var sc, mn [8]int32
+	for b := 0; b < nb; b++ {
+		d := dst[b*q4KGroupBytes:][:q4KGroupBytes]
+		for r := 0; r < 8; r++ {
+			x := (*[144]byte)(src[r*rb+b*144:])
+			d[2*r], d[2*r+1] = x[0], x[1]
+			d[16+2*r], d[16+2*r+1] = x[2], x[3]
+			scalesK4((*[12]byte)(x[4:]), &sc, &mn)
+			for s := 0; s < 8; s++ {
+				d[32+8*s+r] = byte(sc[s])
+				d[96+8*s+r] = byte(mn[s])
+			}
+			for t := 0; t < 32; t++ { // 4-byte pieces of the 128 quant bytes
+				copy(d[160+32*t+4*r:][:4], x[16+4*t:])
+			}
+		}
+	}
+}
+
+// ActBytes is the byte length of one activation row of p's kernels:
+// PackedActBytes(k) for Q4_0 and Q8_0, a Q8_K row for Q4_K.
+func (p *Packed) ActBytes() int {
+	if p.wt == ir.Q4_K {
+		return ActBytes(p.wt, p.k)
+	}
+	return PackedActBytes(p.k)
+}
+
+// QuantizeActs encodes x (p's k floats) as p's kernels read it (ActBytes).
+func (p *Packed) QuantizeActs(ks Kernels, x []float32, dst []byte) {
+	if p.wt == ir.Q4_K {
+		ks.QuantizeActs(ir.Q8_K, x, dst)
+		return
+	}
+	ks.QuantizePackedActs(x, dst)
 }
 
 // Free releases the packed rows; p must not be used afterwards.
@@ -174,8 +233,8 @@ func (ks Kernels) QuantizePackedActs(x []float32, dst []byte) {
 // group kernels straight into dst; a partly wanted group is computed whole
 // into a temporary.
 func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, ld int) {
-	nb := p.k / 32
-	ab := PackedActBytes(p.k)
+	nb := p.nb
+	ab := p.ActBytes()
 	if stride < ab || R <= 0 {
 		if R <= 0 {
 			return
@@ -183,7 +242,7 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 		panic(fmt.Sprintf("kern: Packed.Dots stride %d < %d", stride, ab))
 	}
 	a = a[:(R-1)*stride+ab]
-	gb := nb * 8 * p.wt.BlockBytes()
+	gb := nb * p.gbb
 	full := p.n - p.n%8 // rows in whole groups
 	j := 0
 	for j < count && row0+j < full {

@@ -66,24 +66,38 @@ func testPacked(t *testing.T, variant string) {
 						for r := 0; r < R; r++ {
 							QuantizePackedActs(randRow(k, []float64{1, 0.02, 25}[r%3], uint64(r+7*R)), a[r*stride:])
 						}
-						dst := make([]float32, R*n)
-						p.Dots(0, n, a, stride, R, dst, n)
-						for r := 0; r < R; r++ {
-							for j := 0; j < n; j++ {
-								w, act := data[j*rb:][:rb], a[r*stride:][:ab]
-								got := dst[r*n+j]
-								gen := dotWith("generic", wt, k, w, act)
-								if j < n-n%8 {
-									emu, mag := emulateGroup(wt, nb, w, act)
-									require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "row %d act %d: kernel %v, emulated %v", j, r, got, emu)
-									require.LessOrEqual(t, math.Abs(float64(got-gen)), 1e-5*mag+1e-30, "row %d act %d", j, r)
-								} else {
-									require.Equal(t, Dot(wt, k, w, act), got, "tail row %d", j)
-								}
-							}
-						}
+						checkPackedDots(t, p, data, a, stride, R, func(w, act []byte) (float32, float64) {
+							return emulateGroup(wt, nb, w, act)
+						})
 					}
 				})
+			}
+		}
+	}
+}
+
+// checkPackedDots runs p.Dots over all of p's rows (data: their original
+// bytes) against R activation rows of a, stride bytes apart, and checks
+// each whole group's result bit for bit against emulate and within
+// 1e-5·Σ|terms| of the generic Dot, and the partial group's rows against
+// Dot.
+func checkPackedDots(t *testing.T, p *Packed, data, a []byte, stride, R int, emulate func(w, act []byte) (float32, float64)) {
+	t.Helper()
+	n, k, wt, ab := p.n, p.k, p.wt, p.ActBytes()
+	rb := len(data) / n
+	dst := make([]float32, R*n)
+	p.Dots(0, n, a, stride, R, dst, n)
+	for r := 0; r < R; r++ {
+		for j := 0; j < n; j++ {
+			w, act := data[j*rb:][:rb], a[r*stride:][:ab]
+			got := dst[r*n+j]
+			gen := dotWith("generic", wt, k, w, act)
+			if j < n-n%8 {
+				emu, mag := emulate(w, act)
+				require.Equal(t, math.Float32bits(emu), math.Float32bits(got), "row %d act %d: kernel %v, emulated %v", j, r, got, emu)
+				require.LessOrEqual(t, math.Abs(float64(got-gen)), 1e-5*mag+1e-30, "row %d act %d", j, r)
+			} else {
+				require.Equal(t, Dot(wt, k, w, act), got, "tail row %d", j)
 			}
 		}
 	}

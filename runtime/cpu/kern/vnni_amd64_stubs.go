@@ -39,3 +39,42 @@ func gemmQ8_0x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //
 //go:noescape
 func gemmQ8_0x8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemvQ4_KVNNI is gemvQ4_KAVX2 with 512-bit vectors, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.
+//
+//go:noescape
+func gemvQ4_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// gemvQ5_KVNNI is gemvQ5_KAVX2 with 512-bit vectors, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.
+//
+//go:noescape
+func gemvQ5_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// gemvQ6_KVNNI is gemvQ6_KAVX2 with 512-bit vectors, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.
+//
+//go:noescape
+func gemvQ6_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// dotQ6_Kx4VNNI sets dst[r] to the Q6_K row w times activation row r (a[r*stride:],
+// Q8_K) for r < 4, bit for bit gemvQ6_KVNNI's, unpacking each weight super-block once.
+// It needs AVX-512 F, BW and VNNI.
+//
+//go:noescape
+func dotQ6_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
+// gemvQ4_Kx8VNNI multiplies a packed group of eight Q4_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 VNNI and VL, FMA and F16C.
+//
+//go:noescape
+func gemvQ4_Kx8VNNI(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ4_Kx8x4VNNI multiplies a packed group of eight Q4_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 VNNI and VL, FMA and F16C.
+//
+//go:noescape
+func gemmQ4_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)

@@ -139,19 +139,7 @@ func gemv(c *build.Context, typ string, rows int) {
 	c.DECQ(nb)
 	c.JNZ(LabelRef(lbl("block")))
 	c.Label(lbl("done"))
-	dst := c.Load(c.Param("dst").Base(), c.GP64())
-	if rows == 1 {
-		c.VMOVUPS(acc[0], Mem{Base: dst})
-	} else {
-		ld := c.Load(c.Param("ld"), c.GP64())
-		c.SHLQ(Imm(2), ld) // bytes
-		for r := range rows {
-			if r > 0 {
-				c.ADDQ(ld, dst)
-			}
-			c.VMOVUPS(acc[r], Mem{Base: dst})
-		}
-	}
+	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
 }

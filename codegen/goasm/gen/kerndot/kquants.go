@@ -64,251 +64,268 @@ func kquants(c *build.Context) {
 		}
 	}
 
-	for _, t := range []struct {
-		name   string
-		wBytes int
-	}{{"Q4_K", 144}, {"Q5_K", 176}, {"Q6_K", 210}} {
-		c.Function("dot" + t.name + "AVX2")
-		c.Attributes(attr.NOSPLIT)
-		c.Pragma("noescape")
-		c.SignatureExpr("func(nb int, w, a []byte) float32")
-		c.Doc(
-			"dot"+t.name+"AVX2 is the dot product of nb super-blocks of w ("+t.name+") and a",
-			"(Q8_K), with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's",
-			"kquants.go for the float order). It needs AVX2, FMA and F16C.",
+	for _, t := range avoutil.KQTypes {
+		avoutil.Function(c, "gemv"+t.Name+"AVX2", avoutil.KQGemvSignature,
+			"gemv"+t.Name+"AVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
+			"super-blocks of "+t.Name+", one after another) and a (nb Q8_K blocks), for r < rows,",
+			"with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go",
+			"for the float order). It needs AVX2, FMA and F16C.",
 		)
-		if t.name == "Q6_K" {
-			dotQ6K(c)
+		if t.Name == "Q6_K" {
+			avoutil.KQRows(c, "Q6_K", 210, false, dotQ6K)
 		} else {
-			dotQ45K(c, t.name, t.wBytes)
+			q5 := t.Name == "Q5_K"
+			avoutil.KQRows(c, t.Name, t.WBytes, true, func(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+				return dotQ45K(c, q5, x, y, acc, accm)
+			})
 		}
 	}
+	q4KGroupAVX2(c)
 }
 
-const q8KBytes = 292
-
-// dotQ45K emits the Q4_K or Q5_K kernel body.
-func dotQ45K(c *build.Context, name string, wBytes int) {
-	q5 := name == "Q5_K"
-	nb := c.Load(c.Param("nb"), c.GP64())
-	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := c.Load(c.Param("a").Base(), c.GP64())
-	m3f, m03, m0f := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(U64(0x3f3f3f3f3f3f3f3f), m3f)
-	c.MOVQ(U64(0x0303030303030303), m03)
-	c.MOVQ(U64(0x0f0f0f0f0f0f0f0f), m0f)
+// dotQ45K is the Q4_K (Q5_K when q5) super-block body (avoutil.KQBody).
+func dotQ45K(c *build.Context, q5 bool, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+	m3f, m03, m0f := avoutil.KQ4Masks(c)
 	nib := c.YMM()
 	c.VMOVDQU(kqConsts.m0f, nib)
-	acc, accm := c.YMM(), c.XMM()
-	c.VXORPS(acc, acc, acc)
-	c.VXORPS(accm, accm, accm)
-	c.TESTQ(nb, nb)
-	c.JZ(LabelRef(name + "_done"))
-	c.Label(name + "_block")
+	return func() {
+		scales, mins := avoutil.KQScalesMinsK4(c, x, m3f, m03, m0f)
+		dd := avoutil.KQMinima(c, x, y, mins, accm)
 
-	// Scales and minima (get_scale_min_k4) from the 12 bytes at x+4, in
-	// general registers: A = bytes 0..7 & 63 (sc0..3, mn0..3); D = the high
-	// parts (sc4..7 in its low dword, mn4..7 in its high one).
-	q, u2 := c.GP64(), c.GP64()
-	c.MOVQ(Mem{Base: x, Disp: 4}, q)
-	c.MOVL(Mem{Base: x, Disp: 12}, u2.As32())
-	a, b, t := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(q, a)
-	c.ANDQ(m3f, a)
-	c.MOVQ(q, b)
-	c.SHRQ(Imm(6), b)
-	c.ANDQ(m03, b)
-	c.SHLQ(Imm(4), b) // each byte's top two bits, at bits 4,5
-	c.MOVQ(u2, t)
-	c.SHLQ(Imm(28), t)
-	c.ORQ(u2, t)
-	c.ANDQ(m0f, t) // u2's low nibbles in the low dword, high nibbles in the high one
-	c.ORQ(t, b)
-	xa, xd := c.XMM(), c.XMM()
-	c.VMOVQ(a, xa)
-	c.VMOVQ(b, xd)
-	c.VPUNPCKLDQ(xd, xa, xa) // sc0..7, mn0..7
-	msc := c.YMM()
-	c.VPMOVZXBW(xa, msc)
-	scales := c.YMM()
-	c.VPERMQ(Imm(0x44), msc, scales) // sc0..7 in both halves
-	mins := c.XMM()
-	c.VEXTRACTI128(Imm(1), msc, mins)
-
-	// d = d_y·d_w, dmin = d_y·dmin_w.
-	dd, yd := c.XMM(), c.XMM()
-	c.VCVTPH2PS(Mem{Base: x}, dd) // d_w, dmin_w, (scale bytes)
-	c.VBROADCASTSS(Mem{Base: y}, yd)
-	c.VMULPS(dd, yd, dd)
-
-	// Minima: accm -= dmin·prod.
-	q8s := c.XMM()
-	c.VMOVDQU(Mem{Base: y, Disp: 260}, q8s)
-	c.VPHADDW(Mem{Base: y, Disp: 276}, q8s, q8s)
-	c.VPMADDWD(q8s, mins, q8s)
-	c.VCVTDQ2PS(q8s, q8s)
-	dmin := c.XMM()
-	c.VSHUFPS(Imm(0x55), dd, dd, dmin)
-	c.VFNMADD231PS(q8s, dmin, accm)
-
-	var qh reg.VecVirtual
-	if q5 {
-		qh = c.YMM()
-		c.VMOVDQU(Mem{Base: x, Disp: 16}, qh)
-	}
-	// high returns bit `bit` of every qh byte at bit 4.
-	high := func(bit int) reg.VecVirtual {
-		h := c.YMM()
-		switch {
-		case bit < 4:
-			c.VPSLLW(Imm(uint64(4-bit)), qh, h)
-			c.VPAND(kqConsts.m10, h, h)
-		case bit == 4:
-			c.VPAND(kqConsts.m10, qh, h)
-		default:
-			c.VPSRLW(Imm(uint64(bit-4)), qh, h)
-			c.VPAND(kqConsts.m10, h, h)
-		}
-		return h
-	}
-	qsOff := 16
-	if q5 {
-		qsOff = 48
-	}
-	var sumi reg.VecVirtual
-	for g := 0; g < 4; g++ {
-		bits := c.YMM()
-		c.VMOVDQU(Mem{Base: x, Disp: qsOff + 32*g}, bits)
-		lo, hi := c.YMM(), c.YMM()
-		c.VPAND(nib, bits, lo)
-		c.VPSRLW(Imm(4), bits, hi)
-		c.VPAND(nib, hi, hi)
+		var qh reg.VecVirtual
 		if q5 {
-			c.VPOR(high(2*g), lo, lo)
-			c.VPOR(high(2*g+1), hi, hi)
+			qh = c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 16}, qh)
 		}
-		pl, ph := c.YMM(), c.YMM()
-		c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 64*g}, lo, pl)
-		c.VPMADDUBSW(Mem{Base: y, Disp: 36 + 64*g}, hi, ph)
-		sl, sh := c.YMM(), c.YMM()
-		c.VPSHUFB(kqConsts.shufK4.Offset(32*(2*g)), scales, sl)
-		c.VPSHUFB(kqConsts.shufK4.Offset(32*(2*g+1)), scales, sh)
-		c.VPMADDWD(sl, pl, pl)
-		c.VPMADDWD(sh, ph, ph)
-		c.VPADDD(ph, pl, pl)
-		if g == 0 {
-			sumi = pl
-		} else {
-			c.VPADDD(pl, sumi, sumi)
+		// high returns bit `bit` of every qh byte at bit 4.
+		high := func(bit int) reg.VecVirtual {
+			h := c.YMM()
+			switch {
+			case bit < 4:
+				c.VPSLLW(Imm(uint64(4-bit)), qh, h)
+				c.VPAND(kqConsts.m10, h, h)
+			case bit == 4:
+				c.VPAND(kqConsts.m10, qh, h)
+			default:
+				c.VPSRLW(Imm(uint64(bit-4)), qh, h)
+				c.VPAND(kqConsts.m10, h, h)
+			}
+			return h
 		}
+		qsOff := 16
+		if q5 {
+			qsOff = 48
+		}
+		var sumi reg.VecVirtual
+		for g := 0; g < 4; g++ {
+			bits := c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: qsOff + 32*g}, bits)
+			lo, hi := c.YMM(), c.YMM()
+			c.VPAND(nib, bits, lo)
+			c.VPSRLW(Imm(4), bits, hi)
+			c.VPAND(nib, hi, hi)
+			if q5 {
+				c.VPOR(high(2*g), lo, lo)
+				c.VPOR(high(2*g+1), hi, hi)
+			}
+			pl, ph := c.YMM(), c.YMM()
+			c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 64*g}, lo, pl)
+			c.VPMADDUBSW(Mem{Base: y, Disp: 36 + 64*g}, hi, ph)
+			sl, sh := c.YMM(), c.YMM()
+			c.VPSHUFB(kqConsts.shufK4.Offset(32*(2*g)), scales, sl)
+			c.VPSHUFB(kqConsts.shufK4.Offset(32*(2*g+1)), scales, sh)
+			c.VPMADDWD(sl, pl, pl)
+			c.VPMADDWD(sh, ph, ph)
+			c.VPADDD(ph, pl, pl)
+			if g == 0 {
+				sumi = pl
+			} else {
+				c.VPADDD(pl, sumi, sumi)
+			}
+		}
+		c.VCVTDQ2PS(sumi, sumi)
+		d := c.YMM()
+		c.VBROADCASTSS(dd, d)
+		c.VFMADD231PS(sumi, d, acc)
 	}
-	c.VCVTDQ2PS(sumi, sumi)
-	d := c.YMM()
-	c.VBROADCASTSS(dd, d)
-	c.VFMADD231PS(sumi, d, acc)
-
-	c.ADDQ(U32(wBytes), x)
-	c.ADDQ(U32(q8KBytes), y)
-	c.DECQ(nb)
-	c.JNZ(LabelRef(name + "_block"))
-	c.Label(name + "_done")
-	r := avoutil.HSumFloat8(c, acc)
-	h := c.XMM()
-	c.VMOVHLPS(accm, accm, h)
-	c.VADDPS(h, accm, accm) // m0+m2, m1+m3
-	c.VMOVSHDUP(accm, h)
-	c.VADDSS(h, accm, accm) // (m0+m2) + (m1+m3)
-	c.VADDSS(accm, r, r)
-	c.VZEROUPPER()
-	c.Store(r, c.ReturnIndex(0))
-	c.RET()
 }
 
-// dotQ6K emits the Q6_K kernel body. Block (210 bytes): ql[128] at 0, qh[64]
-// at 128, i8 scales[16] at 192, f16 d at 208.
-func dotQ6K(c *build.Context) {
-	nb := c.Load(c.Param("nb"), c.GP64())
-	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := c.Load(c.Param("a").Base(), c.GP64())
+// dotQ6K is the Q6_K super-block body (avoutil.KQBody). Block (210 bytes):
+// ql[128] at 0, qh[64] at 128, i8 scales[16] at 192, f16 d at 208.
+func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
 	nib := c.YMM()
 	c.VMOVDQU(kqConsts.m0f, nib)
-	acc := c.YMM()
-	c.VXORPS(acc, acc, acc)
+	return func() {
+		dx, sc, corr := avoutil.KQ6Prologue(c, x, y)
+
+		var sumi reg.VecVirtual
+		for n := 0; n < 2; n++ {
+			half := c.YMM()
+			c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+			qh := c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 128 + 32*n}, qh)
+			ql := [2]reg.VecVirtual{c.YMM(), c.YMM()}
+			c.VMOVDQU(Mem{Base: x, Disp: 64 * n}, ql[0])
+			c.VMOVDQU(Mem{Base: x, Disp: 64*n + 32}, ql[1])
+			for k := 0; k < 4; k++ {
+				v, h := c.YMM(), c.YMM()
+				if k < 2 {
+					c.VPAND(nib, ql[k], v)
+				} else {
+					c.VPSRLW(Imm(4), ql[k-2], v)
+					c.VPAND(nib, v, v)
+				}
+				switch k { // bits 2k, 2k+1 of qh at bits 4, 5
+				case 0:
+					c.VPSLLW(Imm(4), qh, h)
+					c.VPAND(kqConsts.m30, h, h)
+				case 1:
+					c.VPSLLW(Imm(2), qh, h)
+					c.VPAND(kqConsts.m30, h, h)
+				case 2:
+					c.VPAND(kqConsts.m30, qh, h)
+				case 3:
+					c.VPSRLW(Imm(2), qh, h)
+					c.VPAND(kqConsts.m30, h, h)
+				}
+				c.VPOR(h, v, v)
+				p := c.YMM()
+				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
+				s := c.YMM()
+				c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
+				c.VPMADDWD(s, p, p)
+				if sumi == nil {
+					sumi = p
+				} else {
+					c.VPADDD(p, sumi, sumi)
+				}
+			}
+		}
+		c.VPSUBD(corr, sumi, sumi)
+		c.VCVTDQ2PS(sumi, sumi)
+		d := c.YMM()
+		c.VBROADCASTSS(dx, d)
+		c.VFMADD231PS(sumi, d, acc)
+	}
+}
+
+// q4KGroupAVX2 emits gemvQ4_Kx8AVX2: a packed group of eight Q4_K rows
+// (layout in codegen/goasm/gen/kernvnni's kquants.go, one int32 lane per
+// row) against one Q8_K activation row, with the VNNI kernel's integer
+// sums and float steps, so its results bit for bit. Without vpdpbusd the
+// four products of a lane are vpmaddubsw pairs (|pair| ≤ 2·15·127) summed
+// as int16 over a sub-block's eight vectors (≤ 30480, exact), and one
+// vpmaddwd with the rows' scales, each in both words of its lane, makes
+// them the scaled int32 sums; the minima's sums are vpmaddwd of mn[s] (both
+// words) with the pair bs[2s], bs[2s+1] broadcast.
+func q4KGroupAVX2(c *build.Context) {
+	dup := c.StaticGlobal("kqShufDup") // byte r into both words of dword r
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for r := 0; r < 8; r++ {
+		c.AddDatum(4*r, U32(uint32(r)|0x80<<8|uint32(r)<<16|0x80<<24))
+	}
+	q4KGroupAVX2Rows(c, dup, 1)
+	q4KGroupAVX2Rows(c, dup, 4)
+}
+
+// q4KGroupAVX2Rows emits gemvQ4_Kx8AVX2 (rows 1) or gemmQ4_Kx8x4AVX2: the
+// group against rows activation rows (stride bytes apart), each weight
+// vector unpacked once for all of them. Each sub-block half (low, then high
+// nibbles) is one pass over the group's quant vectors; with four rows the
+// float accumulators live in the stack frame (sixteen YMM registers hold
+// the rest).
+func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
+	name := avoutil.Q4KGroupFunction(c, "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
+	lbl := func(s string) string { return name + "_" + s }
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := avoutil.RowPointers(c, rows)
+	// acc: the float accumulators, in registers for one row, else in the frame.
+	var acc []reg.VecVirtual
+	var frame Mem
+	if rows == 1 {
+		acc = avoutil.ZeroYMMs(c, 1)
+	} else {
+		frame = c.AllocLocal(32 * rows)
+		z := avoutil.ZeroYMMs(c, 1)[0]
+		for r := range rows {
+			c.VMOVUPS(z, frame.Offset(32*r))
+		}
+	}
+	nib := c.YMM()
+	c.VMOVDQU(kqConsts.m0f, nib)
 	c.TESTQ(nb, nb)
-	c.JZ(LabelRef("Q6_K_done"))
-	c.Label("Q6_K_block")
-
-	// d = d_y·d_w; the half is read alone (vcvtph2ps from memory would read
-	// past the last block).
-	dh := c.GP32()
-	c.MOVWLZX(Mem{Base: x, Disp: 208}, dh)
-	dx := c.XMM()
-	c.VMOVD(dh, dx)
-	c.VCVTPH2PS(dx, dx)
-	c.VMULSS(Mem{Base: y}, dx, dx)
-
-	sc := c.YMM()
-	c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
-	corr := c.YMM()
-	c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
-	c.VPSLLD(Imm(5), corr, corr)
-
-	var sumi reg.VecVirtual
-	for n := 0; n < 2; n++ {
-		half := c.YMM()
-		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
-		qh := c.YMM()
-		c.VMOVDQU(Mem{Base: x, Disp: 128 + 32*n}, qh)
-		ql := [2]reg.VecVirtual{c.YMM(), c.YMM()}
-		c.VMOVDQU(Mem{Base: x, Disp: 64 * n}, ql[0])
-		c.VMOVDQU(Mem{Base: x, Disp: 64*n + 32}, ql[1])
-		for k := 0; k < 4; k++ {
-			v, h := c.YMM(), c.YMM()
-			if k < 2 {
-				c.VPAND(nib, ql[k], v)
-			} else {
-				c.VPSRLW(Imm(4), ql[k-2], v)
-				c.VPAND(nib, v, v)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	add := func(sum *reg.VecVirtual, v reg.VecVirtual, op func(...Op)) {
+		if *sum == nil {
+			*sum = v
+		} else {
+			op(v, *sum, *sum)
+		}
+	}
+	isum := make([]reg.VecVirtual, rows)
+	for g := 0; g < 4; g++ {
+		for i := 0; i < 2; i++ { // low nibbles (sub-block 2g), high (2g+1)
+			s16 := make([]reg.VecVirtual, rows)
+			for t := 0; t < 8; t++ {
+				v := c.YMM()
+				if i == 0 {
+					c.VPAND(Mem{Base: x, Disp: 160 + 256*g + 32*t}, nib, v)
+				} else {
+					c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*g + 32*t}, v)
+					c.VPSRLW(Imm(4), v, v)
+					c.VPAND(nib, v, v)
+				}
+				for r := range rows {
+					b := c.YMM()
+					c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 64*g + 32*i + 4*t}, b)
+					c.VPMADDUBSW(b, v, b)
+					add(&s16[r], b, c.VPADDW)
+				}
 			}
-			switch k { // bits 2k, 2k+1 of qh at bits 4, 5
-			case 0:
-				c.VPSLLW(Imm(4), qh, h)
-				c.VPAND(kqConsts.m30, h, h)
-			case 1:
-				c.VPSLLW(Imm(2), qh, h)
-				c.VPAND(kqConsts.m30, h, h)
-			case 2:
-				c.VPAND(kqConsts.m30, qh, h)
-			case 3:
-				c.VPSRLW(Imm(2), qh, h)
-				c.VPAND(kqConsts.m30, h, h)
-			}
-			c.VPOR(h, v, v)
-			p := c.YMM()
-			c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
-			s := c.YMM()
-			c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
-			c.VPMADDWD(s, p, p)
-			if sumi == nil {
-				sumi = p
-			} else {
-				c.VPADDD(p, sumi, sumi)
+			sc := c.YMM()
+			c.VPBROADCASTQ(Mem{Base: x, Disp: 32 + 16*g + 8*i}, sc)
+			c.VPSHUFB(dup, sc, sc)
+			for r := range rows {
+				c.VPMADDWD(sc, s16[r], s16[r])
+				add(&isum[r], s16[r], c.VPADDD)
 			}
 		}
 	}
-	c.VPSUBD(corr, sumi, sumi)
-	c.VCVTDQ2PS(sumi, sumi)
-	d := c.YMM()
-	c.VBROADCASTSS(dx, d)
-	c.VFMADD231PS(sumi, d, acc)
-
-	c.ADDQ(U32(210), x)
-	c.ADDQ(U32(q8KBytes), y)
-	c.DECQ(nb)
-	c.JNZ(LabelRef("Q6_K_block"))
-	c.Label("Q6_K_done")
-	r := avoutil.HSumFloat8(c, acc)
+	msum := make([]reg.VecVirtual, rows)
+	for s := 0; s < 8; s++ {
+		m := c.YMM()
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 96 + 8*s}, m)
+		c.VPSHUFB(dup, m, m)
+		for r := range rows {
+			b := c.YMM()
+			c.VPBROADCASTD(Mem{Base: y[r], Disp: 260 + 4*s}, b)
+			c.VPMADDWD(b, m, b)
+			add(&msum[r], b, c.VPADDD)
+		}
+	}
+	if rows == 1 {
+		avoutil.Q4KGroupFloats(c, x, y, isum, msum, acc)
+	} else {
+		// A row at a time (the scales converted again for each): all
+		// rows' accumulators at once would not fit in the registers.
+		for r := range rows {
+			a := c.YMM()
+			c.VMOVUPS(frame.Offset(32*r), a)
+			avoutil.Q4KGroupFloats(c, x, y[r:r+1], isum[r:r+1], msum[r:r+1], []reg.VecVirtual{a})
+			c.VMOVUPS(a, frame.Offset(32*r))
+		}
+	}
+	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
+	if rows > 1 {
+		acc = make([]reg.VecVirtual, rows)
+		for r := range acc {
+			acc[r] = c.YMM()
+			c.VMOVUPS(frame.Offset(32*r), acc[r])
+		}
+	}
+	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
-	c.Store(r, c.ReturnIndex(0))
 	c.RET()
 }

@@ -56,14 +56,23 @@ func run(dir string) error {
 		gemv(c, typ, 4, mask)
 		gemm8(c, typ, mask)
 	}
+	kquants(c)
+	q4KGroup(c, 1, mask)
+	q4KGroup(c, 4, mask)
 	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 
 // vpdpbusdBcst emits VPDPBUSD.BCST m, q, acc: acc[i] += Σ_j q[4i+j]·m[j]
 // (q unsigned, the four bytes at m signed and broadcast to every lane).
 func vpdpbusdBcst(c *build.Context, m Mem, q, acc reg.VecVirtual) {
+	vnniBcst(c, "VPDPBUSD", m, q, acc)
+}
+
+// vnniBcst emits the VNNI instruction op with its memory operand broadcast
+// ({1to8}): op.BCST m, q, acc.
+func vnniBcst(c *build.Context, op string, m Mem, q, acc reg.VecVirtual) {
 	c.Instruction(&ir.Instruction{
-		Opcode:   "VPDPBUSD",
+		Opcode:   op,
 		Suffixes: []string{"BCST"},
 		Operands: []Op{m, q, acc},
 		Inputs:   []Op{m, q, acc},
@@ -173,19 +182,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	c.DECQ(nb)
 	c.JNZ(LabelRef(lbl("block")))
 	c.Label(lbl("done"))
-	dst := c.Load(c.Param("dst").Base(), c.GP64())
-	if rows == 1 {
-		c.VMOVUPS(acc[0], Mem{Base: dst})
-	} else {
-		ld := c.Load(c.Param("ld"), c.GP64())
-		c.SHLQ(Imm(2), ld)
-		for r := range rows {
-			if r > 0 {
-				c.ADDQ(ld, dst)
-			}
-			c.VMOVUPS(acc[r], Mem{Base: dst})
-		}
-	}
+	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
 }

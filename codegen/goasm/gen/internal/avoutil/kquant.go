@@ -1,0 +1,251 @@
+package avoutil
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// KQGemvSignature is the signature of every k-quant matrix-vector kernel:
+// dst[r] = dot of weight row r (rows rows of nb super-blocks, one after
+// another in w) with the nb Q8_K blocks of a, for r < rows.
+const KQGemvSignature = "func(rows, nb int, w, a []byte, dst []float32)"
+
+// Q8KBytes is the size of a Q8_K block: f32 d; i8 qs[256] at 4; i16
+// bsums[16] at 260.
+const Q8KBytes = 292
+
+// Q4KGroupBytes is a packed Q4_K group's super-block (eight rows; layout in
+// codegen/goasm/gen/kernvnni's kquants.go).
+const Q4KGroupBytes = 1184
+
+// KQBody emits what a k-quant kernel needs before its loops and returns the
+// emitter of one super-block (weight block at x, Q8_K block at y), which
+// adds into the eight float lanes acc (YMM) and, for the types with minima,
+// the four float lanes accm (XMM).
+type KQBody func(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func()
+
+// KQRows emits the body of a kernel of signature KQGemvSignature: for every
+// row, the super-blocks of body (wBytes each) against the same activation
+// row, then hsum_float_8(acc), plus ((accm0+accm2) + (accm1+accm3)) when
+// mins is set, stored to dst. Looping over the rows here spares a call and
+// the bounds checks per row, which at 2048-wide rows (8 super-blocks) cost
+// about as much as the arithmetic.
+func KQRows(c *build.Context, name string, wBytes int, mins bool, body KQBody) {
+	rows := c.Load(c.Param("rows"), c.GP64())
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.GP64()
+	c.Load(c.Param("w").Base(), x)
+	a := c.Load(c.Param("a").Base(), c.GP64())
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	acc, accm := c.YMM(), c.XMM()
+	y, n := c.GP64(), c.GP64()
+	block := body(c, x, y, acc, accm)
+	c.TESTQ(rows, rows)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_row")
+	c.VXORPS(acc, acc, acc)
+	if mins {
+		c.VXORPS(accm, accm, accm)
+	}
+	c.MOVQ(a, y)
+	c.MOVQ(nb, n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef(name + "_sum"))
+	c.Label(name + "_block")
+	block()
+	NextKQBlock(c, x, wBytes, []reg.Register{y}, n, name+"_block", name+"_sum")
+	r := HSumFloat8(c, acc)
+	if mins {
+		h := c.XMM()
+		c.VMOVHLPS(accm, accm, h)
+		c.VADDPS(h, accm, accm) // m0+m2, m1+m3
+		c.VMOVSHDUP(accm, h)
+		c.VADDSS(h, accm, accm) // (m0+m2) + (m1+m3)
+		c.VADDSS(accm, r, r)
+	}
+	c.VMOVSS(r, Mem{Base: dst})
+	c.ADDQ(Imm(4), dst)
+	c.DECQ(rows)
+	c.JNZ(LabelRef(name + "_row"))
+	c.Label(name + "_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// KQScalesMinsK4 decodes the scales and minima of the Q4_K/Q5_K block at x
+// (get_scale_min_k4) from the 12 bytes at x+4, in general registers: A =
+// bytes 0..7 & 63 (sc0..3, mn0..3); D = the high parts (sc4..7 in its low
+// dword, mn4..7 in its high one). It returns sc0..7 as words in both halves
+// of a YMM register and mn0..7 as words in an XMM register. m3f, m03 and
+// m0f hold those bytes in every byte.
+func KQScalesMinsK4(c *build.Context, x, m3f, m03, m0f reg.GPVirtual) (scales, mins reg.VecVirtual) {
+	q, u2 := c.GP64(), c.GP64()
+	c.MOVQ(Mem{Base: x, Disp: 4}, q)
+	c.MOVL(Mem{Base: x, Disp: 12}, u2.As32())
+	a, b, t := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(q, a)
+	c.ANDQ(m3f, a)
+	c.MOVQ(q, b)
+	c.SHRQ(Imm(6), b)
+	c.ANDQ(m03, b)
+	c.SHLQ(Imm(4), b) // each byte's top two bits, at bits 4,5
+	c.MOVQ(u2, t)
+	c.SHLQ(Imm(28), t)
+	c.ORQ(u2, t)
+	c.ANDQ(m0f, t) // u2's low nibbles in the low dword, high nibbles in the high one
+	c.ORQ(t, b)
+	xa, xd := c.XMM(), c.XMM()
+	c.VMOVQ(a, xa)
+	c.VMOVQ(b, xd)
+	c.VPUNPCKLDQ(xd, xa, xa) // sc0..7, mn0..7
+	msc := c.YMM()
+	c.VPMOVZXBW(xa, msc)
+	scales = c.YMM()
+	c.VPERMQ(Imm(0x44), msc, scales) // sc0..7 in both halves
+	mins = c.XMM()
+	c.VEXTRACTI128(Imm(1), msc, mins)
+	return scales, mins
+}
+
+// KQMinima emits the Q4_K/Q5_K block's minima term (x: weight block, y:
+// Q8_K block, mins: mn0..7 as words): with dmin = d_y·dmin_w, accm[j] -=
+// dmin·(mn[2j]·(bs[4j]+bs[4j+1]) + mn[2j+1]·(bs[4j+2]+bs[4j+3])). It returns
+// d_y·d_w in the low lane of an XMM register.
+func KQMinima(c *build.Context, x, y reg.GPVirtual, mins, accm reg.VecVirtual) reg.VecVirtual {
+	// d = d_y·d_w, dmin = d_y·dmin_w.
+	dd, yd := c.XMM(), c.XMM()
+	c.VCVTPH2PS(Mem{Base: x}, dd) // d_w, dmin_w, (scale bytes)
+	c.VBROADCASTSS(Mem{Base: y}, yd)
+	c.VMULPS(dd, yd, dd)
+
+	// Minima: accm -= dmin·prod.
+	q8s := c.XMM()
+	c.VMOVDQU(Mem{Base: y, Disp: 260}, q8s)
+	c.VPHADDW(Mem{Base: y, Disp: 276}, q8s, q8s)
+	c.VPMADDWD(q8s, mins, q8s)
+	c.VCVTDQ2PS(q8s, q8s)
+	dmin := c.XMM()
+	c.VSHUFPS(Imm(0x55), dd, dd, dmin)
+	c.VFNMADD231PS(q8s, dmin, accm)
+	return dd
+}
+
+// KQ4Masks loads the general-register masks KQScalesMinsK4 takes (0x3f,
+// 0x03 and 0x0f in every byte).
+func KQ4Masks(c *build.Context) (m3f, m03, m0f reg.GPVirtual) {
+	m3f, m03, m0f = c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(U64(0x3f3f3f3f3f3f3f3f), m3f)
+	c.MOVQ(U64(0x0303030303030303), m03)
+	c.MOVQ(U64(0x0f0f0f0f0f0f0f0f), m0f)
+	return m3f, m03, m0f
+}
+
+// KQ6Prologue emits what a Q6_K super-block needs besides its quants (x:
+// weight block, y: Q8_K block): d_y·d_w in the low lane of an XMM register
+// (the half read alone: vcvtph2ps from memory would read past the last
+// block), the sixteen scales as int16 words (YMM) and the -32 correction
+// 32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]) in eight int32 lanes.
+func KQ6Prologue(c *build.Context, x, y reg.GPVirtual) (dx, sc, corr reg.VecVirtual) {
+	dh := c.GP32()
+	c.MOVWLZX(Mem{Base: x, Disp: 208}, dh)
+	dx = c.XMM()
+	c.VMOVD(dh, dx)
+	c.VCVTPH2PS(dx, dx)
+	c.VMULSS(Mem{Base: y}, dx, dx)
+	sc = c.YMM()
+	c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
+	corr = c.YMM()
+	c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
+	c.VPSLLD(Imm(5), corr, corr)
+	return dx, sc, corr
+}
+
+// StoreGroupRows stores a group kernel's eight float results per
+// activation row: acc[0] to dst (parameter "dst"), acc[r] ld floats
+// (parameter "ld", present when len(acc) > 1) after acc[r-1].
+func StoreGroupRows(c *build.Context, acc []reg.VecVirtual) {
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	if len(acc) == 1 {
+		c.VMOVUPS(acc[0], Mem{Base: dst})
+		return
+	}
+	ld := c.Load(c.Param("ld"), c.GP64())
+	c.SHLQ(Imm(2), ld) // bytes
+	for r := range acc {
+		if r > 0 {
+			c.ADDQ(ld, dst)
+		}
+		c.VMOVUPS(acc[r], Mem{Base: dst})
+	}
+}
+
+// Q4KGroupFloats emits a packed Q4_K group kernel's float steps for one
+// super-block (x: the group's block, y[r]: activation row r's Q8_K block):
+// acc[r] = fma(d_y·d_w, float(isum[r]), acc[r]), then acc[r] =
+// fma(-(d_y·dmin_w), float(msum[r]), acc[r]), one lane per weight row.
+func Q4KGroupFloats(c *build.Context, x reg.Register, y []reg.Register, isum, msum, acc []reg.VecVirtual) {
+	dw, dmw := c.YMM(), c.YMM()
+	c.VCVTPH2PS(Mem{Base: x}, dw)
+	c.VCVTPH2PS(Mem{Base: x, Disp: 16}, dmw)
+	for r := range acc {
+		dy, d, dm := c.YMM(), c.YMM(), c.YMM()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
+		c.VMULPS(dw, dy, d)
+		c.VMULPS(dmw, dy, dm)
+		c.VCVTDQ2PS(isum[r], isum[r])
+		c.VFMADD231PS(isum[r], d, acc[r])
+		c.VCVTDQ2PS(msum[r], msum[r])
+		c.VFNMADD231PS(msum[r], dm, acc[r])
+	}
+}
+
+// KQTypes are the k-quants with matrix-vector kernels, with their
+// super-block bytes.
+var KQTypes = []struct {
+	Name   string
+	WBytes int
+}{{"Q4_K", 144}, {"Q5_K", 176}, {"Q6_K", 210}}
+
+// Function starts a NOSPLIT, noescape kernel function with its signature
+// and doc lines.
+func Function(c *build.Context, name, sig string, doc ...string) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(sig)
+	c.Doc(doc...)
+}
+
+// Q4KGroupFunction starts the packed Q4_K group kernel against rows
+// activation rows: gemvQ4_Kx8<isa> for one, gemmQ4_Kx8x<rows><isa> else;
+// needs names the CPU features. It returns the function's name.
+func Q4KGroupFunction(c *build.Context, isa string, rows int, generator, needs string) string {
+	name := "gemvQ4_Kx8" + isa
+	sig := "func(nb int, w, a []byte, dst []float32)"
+	if rows > 1 {
+		name = fmt.Sprintf("gemmQ4_Kx8x%d%s", rows, isa)
+		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
+	}
+	Function(c, name, sig,
+		fmt.Sprintf("%s multiplies a packed group of eight Q4_K rows by %d Q8_K", name, rows),
+		"activation rows (see codegen/goasm/gen/"+generator+"'s kquants.go). It needs",
+		needs+".")
+	return name
+}
+
+// NextKQBlock ends a k-quant block loop: x on by wBytes, every activation
+// row on by a Q8_K block, nb down by one and back to label block while
+// blocks are left, then label done.
+func NextKQBlock(c *build.Context, x reg.Register, wBytes int, y []reg.Register, nb reg.Register, block, done string) {
+	c.ADDQ(U32(wBytes), x)
+	for r := range y {
+		c.ADDQ(U32(Q8KBytes), y[r])
+	}
+	c.DECQ(nb)
+	c.JNZ(LabelRef(block))
+	c.Label(done)
+}

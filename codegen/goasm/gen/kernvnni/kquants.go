@@ -1,0 +1,452 @@
+package main
+
+import (
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// The Q4_K and Q6_K matrix-vector kernels with 512-bit vectors: the AVX2
+// kernels' work (codegen/goasm/gen/kerndot's kquants.go) on twice the bytes
+// per instruction, with vpdpwssd (vpmaddwd and vpaddd in one) for the scale
+// step. A super-block's integer sums end in sixteen int32 lanes whose two
+// 256-bit halves cover the same elements mod 32, so adding the halves gives
+// exactly the AVX2 kernels' eight lanes, and the float arithmetic after
+// that is theirs: every result is the AVX2 kernel's bit for bit.
+
+// kq512 holds the kernels' read-only vectors.
+var kq512 struct {
+	nib, m30 Mem
+	shufK4   Mem // 4 vectors: scale word 2g in 128-bit lanes 0,1, word 2g+1 in 2,3
+	shlQ6    Mem // words: 4 in the low half, 2 in the high half
+	shrQ6    Mem // words: 0 in the low half, 2 in the high half
+	m10      Mem // 0x10 bytes
+	shiftQ5  Mem // 4 vectors of word shifts (see dotQK512)
+	permQ6   Mem // 4 vectors of 32 word indices (see dotQ6K512)
+	shufSc   Mem // 32 bytes: byte r of each 128-bit lane into dword r, zero-extended
+	shufMn   Mem // 32 bytes: byte r into both words of dword r
+	zero     Mem // 32 zero bytes
+}
+
+// quadwords defines a read-only table of n quadwords q(i).
+func quadwords(c *build.Context, name string, n int, q func(i int) uint64) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i := 0; i < n; i++ {
+		c.AddDatum(8*i, U64(q(i)))
+	}
+	return m
+}
+
+// zConsts defines a read-only table of n 64-byte vectors, vector v's
+// quadword i being q(v, i).
+func zConsts(c *build.Context, name string, n int, q func(v, i int) uint64) Mem {
+	return quadwords(c, name, 8*n, func(i int) uint64 { return q(i/8, i%8) })
+}
+
+// zConst defines a 64-byte read-only vector from its eight quadwords.
+func zConst(c *build.Context, name string, q func(i int) uint64) Mem {
+	return quadwords(c, name, 8, q)
+}
+
+// ymmConst defines a 32-byte read-only vector of eight dwords q(r).
+func ymmConst(c *build.Context, name string, q func(r int) uint32) Mem {
+	return quadwords(c, name, 4, func(i int) uint64 { return uint64(q(2*i)) | uint64(q(2*i+1))<<32 })
+}
+
+func kquantConsts(c *build.Context) {
+	rep := func(b byte) uint64 { return uint64(b) * 0x0101010101010101 }
+	words := func(w uint64) uint64 { return w * 0x0001000100010001 }
+	kq512.nib = zConst(c, "kq512Nib", func(int) uint64 { return rep(0x0f) })
+	kq512.m30 = zConst(c, "kq512M30", func(int) uint64 { return rep(0x30) })
+	// vpshufb picks bytes within each 128-bit lane: word w is bytes 2w, 2w+1.
+	kq512.shufK4 = zConsts(c, "kq512ShufK4", 4, func(g, i int) uint64 {
+		w := uint64(2*g + i/4) // quadwords 0..3: lanes 0,1
+		return rep(byte(2*w)) + 0x0100010001000100
+	})
+	kq512.shlQ6 = zConst(c, "kq512ShlQ6", func(i int) uint64 { return words([]uint64{4, 2}[i/4]) })
+	kq512.shrQ6 = zConst(c, "kq512ShrQ6", func(i int) uint64 { return words([]uint64{0, 2}[i/4]) })
+	kq512.m10 = zConst(c, "kq512M10", func(int) uint64 { return rep(0x10) })
+	// Q5_K: chunk h's low nibbles take qh bits 4h (low half) and 4h+2
+	// (high half), its high nibbles 4h+1 and 4h+3, each moved to bit 4:
+	// left by 4-b for h = 0 (vectors 0, 1), right by b-4 for h = 1 (2, 3).
+	kq512.shiftQ5 = zConsts(c, "kq512ShiftQ5", 4, func(v, i int) uint64 {
+		h, part := v/2, v%2
+		b := uint64(4*h + part + 2*(i/4))
+		if h == 0 {
+			return words(4 - b)
+		}
+		return words(b - 4)
+	})
+	// Word j of the products of half p (0: low nibbles, 1: high) of ql
+	// chunk n has the scale of group 8n + 4p + j/8.
+	kq512.permQ6 = zConsts(c, "kq512PermQ6", 4, func(v, i int) uint64 {
+		n, p := v/2, v%2
+		return words(uint64(8*n + 4*p + i/2)) // quadword i: words 4i..4i+3
+	})
+	// Dword r (r < 4 in the low 128-bit lane, r-4.. in the high one, whose
+	// byte r is the same byte after vpbroadcastq).
+	kq512.shufSc = ymmConst(c, "kq512ShufSc", func(r int) uint32 { return uint32(r) | 0x80808000 })
+	kq512.zero = ymmConst(c, "kq512Zero", func(int) uint32 { return 0 })
+	kq512.shufMn = ymmConst(c, "kq512ShufMn", func(r int) uint32 { return uint32(r) | 0x80<<8 | uint32(r)<<16 | 0x80<<24 })
+}
+
+// vpdpwssd emits VPDPWSSD s, p, acc: acc[i] += p[2i]·s[2i] + p[2i+1]·s[2i+1]
+// (int16 pairs into int32 lanes); avo has no VNNI instructions.
+func vpdpwssd(c *build.Context, s, p, acc reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   "VPDPWSSD",
+		Operands: []Op{s, p, acc},
+		Inputs:   []Op{s, p, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512VNNI"},
+	})
+}
+
+// kquants emits gemvQ4_KVNNI, gemvQ5_KVNNI and gemvQ6_KVNNI.
+func kquants(c *build.Context) {
+	kquantConsts(c)
+	for _, t := range avoutil.KQTypes {
+		avoutil.Function(c, "gemv"+t.Name+"VNNI", avoutil.KQGemvSignature,
+			"gemv"+t.Name+"VNNI is gemv"+t.Name+"AVX2 with 512-bit vectors, bit for bit (see",
+			"codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.",
+		)
+		switch t.Name {
+		case "Q6_K":
+			avoutil.KQRows(c, "Q6_K", 210, false, dotQ6K512)
+		case "Q5_K":
+			avoutil.KQRows(c, "Q5_K", 176, true, func(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+				return dotQK512(c, true, x, y, acc, accm)
+			})
+		default:
+			avoutil.KQRows(c, "Q4_K", 144, true, dotQ4K512)
+		}
+	}
+	q6KRows4(c)
+}
+
+// scaled adds the int16 pairs of p times the scales s into the int32
+// lanes of sum (a new register when sum is nil) and returns sum.
+func scaled(c *build.Context, sum, s, p reg.VecVirtual) reg.VecVirtual {
+	if sum == nil {
+		sum = c.ZMM()
+		c.VPMADDWD(s, p, sum)
+		return sum
+	}
+	vpdpwssd(c, s, p, sum)
+	return sum
+}
+
+// sumHalves adds the two 256-bit halves of the int32 lanes of z and returns
+// the eight sums as floats in a YMM register.
+func sumHalves(c *build.Context, z reg.VecVirtual) reg.VecVirtual {
+	hi, s := c.YMM(), c.YMM()
+	c.VEXTRACTI64X4(Imm(1), z, hi)
+	c.VPADDD(hi, z.AsY(), s)
+	return s
+}
+
+// dotQ4K512 is the Q4_K super-block body. The 128 quant bytes load as two
+// 64-byte chunks h; chunk h's low nibbles are sub-blocks 4h and 4h+2 (one
+// per 256-bit half), its high nibbles 4h+1 and 4h+3, so a 128-bit lane
+// shuffle pairs them as [4h, 4h+1] and [4h+2, 4h+3], the order of the
+// activations.
+func dotQ4K512(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+	return dotQK512(c, false, x, y, acc, accm)
+}
+
+// dotQK512 is the Q4_K super-block body (dotQ4K512), or with q5 the Q5_K
+// one: quants at 48, and qh (32 bytes at 16, bit s of byte l the high bit
+// of element 32s+l), copied into both 256-bit halves, shifted per half
+// (vpsllvw for chunk 0's sub-blocks 0..3, vpsrlvw for chunk 1's 4..7) and
+// or'ed in at bit 4.
+func dotQK512(c *build.Context, q5 bool, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
+	m3f, m03, m0f := avoutil.KQ4Masks(c)
+	nib := c.ZMM()
+	c.VMOVDQU64(kq512.nib, nib)
+	var m10 reg.VecVirtual
+	shift := make([]reg.VecVirtual, 4)
+	qsOff := 16
+	if q5 {
+		qsOff = 48
+		m10 = c.ZMM()
+		c.VMOVDQU64(kq512.m10, m10)
+		for v := range shift {
+			shift[v] = c.ZMM()
+			c.VMOVDQU64(kq512.shiftQ5.Offset(64*v), shift[v])
+		}
+	}
+	return func() {
+		scales, mins := avoutil.KQScalesMinsK4(c, x, m3f, m03, m0f)
+		dd := avoutil.KQMinima(c, x, y, mins, accm)
+		all := c.ZMM()
+		c.VSHUFI32X4(Imm(0), scales.AsZ(), scales.AsZ(), all) // sc0..7 in every 128-bit lane
+		var qh reg.VecVirtual
+		if q5 {
+			qh = c.ZMM()
+			c.VBROADCASTI64X4(Mem{Base: x, Disp: 16}, qh)
+		}
+		var sumi reg.VecVirtual
+		for h := 0; h < 2; h++ {
+			bits, lo, hi := c.ZMM(), c.ZMM(), c.ZMM()
+			c.VMOVDQU64(Mem{Base: x, Disp: qsOff + 64*h}, bits)
+			c.VPANDD(nib, bits, lo)
+			c.VPSRLW(Imm(4), bits, hi)
+			c.VPANDD(nib, hi, hi)
+			if q5 {
+				for part, v := range []reg.VecVirtual{lo, hi} {
+					t := c.ZMM()
+					if h == 0 {
+						c.VPSLLVW(shift[2*h+part], qh, t)
+					} else {
+						c.VPSRLVW(shift[2*h+part], qh, t)
+					}
+					c.VPTERNLOGD(Imm(0xf8), m10, t, v) // v | t&0x10
+				}
+			}
+			for j, imm := range []uint64{0x44, 0xee} {
+				q, p, s := c.ZMM(), c.ZMM(), c.ZMM()
+				c.VSHUFI64X2(Imm(imm), hi, lo, q) // sub-blocks 4h+2j, 4h+2j+1
+				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*h + 64*j}, q, p)
+				c.VPSHUFB(kq512.shufK4.Offset(64*(2*h+j)), all, s)
+				sumi = scaled(c, sumi, s, p)
+			}
+		}
+		f := sumHalves(c, sumi)
+		c.VCVTDQ2PS(f, f)
+		d := c.YMM()
+		c.VBROADCASTSS(dd, d)
+		c.VFMADD231PS(f, d, acc)
+	}
+}
+
+// dotQ6K512 is the Q6_K super-block body. Block (210 bytes): ql[128] at 0,
+// qh[64] at 128, i8 scales[16] at 192, f16 d at 208. ql chunk n (64 bytes)
+// holds in its low nibbles elements 128n+0..63 and in its high nibbles
+// 128n+64..127; qh's 32 bytes for n, copied into both 256-bit halves and
+// shifted per half, give the two high bits of each.
+func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
+	k := q6K512Consts(c)
+	return func() { q6K512Block(c, k, x, []reg.Register{y}, []reg.VecVirtual{acc}) }
+}
+
+// q6K512Consts loads the Q6_K kernels' constant vectors: the nibble and
+// 0x30 masks, the per-half shifts of qh and the four scale permutations.
+func q6K512Consts(c *build.Context) []reg.VecVirtual {
+	k := make([]reg.VecVirtual, 8)
+	for i, m := range []Mem{kq512.nib, kq512.m30, kq512.shlQ6, kq512.shrQ6,
+		kq512.permQ6, kq512.permQ6.Offset(64), kq512.permQ6.Offset(128), kq512.permQ6.Offset(192)} {
+		k[i] = c.ZMM()
+		c.VMOVDQU64(m, k[i])
+	}
+	return k
+}
+
+// q6K512Block emits one Q6_K super-block (x) against the Q8_K blocks y[r]
+// of len(y) activation rows, into their eight float lanes acc[r]: the
+// weights are unpacked once for all rows, and each row's steps are the
+// one-row kernel's.
+func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.Register, acc []reg.VecVirtual) {
+	nib, m30, shl, shr, perm := k[0], k[1], k[2], k[3], k[4:]
+	dh := c.GP32()
+	c.MOVWLZX(Mem{Base: x, Disp: 208}, dh) // the half alone: vcvtph2ps from memory would read past the last block
+	dw := c.XMM()
+	c.VMOVD(dh, dw)
+	c.VCVTPH2PS(dw, dw)
+	sc := c.YMM()
+	c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
+	sumi := make([]reg.VecVirtual, len(y))
+	for n := 0; n < 2; n++ {
+		ql, qh := c.ZMM(), c.ZMM()
+		c.VMOVDQU64(Mem{Base: x, Disp: 64 * n}, ql)
+		c.VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*n}, qh)
+		lo, hi, hl, hh := c.ZMM(), c.ZMM(), c.ZMM(), c.ZMM()
+		c.VPANDD(nib, ql, lo)
+		c.VPSRLW(Imm(4), ql, hi)
+		c.VPANDD(nib, hi, hi)
+		c.VPSLLVW(shl, qh, hl)               // bits 0,1 | 2,3 at 4,5
+		c.VPSRLVW(shr, qh, hh)               // bits 4,5 | 6,7 at 4,5
+		c.VPTERNLOGD(Imm(0xf8), m30, hl, lo) // lo | hl&0x30
+		c.VPTERNLOGD(Imm(0xf8), m30, hh, hi)
+		for p, v := range []reg.VecVirtual{lo, hi} {
+			s := c.ZMM()
+			c.VPERMW(sc.AsZ(), perm[2*n+p], s)
+			for r := range y {
+				prod := c.ZMM()
+				c.VPMADDUBSW(Mem{Base: y[r], Disp: 4 + 128*n + 64*p}, v, prod)
+				sumi[r] = scaled(c, sumi[r], s, prod)
+			}
+		}
+	}
+	for r := range y {
+		corr := c.YMM()
+		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
+		c.VPSLLD(Imm(5), corr, corr)
+		f := sumHalves(c, sumi[r])
+		c.VPSUBD(corr, f, f)
+		c.VCVTDQ2PS(f, f)
+		dx, d := c.XMM(), c.YMM()
+		c.VMULSS(Mem{Base: y[r]}, dw, dx) // d_w·d_y
+		c.VBROADCASTSS(dx, d)
+		c.VFMADD231PS(f, d, acc[r])
+	}
+}
+
+// q6KRows4 emits dotQ6_Kx4VNNI: one Q6_K weight row against four Q8_K
+// activation rows (stride bytes apart), each result gemvQ6_KVNNI's bit for
+// bit, the weights unpacked once per super-block for the four.
+func q6KRows4(c *build.Context) {
+	c.Function("dotQ6_Kx4VNNI")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(nb int, w, a []byte, stride int, dst *[4]float32)")
+	c.Doc("dotQ6_Kx4VNNI sets dst[r] to the Q6_K row w times activation row r (a[r*stride:],",
+		"Q8_K) for r < 4, bit for bit gemvQ6_KVNNI's, unpacking each weight super-block once.",
+		"It needs AVX-512 F, BW and VNNI.")
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := avoutil.RowPointers(c, 4)
+	k := q6K512Consts(c)
+	acc := zeroYMMs(c, 4)
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef("Q6_Kx4_done"))
+	c.Label("Q6_Kx4_block")
+	q6K512Block(c, k, x, y, acc)
+	avoutil.NextKQBlock(c, x, 210, y, nb, "Q6_Kx4_block", "Q6_Kx4_done")
+	dst := c.Load(c.Param("dst"), c.GP64())
+	for r := range acc {
+		sum := avoutil.HSumFloat8(c, acc[r])
+		c.VMOVSS(sum, Mem{Base: dst, Disp: 4 * r})
+	}
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// Q4_K group kernels (kern's Packed, eight Q4_K rows interleaved at load).
+// A group's super-block (1184 bytes) is
+//
+//	f16 d[8] at 0, f16 dmin[8] at 16 (row r at 2r),
+//	u8 sc[8][8] at 32, u8 mn[8][8] at 96 (sub-block s, row r at 8s+r),
+//	qs at 160: the rows' quant bytes 4t..4t+3 of 32-byte group g (low
+//	nibbles: sub-block 2g, high: 2g+1) at 160+256g+32t+4r.
+//
+// One int32 lane per row: vpdpbusd multiplies four of a row's quants by
+// the four activation bytes broadcast to every lane, so each sub-block's
+// sum is formed for eight rows at once, times the rows' scales (vpmulld);
+// the minima's Σ mn[s]·(bs[2s]+bs[2s+1]) is one vpdpwssd per sub-block
+// with the pair of activation block sums broadcast. Per row and super-block
+// the float steps are
+//
+//	acc = fma(d_y·d_w, float(isum), acc); acc = fma(-(d_y·dmin_w), float(msum), acc)
+//
+// in one chain per row (kern's emulation: emulateQ4KGroup). The group's
+// super-block is avoutil.Q4KGroupBytes.
+
+// vpdpwssdBcst emits VPDPWSSD.BCST m, q, acc: acc[i] += q[2i]·m[0] +
+// q[2i+1]·m[1] (int16 words, the two at m broadcast to every lane).
+func vpdpwssdBcst(c *build.Context, m Mem, q, acc reg.VecVirtual) {
+	vnniBcst(c, "VPDPWSSD", m, q, acc)
+}
+
+// q4KGroup emits gemvQ4_Kx8VNNI (rows 1) or gemmQ4_Kx8x<rows>VNNI: the
+// group's eight weight rows against rows activation rows (Q8_K, stride
+// bytes apart), dst[r*ld + j] for weight row j.
+func q4KGroup(c *build.Context, rows int, mask Mem) {
+	name := avoutil.Q4KGroupFunction(c, "VNNI", rows, "kernvnni", "AVX-512 VNNI and VL, FMA and F16C")
+	lbl := func(s string) string { return name + "_" + s }
+	shufSc := kq512.shufSc
+	shufMn := kq512.shufMn
+
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := avoutil.RowPointers(c, rows)
+	acc := zeroYMMs(c, rows)
+	nib := c.YMM()
+	c.VMOVDQU32(mask, nib)
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	isum := make([]reg.VecVirtual, rows)
+	for g := 0; g < 4; g++ {
+		// Each sub-block sum is split over parts chains (integer adds are
+		// exact): eight dependent vpdpbusd would otherwise bound the loop.
+		parts := 1
+		if rows == 1 {
+			parts = 2
+		}
+		sl, sh := make([][]reg.VecVirtual, rows), make([][]reg.VecVirtual, rows)
+		for r := range rows {
+			sl[r], sh[r] = make([]reg.VecVirtual, parts), make([]reg.VecVirtual, parts)
+			for i := range parts {
+				sl[r][i], sh[r][i] = c.YMM(), c.YMM()
+				c.VMOVDQU32(kq512.zero, sl[r][i])
+				c.VMOVDQU32(kq512.zero, sh[r][i])
+			}
+		}
+		for t := 0; t < 8; t++ {
+			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
+			c.VMOVDQU32(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
+			c.VPANDD(nib, q, lo)
+			c.VPSRLW(Imm(4), q, hi)
+			c.VPANDD(nib, hi, hi)
+			for r := range rows {
+				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 64*g + 4*t}, lo, sl[r][t%parts])
+				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 36 + 64*g + 4*t}, hi, sh[r][t%parts])
+			}
+		}
+		for r := range rows {
+			for _, p := range sl[r][1:] {
+				c.VPADDD(p, sl[r][0], sl[r][0])
+			}
+			for _, p := range sh[r][1:] {
+				c.VPADDD(p, sh[r][0], sh[r][0])
+			}
+		}
+		scl, sch := c.YMM(), c.YMM()
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 32 + 16*g}, scl)
+		c.VPSHUFB(shufSc, scl, scl)
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 40 + 16*g}, sch)
+		c.VPSHUFB(shufSc, sch, sch)
+		for r := range rows {
+			l, h := sl[r][0], sh[r][0]
+			c.VPMULLD(scl, l, l)
+			c.VPMULLD(sch, h, h)
+			if g == 0 {
+				isum[r] = c.YMM()
+				c.VPADDD(h, l, isum[r])
+			} else {
+				c.VPADDD(l, isum[r], isum[r])
+				c.VPADDD(h, isum[r], isum[r])
+			}
+		}
+	}
+	msum := zeroYMMs(c, rows)
+	for s := 0; s < 8; s++ {
+		m := c.YMM()
+		c.VPBROADCASTQ(Mem{Base: x, Disp: 96 + 8*s}, m)
+		c.VPSHUFB(shufMn, m, m) // mn[s][r] in both words of lane r
+		for r := range rows {
+			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*s}, m, msum[r])
+		}
+	}
+	avoutil.Q4KGroupFloats(c, x, y, isum, msum, acc)
+	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
+	avoutil.StoreGroupRows(c, acc)
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// zeroYMMs returns n zeroed YMM registers, loaded from memory: the kernel
+// above uses Y16..Y31, which VEX cannot name, and avo does not see EVEX's
+// vpxord of a register with itself as a fresh definition.
+func zeroYMMs(c *build.Context, n int) []reg.VecVirtual {
+	z := make([]reg.VecVirtual, n)
+	for i := range z {
+		z[i] = c.YMM()
+		c.VMOVDQU32(kq512.zero, z[i])
+	}
+	return z
+}

@@ -1,0 +1,90 @@
+package kern
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// emulateQ4KGroup computes what the packed Q4_K group kernels compute for
+// one weight row (original layout) and one Q8_K activation row, in scalar
+// Go: per super-block the exact integer sums isum = Σ sc·q·y and msum =
+// Σ mn[s]·(bs[2s]+bs[2s+1]), then acc = fma(d_y·d_w, isum, acc) and acc =
+// fma(-(d_y·dmin_w), msum, acc). It also returns Σ|terms|.
+func emulateQ4KGroup(nb int, w, a []byte) (float32, float64) {
+	var acc float32
+	var mag float64
+	for i := 0; i < nb; i++ {
+		b := decodeKQ(ir.Q4_K, w[i*144:])
+		y := (*[292]byte)(a[i*292:])
+		var isum, msum, iAbs, mAbs int64
+		for e, q := range b.q {
+			p := int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
+			isum += p
+			iAbs += max(p, -p)
+			p = int64(b.mn[e/32]) * int64(i8(y[4+e]))
+			mAbs += max(p, -p)
+		}
+		for s := 0; s < 8; s++ {
+			msum += int64(b.mn[s]) * int64(bsum(y, 2*s)+bsum(y, 2*s+1))
+		}
+		if isum != int64(int32(isum)) || msum != int64(int32(msum)) {
+			panic("sum overflows int32")
+		}
+		yd := q8kD(y)
+		d, dm := yd*b.d, yd*b.dm
+		acc = fma32(d, float32(isum), acc)
+		acc = fma32(-dm, float32(msum), acc)
+		mag += math.Abs(float64(d))*float64(iAbs) + math.Abs(float64(dm))*float64(mAbs)
+	}
+	return acc, mag
+}
+
+// TestPackedQ4K checks the packed Q4_K group kernels against the emulated
+// order bit for bit and against the generic Dot within 1e-5·Σ|terms|, with
+// and without a partial group, one to nine activation rows (the four-row
+// kernel and the one-row tail) and padded strides.
+func TestPackedQ4K(t *testing.T) {
+	for _, v := range []string{"avx2", "avx512"} {
+		t.Run(v, func(t *testing.T) { testPackedQ4K(t, v) })
+	}
+}
+
+func testPackedQ4K(t *testing.T, variant string) {
+	useVariant(t, variant)
+	if !PackedSupported(ir.Q4_K) {
+		t.Skip("no Q4_K group kernels")
+	}
+	wt := ir.Q4_K
+	for _, n := range []int{8, 13, 1} {
+		for _, k := range []int{256, 2048, 5632} {
+			t.Run(fmt.Sprintf("%dx%d", n, k), func(t *testing.T) {
+				nb := k / 256
+				rb := nb * 144
+				data := make([]byte, n*rb)
+				for i := 0; i < n; i++ {
+					w, _ := makeWeights(t, wt, k, uint64(1000*n+i))
+					copy(data[i*rb:], w)
+				}
+				p := Pack(wt, n, k, data)
+				require.NotNil(t, p)
+				ab := p.ActBytes()
+				require.Equal(t, ActBytes(wt, k), ab)
+				for _, R := range []int{1, 4, 5, 9} {
+					stride := ab + 16*(R%2)
+					a := make([]byte, R*stride)
+					for r := 0; r < R; r++ {
+						p.QuantizeActs(Current(), randRow(k, []float64{1, 0.02, 25}[r%3], uint64(r+7*R)), a[r*stride:])
+					}
+					checkPackedDots(t, p, data, a, stride, R, func(w, act []byte) (float32, float64) {
+						return emulateQ4KGroup(nb, w, act)
+					})
+				}
+			})
+		}
+	}
+}
