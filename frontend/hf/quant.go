@@ -136,8 +136,10 @@ func (q *quantSpec) lookup(module string) *quantParams {
 // the backends run (quant.PackMLXAffine, quant.MXFP4FromHF): MLX affine
 // (module.scales and module.biases beside a U32 module.weight) into the
 // MLX dtypes, MXFP4 (mlx-lm's U32 words with U8 scales, openai's _blocks
-// and _scales) into ggml's block_mxfp4. The repacked bytes are the size of
-// the stored ones, so the model is never held as float.
+// and _scales) into ggml's block_mxfp4. The repacked bytes are about the
+// size of the stored ones (6 % more), so the model is never held as float;
+// the stored pages are then dropped from the resident set (release), so it
+// is not held twice either.
 type decision struct {
 	hf   string // the HF tensor the graph weight comes from
 	file *safetensors.File
@@ -282,7 +284,11 @@ func (m *Model) decideQuantized(name, module, gg string, want []dim, file *safet
 		d.parts = append(d.parts, module+".biases")
 		d.stored = fmt.Sprintf("MLX affine %d-bit g%d (U32, %s scales and biases)", bits, group, sc.DType)
 		d.build = func() ([]byte, error) {
-			return quant.PackMLXAffine(dt, rows, int(in), file.Data(t), sf.Data(sc), st, bf.Data(bi), bt)
+			b, err := quant.PackMLXAffine(dt, rows, int(in), file.Data(t), sf.Data(sc), st, bf.Data(bi), bt)
+			if err == nil {
+				release(stored{file, t}, stored{sf, sc}, stored{bf, bi})
+			}
+			return b, err
 		}
 		d.info.Type = dt
 	case "mxfp4":
@@ -297,7 +303,11 @@ func (m *Model) decideQuantized(name, module, gg string, want []dim, file *safet
 		d.stored = "MXFP4 (U32 words, U8 scales)"
 		d.build = func() ([]byte, error) {
 			out := make([]byte, 17*elems/32)
-			return out, quant.MXFP4FromHF(out, file.Data(t), sf.Data(sc))
+			if err := quant.MXFP4FromHF(out, file.Data(t), sf.Data(sc)); err != nil {
+				return nil, err
+			}
+			release(stored{file, t}, stored{sf, sc})
+			return out, nil
 		}
 		d.info.Type = ir.MXFP4
 	default:
@@ -309,6 +319,21 @@ func (m *Model) decideQuantized(name, module, gg string, want []dim, file *safet
 	}
 	d.info.Name, d.info.Dims, d.info.Size = gg, ggufDims(shape), uint64(size)
 	return d, nil
+}
+
+// release drops the mapped pages of tensors just repacked from the resident set: the repacked copy is what the graph
+// reads from now on, and the model is not held twice (safetensors
+// File.Release).
+func release(ts ...stored) {
+	for _, s := range ts {
+		s.f.Release(s.t)
+	}
+}
+
+// stored is a tensor and the file holding it.
+type stored struct {
+	f *safetensors.File
+	t *safetensors.Tensor
 }
 
 // scaleType is the type of an MLX scales or biases tensor.

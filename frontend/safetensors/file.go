@@ -119,6 +119,16 @@ func (f *File) Header() []byte {
 	return f.data[:end:end]
 }
 
+// Release drops t's pages from the process's resident set when the file
+// is mapped (OpenFile; a File parsed from a slice keeps its bytes), for a
+// tensor that was read once to be repacked: its bytes stay readable, from
+// the page cache. See mmap.Release.
+func (f *File) Release(t *Tensor) {
+	if f.closeFn != nil {
+		mmap.Release(f.Data(t))
+	}
+}
+
 // Close releases the mapping. The header's contents stay usable; Data
 // returns nil afterwards. Closing twice is harmless.
 func (f *File) Close() error {
