@@ -1,44 +1,20 @@
 package mmap
 
 import (
-	"bufio"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
 
-// rssOf is the resident size, in bytes, of the mapping that starts at b's
-// first byte (/proc/self/smaps).
+// rssOf is Resident, which must succeed.
 func rssOf(t *testing.T, b []byte) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	n, err := Resident(b)
 	require.NoError(t, err)
-	defer f.Close()
-	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		// A mapping's header: "start-end perms offset dev inode [path]".
-		if f := strings.Fields(line); len(f) >= 5 && strings.Contains(f[0], "-") && len(f[1]) == 4 {
-			in = strings.HasPrefix(line, start)
-			continue
-		}
-		if in && strings.HasPrefix(line, "Rss:") {
-			var kb int64
-			_, err := fmt.Sscanf(line, "Rss: %d kB", &kb)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	t.Fatalf("no mapping at %s in /proc/self/smaps", start)
-	return 0
+	return n
 }
 
 // TestReleaseDropsPagesKeepsBytes: after a file mapping is read, Release
