@@ -67,12 +67,24 @@ type dirSpec struct {
 // not exist yet. It is written as dir.partial and renamed when complete.
 // It returns the bytes written.
 func (m Llama) WriteDir(dir string, opt DirOptions) (int64, error) {
-	fam, err := m.check()
+	if err := absent(dir); err != nil {
+		return 0, err
+	}
+	l, err := m.layout(opt)
 	if err != nil {
 		return 0, err
 	}
+	return l.write(dir, opt)
+}
+
+// layout is the directory WriteDir writes, before anything is drawn.
+func (m Llama) layout(opt DirOptions) (*dirLayout, error) {
+	fam, err := m.check()
+	if err != nil {
+		return nil, err
+	}
 	if m.arch() != "llama" {
-		return 0, fmt.Errorf("synth: model directories are written for llama and gpt-oss presets, not %s", m.arch())
+		return nil, fmt.Errorf("synth: model directories are written for llama and gpt-oss presets, not %s", m.arch())
 	}
 	headDim := m.headDim()
 	cfg := map[string]any{
@@ -116,7 +128,7 @@ func (m Llama) WriteDir(dir string, opt DirOptions) (int64, error) {
 		heads[fmt.Sprintf("blk.%d.attn_k.weight", l)] = [2]int{m.NHeadKV, headDim}
 	}
 	spec := &dirSpec{config: cfg, gen: gen, tok: tok, heads: heads, names: hfName}
-	return writeDir(dir, opt, m.Matrix, spec, func(s tensorSink) error { return m.addTensors(s, fam) })
+	return newLayout(opt, m.Matrix, spec, func(s tensorSink) error { return m.addTensors(s, fam) })
 }
 
 // WriteDir writes m as a model directory in mlx-lm's layout of gpt-oss:
@@ -127,14 +139,26 @@ func (m Llama) WriteDir(dir string, opt DirOptions) (int64, error) {
 // config.json's quantization. With float experts and matrices everything
 // is stored as the GGUF file holds it. See Llama.WriteDir.
 func (m GPTOSS) WriteDir(dir string, opt DirOptions) (int64, error) {
-	if err := m.check(); err != nil {
+	if err := absent(dir); err != nil {
 		return 0, err
+	}
+	l, err := m.layout(opt)
+	if err != nil {
+		return 0, err
+	}
+	return l.write(dir, opt)
+}
+
+// layout is the directory WriteDir writes, before anything is drawn.
+func (m GPTOSS) layout(opt DirOptions) (*dirLayout, error) {
+	if err := m.check(); err != nil {
+		return nil, err
 	}
 	_, _, mlxMatrix := m.Matrix.MLXAffineParams()
 	_, _, mlxExperts := m.Experts.MLXAffineParams()
 	isFloat := func(t ir.DType) bool { return t == ir.F32 || t == ir.F16 || t == ir.BF16 }
 	if !(mlxMatrix && (m.Experts == ir.MXFP4 || mlxExperts) || isFloat(m.Matrix) && isFloat(m.Experts)) {
-		return 0, fmt.Errorf("synth: a gpt-oss directory holds MXFP4 or MLX affine experts with MLX affine matrices, or float ones with float matrices, not %s experts with %s matrices", m.Experts, m.Matrix)
+		return nil, fmt.Errorf("synth: a gpt-oss directory holds MXFP4 or MLX affine experts with MLX affine matrices, or float ones with float matrices, not %s experts with %s matrices", m.Experts, m.Matrix)
 	}
 	layers := make([]string, m.NLayer)
 	for l := range layers {
@@ -179,7 +203,7 @@ func (m GPTOSS) WriteDir(dir string, opt DirOptions) (int64, error) {
 	gen := map[string]any{"bos_token_id": m.EOT, "eos_token_id": m.EOT, "pad_token_id": m.EOT, "transformers_version": "4.55.0"}
 	spec := &dirSpec{config: cfg, gen: gen, names: hfName,
 		tok: byteLevelTokenizer(m.Tokens, m.Types, m.Merges, m.EOT, m.ContextLength)}
-	return writeDir(dir, opt, m.Matrix, spec, m.addTensors)
+	return newLayout(opt, m.Matrix, spec, m.addTensors)
 }
 
 // tokenizerFiles are tokenizer.json and tokenizer_config.json.
@@ -187,12 +211,28 @@ type tokenizerFiles struct {
 	json, config map[string]any
 }
 
-// writeDir writes the directory: the tensors add draws, through a dirSink,
-// into shards of at most opt.MaxShard bytes, then the JSON files.
-func writeDir(dir string, opt DirOptions, matrix ir.DType, spec *dirSpec, add func(tensorSink) error) (int64, error) {
+// absent refuses a directory that exists: WriteDir never overwrites.
+func absent(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
-		return 0, fmt.Errorf("synth: %s already exists (a model directory is written only where there is none)", dir)
+		return fmt.Errorf("synth: %s already exists (a model directory is written only where there is none)", dir)
 	}
+	return nil
+}
+
+// dirLayout is a directory to write: its tensors, with the producers
+// that will draw them, split into shards; nothing is drawn yet.
+type dirLayout struct {
+	spec   *dirSpec
+	sink   *dirSink
+	shards [][]safetensors.WriteTensor
+	total  int64 // bytes of tensor data
+	mlx    bool
+	float  ir.DType
+}
+
+// newLayout lays out the tensors add adds, through a dirSink, in shards of
+// at most opt.MaxShard bytes.
+func newLayout(opt DirOptions, matrix ir.DType, spec *dirSpec, add func(tensorSink) error) (*dirLayout, error) {
 	_, _, mlx := matrix.MLXAffineParams()
 	float := ir.F32
 	switch {
@@ -201,33 +241,41 @@ func writeDir(dir string, opt DirOptions, matrix ir.DType, spec *dirSpec, add fu
 	case matrix == ir.F32 || matrix == ir.F16 || matrix == ir.BF16:
 		float = matrix
 	default:
-		return 0, fmt.Errorf("synth: a model directory holds F32, F16 or BF16 matrices (Hugging Face) or MLX affine ones (mlx_q4_g64 …), not %s", matrix)
+		return nil, fmt.Errorf("synth: a model directory holds F32, F16 or BF16 matrices (Hugging Face) or MLX affine ones (mlx_q4_g64 …), not %s", matrix)
 	}
-	sink := &dirSink{spec: spec, float: float, quant: map[string]quantEntry{}}
-	if err := add(sink); err != nil {
-		return 0, err
+	l := &dirLayout{spec: spec, mlx: mlx, float: float,
+		sink: &dirSink{spec: spec, float: float, quant: map[string]quantEntry{}}}
+	if err := add(l.sink); err != nil {
+		return nil, err
 	}
-	if sink.err != nil {
-		return 0, sink.err
+	if l.sink.err != nil {
+		return nil, l.sink.err
 	}
 	limit := opt.MaxShard
 	if limit <= 0 {
 		limit = defaultShard
 	}
 	// Shards: tensors in order, a new shard when the next would pass limit.
-	var shards [][]safetensors.WriteTensor
-	var size, total int64
-	for _, t := range sink.tensors {
+	var size int64
+	for _, t := range l.sink.tensors {
 		n := int64(t.Size())
-		if len(shards) == 0 || size > 0 && size+n > limit {
-			shards = append(shards, nil)
+		if len(l.shards) == 0 || size > 0 && size+n > limit {
+			l.shards = append(l.shards, nil)
 			size = 0
 		}
-		shards[len(shards)-1] = append(shards[len(shards)-1], t)
+		l.shards[len(l.shards)-1] = append(l.shards[len(l.shards)-1], t)
 		size += n
-		total += n
+		l.total += n
 	}
+	return l, nil
+}
 
+// write draws the tensors into the shards, then writes the JSON files.
+func (l *dirLayout) write(dir string, opt DirOptions) (int64, error) {
+	if err := absent(dir); err != nil {
+		return 0, err
+	}
+	spec, shards, total, mlx, float := l.spec, l.shards, l.total, l.mlx, l.float
 	tmp := dir + ".partial"
 	if err := os.RemoveAll(tmp); err != nil {
 		return 0, err
@@ -292,7 +340,7 @@ func writeDir(dir string, opt DirOptions, matrix ir.DType, spec *dirSpec, add fu
 		cfg[k] = v
 	}
 	cfg["torch_dtype"] = map[ir.DType]string{ir.F32: "float32", ir.F16: "float16", ir.BF16: "bfloat16"}[float]
-	if q := sink.quantization(); q != nil {
+	if q := l.sink.quantization(); q != nil {
 		cfg["quantization"], cfg["quantization_config"] = q, q
 	}
 	files := []struct {
