@@ -1,6 +1,8 @@
 package synth
 
 import (
+	"io"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,4 +76,34 @@ func TestPresetDirLayouts(t *testing.T) {
 	require.Equal(t, map[string]any{"group_size": 64, "bits": 8}, q["model.layers.23.mlp.router"])
 	require.Equal(t, map[string]any{"group_size": 64, "bits": 8}, q["model.embed_tokens"])
 	t.Logf("gpt-oss-20b MLX MXFP4-Q8: %d shards, %.3f GB of tensor data", len(l.shards), float64(l.total)/1e9)
+}
+
+// TestChunkerSplits: whatever sizes the producer writes in, the chunker
+// hands on whole chunks only, the same bytes in the same order, and a
+// producer that ends inside a chunk is an error.
+func TestChunkerSplits(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := make([]byte, 17*1000)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	var got []byte
+	c := &chunker{size: 17, fn: func(b []byte) error {
+		require.Zero(t, len(b)%17)
+		got = append(got, b...)
+		return nil
+	}}
+	require.NoError(t, c.run(func(w io.Writer) error {
+		for at := 0; at < len(src); {
+			n := min(len(src)-at, r.IntN(60))
+			if _, err := w.Write(src[at : at+n]); err != nil {
+				return err
+			}
+			at += n
+		}
+		return nil
+	}))
+	require.Equal(t, src, got)
+	c = &chunker{size: 17, fn: func([]byte) error { return nil }}
+	require.ErrorContains(t, c.run(func(w io.Writer) error { _, err := w.Write(src[:20]); return err }), "not a whole block of 17")
 }
