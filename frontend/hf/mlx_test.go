@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/frontend/hf"
 	"github.com/minerva-llm/minerva/frontend/safetensors"
 	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/internal/shared"
@@ -171,5 +172,28 @@ func TestRepackReleasesPages(t *testing.T) {
 				require.Equal(t, before[name], f.Data(tn), name)
 			}
 		})
+	}
+}
+
+// TestRepackInSlices: repacking a slice of rows (MLX affine) or blocks
+// (MXFP4) at a time, released as it goes, gives the bytes of the repack in
+// one piece, with slices that divide nothing evenly (1000 bytes).
+func TestRepackInSlices(t *testing.T) {
+	for _, dir := range []string{"models/hf/llama-p-mlx-q4", "models/hf/llama-p-mlx-q8-g32", "models/hf/gptoss-g1-mlx"} {
+		whole, _ := build(t, shared.Path(t, dir))
+		want := map[string][]byte{}
+		for _, name := range whole.TensorNames() {
+			b, err := whole.WeightBytes(name)
+			require.NoError(t, err)
+			want[name] = b
+		}
+		hf.SetRepackSlice(t, 1000)
+		sliced, _ := build(t, shared.Path(t, dir))
+		for _, name := range sliced.TensorNames() {
+			b, err := sliced.WeightBytes(name)
+			require.NoError(t, err)
+			require.Equal(t, want[name], b, "%s %s", dir, name)
+		}
+		hf.SetRepackSlice(t, 16<<20)
 	}
 }

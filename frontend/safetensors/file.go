@@ -129,6 +129,14 @@ func (f *File) Release(t *Tensor) {
 	}
 }
 
+// ReleaseRange is Release of bytes [from, to) of t's data, for a tensor
+// repacked a slice at a time (out-of-range bounds release nothing).
+func (f *File) ReleaseRange(t *Tensor, from, to int) {
+	if b := f.Data(t); f.closeFn != nil && 0 <= from && from <= to && to <= len(b) {
+		mmap.Release(b[from:to])
+	}
+}
+
 // Close releases the mapping. The header's contents stay usable; Data
 // returns nil afterwards. Closing twice is harmless.
 func (f *File) Close() error {
