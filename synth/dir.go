@@ -67,14 +67,7 @@ type dirSpec struct {
 // not exist yet. It is written as dir.partial and renamed when complete.
 // It returns the bytes written.
 func (m Llama) WriteDir(dir string, opt DirOptions) (int64, error) {
-	if err := absent(dir); err != nil {
-		return 0, err
-	}
-	l, err := m.layout(opt)
-	if err != nil {
-		return 0, err
-	}
-	return l.write(dir, opt)
+	return writeDir(dir, opt, m.layout)
 }
 
 // layout is the directory WriteDir writes, before anything is drawn.
@@ -139,14 +132,7 @@ func (m Llama) layout(opt DirOptions) (*dirLayout, error) {
 // config.json's quantization. With float experts and matrices everything
 // is stored as the GGUF file holds it. See Llama.WriteDir.
 func (m GPTOSS) WriteDir(dir string, opt DirOptions) (int64, error) {
-	if err := absent(dir); err != nil {
-		return 0, err
-	}
-	l, err := m.layout(opt)
-	if err != nil {
-		return 0, err
-	}
-	return l.write(dir, opt)
+	return writeDir(dir, opt, m.layout)
 }
 
 // layout is the directory WriteDir writes, before anything is drawn.
@@ -209,6 +195,19 @@ func (m GPTOSS) layout(opt DirOptions) (*dirLayout, error) {
 // tokenizerFiles are tokenizer.json and tokenizer_config.json.
 type tokenizerFiles struct {
 	json, config map[string]any
+}
+
+// writeDir lays out a directory and writes it, refusing one that exists
+// before anything is drawn.
+func writeDir(dir string, opt DirOptions, layout func(DirOptions) (*dirLayout, error)) (int64, error) {
+	if err := absent(dir); err != nil {
+		return 0, err
+	}
+	l, err := layout(opt)
+	if err != nil {
+		return 0, err
+	}
+	return l.write(dir, opt)
 }
 
 // absent refuses a directory that exists: WriteDir never overwrites.
