@@ -165,29 +165,45 @@ func (t MLXScaleType) read(b []byte, i int) float32 {
 // length and returns an error naming what disagrees.
 func PackMLXAffine(d ir.DType, rows, n int, weight []byte, scales []byte, st MLXScaleType, biases []byte, bt MLXScaleType) ([]byte, error) {
 	bits, group, ok := d.MLXAffineParams()
+	if !ok || rows < 0 || n <= 0 || n%group != 0 {
+		return nil, PackMLXAffineInto(nil, d, rows, n, weight, scales, st, biases, bt) // the error
+	}
+	out := make([]byte, rows*(n/group)*(8+group*bits/8))
+	if err := PackMLXAffineInto(out, d, rows, n, weight, scales, st, biases, bt); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PackMLXAffineInto is PackMLXAffine into dst, which must hold the rows'
+// blocks exactly: a caller repacks a large tensor a slice of rows at a
+// time into one buffer.
+func PackMLXAffineInto(out []byte, d ir.DType, rows, n int, weight []byte, scales []byte, st MLXScaleType, biases []byte, bt MLXScaleType) error {
+	bits, group, ok := d.MLXAffineParams()
 	if !ok {
-		return nil, fmt.Errorf("quant: %s is not an MLX affine dtype", d)
+		return fmt.Errorf("quant: %s is not an MLX affine dtype", d)
 	}
 	if rows < 0 || n <= 0 || n%group != 0 {
-		return nil, fmt.Errorf("quant: %s: a row of %d elements is not a whole number of groups of %d", d, n, group)
+		return fmt.Errorf("quant: %s: a row of %d elements is not a whole number of groups of %d", d, n, group)
 	}
 	groups := rows * (n / group)
 	qb := group * bits / 8
+	bb := 8 + qb
 	switch {
 	case len(weight) != groups*qb:
-		return nil, fmt.Errorf("quant: %s: weight is %d bytes, %d rows of %d take %d", d, len(weight), rows, n, groups*qb)
+		return fmt.Errorf("quant: %s: weight is %d bytes, %d rows of %d take %d", d, len(weight), rows, n, groups*qb)
 	case len(scales) != groups*st.size():
-		return nil, fmt.Errorf("quant: %s: scales are %d bytes, want %d", d, len(scales), groups*st.size())
+		return fmt.Errorf("quant: %s: scales are %d bytes, want %d", d, len(scales), groups*st.size())
 	case len(biases) != groups*bt.size():
-		return nil, fmt.Errorf("quant: %s: biases are %d bytes, want %d", d, len(biases), groups*bt.size())
+		return fmt.Errorf("quant: %s: biases are %d bytes, want %d", d, len(biases), groups*bt.size())
+	case len(out) != groups*bb:
+		return fmt.Errorf("quant: %s: the output is %d bytes, %d rows of %d take %d", d, len(out), rows, n, groups*bb)
 	}
-	bb := 8 + qb
-	out := make([]byte, groups*bb)
 	for g := 0; g < groups; g++ {
 		b := out[g*bb : (g+1)*bb]
 		binary.LittleEndian.PutUint32(b, math.Float32bits(st.read(scales, g)))
 		binary.LittleEndian.PutUint32(b[4:], math.Float32bits(bt.read(biases, g)))
 		copy(b[8:], weight[g*qb:(g+1)*qb])
 	}
-	return out, nil
+	return nil
 }

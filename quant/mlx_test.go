@@ -208,6 +208,7 @@ func TestPackMLXAffine(t *testing.T) {
 			require.ErrorContains(t, err, "scales are")
 			_, err = PackMLXAffine(d, rows, n+1, wb, sb, st, bb, st)
 			require.ErrorContains(t, err, "whole number of groups")
+			require.ErrorContains(t, PackMLXAffineInto(packed[1:], d, rows, n, wb, sb, st, bb, st), "the output is")
 		}
 	}
 	_, err := PackMLXAffine(ir.Q4_0, 1, 32, nil, nil, MLXScaleF32, nil, MLXScaleF32)

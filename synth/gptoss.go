@@ -68,17 +68,8 @@ const (
 // are written, a piece at a time on every CPU, so memory stays at a few
 // pieces whatever the model's size; the bytes depend on Seed alone.
 func (m GPTOSS) Write(out io.Writer) (int64, error) {
-	switch {
-	case m.NLayer <= 0 || m.NEmbd <= 0 || m.NHead <= 0 || m.NHeadKV <= 0 || m.HeadDim <= 0:
-		return 0, fmt.Errorf("synth: gpt-oss needs positive layer, embedding, head and head-size counts")
-	case m.NHead%m.NHeadKV != 0:
-		return 0, fmt.Errorf("synth: %d heads are not a multiple of %d kv heads", m.NHead, m.NHeadKV)
-	case m.NExpert <= 0 || m.NExpertUsed <= 0 || m.NExpertUsed > m.NExpert || m.NFFExp <= 0:
-		return 0, fmt.Errorf("synth: gpt-oss needs 0 < expert_used_count %d ≤ expert_count %d and a positive n_ff_exp", m.NExpertUsed, m.NExpert)
-	case len(m.Tokens) == 0 || len(m.Types) != len(m.Tokens) || len(m.Merges) == 0 || m.EOT < 0 || m.EOT >= len(m.Tokens):
-		return 0, fmt.Errorf("synth: gpt-oss needs a byte-level BPE vocabulary (tokens, types, merges and an end-of-text id)")
-	case !quant.CanQuantize(m.Experts) || !quant.CanQuantize(m.Matrix):
-		return 0, fmt.Errorf("synth: cannot write %s experts with %s matrices", m.Experts, m.Matrix)
+	if err := m.check(); err != nil {
+		return 0, err
 	}
 	w := gguf.NewWriter(3)
 	kv := func(k string, v gguf.Value) { w.AddKV("gpt-oss."+k, v) }
@@ -115,8 +106,21 @@ func (m GPTOSS) Write(out io.Writer) (int64, error) {
 	w.AddKV("tokenizer.ggml.bos_token_id", u32(m.EOT))
 	w.AddKV("tokenizer.ggml.eos_token_id", u32(m.EOT))
 	w.AddKV("tokenizer.ggml.add_bos_token", gguf.Bool(false))
+	if err := m.addTensors(w); err != nil {
+		return 0, fmt.Errorf("synth: %w", err)
+	}
+	return w.WriteTo(out)
+}
 
+// addTensors adds m's tensors to w as producers that draw them while the
+// file is written. The router is F32 as in the real GGUF files, or of
+// Matrix's dtype when that is MLX affine, as in mlx-lm's directories.
+func (m GPTOSS) addTensors(w tensorSink) error {
 	var err error
+	router := ir.F32
+	if _, _, ok := m.Matrix.MLXAffineParams(); ok {
+		router = m.Matrix
+	}
 	// tensor adds a tensor of row-major shape dims (GGUF ne reversed) whose
 	// values are N(0, std²), or 1 + std·N(0, 1) for norms.
 	tensor := func(name string, typ ir.DType, std, mean float64, shape ...int) {
@@ -149,7 +153,7 @@ func (m GPTOSS) Write(out io.Writer) (int64, error) {
 		tensor(p+"attn_output.bias", ir.F32, stdBias, 0, m.NEmbd)
 		tensor(p+"attn_sinks.weight", ir.F32, stdSink, 0, m.NHead)
 		tensor(p+"post_attention_norm.weight", ir.F32, 0.1, 1, m.NEmbd)
-		matrix(p+"ffn_gate_inp.weight", ir.F32, gainRouter, m.NExpert, m.NEmbd)
+		matrix(p+"ffn_gate_inp.weight", router, gainRouter, m.NExpert, m.NEmbd)
 		tensor(p+"ffn_gate_inp.bias", ir.F32, stdBias, 0, m.NExpert)
 		matrix(p+"ffn_gate_exps.weight", m.Experts, gainGateUp, m.NExpert, m.NFFExp, m.NEmbd)
 		tensor(p+"ffn_gate_exps.bias", ir.F32, stdBias, 0, m.NExpert, m.NFFExp)
@@ -160,10 +164,25 @@ func (m GPTOSS) Write(out io.Writer) (int64, error) {
 	}
 	tensor("output_norm.weight", ir.F32, 0.1, 1, m.NEmbd)
 	matrix("output.weight", m.Matrix, gainOutput, nv, m.NEmbd)
-	if err != nil {
-		return 0, fmt.Errorf("synth: %w", err)
+	return err
+}
+
+// check reports what in m the gpt-oss loader would refuse, before any
+// weight is drawn.
+func (m GPTOSS) check() error {
+	switch {
+	case m.NLayer <= 0 || m.NEmbd <= 0 || m.NHead <= 0 || m.NHeadKV <= 0 || m.HeadDim <= 0:
+		return fmt.Errorf("synth: gpt-oss needs positive layer, embedding, head and head-size counts")
+	case m.NHead%m.NHeadKV != 0:
+		return fmt.Errorf("synth: %d heads are not a multiple of %d kv heads", m.NHead, m.NHeadKV)
+	case m.NExpert <= 0 || m.NExpertUsed <= 0 || m.NExpertUsed > m.NExpert || m.NFFExp <= 0:
+		return fmt.Errorf("synth: gpt-oss needs 0 < expert_used_count %d ≤ expert_count %d and a positive n_ff_exp", m.NExpertUsed, m.NExpert)
+	case len(m.Tokens) == 0 || len(m.Types) != len(m.Tokens) || len(m.Merges) == 0 || m.EOT < 0 || m.EOT >= len(m.Tokens):
+		return fmt.Errorf("synth: gpt-oss needs a byte-level BPE vocabulary (tokens, types, merges and an end-of-text id)")
+	case !quant.CanQuantize(m.Experts) || !quant.CanQuantize(m.Matrix):
+		return fmt.Errorf("synth: cannot write %s experts with %s matrices", m.Experts, m.Matrix)
 	}
-	return w.WriteTo(out)
+	return nil
 }
 
 // producer writes n values mean + std·N(0, 1) of one tensor as typ (see

@@ -115,13 +115,15 @@ func (m Llama) headDim() int {
 	return m.HeadDim
 }
 
-// matrixType is the dtype of the 2-D weight named tensor: Mix's, else
-// Matrix.
-func (m Llama) matrixType(tensor string) ir.DType {
+// matrixType is the dtype of the 2-D weight named tensor with rows of cols
+// values: Mix's, else Matrix; an MLX affine dtype whose group does not
+// divide the rows leaves the matrix BF16, as mlx-lm leaves such a module
+// unquantized.
+func (m Llama) matrixType(tensor string, cols int) ir.DType {
 	if m.Mix != nil {
 		return m.Mix(tensor)
 	}
-	return m.Matrix
+	return mlxOrBF16(m.Matrix, cols)
 }
 
 // check reports what in m the family's loader would refuse, before any
@@ -166,11 +168,6 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	std := m.Std
-	if std == 0 {
-		std = 0.02
-	}
-	rng := rand.New(rand.NewPCG(m.Seed, 0x73796e7468))
 	a, headDim := m.arch(), m.headDim()
 	u32 := func(n int) gguf.Value { return gguf.Uint32(uint32(n)) }
 	w := gguf.NewWriter(3)
@@ -214,6 +211,29 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		w.AddKV("tokenizer.ggml.unknown_token_id", gguf.Uint32(0))
 		w.AddKV("tokenizer.ggml.add_bos_token", gguf.Bool(true))
 	}
+	if err := m.addTensors(w, fam); err != nil {
+		return 0, err
+	}
+	return w.WriteTo(out)
+}
+
+// tensorSink receives a model's tensors in file order, under their GGUF
+// names and dims: a gguf.Writer, or the directory writer (dir.go).
+type tensorSink interface {
+	AddTensor(name string, typ ir.DType, dims []uint64, data []byte) error
+	AddTensorFunc(name string, typ ir.DType, dims []uint64, produce func(io.Writer) error) error
+}
+
+// addTensors draws m's tensors into w: the large ones as producers that
+// draw while the file is written, the small ones now, from the one
+// sequential generator, in an order tests pin.
+func (m Llama) addTensors(w tensorSink, fam family) (err error) {
+	std := m.Std
+	if std == 0 {
+		std = 0.02
+	}
+	rng := rand.New(rand.NewPCG(m.Seed, 0x73796e7468))
+	a, headDim := m.arch(), m.headDim()
 
 	// addParallel adds a large matrix that is drawn while the file is
 	// written (drawPieces: whole-row pieces, each from its own generator
@@ -225,7 +245,7 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		if err != nil {
 			return
 		}
-		n, typ, seed := int64(rows)*int64(cols), m.matrixType(name), m.Seed
+		n, typ, seed := int64(rows)*int64(cols), m.matrixType(name, cols), m.Seed
 		// A row the dtype cannot encode fails here, not halfway through
 		// writing the file.
 		if _, err = typ.RowBytes(int64(cols)); err == nil {
@@ -268,7 +288,7 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 		for i := range v {
 			v[i] = float32(rng.NormFloat64() * std)
 		}
-		add(name, m.matrixType(name), v, uint64(cols), uint64(rows))
+		add(name, m.matrixType(name, cols), v, uint64(cols), uint64(rows))
 	}
 	// vector adds a 1-D F32 tensor of mean + sd·N(0, 1): norm gains near 1,
 	// biases near 0.
@@ -334,13 +354,19 @@ func (m Llama) Write(out io.Writer) (int64, error) {
 			for i := range output {
 				output[i] = float32(rng.NormFloat64() * std * shrink(int64(i/m.NEmbd)))
 			}
-			add("output.weight", m.matrixType("output.weight"), output, uint64(m.NEmbd), uint64(nv))
+			add("output.weight", m.matrixType("output.weight", m.NEmbd), output, uint64(m.NEmbd), uint64(nv))
 		}
 	}
-	if err != nil {
-		return 0, err
+	return err
+}
+
+// mlxOrBF16 is typ, or BF16 when typ is MLX affine with a group size that
+// does not divide cols.
+func mlxOrBF16(typ ir.DType, cols int) ir.DType {
+	if _, group, ok := typ.MLXAffineParams(); ok && cols%group != 0 {
+		return ir.BF16
 	}
-	return w.WriteTo(out)
+	return typ
 }
 
 // Vocab returns a small SentencePiece vocabulary that can encode any text:

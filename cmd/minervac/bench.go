@@ -52,6 +52,12 @@ type benchReport struct {
 	// KernelTimes (--kernel-times): per kernel family, the decode step's
 	// and the prefill step's time.
 	KernelTimes map[string][]runtime.KernelTime `json:"kernel_times,omitempty"`
+	// LoadMs is from the command's start to a session ready to run: the
+	// model opened, compiled (or its cached plan read), its weights loaded
+	// or repacked. FirstTokenMs adds the first, cold prompt step: what a
+	// user waits from launch to the first token.
+	LoadMs       float64 `json:"load_ms"`
+	FirstTokenMs float64 `json:"first_token_ms"`
 }
 
 type benchMachine struct {
@@ -87,6 +93,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	}
 	tm := &timer{on: c.Verbose}
 	tm.reset()
+	start := time.Now()
 	m, err := openRunnable(c.Model, c.Target, c.cacheFlags, opts, tm)
 	if err != nil {
 		return err
@@ -104,6 +111,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		return err
 	}
 	defer sess.Close()
+	load := time.Since(start)
 	vocab := min(m.tok.VocabSize(), sess.VocabSize())
 	if c.CPUProfile != "" {
 		f, err := os.Create(c.CPUProfile)
@@ -168,6 +176,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
 		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, BandwidthGBs: round(bw, 2),
 		DecodeEfficiency: round(eff, 6), KernelTimes: ktimes,
+		LoadMs: msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
 	if c.JSON {
@@ -183,6 +192,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	} else {
 		fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %.1f GB/s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, r.BandwidthGBs)
 	}
+	fmt.Fprintf(w, "load\t%.1f ms\t(to a ready session; first token %.1f ms after start, cold)\n", r.LoadMs, r.FirstTokenMs)
 	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)
 	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens at depth %d, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, c.P, r.DecodeP50Ms, r.DecodeP99Ms)
 	fmt.Fprintf(w, "weights/token\t%.1f MiB\n", float64(wbytes)/(1<<20))

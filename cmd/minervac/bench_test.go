@@ -17,7 +17,7 @@ func TestBenchJSON(t *testing.T) {
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &raw), stdout)
 	for _, k := range []string{"prefill_tokens_s", "decode_tokens_s", "ttft_ms", "decode_p50_ms", "decode_p99_ms",
-		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency"} {
+		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency", "load_ms", "first_token_ms"} {
 		v, ok := raw[k].(float64)
 		require.True(t, ok, "field %s missing or not a number in %s", k, stdout)
 		require.Greater(t, v, 0.0, k)
@@ -30,6 +30,7 @@ func TestBenchJSON(t *testing.T) {
 	require.Equal(t, "goasm", r.Target)
 	require.LessOrEqual(t, r.DecodeEfficiency, 1.5)
 	require.LessOrEqual(t, r.DecodeP50Ms, r.DecodeP99Ms)
+	require.Greater(t, r.FirstTokenMs, r.LoadMs, "the first token comes after the load")
 	require.NotEmpty(t, r.Machine.GOOS)
 	require.NotEmpty(t, r.Machine.GOARCH)
 	require.Positive(t, r.Machine.CPUs)
@@ -42,8 +43,23 @@ func TestBenchTable(t *testing.T) {
 	model := shared.Path(t, "models/gguf/stories260K.gguf")
 	stdout, stderr, code := minervac(t, "bench", model, "-p", "4", "-n", "2")
 	require.Equal(t, 0, code, stderr)
-	for _, s := range []string{"prefill", "decode", "tok/s", "peak RSS", "decode efficiency", "GB/s"} {
+	for _, s := range []string{"load", "prefill", "decode", "tok/s", "peak RSS", "decode efficiency", "GB/s"} {
 		require.Contains(t, stdout, s)
+	}
+}
+
+// TestBenchFormats: bench runs the same model as a GGUF file, a Hugging
+// Face directory and an MLX one (stories260K and its twins), reporting
+// load and first-token times for each.
+func TestBenchFormats(t *testing.T) {
+	for _, model := range []string{"models/gguf/stories260K.gguf", "models/hf/stories260K-bf16", "models/hf/stories260K-mlx-q4"} {
+		stdout, stderr, code := minervac(t, "bench", shared.Path(t, model), "-p", "8", "-n", "4", "--json")
+		require.Equal(t, 0, code, stderr)
+		var r benchReport
+		require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+		require.Positive(t, r.LoadMs, model)
+		require.Greater(t, r.FirstTokenMs, r.LoadMs, model)
+		require.Positive(t, r.DecodeTokensS, model)
 	}
 }
 

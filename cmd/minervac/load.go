@@ -42,9 +42,9 @@ func build(src *frontend.Source, opts arch.Options) (*loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Name, err)
 	}
-	tok, err := tokenizer.New(m.Vocab)
+	tok, err := newTokenizer(src.Name, m.Vocab)
 	if err != nil {
-		return nil, fmt.Errorf("%s: tokenizer: %w", src.Name, err)
+		return nil, err
 	}
 	return &loaded{src: src, model: m, tok: tok}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/minerva-llm/minerva/chat"
 	"github.com/minerva-llm/minerva/frontend"
+	"github.com/minerva-llm/minerva/frontend/hf"
 	"github.com/minerva-llm/minerva/tokenizer"
 )
 
@@ -107,13 +108,15 @@ func hfSpecials(cfg tokenizer.HFConfig) map[string]string {
 }
 
 // isHFTokenizer tells a Hugging Face tokenizer (a tokenizer.json file, or a
-// directory holding one) from a model file or plan.
+// directory holding one but no config.json) from a model file, model
+// directory or plan.
 func isHFTokenizer(path string) bool {
 	if strings.EqualFold(filepath.Ext(path), ".json") {
-		return true
+		// config.json or the index names its model directory.
+		return filepath.Base(path) == hf.TokenizerName || !isModelDir(filepath.Dir(path))
 	}
 	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
+	return err == nil && st.IsDir() && !isModelDir(path)
 }
 
 // loadTokenizerFile reads a tokenizer named on its own (tokenize FILE,
@@ -143,9 +146,9 @@ func loadTokenizerFile(path string) (*tokenizer.Tokenizer, modelChat, error) {
 	if err != nil {
 		return nil, modelChat{}, fmt.Errorf("%s: %w", path, err)
 	}
-	tok, err := tokenizer.New(v)
+	tok, err := newTokenizer(path, v)
 	if err != nil {
-		return nil, modelChat{}, fmt.Errorf("%s: tokenizer: %w", path, err)
+		return nil, modelChat{}, err
 	}
 	return tok, chatInfoOf(src), nil
 }

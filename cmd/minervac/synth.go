@@ -18,23 +18,58 @@ import (
 type synthCmd struct {
 	Arch   string `help:"Architecture family: llama, qwen2, qwen3, phi3 or gpt-oss (default: the preset's)."`
 	Preset string `help:"Shape: stories15m, tinyllama-1.1b, llama-7b, llama-3.1-8b (128K context through rope_freqs) and the test shape llama-3.1-tiny (llama); qwen2.5-7b, qwen3-8b, phi3-mini and the test shapes qwen2-tiny, qwen3-tiny, phi3-tiny; gpt-oss-20b, gpt-oss-120b, gpt-oss-tiny (gpt-oss)." required:""`
-	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4, or llama.cpp's per-tensor mix q3_k_m, q4_k_m, q5_k_m (not gpt-oss). For gpt-oss the expert matrices (the other large ones are then q8_0, as in the real files)." default:"q4_0"`
+	Quant  string `help:"Dtype of the matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k … q6_k, mxfp4, or llama.cpp's per-tensor mix q3_k_m, q4_k_m, q5_k_m (GGUF; default q4_0; mixes not for gpt-oss); f32, f16, bf16 (--format hf; default bf16); mlx_q4_g32 … mlx_q8_g128 (--format mlx; default mlx_q4_g64). For gpt-oss the expert matrices: the other large ones are then q8_0 in GGUF and mlx_q8_g64 in MLX (default experts mxfp4), as in the real files."`
+	Format string `help:"gguf: one GGUF file; hf: a Hugging Face directory (config.json, safetensors shards, tokenizer.json); mlx: an MLX directory (affine-quantized, gpt-oss as MXFP4-Q8). hf and mlx write llama and gpt-oss presets." enum:"gguf,hf,mlx" default:"gguf"`
 	Vocab  string `help:"Take the vocabulary of this GGUF (its size replaces the preset's): SentencePiece for llama and phi3, byte-level BPE for qwen2, qwen3 and gpt-oss." type:"path"`
 	Seed   uint64 `help:"Random seed." default:"1"`
-	Output string `short:"o" help:"Output file." required:"" type:"path"`
+	Output string `short:"o" help:"Output file (a directory, which must not exist, for --format hf and mlx)." required:"" type:"path"`
+}
+
+// dtype resolves --quant for the format: its default, and a usage error
+// for a dtype the format cannot hold.
+func (c *synthCmd) dtype(gptoss bool) (ir.DType, error) {
+	name := c.Quant
+	if name == "" {
+		name = map[string]string{"gguf": "q4_0", "hf": "bf16", "mlx": "mlx_q4_g64"}[c.Format]
+		if gptoss && c.Format == "mlx" {
+			name = "mxfp4"
+		}
+	}
+	dt, ok := ir.ParseDType(name)
+	if !ok || !quant.CanQuantize(dt) {
+		return 0, usageError{fmt.Sprintf("--quant %s: not a dtype minervac can write", name)}
+	}
+	_, _, mlx := dt.MLXAffineParams()
+	float := dt == ir.F32 || dt == ir.F16 || dt == ir.BF16
+	switch {
+	case c.Format == "gguf" && mlx:
+		return 0, usageError{fmt.Sprintf("--quant %s is MLX's: use it with --format mlx", name)}
+	case c.Format == "hf" && !float:
+		return 0, usageError{fmt.Sprintf("--format hf holds f32, f16 or bf16 matrices, not %s (use --format mlx for MLX quantization, gguf for the others)", name)}
+	case c.Format == "mlx" && !mlx && !(gptoss && dt == ir.MXFP4):
+		return 0, usageError{fmt.Sprintf("--format mlx holds MLX affine matrices (mlx_q4_g64, mlx_q8_g64 …; mxfp4 experts for gpt-oss), not %s", name)}
+	}
+	return dt, nil
 }
 
 func (c *synthCmd) Run() error {
 	mix := slices.Contains(synth.KQuantMixes(), c.Quant)
-	dt, ok := ir.ParseDType(c.Quant)
-	if !mix && (!ok || !quant.CanQuantize(dt)) {
-		return usageError{fmt.Sprintf("--quant %s: not a dtype minervac can write", c.Quant)}
+	if mix && c.Format != "gguf" {
+		return usageError{fmt.Sprintf("--quant %s is one of llama.cpp's GGUF mixes: use it with --format gguf", c.Quant)}
 	}
 	archs := append([]string{"gpt-oss"}, synth.Families()...)
+	gptoss := c.Arch == "gpt-oss" || c.Arch == "" && synth.IsGPTOSSPreset(c.Preset)
+	var dt ir.DType // a mix's types are per tensor (synth.KQuantMix)
+	if !mix {
+		var err error
+		if dt, err = c.dtype(gptoss); err != nil {
+			return err
+		}
+	}
 	if c.Arch != "" && !slices.Contains(archs, c.Arch) {
 		return usageError{fmt.Sprintf("--arch %s: not an architecture minervac synth writes (%s)", c.Arch, strings.Join(archs, ", "))}
 	}
-	if c.Arch == "gpt-oss" || c.Arch == "" && synth.IsGPTOSSPreset(c.Preset) {
+	if gptoss {
 		if mix {
 			return usageError{fmt.Sprintf("--quant %s: the mixes are for llama, qwen and phi3 presets; gpt-oss takes one expert dtype", c.Quant)}
 		}
@@ -94,6 +129,9 @@ func (c *synthCmd) runGPTOSS(dt ir.DType) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if c.Format == "mlx" {
+		spec.Matrix = ir.MLXQ8G64 // mlx-community's gpt-oss-20b-MXFP4-Q8
+	}
 	if c.Vocab != "" {
 		v, err := readVocab(c.Vocab)
 		if err != nil {
@@ -114,11 +152,22 @@ func (c *synthCmd) runGPTOSS(dt ir.DType) error {
 	return c.write(spec, spec.Name, dt.String())
 }
 
-// write writes spec to the output file through a temporary file, so that an
-// interrupted run leaves no truncated model behind.
+// write writes spec to the output file through a temporary file (or
+// directory), so that an interrupted run leaves no truncated model behind.
 func (c *synthCmd) write(spec interface {
 	Write(io.Writer) (int64, error)
+	WriteDir(string, synth.DirOptions) (int64, error)
 }, name string, matrices string) error {
+	if c.Format != "gguf" {
+		bar := newProgress(-1, "writing "+strings.TrimSpace(c.Preset))
+		n, err := spec.WriteDir(c.Output, synth.DirOptions{Progress: bar.Add})
+		bar.Done()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "minervac: wrote %s: %s, %s matrices, %s directory, %d bytes\n", c.Output, name, matrices, c.Format, n)
+		return nil
+	}
 	tmp := c.Output + ".partial"
 	f, err := os.Create(tmp)
 	if err != nil {

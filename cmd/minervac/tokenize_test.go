@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +129,42 @@ func mustTime(t *testing.T, s string) time.Time {
 	tm, err := time.Parse(time.RFC3339, s)
 	require.NoError(t, err)
 	return tm
+}
+
+// TestTokenizeModelDir: tokenize opens a model directory (or a file in it)
+// as run does, through frontend.Open, and gives the GGUF's ids; a model
+// directory without tokenizer.json is a one-line error for tokenize and
+// run alike, while a directory holding only the tokenizer files is read
+// as a tokenizer.
+func TestTokenizeModelDir(t *testing.T) {
+	want := []int32{1, 403, 407, 261, 378} // golden prompt_tokens of stories260K__once_upon_a_time
+	src := shared.Path(t, "models/hf/stories260K")
+	for _, path := range []string{src, filepath.Join(src, "model.safetensors"), filepath.Join(src, "config.json")} {
+		stdout, stderr, code := minervac(t, "tokenize", path, "--text", "Once upon a time", "--json")
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, want, idsOf(t, stdout), path)
+	}
+
+	bare := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		require.NoError(t, os.Symlink(filepath.Join(src, f), filepath.Join(bare, f)))
+	}
+	for _, args := range [][]string{
+		{"tokenize", bare, "--text", "x"},
+		{"run", bare, "--target", "reference", "-n", "2"},
+		{"run", bare, "--target", "reference", "--tokens", "1,2", "-n", "2"},
+	} {
+		_, stderr, code := minervac(t, args...)
+		require.Equal(t, 1, code, args)
+		require.Contains(t, stderr, "no tokenizer.json", args)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, stderr)
+	}
+
+	tokOnly := t.TempDir()
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		require.NoError(t, os.Symlink(filepath.Join(src, f), filepath.Join(tokOnly, f)))
+	}
+	stdout, stderr, code := minervac(t, "tokenize", tokOnly, "--text", "Once upon a time", "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, want, idsOf(t, stdout))
 }

@@ -320,6 +320,9 @@ func (m *Model) openaiExperts(p, g string, x *gptossExperts) ([]*decision, error
 					}
 				}
 			}
+			// gate and up share the blocks: the second refaults the pages
+			// the first released, from the page cache.
+			release(stored{pt.bf, pt.blocks}, stored{pt.sf, pt.scales})
 			return out, nil
 		}
 		return d

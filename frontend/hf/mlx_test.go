@@ -2,12 +2,18 @@ package hf_test
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/frontend/hf"
+	"github.com/minerva-llm/minerva/frontend/safetensors"
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/internal/shared"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/quant"
@@ -113,5 +119,81 @@ func TestGPTOSSExpertsAreG1s(t *testing.T) {
 			}
 			require.Equal(t, 12, n, "2 layers × gate, up, down × weight, bias")
 		})
+	}
+}
+
+// TestRepackReleasesPages: once an MLX directory's quantized tensors are
+// repacked (llama-p-mlx-q4: every matrix 4-bit; gptoss-g1-mlx: MXFP4
+// experts and 8-bit affine), their mapped pages leave the resident set, so
+// the model is not held twice (the gpt-oss twin, 15 MB, keeps 1 %); the
+// stored bytes still read the same (from
+// the page cache). Linux only (/proc/self/smaps).
+func TestRepackReleasesPages(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("needs /proc/self/smaps")
+	}
+	for _, dir := range []string{"models/hf/llama-p-mlx-q4", "models/hf/gptoss-g1-mlx"} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			d, _ := build(t, shared.Path(t, dir))
+			// Read every stored byte, as a first pass over the file would.
+			before := map[string][]byte{}
+			files := map[*safetensors.File]bool{}
+			var size int64
+			for _, name := range d.Tensors.Names() {
+				tn, f, _ := d.Tensors.Tensor(name)
+				before[name] = append([]byte(nil), f.Data(tn)...)
+				if !files[f] {
+					files[f] = true
+					size += f.Size()
+				}
+			}
+			resident := func() int64 {
+				var n int64
+				for f := range files {
+					r, err := mmap.Resident(f.Header())
+					require.NoError(t, err)
+					n += r
+				}
+				return n
+			}
+			require.Greater(t, resident(), size*9/10, "read pages are resident")
+			for _, name := range d.TensorNames() {
+				_, err := d.WeightBytes(name)
+				require.NoError(t, err)
+			}
+			after := resident()
+			t.Logf("%s: %d bytes of shards, %d resident after the repack", dir, size, after)
+			// Left: the headers, the float tensors (norms, biases), and the
+			// pages a tensor shares with its neighbours at either end.
+			shared := int64(2 * os.Getpagesize() * len(before))
+			require.Less(t, after, size/10+shared, "the repacked tensors' pages are released")
+			for _, name := range d.Tensors.Names() {
+				tn, f, _ := d.Tensors.Tensor(name)
+				require.Equal(t, before[name], f.Data(tn), name)
+			}
+		})
+	}
+}
+
+// TestRepackInSlices: repacking a slice of rows (MLX affine) or blocks
+// (MXFP4) at a time, released as it goes, gives the bytes of the repack in
+// one piece, with slices that divide nothing evenly (1000 bytes).
+func TestRepackInSlices(t *testing.T) {
+	for _, dir := range []string{"models/hf/llama-p-mlx-q4", "models/hf/llama-p-mlx-q8-g32", "models/hf/gptoss-g1-mlx"} {
+		whole, _ := build(t, shared.Path(t, dir))
+		want := map[string][]byte{}
+		for _, name := range whole.TensorNames() {
+			b, err := whole.WeightBytes(name)
+			require.NoError(t, err)
+			want[name] = b
+		}
+		hf.SetRepackSlice(t, 1000)
+		sliced, _ := build(t, shared.Path(t, dir))
+		for _, name := range sliced.TensorNames() {
+			b, err := sliced.WeightBytes(name)
+			require.NoError(t, err)
+			require.Equal(t, want[name], b, "%s %s", dir, name)
+		}
+		hf.SetRepackSlice(t, 16<<20)
 	}
 }

@@ -136,8 +136,10 @@ func (q *quantSpec) lookup(module string) *quantParams {
 // the backends run (quant.PackMLXAffine, quant.MXFP4FromHF): MLX affine
 // (module.scales and module.biases beside a U32 module.weight) into the
 // MLX dtypes, MXFP4 (mlx-lm's U32 words with U8 scales, openai's _blocks
-// and _scales) into ggml's block_mxfp4. The repacked bytes are the size of
-// the stored ones, so the model is never held as float.
+// and _scales) into ggml's block_mxfp4. The repacked bytes are about the
+// size of the stored ones (6 % more), so the model is never held as float;
+// the stored pages are then dropped from the resident set (release), so it
+// is not held twice either.
 type decision struct {
 	hf   string // the HF tensor the graph weight comes from
 	file *safetensors.File
@@ -282,7 +284,30 @@ func (m *Model) decideQuantized(name, module, gg string, want []dim, file *safet
 		d.parts = append(d.parts, module+".biases")
 		d.stored = fmt.Sprintf("MLX affine %d-bit g%d (U32, %s scales and biases)", bits, group, sc.DType)
 		d.build = func() ([]byte, error) {
-			return quant.PackMLXAffine(dt, rows, int(in), file.Data(t), sf.Data(sc), st, bf.Data(bi), bt)
+			// A slice of rows at a time, each slice's stored pages released
+			// once repacked: the whole tensor is never resident twice.
+			w, s, b := file.Data(t), sf.Data(sc), bf.Data(bi)
+			gpr, qb := int(in)/group, group*bits/8
+			ss, bs := int(sc.DType.Size()), int(bi.DType.Size())
+			out := make([]byte, rows*gpr*(8+qb))
+			if len(w) != rows*gpr*qb || len(s) != rows*gpr*ss || len(b) != rows*gpr*bs {
+				return nil, quant.PackMLXAffineInto(out, dt, rows, int(in), w, s, st, b, bt) // the error
+			}
+			err := inSlices(rows, gpr*qb, func(lo, hi int) error {
+				g0, g1 := lo*gpr, hi*gpr
+				if err := quant.PackMLXAffineInto(out[g0*(8+qb):g1*(8+qb)], dt, hi-lo, int(in), w[g0*qb:g1*qb], s[g0*ss:g1*ss], st, b[g0*bs:g1*bs], bt); err != nil {
+					return err
+				}
+				file.ReleaseRange(t, g0*qb, g1*qb)
+				sf.ReleaseRange(sc, g0*ss, g1*ss)
+				bf.ReleaseRange(bi, g0*bs, g1*bs)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			release(stored{file, t}, stored{sf, sc}, stored{bf, bi})
+			return out, nil
 		}
 		d.info.Type = dt
 	case "mxfp4":
@@ -297,7 +322,24 @@ func (m *Model) decideQuantized(name, module, gg string, want []dim, file *safet
 		d.stored = "MXFP4 (U32 words, U8 scales)"
 		d.build = func() ([]byte, error) {
 			out := make([]byte, 17*elems/32)
-			return out, quant.MXFP4FromHF(out, file.Data(t), sf.Data(sc))
+			w, s := file.Data(t), sf.Data(sc)
+			nb := int(elems / 32)
+			if len(w) != 16*nb || len(s) != nb {
+				return nil, quant.MXFP4FromHF(out, w, s) // the error
+			}
+			err := inSlices(nb, 16, func(lo, hi int) error {
+				if err := quant.MXFP4FromHF(out[17*lo:17*hi], w[16*lo:16*hi], s[lo:hi]); err != nil {
+					return err
+				}
+				file.ReleaseRange(t, 16*lo, 16*hi)
+				sf.ReleaseRange(sc, lo, hi)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			release(stored{file, t}, stored{sf, sc})
+			return out, nil
 		}
 		d.info.Type = ir.MXFP4
 	default:
@@ -309,6 +351,37 @@ func (m *Model) decideQuantized(name, module, gg string, want []dim, file *safet
 	}
 	d.info.Name, d.info.Dims, d.info.Size = gg, ggufDims(shape), uint64(size)
 	return d, nil
+}
+
+// release drops the mapped pages of tensors just repacked from the resident set: the repacked copy is what the graph
+// reads from now on, and the model is not held twice (safetensors
+// File.Release).
+func release(ts ...stored) {
+	for _, s := range ts {
+		s.f.Release(s.t)
+	}
+}
+
+// repackSlice is about how many stored bytes a repack reads before it
+// releases them: the most of a tensor resident twice at once.
+var repackSlice = 16 << 20
+
+// inSlices calls do on [lo, hi) slices of n units of unit stored bytes,
+// each about repackSlice bytes.
+func inSlices(n, unit int, do func(lo, hi int) error) error {
+	step := max(1, repackSlice/max(unit, 1))
+	for lo := 0; lo < n; lo += step {
+		if err := do(lo, min(n, lo+step)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stored is a tensor and the file holding it.
+type stored struct {
+	f *safetensors.File
+	t *safetensors.Tensor
 }
 
 // scaleType is the type of an MLX scales or biases tensor.

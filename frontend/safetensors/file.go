@@ -119,6 +119,24 @@ func (f *File) Header() []byte {
 	return f.data[:end:end]
 }
 
+// Release drops t's pages from the process's resident set when the file
+// is mapped (OpenFile; a File parsed from a slice keeps its bytes), for a
+// tensor that was read once to be repacked: its bytes stay readable, from
+// the page cache. See mmap.Release.
+func (f *File) Release(t *Tensor) {
+	if f.closeFn != nil {
+		mmap.Release(f.Data(t))
+	}
+}
+
+// ReleaseRange is Release of bytes [from, to) of t's data, for a tensor
+// repacked a slice at a time (out-of-range bounds release nothing).
+func (f *File) ReleaseRange(t *Tensor, from, to int) {
+	if b := f.Data(t); f.closeFn != nil && 0 <= from && from <= to && to <= len(b) {
+		mmap.Release(b[from:to])
+	}
+}
+
 // Close releases the mapping. The header's contents stay usable; Data
 // returns nil afterwards. Closing twice is harmless.
 func (f *File) Close() error {

@@ -15,14 +15,29 @@ type WriteTensor struct {
 	DType DType
 	Shape []uint64 // outermost first
 	Data  []byte   // the elements, little-endian, row-major
+	// Produce, when Data is nil, writes the elements while the file is
+	// written, so that a tensor need not be held in memory; it must write
+	// exactly the bytes its dtype and shape give.
+	Produce func(io.Writer) error
+}
+
+// Size is the tensor's byte size from its dtype and shape (0 for an
+// unknown dtype).
+func (t *WriteTensor) Size() uint64 {
+	size := t.DType.Size()
+	for _, d := range t.Shape {
+		size *= d
+	}
+	return size
 }
 
 // Write writes a safetensors file: the metadata first, then the tensors'
 // entries and data in the order given. The header is padded with spaces
 // to a multiple of align: 8 as the safetensors library writes it (every
 // tensor 8-byte aligned), 1 for no padding as mlx writes it. It is for
-// tests and synthetic models; it refuses a tensor whose data does not
-// match its dtype and shape.
+// tests and synthetic models (synth writes model directories with it,
+// streaming each tensor through Produce); it refuses a tensor whose data
+// does not match its dtype and shape.
 func Write(w io.Writer, metadata map[string]string, tensors []WriteTensor, align int) error {
 	if align < 1 {
 		return fmt.Errorf("safetensors: alignment %d is not positive", align)
@@ -39,14 +54,14 @@ func Write(w io.Writer, metadata map[string]string, tensors []WriteTensor, align
 	}
 	var off uint64
 	for i, t := range tensors {
-		size := t.DType.Size()
-		if size == 0 {
+		size := t.Size()
+		if t.DType.Size() == 0 {
 			return fmt.Errorf("safetensors: tensor %q: unknown dtype %q", t.Name, t.DType)
 		}
-		for _, d := range t.Shape {
-			size *= d
+		if t.Data == nil && t.Produce == nil {
+			return fmt.Errorf("safetensors: tensor %q has neither data nor a producer", t.Name)
 		}
-		if size != uint64(len(t.Data)) {
+		if t.Data != nil && size != uint64(len(t.Data)) {
 			return fmt.Errorf("safetensors: tensor %q: %s %v is %d bytes, the data %d", t.Name, t.DType, t.Shape, size, len(t.Data))
 		}
 		if i > 0 || metadata != nil {
@@ -80,9 +95,31 @@ func Write(w io.Writer, metadata map[string]string, tensors []WriteTensor, align
 		return err
 	}
 	for _, t := range tensors {
-		if _, err := w.Write(t.Data); err != nil {
-			return err
+		if t.Data != nil {
+			if _, err := w.Write(t.Data); err != nil {
+				return err
+			}
+			continue
+		}
+		cw := &countWriter{w: w}
+		if err := t.Produce(cw); err != nil {
+			return fmt.Errorf("safetensors: tensor %q: %w", t.Name, err)
+		}
+		if cw.n != t.Size() {
+			return fmt.Errorf("safetensors: tensor %q: %s %v is %d bytes, its producer wrote %d", t.Name, t.DType, t.Shape, t.Size(), cw.n)
 		}
 	}
 	return nil
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n uint64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += uint64(n)
+	return n, err
 }

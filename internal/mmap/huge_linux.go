@@ -16,3 +16,9 @@ const madvPopulateRead = 22
 // page tables now (reading it into the page cache if needed). Older kernels
 // reject the advice; the caller then touches the pages itself.
 func populate(b []byte) error { return syscall.Madvise(b, madvPopulateRead) }
+
+// madvDontneed is Linux's MADV_DONTNEED.
+const madvDontneed = 4
+
+// dontneed drops the page-aligned range b from the process's page tables.
+func dontneed(b []byte) error { return syscall.Madvise(b, madvDontneed) }

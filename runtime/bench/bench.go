@@ -35,9 +35,14 @@ type Options struct {
 
 // Result is what Run measured.
 type Result struct {
-	PromptTokens   int
-	DecodeTokens   int
-	Prefill        time.Duration   // the one prefill step: time to first token
+	PromptTokens int
+	DecodeTokens int
+	Prefill      time.Duration // the one prefill step: time to first token
+	// ColdPrefill is the warm-up's first step (of the prompt's length, or
+	// UBatch): the first step after the model is loaded, with its page
+	// faults and first allocations, as a user's first prompt meets it.
+	// Zero without Warmup.
+	ColdPrefill    time.Duration
 	DecodeSteps    []time.Duration // each decode step
 	PrefillTokensS float64
 	DecodeTokensS  float64
@@ -74,10 +79,15 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	if ub <= 0 || ub > o.Prompt {
 		ub = o.Prompt
 	}
+	r := &Result{PromptTokens: o.Prompt, DecodeTokens: o.Decode}
 	if o.Warmup {
-		for _, n := range []int{ub, 1} {
+		for i, n := range []int{ub, 1} {
+			t := time.Now()
 			if _, err := sess.EvalLast(ids(n)); err != nil {
 				return nil, err
+			}
+			if i == 0 {
+				r.ColdPrefill = time.Since(t)
 			}
 		}
 		sess.Reset()
@@ -87,7 +97,6 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	for i := range steps {
 		steps[i] = ids(1)
 	}
-	r := &Result{PromptTokens: o.Prompt, DecodeTokens: o.Decode}
 	t0 := time.Now()
 	for at := 0; at < len(prompt); at += ub {
 		if _, err := sess.EvalLast(prompt[at:min(at+ub, len(prompt))]); err != nil {

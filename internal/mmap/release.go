@@ -1,0 +1,30 @@
+package mmap
+
+import (
+	"os"
+	"unsafe"
+)
+
+// Release drops the whole pages inside b, part of a File mapping, from the
+// process's resident set. A model whose weights are repacked at load
+// (MLX affine, MXFP4 in the Hugging Face layout) reads the mapped bytes
+// once; without this their pages would stay resident beside the repacked
+// copy for the life of the mapping, twice the model in RSS. The pages stay
+// in the page cache, and a later read of b faults them in again from the
+// file, so b keeps its contents. Pages that b shares with its neighbours
+// (the partial ones at either end) are kept. Never call it on anonymous
+// or Go heap memory: those pages would read back as zeros.
+func Release(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	ps := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	first := (ps - start%ps) % ps
+	end := start + uintptr(len(b))
+	last := end - end%ps
+	if start+first >= last {
+		return
+	}
+	_ = dontneed(b[first : last-start])
+}

@@ -1,0 +1,49 @@
+package mmap
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// Resident is the resident size in bytes of the whole mapping that holds
+// b's first byte, from /proc/self/smaps: for tests and diagnostics that
+// check what a mapping keeps in memory.
+func Resident(b []byte) (int64, error) {
+	if len(b) == 0 {
+		return 0, fmt.Errorf("mmap: Resident of an empty slice")
+	}
+	at := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		// A mapping's header: "start-end perms offset dev inode [path]".
+		if fs := strings.Fields(line); len(fs) >= 5 && len(fs[1]) == 4 && strings.Contains(fs[0], "-") {
+			lo, hi, _ := strings.Cut(fs[0], "-")
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			in = err1 == nil && err2 == nil && start <= at && at < end
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "Rss:"); ok && in {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("mmap: /proc/self/smaps: %q", line)
+			}
+			return kb << 10, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("mmap: no mapping holds %#x", at)
+}

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package mmap
+
+import "errors"
+
+// Resident is Linux's (/proc/self/smaps) alone.
+func Resident([]byte) (int64, error) {
+	return 0, errors.New("mmap: Resident needs /proc/self/smaps (Linux)")
+}
