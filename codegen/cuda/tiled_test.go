@@ -177,14 +177,14 @@ func TestTiledSchedule(t *testing.T) {
 					}
 				case "qkv_rope":
 					// T = 1 only; prefill is a tiled product into the
-					// scratch, then rope_kv with the launch's pos, caches
-					// and output.
+					// scratch, then rope_kv with the launch's pos, cache
+					// bases, caches and output.
 					mv++
 					mm, rope := lib.Launches[i+1], lib.Launches[i+2]
 					n := len(l.Args)
 					if l.MinT != 0 || l.MaxT != 1 || family[mm.Kernel] != "matmul_tiled" || mm.MinT != 2 || mm.Value != l.Value ||
 						mm.Args[len(mm.Args)-1].Value != -1 || family[rope.Kernel] != "rope_kv" || rope.MinT != 2 || rope.Value != l.Value ||
-						fmt.Sprint(rope.Args[1:]) != fmt.Sprint([]cuda.Arg{l.Args[2], l.Args[3], l.Args[4], l.Args[n-1]}) {
+						fmt.Sprint(rope.Args[1:]) != fmt.Sprint([]cuda.Arg{l.Args[2], l.Args[3], l.Args[4], l.Args[5], l.Args[n-1]}) {
 						t.Errorf("qkv_rope launch %s (min %d, max %d) is not followed by its tiled product and rope_kv: %+v, %+v", l.Kernel, l.MinT, l.MaxT, mm, rope)
 					}
 				}
