@@ -9,12 +9,19 @@ import (
 
 // File maps size bytes of fh read-only and returns the bytes and the function
 // that unmaps them. The mapping outlives fh, which the caller may close.
+// The mapping is recorded until it is unmapped, for ReleaseMapped.
 func File(fh *os.File, size int) ([]byte, func() error, error) {
 	data, err := syscall.Mmap(int(fh.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, nil, os.NewSyscallError("mmap", err)
 	}
-	return data, func() error { return syscall.Munmap(data) }, nil
+	forget := register(data)
+	return data, func() error {
+		// Forget first: a ReleaseMapped in flight holds the registry, so the
+		// mapping is gone from it before the pages are.
+		forget()
+		return syscall.Munmap(data)
+	}, nil
 }
 
 // Anon returns n zeroed bytes of anonymous memory outside the Go heap, and

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -49,4 +50,55 @@ func TestReleaseDropsPagesKeepsBytes(t *testing.T) {
 
 	Release(b[10:20]) // inside one page: nothing to drop, no error
 	Release(nil)
+}
+
+// TestReleaseMappedOnlyFileMappings: ReleaseMapped leaves heap and
+// anonymous memory alone (MADV_DONTNEED would zero them), releases a range
+// of a live file mapping (its pages leave the resident set, its bytes read
+// back from the file), and forgets a mapping once it is unmapped.
+func TestReleaseMappedOnlyFileMappings(t *testing.T) {
+	const n = 8 << 20
+	r := rand.New(rand.NewPCG(3, 4))
+	fill := func(b []byte) {
+		for i := range b {
+			b[i] = byte(r.Uint32() | 1)
+		}
+	}
+
+	heap := make([]byte, n)
+	fill(heap)
+	want := append([]byte(nil), heap...)
+	require.False(t, ReleaseMapped(heap), "heap memory is not a file mapping")
+	require.False(t, ReleaseMapped(heap[4096:n-4096]))
+	require.Equal(t, want, heap, "heap bytes intact")
+
+	anon, free, err := Anon(n)
+	require.NoError(t, err)
+	defer free()
+	fill(anon)
+	want = append(want[:0], anon...)
+	require.False(t, ReleaseMapped(anon), "anonymous memory is not a file mapping")
+	require.Equal(t, want, anon, "anonymous bytes intact")
+
+	path := filepath.Join(t.TempDir(), "weights")
+	require.NoError(t, os.WriteFile(path, want, 0o644))
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	b, unmap, err := File(fh, n)
+	require.NoError(t, err)
+	Populate(b)
+	require.Greater(t, rssOf(t, b), int64(n*9/10), "read pages are resident")
+	require.True(t, ReleaseMapped(b[100:n-100]))
+	require.LessOrEqual(t, rssOf(t, b), int64(2*os.Getpagesize()), "only the two partial end pages stay")
+	require.Equal(t, want, b, "the bytes read back from the file")
+	require.False(t, ReleaseMapped(nil))
+
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	require.NoError(t, unmap())
+	mapped.mu.RLock()
+	_, live := mapped.ranges[start]
+	mapped.mu.RUnlock()
+	require.False(t, live, "an unmapped file is forgotten")
+	require.Error(t, unmap(), "a second unmap fails as before")
 }

@@ -13,7 +13,9 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"sync"
+	"unsafe"
 
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
 	"github.com/minerva-llm/minerva/runtime"
@@ -141,7 +143,10 @@ type program struct {
 	moeBuf        *moeBuffers
 	// q82: round Q8_0 activations with ik_llama.cpp's Q8_2 recipe (the
 	// graph's act_rounding attribute; refround.go).
-	q82    bool
+	q82 bool
+	// readBy says, by value index, how a constant is read (constUses):
+	// prepare and fold release the source bytes of those read only once.
+	readBy []constUse
 	closed bool
 }
 
@@ -195,6 +200,7 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 		stateIdx[info.Name] = i
 	}
 	isConst := ir.ConstValues(g)
+	p.readBy = constUses(g, isConst, p.index)
 	for i, v := range g.Values {
 		switch {
 		case v.Op == ir.OpInput:
@@ -275,8 +281,14 @@ func (p *program) arenaOffset(v *ir.Value) int64 {
 // dropPackedSources forgets the original bytes of matrices that are read
 // only through their packed form (whole groups of eight rows, no other op
 // reading them raw), so that folded copies (the concatenated q/k/v and
-// gate/up matrices, a third of a llama's weights) can be collected; mmapped
-// bytes stay in the page cache either way.
+// gate/up matrices, a third of a llama's weights) can be collected. Bytes
+// that lie in a file mapping (a GGUF file, a plan, an app) and that no step
+// reads — packed matrices' sources, the weights a fold copied — are
+// released from the resident set (mmap.ReleaseMapped): otherwise their
+// pages, read once while packing, count beside the packed copy, the
+// weights twice in RSS. Bytes that a step reads raw (embeddings, unpacked
+// and q8_2 float-path matrices, MoE experts, float32 views) are kept:
+// releasing them would only refault them each step.
 func (p *program) dropPackedSources() {
 	raw := map[*cval]bool{}
 	for _, nd := range p.nodes {
@@ -294,11 +306,81 @@ func (p *program) dropPackedSources() {
 			raw[c] = true
 		}
 	}
+	var live [][]byte // bytes some step reads (a reshape fold shares its operand's)
+	for c := range raw {
+		live = append(live, c.data, bytesOfF32(c.f32))
+	}
 	for _, c := range p.consts {
-		if c != nil && c.packed != nil && !raw[c] && c.packed.Rows()%8 == 0 {
+		if c == nil || raw[c] {
+			continue
+		}
+		if !overlapsAny(c.data, live) {
+			mmap.ReleaseMapped(c.data)
+		}
+		if c.packed != nil && c.packed.Rows()%8 == 0 {
 			c.data = nil
 		}
 	}
+}
+
+// constUse is how the values that use a constant read it.
+type constUse uint8
+
+const (
+	readRaw    constUse = iota // some step reads its bytes (or it is an output, or unused)
+	packedOnly                 // only as a matmul's weight operand (packed when the kernels can)
+	foldedOnly                 // only by folds at load time
+)
+
+// constUses classifies every constant by its uses, by value index.
+func constUses(g *ir.Graph, isConst map[*ir.Value]bool, index map[*ir.Value]int) []constUse {
+	out := make([]constUse, len(g.Values))
+	uses := g.Uses()
+	counted := map[*ir.Value]int{}
+	packed, folded := map[*ir.Value]int{}, map[*ir.Value]int{}
+	for _, v := range g.Values {
+		for j, a := range v.Args {
+			if !isConst[a] {
+				continue
+			}
+			counted[a]++
+			switch {
+			case isConst[v]:
+				folded[a]++
+			case j == 1 && (v.Op == ir.OpMatMul || v.Op == ir.OpFusedMatMul || v.Op == ir.OpSwiGLU || v.Op == ir.OpQKVRoPE):
+				packed[a]++
+			}
+		}
+	}
+	for a, n := range counted {
+		switch {
+		case n != uses[a]: // an output too
+		case packed[a] == n:
+			out[index[a]] = packedOnly
+		case folded[a] == n:
+			out[index[a]] = foldedOnly
+		}
+	}
+	return out
+}
+
+// overlapsAny reports whether b shares a byte with any of the slices in bs.
+func overlapsAny(b []byte, bs [][]byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	hi := lo + uintptr(len(b))
+	for _, o := range bs {
+		if len(o) == 0 {
+			continue
+		}
+		olo := uintptr(unsafe.Pointer(unsafe.SliceData(o)))
+		if olo < hi && lo < olo+uintptr(len(o)) {
+			return true
+		}
+	}
+	return false
 }
 
 // loadWeight resolves a weight's bytes once: kept as given (mmapped), no copy.
@@ -347,6 +429,13 @@ func (p *program) prepare(nd *node) error {
 		// which reads the original rows.
 		if c.packed == nil && p.ks.PackedSupported(c.dt) && n%8 == 0 && !(p.q82 && q82FloatTypes[c.dt]) {
 			c.packed = p.ks.Pack(c.dt, n, k, c.data)
+			if p.readBy[nd.args[1]] == packedOnly {
+				// Nothing reads the original bytes again: release them now
+				// rather than in dropPackedSources, so that the load's peak
+				// RSS does not hold every source beside its packed copy.
+				mmap.ReleaseMapped(c.data)
+				c.data = nil
+			}
 		}
 	case ir.OpEmbed:
 		rawArg = 0

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/fold"
 	"github.com/minerva-llm/minerva/quant"
@@ -52,6 +53,12 @@ func (p *program) fold(v *ir.Value) (*cval, error) {
 		buf, err := fold.Concat(v, raw, alignedBytes)
 		if err != nil {
 			return nil, err
+		}
+		for i, a := range v.Args {
+			if p.readBy[p.index[a]] == foldedOnly {
+				// Copied; another fold that reads it faults it in again.
+				mmap.ReleaseMapped(args[i].data)
+			}
 		}
 		return &cval{dt: args[0].dt, shape: shape, data: buf}, nil
 	case ir.OpMul, ir.OpAdd:

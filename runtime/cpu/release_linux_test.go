@@ -1,0 +1,87 @@
+package cpu_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/frontend/arch"
+	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/internal/mmap"
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/synth"
+)
+
+// TestPackedSourcesReleased: once a Q4_0 model mapped from its GGUF file is
+// compiled, the pages of the matrices the backend repacked have left the
+// resident set (only the tensors a step reads raw, the partial pages at
+// tensor ends and the header stay), and stay out while it steps; the logits
+// equal those of the same model parsed from a heap copy of the file, whose
+// bytes are never released.
+func TestPackedSourcesReleased(t *testing.T) {
+	m := synth.Default()
+	m.Matrix, m.NEmbd, m.NFF, m.Std = ir.Q4_0, 512, 1536, 0.04
+	path := filepath.Join(t.TempDir(), "q4_0.gguf")
+	fh, err := os.Create(path)
+	require.NoError(t, err)
+	_, err = m.Write(fh)
+	require.NoError(t, err)
+	require.NoError(t, fh.Close())
+
+	f, err := gguf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	heap, err := gguf.Parse(raw)
+	require.NoError(t, err)
+
+	// The bytes a step may read raw: everything but the q/k/v, o, gate,
+	// up, down and output matrices, which the backend packs.
+	ps := int64(os.Getpagesize())
+	kept, packed := int64(f.DataOffset)+ps, int64(0)
+	for _, ti := range f.Tensors {
+		kept += 2 * ps // the partial pages at either end
+		if ti.Type == ir.Q4_0 && ti.Name != "token_embd.weight" {
+			packed += int64(ti.Size)
+		} else {
+			kept += int64(ti.Size)
+		}
+	}
+	require.Greater(t, packed, 4*kept, "the packed matrices are most of the file (%d of %d bytes)", packed, f.Size())
+
+	backend, ok := runtime.LookupBackend("goasm")
+	require.True(t, ok)
+	logits := func(src *gguf.File, check func()) [][]float32 {
+		am, err := arch.Load(src, arch.Options{})
+		require.NoError(t, err)
+		fuse(t, am.Graph)
+		p, err := backend.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 16})
+		require.NoError(t, err)
+		defer p.Close()
+		check()
+		rows, err := p.Step(0, []int32{1, 7, 42, 3}, []int32{0, 1, 2, 3})
+		require.NoError(t, err)
+		for i, id := range []int32{9, 100, 5} {
+			r, err := p.Step(0, []int32{id}, []int32{int32(4 + i)})
+			require.NoError(t, err)
+			rows = append(rows, r...)
+		}
+		check()
+		return rows
+	}
+	data := f.TensorData(&f.Tensors[0])
+	resident := func() {
+		n, err := mmap.Resident(data)
+		require.NoError(t, err)
+		require.LessOrEqual(t, n, kept, "resident bytes of the %d-byte mapping (%d packed)", f.Size(), packed)
+	}
+	got := logits(f, resident)
+	want := logits(heap, func() {})
+	require.Equal(t, want, got, "logits of the mapped (released) and heap models")
+	require.Len(t, got, 7)
+	require.NotEqual(t, got[0], got[1], "the logits depend on the tokens")
+}
