@@ -27,14 +27,8 @@ func TestAnonZeroedWritable(t *testing.T) {
 }
 
 func TestFileMapsContents(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
 	want := []byte("minerva mapped bytes")
-	require.NoError(t, os.WriteFile(path, want, 0o644))
-	fh, err := os.Open(path)
-	require.NoError(t, err)
-	defer fh.Close()
-	got, unmap, err := File(fh, len(want))
-	require.NoError(t, err)
+	got, unmap := mapFile(t, want)
 	require.Equal(t, want, got)
 	require.NoError(t, unmap())
 }
@@ -42,17 +36,11 @@ func TestFileMapsContents(t *testing.T) {
 // TestPopulate: populating a file mapping and a heap slice (unaligned, both
 // ends) leaves the bytes unchanged and does not fail.
 func TestPopulate(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
 	want := make([]byte, 3*4096+123)
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	require.NoError(t, os.WriteFile(path, want, 0o644))
-	fh, err := os.Open(path)
-	require.NoError(t, err)
-	defer fh.Close()
-	got, unmap, err := File(fh, len(want))
-	require.NoError(t, err)
+	got, unmap := mapFile(t, want)
 	defer unmap()
 	Populate(got[5 : len(got)-7])
 	Populate(got[:0])
@@ -60,4 +48,17 @@ func TestPopulate(t *testing.T) {
 	heap := append([]byte(nil), want...)
 	Populate(heap[1:])
 	require.Equal(t, want, heap)
+}
+
+// mapFile writes want to a file and maps it with File.
+func mapFile(t *testing.T, want []byte) ([]byte, func() error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "weights")
+	require.NoError(t, os.WriteFile(path, want, 0o644))
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	b, unmap, err := File(fh, len(want))
+	require.NoError(t, err)
+	return b, unmap
 }

@@ -3,7 +3,6 @@ package mmap
 import (
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
@@ -29,13 +28,7 @@ func TestReleaseDropsPagesKeepsBytes(t *testing.T) {
 	for i := range want {
 		want[i] = byte(r.Uint32() | 1)
 	}
-	path := filepath.Join(t.TempDir(), "weights")
-	require.NoError(t, os.WriteFile(path, want, 0o644))
-	fh, err := os.Open(path)
-	require.NoError(t, err)
-	defer fh.Close()
-	b, unmap, err := File(fh, n)
-	require.NoError(t, err)
+	b, unmap := mapFile(t, want)
 	defer unmap()
 
 	Populate(b)
@@ -80,13 +73,7 @@ func TestReleaseMappedOnlyFileMappings(t *testing.T) {
 	require.False(t, ReleaseMapped(anon), "anonymous memory is not a file mapping")
 	require.Equal(t, want, anon, "anonymous bytes intact")
 
-	path := filepath.Join(t.TempDir(), "weights")
-	require.NoError(t, os.WriteFile(path, want, 0o644))
-	fh, err := os.Open(path)
-	require.NoError(t, err)
-	defer fh.Close()
-	b, unmap, err := File(fh, n)
-	require.NoError(t, err)
+	b, unmap := mapFile(t, want)
 	Populate(b)
 	require.Greater(t, rssOf(t, b), int64(n*9/10), "read pages are resident")
 	require.True(t, ReleaseMapped(b[100:n-100]))
