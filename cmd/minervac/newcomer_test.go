@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"io"
 	"os"
 	"os/exec"
@@ -332,4 +333,27 @@ func TestRunWarnsBeyondTrainedContext(t *testing.T) {
 	_, stderr, code = minervac(t, "run", model, "--ctx", "2048", "-n", "2")
 	require.Equal(t, 0, code, stderr)
 	require.NotContains(t, stderr, "warning")
+}
+
+// The server warns as run does when --ctx is beyond the trained context
+// (issue 19 item 1: "same in compile --ctx and the server"), and still
+// loads.
+func TestServeWarnsBeyondTrainedContext(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf") // trained for 2048 positions
+	cmd := exec.Command(minervacBin, "serve", model, "--port", "0", "--parallel", "1", "--ctx", "3000")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	rd := bufio.NewReader(stderr)
+	var lines []string
+	for {
+		l, err := rd.ReadString('\n')
+		require.NoError(t, err, "stderr so far: %q", lines)
+		lines = append(lines, l)
+		if strings.Contains(l, "minervac: ready:") {
+			break
+		}
+	}
+	require.Contains(t, strings.Join(lines, ""), "minervac: warning: --ctx 3000 is beyond the 2048 positions the model was trained for")
 }

@@ -210,15 +210,21 @@ func (r *runnable) session(ctx int) (*runtime.Session, error) {
 	if err := checkKVMemory(r.graph, ctx, availableMemory()); err != nil {
 		return nil, err
 	}
-	if r.trained > 0 && ctx > r.trained {
-		fmt.Fprintf(os.Stderr, "minervac: warning: --ctx %d is beyond the %d positions the model was trained for: text past them may lose coherence\n", ctx, r.trained)
-	}
+	r.warnTrained(ctx)
 	prog, err := b.Compile(r.graph, r.weights, runtime.ProgramConfig{Context: ctx, Slots: 1, Options: r.opts, Kernels: r.kernels})
 	if err != nil {
 		return nil, err
 	}
 	r.closers = append(r.closers, closerFunc(prog.Close))
 	return runtime.NewProgramSession(prog, 0)
+}
+
+// warnTrained warns (one line on stderr) when ctx is beyond the context the
+// model was trained for: allowed, but text past it may lose coherence.
+func (r *runnable) warnTrained(ctx int) {
+	if r.trained > 0 && ctx > r.trained {
+		fmt.Fprintf(os.Stderr, "minervac: warning: --ctx %d is beyond the %d positions the model was trained for: text past them may lose coherence\n", ctx, r.trained)
+	}
 }
 
 type closerFunc func() error

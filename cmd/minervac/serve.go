@@ -155,6 +155,7 @@ func (c *serveCmd) load(bo *runtime.Options, srv *serve.Server, tpl string, out 
 	if err := serve.CheckKVMemory(m.graph, ctxLen, c.Parallel, availableMemory()); err != nil {
 		return usageError{err.Error()}
 	}
+	m.warnTrained(ctxLen)
 	b, ok := runtime.LookupBackend(m.target)
 	if !ok {
 		return fmt.Errorf("target %s is not implemented in this build (implemented: %v)", m.target, runtime.Backends())
