@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -233,6 +234,9 @@ func (c *benchServeCmd) level(url, model string, vocab, n int) benchLevel {
 	return res
 }
 
+// requestSeq numbers bench-serve's requests for their idempotency keys.
+var requestSeq atomic.Int64
+
 // oneRequest streams one completion: the time to its first text, the gaps
 // between later pieces, and the tokens the usage chunk counts.
 func (c *benchServeCmd) oneRequest(url string, body []byte) (float64, []float64, int, error) {
@@ -241,6 +245,12 @@ func (c *benchServeCmd) oneRequest(url string, body []byte) (float64, []float64,
 		return 0, nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// A server that closes kept-alive connections (llama-server does) races
+	// the client's reuse of them: net/http retries a request that failed on
+	// a reused connection before anything was written only when it is
+	// idempotent, which for a POST this key declares. Each request is sent
+	// once: the key is unique.
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-serve-%d-%d", os.Getpid(), requestSeq.Add(1)))
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
