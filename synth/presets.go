@@ -2,11 +2,11 @@ package synth
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/ir/rope"
 )
 
 // preset is a real shape (the published config) or a small one of the same
@@ -95,7 +95,7 @@ func Preset(name string, matrix ir.DType, seed uint64) (Llama, error) {
 	m := p.Llama
 	m.Arch = m.arch()
 	if name == "llama-3.1-8b" || name == "llama-3.1-tiny" {
-		m.RopeFreqs = Llama3RopeFreqs(m.headDim(), m.RopeBase, 8, 1, 4, 8192)
+		m.RopeFreqs = rope.Llama3Factors(m.RopeBase, m.headDim(), 8, 1, 4, 8192)
 	}
 	m.Name = "minerva-synthetic-" + name
 	m.Matrix, m.Seed = matrix, seed
@@ -135,27 +135,3 @@ var phi3Tokens = func() []string {
 	}
 	return t
 }()
-
-// Llama3RopeFreqs is Llama 3.1's rope_freqs for heads of headDim: for pair
-// i with frequency base^(-2i/headDim) and wavelength 2π/freq, 1 for
-// wavelengths under orig/high, factor over orig/low, and between them
-// 1/((1-s)/factor + s) with s = (orig/wavelength - low)/(high - low) — the
-// divisors llama.cpp's converter writes (float32).
-func Llama3RopeFreqs(headDim int, base, factor, low, high float64, orig int) []float32 {
-	out := make([]float32, headDim/2)
-	lowWave, highWave := float64(orig)/low, float64(orig)/high
-	for i := range out {
-		freq := math.Pow(base, -float64(2*i)/float64(headDim))
-		wave := 2 * math.Pi / freq
-		switch {
-		case wave < highWave:
-			out[i] = 1
-		case wave > lowWave:
-			out[i] = float32(factor)
-		default:
-			s := (float64(orig)/wave - low) / (high - low)
-			out[i] = float32(1 / ((1-s)/factor + s))
-		}
-	}
-	return out
-}

@@ -49,7 +49,7 @@ type Llama struct {
 	Std  float64
 	Seed uint64
 	// RopeFreqs, when set, is written as rope_freqs.weight: Llama 3.1's
-	// divisor of each rotated pair's frequency (Llama3RopeFreqs), one per
+	// divisor of each rotated pair's frequency (rope.Llama3Factors), one per
 	// pair of a head.
 	RopeFreqs []float32
 	// Tied omits output.weight, so the logits reuse token_embd.weight (as in

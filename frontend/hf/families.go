@@ -3,11 +3,10 @@ package hf
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 
 	"github.com/minerva-llm/minerva/frontend/gguf"
+	"github.com/minerva-llm/minerva/ir/rope"
 )
 
 // family is a transformers model class this package reads, and the
@@ -362,43 +361,8 @@ func (s *spec) ropeScaling(r *config, theta float64, hd int) error {
 		if high <= low {
 			return fmt.Errorf("%s: high_freq_factor %v must exceed low_freq_factor %v", r.path, high, low)
 		}
-		s.ropeFreqs = llama3Factors(theta, hd, factor, low, high, orig)
+		s.ropeFreqs = rope.Llama3Factors(theta, hd, factor, low, high, orig)
 		return nil
 	}
 	return fmt.Errorf("%s %q is not supported (default, linear, llama3)", r.path, typ)
-}
-
-// llama3Factors computes Llama 3.1's per-frequency divisors as
-// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors does: for
-// each rotated pair i with wavelength λ = 2π·θ^(2i/d), 1 below
-// orig/high, factor above orig/low, and the smooth blend between. The
-// frequencies are computed in float32 there; here in float64 and rounded
-// once, which can differ from it in the last bit of a factor.
-func llama3Factors(theta float64, hd int, factor, low, high, orig float64) []float32 {
-	out := make([]float32, hd/2)
-	lowWave, highWave := orig/low, orig/high
-	for i := range out {
-		freq := 1 / math.Pow(theta, float64(2*i)/float64(hd))
-		wave := 2 * math.Pi / freq
-		switch {
-		case wave < highWave:
-			out[i] = 1
-		case wave > lowWave:
-			out[i] = float32(factor)
-		default:
-			smooth := (orig/wave - low) / (high - low)
-			out[i] = float32(1 / ((1-smooth)/factor + smooth))
-		}
-	}
-	return out
-}
-
-// sortedKeys lists a map's keys in order, for deterministic messages.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

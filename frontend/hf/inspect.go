@@ -2,7 +2,9 @@ package hf
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -54,7 +56,7 @@ func (m *Model) Modules() []Module {
 		}
 	}
 	var out []Module
-	for _, mod := range sortedKeys(parts) {
+	for _, mod := range slices.Sorted(maps.Keys(parts)) {
 		md := Module{Name: mod}
 		has, listed := map[string]bool{}, map[string]bool{}
 		for _, p := range parts[mod] {

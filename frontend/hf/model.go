@@ -26,9 +26,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -195,7 +197,7 @@ func openDir(dir string, open Opener, lenient bool) (m *Model, err error) {
 		for _, s := range idx.Shards {
 			if !present[s] {
 				first := ""
-				for _, t := range sortedKeys(idx.WeightMap) {
+				for _, t := range slices.Sorted(maps.Keys(idx.WeightMap)) {
 					if idx.WeightMap[t] == s {
 						first = t
 						break
@@ -322,7 +324,7 @@ func (m *Model) decideAll() error {
 			}
 		}
 	}
-	for _, name := range sortedKeys(m.spec.slots) {
+	for _, name := range slices.Sorted(maps.Keys(m.spec.slots)) {
 		s := m.spec.slots[name]
 		t, f, ok := m.Tensors.Tensor(name)
 		if !ok {
@@ -359,7 +361,7 @@ func (m *Model) decideAll() error {
 		m.weights["rope_freqs.weight"] = &decision{hf: "", data: b, stored: "F32 (from rope_scaling)",
 			info: gguf.TensorInfo{Name: "rope_freqs.weight", Dims: []uint64{uint64(len(fr))}, Type: ir.F32, Size: uint64(len(b))}}
 	}
-	m.names = sortedKeys(m.weights)
+	m.names = slices.Sorted(maps.Keys(m.weights))
 	return nil
 }
 
@@ -565,7 +567,7 @@ func (m *Model) Quantization() string {
 	if q.global != nil {
 		parts = append(parts, q.global.String())
 	}
-	for _, k := range sortedKeys(q.modules) {
+	for _, k := range slices.Sorted(maps.Keys(q.modules)) {
 		if p := q.modules[k]; p == nil {
 			parts = append(parts, k+": float")
 		} else {
@@ -579,7 +581,7 @@ func (m *Model) Quantization() string {
 // bytes), sorted, for inspect.
 func (m *Model) ConfigKeys() [][2]string {
 	var out [][2]string
-	for _, k := range sortedKeys(m.cfg.raw) {
+	for _, k := range slices.Sorted(maps.Keys(m.cfg.raw)) {
 		v := strings.Join(strings.Fields(string(m.cfg.raw[k])), " ")
 		if len(v) > 80 {
 			v = v[:80] + "…"

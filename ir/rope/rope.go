@@ -131,3 +131,28 @@ func YarnRamp(low, high float64, i0 int64) float64 {
 	y := (float64(i0)/2 - low) / math.Max(0.001, high-low)
 	return 1 - math.Min(1, math.Max(0, y))
 }
+
+// Llama3Factors computes Llama 3.1's per-frequency divisors as
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors does: for
+// each rotated pair i with wavelength λ = 2π·θ^(2i/d), 1 below
+// orig/high, factor above orig/low, and the smooth blend between. The
+// frequencies are computed in float32 there; here in float64 and rounded
+// once, which can differ from it in the last bit of a factor.
+func Llama3Factors(theta float64, hd int, factor, low, high, orig float64) []float32 {
+	out := make([]float32, hd/2)
+	lowWave, highWave := orig/low, orig/high
+	for i := range out {
+		freq := 1 / math.Pow(theta, float64(2*i)/float64(hd))
+		wave := 2 * math.Pi / freq
+		switch {
+		case wave < highWave:
+			out[i] = 1
+		case wave > lowWave:
+			out[i] = float32(factor)
+		default:
+			smooth := (orig/wave - low) / (high - low)
+			out[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return out
+}

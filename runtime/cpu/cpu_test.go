@@ -15,6 +15,7 @@ import (
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/ir/rope"
 	"github.com/minerva-llm/minerva/runtime"
 	"github.com/minerva-llm/minerva/runtime/cpu"
 	"github.com/minerva-llm/minerva/synth"
@@ -377,7 +378,7 @@ func TestCacheTypesMatchReference(t *testing.T) {
 func TestLlama31ShapeAtDepth(t *testing.T) {
 	m, err := synth.Preset("llama-3.1-tiny", ir.F32, 1)
 	require.NoError(t, err)
-	want := synth.Llama3RopeFreqs(64, 500000, 8, 1, 4, 8192)
+	want := rope.Llama3Factors(500000, 64, 8, 1, 4, 8192)
 	require.Equal(t, float32(1), want[0])
 	require.Equal(t, float32(8), want[len(want)-1])
 	am := synthModel(t, m)
