@@ -201,3 +201,16 @@ func invalidLen(p []byte) int {
 	}
 	return 1
 }
+
+// TemplateSpecials are the texts of the special tokens this tokenizer has,
+// under the names chat templates use for them (bos_token, eos_token,
+// unk_token, pad_token: transformers' special_tokens_map).
+func (t *Tokenizer) TemplateSpecials() map[string]string {
+	m := map[string]string{}
+	for k, id := range map[string]int32{"bos_token": t.BOS(), "eos_token": t.EOS(), "unk_token": t.UNK(), "pad_token": t.PAD()} {
+		if id >= 0 {
+			m[k] = t.DecodeWith([]int32{id}, DecodeOptions{Special: true})
+		}
+	}
+	return m
+}

@@ -198,25 +198,12 @@ func newPrompter(tok *tokenizer.Tokenizer, mc modelChat, f templateFlags) (*prom
 	}
 	p.opts.SpecialTokens = map[string]string{}
 	if tok != nil { // minervac template renders without a model
-		p.opts.SpecialTokens = specialTokens(tok)
+		p.opts.SpecialTokens = tok.TemplateSpecials()
 	}
 	for k, s := range mc.specials {
 		p.opts.SpecialTokens[k] = s
 	}
 	return p, nil
-}
-
-// specialTokens are the texts of the tokenizer's special tokens, which
-// templates write as bos_token, eos_token, unk_token and pad_token (as
-// transformers passes its special_tokens_map).
-func specialTokens(tok *tokenizer.Tokenizer) map[string]string {
-	m := map[string]string{}
-	for k, id := range map[string]int32{"bos_token": tok.BOS(), "eos_token": tok.EOS(), "unk_token": tok.UNK(), "pad_token": tok.PAD()} {
-		if id >= 0 {
-			m[k] = tok.DecodeWith([]int32{id}, tokenizer.DecodeOptions{Special: true})
-		}
-	}
-	return m
 }
 
 // render renders the conversation, ending with the assistant's header when

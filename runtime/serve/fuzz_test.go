@@ -30,7 +30,7 @@ func fuzzModels(t testing.TB) []*model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	special := specialTokens(tok)
+	special := tok.TemplateSpecials()
 	return []*model{{tok: tok, tpl: tpl, stops: []string{"<|im_end|>"}, special: special}, {tok: tok, harmony: true, special: special}}
 }
 

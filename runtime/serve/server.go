@@ -129,7 +129,7 @@ func (s *Server) Observer() Observer { return s.met }
 // Ready makes the server serve sched, whose tokenizer is the model's.
 func (s *Server) Ready(sched *Scheduler) error {
 	tok := sched.Tokenizer()
-	m := &model{sched: sched, tok: tok, harmony: s.opts.Harmony, special: specialTokens(tok)}
+	m := &model{sched: sched, tok: tok, harmony: s.opts.Harmony, special: tok.TemplateSpecials()}
 	for k, v := range s.opts.SpecialTokens {
 		m.special[k] = v
 	}
@@ -152,18 +152,6 @@ func (s *Server) Ready(sched *Scheduler) error {
 	s.met.slots.Set(float64(sched.Slots()))
 	s.m.Store(m)
 	return nil
-}
-
-// specialTokens are the texts of the tokenizer's special tokens, which
-// templates write as bos_token, eos_token, unk_token and pad_token.
-func specialTokens(tok *tokenizer.Tokenizer) map[string]string {
-	m := map[string]string{}
-	for k, id := range map[string]int32{"bos_token": tok.BOS(), "eos_token": tok.EOS(), "unk_token": tok.UNK(), "pad_token": tok.PAD()} {
-		if id >= 0 {
-			m[k] = tok.DecodeWith([]int32{id}, tokenizer.DecodeOptions{Special: true})
-		}
-	}
-	return m
 }
 
 // Shutdown refuses new requests from now on and shuts the scheduler down
