@@ -40,6 +40,10 @@ type variant struct {
 	unsignedQ8 bool
 	// Eight-activation-row group kernels (nil: the four-row ones serve).
 	gemmQ4_0x8, gemmQ8_0x8 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	// Pair kernels: two adjacent groups (w, w[gstride:]) against four
+	// and eight activation rows, 16 outputs per row; zero where the
+	// vectors are narrower than sixteen lanes.
+	pairQ4_0, pairQ8_0 pairKernels
 	// MXFP4 weights against Q8_0 activations (one row, four rows).
 	mxfp4   func(nb int, w, a []byte) float32
 	mxfp4x4 func(nb int, w, a []byte, stride int, dst *[4]float32)
@@ -140,3 +144,7 @@ func lookup(name string) (*variant, error) {
 func knownVariant(name string) bool {
 	return name == "generic" || name == "avx2" || name == "avx512" || name == "neon"
 }
+
+// pairKernels are a type's pair kernels for four and eight activation rows
+// (see Packed.Dots).
+type pairKernels [2]func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)

@@ -34,7 +34,10 @@ type Packed struct {
 	gemv   func(nb int, w, a []byte, dst []float32)
 	gemm4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	gemm8  func(nb int, w, a []byte, stride int, dst []float32, ld int) // may be nil
-	free   func()
+	// pair (may be zero): two adjacent groups against four or eight
+	// activation rows in one call, the group kernels' results for each.
+	pair pairKernels
+	free func()
 }
 
 // groupKernels returns v's group kernels for wt, nil when it has none.
@@ -87,9 +90,9 @@ func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 	p := &Packed{wt: wt, n: n, k: k, rb: rb, nb: nb, gbb: gbb, gemv: gemv, gemm4: gemm4, groups: groups}
 	switch wt {
 	case ir.Q4_0:
-		p.gemm8 = v.gemmQ4_0x8
+		p.gemm8, p.pair = v.gemmQ4_0x8, v.pairQ4_0
 	case ir.Q8_0:
-		p.gemm8 = v.gemmQ8_0x8
+		p.gemm8, p.pair = v.gemmQ8_0x8, v.pairQ8_0
 	}
 	if n%8 != 0 {
 		// Only a partial group keeps the original bytes alive.
@@ -248,6 +251,22 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 	for j < count && row0+j < full {
 		g := (row0 + j) / 8
 		off := row0 + j - 8*g // first wanted row of the group
+		if off == 0 && p.pair[0] != nil && R >= 4 && count-j >= 16 && row0+j+16 <= full {
+			// Two whole groups: sixteen rows per call, the last R%4
+			// activation rows group by group.
+			w := p.groups[g*gb:][:2*gb]
+			r := 0
+			for ; r+8 <= R; r += 8 {
+				p.pair[1](nb, w, gb, a[r*stride:], stride, dst[r*ld+j:][:7*ld+16], ld)
+			}
+			for ; r+4 <= R; r += 4 {
+				p.pair[0](nb, w, gb, a[r*stride:], stride, dst[r*ld+j:][:3*ld+16], ld)
+			}
+			p.groupRows(w[:gb], a, stride, r, R, dst[j:], ld)
+			p.groupRows(w[gb:], a, stride, r, R, dst[j+8:], ld)
+			j += 16
+			continue
+		}
 		take := min(8-off, count-j)
 		w := p.groups[g*gb:][:gb]
 		d, dld := dst[j:], ld
@@ -256,22 +275,7 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 			// (allocated; the backend asks for whole groups).
 			d, dld = make([]float32, 8*R), 8
 		}
-		if R > 1 {
-			// The kernels' last write ends at d[(R-1)*dld+8].
-			_ = d[(R-1)*dld+7]
-		}
-		r := 0
-		if p.gemm8 != nil {
-			for ; r+8 <= R; r += 8 {
-				p.gemm8(nb, w, a[r*stride:], stride, d[r*dld:][:7*dld+8], dld)
-			}
-		}
-		for ; r+4 <= R; r += 4 {
-			p.gemm4(nb, w, a[r*stride:], stride, d[r*dld:][:3*dld+8], dld)
-		}
-		for ; r < R; r++ {
-			p.gemv(nb, w, a[r*stride:], d[r*dld:][:8])
-		}
+		p.groupRows(w, a, stride, 0, R, d, dld)
 		if take < 8 {
 			for r := 0; r < R; r++ {
 				copy(dst[r*ld+j:][:take], d[r*8+off:])
@@ -292,6 +296,28 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 	// The groups are not Go memory: keep p (whose cleanup unmaps them)
 	// alive until the last kernel has returned.
 	runtime.KeepAlive(p)
+}
+
+// groupRows sets d[r*dld:r*dld+8] to the group w's eight rows against
+// activation rows r0 <= r < R, eight, four or one row per kernel call.
+func (p *Packed) groupRows(w, a []byte, stride, r0, R int, d []float32, dld int) {
+	if r0 >= R {
+		return
+	}
+	// The kernels' last write ends at d[(R-1)*dld+8].
+	_ = d[(R-1)*dld+7]
+	nb, r := p.nb, r0
+	if p.gemm8 != nil {
+		for ; r+8 <= R; r += 8 {
+			p.gemm8(nb, w, a[r*stride:], stride, d[r*dld:][:7*dld+8], dld)
+		}
+	}
+	for ; r+4 <= R; r += 4 {
+		p.gemm4(nb, w, a[r*stride:], stride, d[r*dld:][:3*dld+8], dld)
+	}
+	for ; r < R; r++ {
+		p.gemv(nb, w, a[r*stride:], d[r*dld:][:8])
+	}
 }
 
 // flipQ8Signs turns the packed Q8_0 quants of g (nb blocks of a group) into

@@ -47,7 +47,9 @@ func TestPacked(t *testing.T) {
 func testPacked(t *testing.T, variant string) {
 	useVariant(t, variant)
 	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
-		for _, n := range []int{8, 13, 64, 1} {
+		// 40 rows: two pairs of groups for the sixteen-row kernels, then
+		// one group alone.
+		for _, n := range []int{8, 13, 64, 1, 40} {
 			for _, k := range []int{32, 96, 2048, 5632} {
 				t.Run(fmt.Sprintf("%s/%dx%d", wt, n, k), func(t *testing.T) {
 					nb := k / 32

@@ -22,6 +22,20 @@ func gemmQ4_0x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //go:noescape
 func gemmQ4_0x8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemmQ4_0x16x4VNNI sets dst[r*ld:r*ld+16] to the eight-lane Q4_0 kernels' results for the
+// groups at w and w[gstride:] side by side, for activation rows r < 4, bit for bit.
+// It needs AVX-512 F, BW, VL and VNNI.
+//
+//go:noescape
+func gemmQ4_0x16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ4_0x16x8VNNI sets dst[r*ld:r*ld+16] to the eight-lane Q4_0 kernels' results for the
+// groups at w and w[gstride:] side by side, for activation rows r < 8, bit for bit.
+// It needs AVX-512 F, BW, VL and VNNI.
+//
+//go:noescape
+func gemmQ4_0x16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ8_0x8VNNI is gemv/gemmQ8_0x8AVX2 (1 activation rows) with vpdpbusd, for
 // VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
 //
@@ -39,6 +53,20 @@ func gemmQ8_0x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //
 //go:noescape
 func gemmQ8_0x8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ8_0x16x4VNNI sets dst[r*ld:r*ld+16] to the eight-lane Q8_0 kernels' results for the
+// groups at w and w[gstride:] side by side, for activation rows r < 4, bit for bit.
+// It needs AVX-512 F, BW, VL and VNNI.
+//
+//go:noescape
+func gemmQ8_0x16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ8_0x16x8VNNI sets dst[r*ld:r*ld+16] to the eight-lane Q8_0 kernels' results for the
+// groups at w and w[gstride:] side by side, for activation rows r < 8, bit for bit.
+// It needs AVX-512 F, BW, VL and VNNI.
+//
+//go:noescape
+func gemmQ8_0x16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 
 // gemvQ4_KVNNI is gemvQ4_KAVX2 with 512-bit vectors, bit for bit (see
 // codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW and VNNI too.

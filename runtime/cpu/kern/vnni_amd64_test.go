@@ -99,11 +99,20 @@ func BenchmarkGroupKernels(b *testing.B) {
 			"avx2": {p.gemv, p.gemm4},
 			"vnni": {gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI},
 		}
-		g8 := gemmQ4_0x8x8VNNI
+		g8, g16 := gemmQ4_0x8x8VNNI, gemmQ4_0x16x8VNNI
 		if wt == ir.Q8_0 {
 			kernels["vnni"] = [2]any{gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI}
-			g8 = gemmQ8_0x8x8VNNI
+			g8, g16 = gemmQ8_0x8x8VNNI, gemmQ8_0x16x8VNNI
 		}
+		out16 := make([]float32, 8*16)
+		b.Run(fmt.Sprintf("%s/vnni16/R=8", wt), func(b *testing.B) {
+			for b.Loop() {
+				for g := 0; g < n/8; g += 2 {
+					g16(nb, p.groups[g*gb:][:2*gb], gb, a, ab, out16, 16)
+				}
+			}
+			b.ReportMetric(8*float64(len(data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
 		b.Run(fmt.Sprintf("%s/vnni/R=8", wt), func(b *testing.B) {
 			for b.Loop() {
 				for g := 0; g < n/8; g++ {
