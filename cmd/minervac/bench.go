@@ -113,15 +113,9 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	defer sess.Close()
 	load := time.Since(start)
 	vocab := min(m.tok.VocabSize(), sess.VocabSize())
-	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
 	}
 	if c.UBatch < 0 {
 		return usageError{fmt.Sprintf("--ubatch %d must be ≥ 0", c.UBatch)}
@@ -130,9 +124,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	if err != nil {
 		return err
 	}
-	if c.CPUProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	// Peak RSS before the bandwidth buffer is allocated.
 	rss := bench.PeakRSS()
 	cpus := goruntime.NumCPU()
@@ -226,4 +218,24 @@ func round(x float64, digits int) float64 {
 		p *= 10
 	}
 	return float64(int64(x*p+0.5)) / p
+}
+
+// startCPUProfile starts a pprof CPU profile into path (none when path is
+// empty) and returns what stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

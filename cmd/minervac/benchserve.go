@@ -39,6 +39,8 @@ type benchServeCmd struct {
 	Ctx      int    `help:"With a model file: positions of each slot (0: enough for --prompt-max + --max-tokens)." default:"0"`
 	Chunk    int    `help:"With a model file: most prompt tokens per step." default:"64"`
 	Target2  string `name:"backend" short:"t" help:"With a model file: goasm (the CPU) or reference." default:"goasm"`
+	// CPUProfile covers the server (with a model file) and the clients.
+	CPUProfile string `name:"cpuprofile" help:"Write a pprof CPU profile of the load (server and clients, in this process with a model file) to this file." type:"path"`
 }
 
 // benchLevel is one concurrency level's result.
@@ -87,10 +89,15 @@ func (c *benchServeCmd) Run(bo *runtime.Options) error {
 		return err
 	}
 	load := loadAverage()
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
+	}
 	var out []benchLevel
 	for _, n := range levels {
 		out = append(out, c.level(url, model, vocab, n))
 	}
+	stopProfile()
 	if c.JSON {
 		return json.NewEncoder(os.Stdout).Encode(map[string]any{"server": url, "model": model, "load_average": load,
 			"prompt_tokens": []int{c.PromptMin, c.PromptMax}, "max_tokens": c.MaxTokens, "levels": out})
