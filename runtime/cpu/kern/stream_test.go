@@ -33,19 +33,29 @@ func benchPackedStream(b *testing.B) {
 	if p == nil {
 		b.Skip("no group kernels")
 	}
-	a := make([]byte, PackedActBytes(k))
-	QuantizePackedActs(randRow(k, 1, 2), a)
-	dst := make([]float32, n)
-	for _, rows := range []int{32, 128, 512} {
-		b.Run(fmt.Sprintf("%s/items_of_%d", wt, rows), func(b *testing.B) {
-			for b.Loop() {
-				// Items in a scattered order, as two workers taking turns would.
-				for it := 0; it < n/rows; it++ {
-					j := (it * 7919 % (n / rows)) * rows
-					p.Dots(j, rows, a, len(a), 1, dst[j:], n)
-				}
+	ab := PackedActBytes(k)
+	// R = 8: a serving step of eight sequences' decode rows (the weights
+	// stream from memory once for all eight).
+	for _, R := range []int{1, 8} {
+		a := make([]byte, R*ab)
+		for r := 0; r < R; r++ {
+			QuantizePackedActs(randRow(k, 1, uint64(2+r)), a[r*ab:])
+		}
+		dst := make([]float32, R*n)
+		for _, rows := range []int{32, 128, 512} {
+			if R > 1 && rows != 128 {
+				continue
 			}
-			b.ReportMetric(float64(n*rb)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
+			b.Run(fmt.Sprintf("%s/R=%d/items_of_%d", wt, R, rows), func(b *testing.B) {
+				for b.Loop() {
+					// Items in a scattered order, as two workers taking turns would.
+					for it := 0; it < n/rows; it++ {
+						j := (it * 7919 % (n / rows)) * rows
+						p.Dots(j, rows, a, ab, R, dst[j:], n)
+					}
+				}
+				b.ReportMetric(float64(n*rb)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
 	}
 }

@@ -432,7 +432,7 @@ gemmQ4_0x8x8VNNI_done:
 	RET
 
 // func gemmQ4_0x16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·gemmQ4_0x16x4VNNI(SB), NOSPLIT, $0-104
 	MOVQ         nb+0(FP), AX
 	MOVQ         w_base+8(FP), CX
@@ -464,6 +464,12 @@ gemmQ4_0x16x4VNNI_block:
 	VPXORD        Z10, Z10, Z10
 	VPXORD        Z11, Z11, Z11
 	VPXORD        Z12, Z12, Z12
+	PREFETCHT0    1152(CX)
+	PREFETCHT0    1216(CX)
+	PREFETCHT0    1280(CX)
+	PREFETCHT0    1152(CX)(DX*1)
+	PREFETCHT0    1216(CX)(DX*1)
+	PREFETCHT0    1280(CX)(DX*1)
 	VMOVDQU32     16(CX), Y13
 	VINSERTI64X4  $0x01, 16(CX)(DX*1), Z13, Z13
 	VPANDD        Z0, Z13, Z14
@@ -562,7 +568,7 @@ gemmQ4_0x16x4VNNI_done:
 	RET
 
 // func gemmQ4_0x16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·gemmQ4_0x16x8VNNI(SB), NOSPLIT, $0-104
 	MOVQ         nb+0(FP), AX
 	MOVQ         w_base+8(FP), CX
@@ -598,6 +604,12 @@ gemmQ4_0x16x8VNNI_block:
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
 	VPXORD        Z16, Z16, Z16
+	PREFETCHT0    1152(CX)
+	PREFETCHT0    1216(CX)
+	PREFETCHT0    1280(CX)
+	PREFETCHT0    1152(CX)(DX*1)
+	PREFETCHT0    1216(CX)(DX*1)
+	PREFETCHT0    1280(CX)(DX*1)
 	VMOVDQU32     16(CX), Y17
 	VINSERTI64X4  $0x01, 16(CX)(DX*1), Z17, Z17
 	VPANDD        Z0, Z17, Z18
@@ -1160,7 +1172,7 @@ gemmQ8_0x8x8VNNI_done:
 	RET
 
 // func gemmQ8_0x16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
-// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·gemmQ8_0x16x4VNNI(SB), NOSPLIT, $0-104
 	MOVQ   nb+0(FP), AX
 	MOVQ   w_base+8(FP), CX
@@ -1191,6 +1203,16 @@ gemmQ8_0x16x4VNNI_block:
 	VPXORD        Z9, Z9, Z9
 	VPXORD        Z10, Z10, Z10
 	VPXORD        Z11, Z11, Z11
+	PREFETCHT0    2176(CX)
+	PREFETCHT0    2240(CX)
+	PREFETCHT0    2304(CX)
+	PREFETCHT0    2368(CX)
+	PREFETCHT0    2432(CX)
+	PREFETCHT0    2176(CX)(DX*1)
+	PREFETCHT0    2240(CX)(DX*1)
+	PREFETCHT0    2304(CX)(DX*1)
+	PREFETCHT0    2368(CX)(DX*1)
+	PREFETCHT0    2432(CX)(DX*1)
 	VMOVDQU32     16(CX), Y12
 	VINSERTI64X4  $0x01, 16(CX)(DX*1), Z12, Z12
 	VPDPBUSD.BCST 2(SI), Z12, Z4
@@ -1293,7 +1315,7 @@ gemmQ8_0x16x4VNNI_done:
 	RET
 
 // func gemmQ8_0x16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
-// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·gemmQ8_0x16x8VNNI(SB), NOSPLIT, $0-104
 	MOVQ   nb+0(FP), AX
 	MOVQ   w_base+8(FP), CX
@@ -1328,6 +1350,16 @@ gemmQ8_0x16x8VNNI_block:
 	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
+	PREFETCHT0    2176(CX)
+	PREFETCHT0    2240(CX)
+	PREFETCHT0    2304(CX)
+	PREFETCHT0    2368(CX)
+	PREFETCHT0    2432(CX)
+	PREFETCHT0    2176(CX)(DX*1)
+	PREFETCHT0    2240(CX)(DX*1)
+	PREFETCHT0    2304(CX)(DX*1)
+	PREFETCHT0    2368(CX)(DX*1)
+	PREFETCHT0    2432(CX)(DX*1)
 	VMOVDQU32     16(CX), Y16
 	VINSERTI64X4  $0x01, 16(CX)(DX*1), Z16, Z16
 	VPDPBUSD.BCST 2(SI), Z16, Z8

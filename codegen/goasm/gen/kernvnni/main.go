@@ -87,6 +87,9 @@ func vnniBcst(c *build.Context, op string, m Mem, q, acc reg.VecVirtual) {
 	})
 }
 
+// prefetchBlocks is how many blocks ahead the pair kernels prefetch.
+const prefetchBlocks = 8
+
 const (
 	actBlockBytes = 34
 	actSideBytes  = 8
@@ -417,6 +420,18 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 		c.VMOVDQU32(Mem{Base: x, Disp: disp}, v.AsY())
 		c.VINSERTI64X4(Imm(1), Mem{Base: x, Index: g, Scale: 1, Disp: disp}, v, v)
 		return v
+	}
+	// Prefetch both groups' blocks prefetchBlocks ahead: in a serving
+	// step the weights stream from memory once for all activation rows,
+	// and two interleaved streams left the hardware prefetchers behind.
+	for _, idx := range []reg.Register{nil, g} {
+		for off := 0; off < groupBlockBytes; off += 64 {
+			m := Mem{Base: x, Disp: prefetchBlocks*groupBlockBytes + off}
+			if idx != nil {
+				m.Index, m.Scale = idx, 1
+			}
+			c.PREFETCHT0(m)
+		}
 	}
 	for t := 0; t < vectors; t++ {
 		if typ == "Q4_0" {
