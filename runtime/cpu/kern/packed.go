@@ -34,6 +34,9 @@ type Packed struct {
 	gemv   func(nb int, w, a []byte, dst []float32)
 	gemm4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	gemm8  func(nb int, w, a []byte, stride int, dst []float32, ld int) // may be nil
+	// gemm16: two adjacent groups (the second gstride bytes on) against
+	// eight activation rows, dst[r*ld:r*ld+16]; may be nil.
+	gemm16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 	free   func()
 }
 
@@ -90,6 +93,8 @@ func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 		p.gemm8 = v.gemmQ4_0x8
 	case ir.Q8_0:
 		p.gemm8 = v.gemmQ8_0x8
+	case ir.Q4_K:
+		p.gemm8, p.gemm16 = v.groupQ4_Kx8, v.groupQ4_Kx16
 	}
 	if n%8 != 0 {
 		// Only a partial group keeps the original bytes alive.
@@ -250,6 +255,20 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 		off := row0 + j - 8*g // first wanted row of the group
 		take := min(8-off, count-j)
 		w := p.groups[g*gb:][:gb]
+		if p.gemm16 != nil && off == 0 && j+16 <= count && row0+j+16 <= full && R >= 8 {
+			// Two whole groups: their first R&^7 activation rows at once,
+			// the rest group by group below.
+			w2 := p.groups[g*gb:][:2*gb]
+			_ = dst[(R-1)*ld+j+15]
+			r := 0
+			for ; r+8 <= R; r += 8 {
+				p.gemm16(nb, w2, gb, a[r*stride:], stride, dst[r*ld+j:][:7*ld+16], ld)
+			}
+			p.groupRows(nb, w, a, stride, r, R, dst[j:], ld)
+			p.groupRows(nb, p.groups[(g+1)*gb:][:gb], a, stride, r, R, dst[j+8:], ld)
+			j += 16
+			continue
+		}
 		d, dld := dst[j:], ld
 		if take < 8 {
 			// Part of a group: compute all eight rows into a temporary
@@ -260,18 +279,7 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 			// The kernels' last write ends at d[(R-1)*dld+8].
 			_ = d[(R-1)*dld+7]
 		}
-		r := 0
-		if p.gemm8 != nil {
-			for ; r+8 <= R; r += 8 {
-				p.gemm8(nb, w, a[r*stride:], stride, d[r*dld:][:7*dld+8], dld)
-			}
-		}
-		for ; r+4 <= R; r += 4 {
-			p.gemm4(nb, w, a[r*stride:], stride, d[r*dld:][:3*dld+8], dld)
-		}
-		for ; r < R; r++ {
-			p.gemv(nb, w, a[r*stride:], d[r*dld:][:8])
-		}
+		p.groupRows(nb, w, a, stride, 0, R, d, dld)
 		if take < 8 {
 			for r := 0; r < R; r++ {
 				copy(dst[r*ld+j:][:take], d[r*8+off:])
@@ -292,6 +300,22 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 	// The groups are not Go memory: keep p (whose cleanup unmaps them)
 	// alive until the last kernel has returned.
 	runtime.KeepAlive(p)
+}
+
+// groupRows runs one group's kernels (w) for activation rows [r, R) (a[r*stride:]
+// on), into d[r*ld:r*ld+8] on: eight, four, then one row at a time.
+func (p *Packed) groupRows(nb int, w, a []byte, stride, r, R int, d []float32, ld int) {
+	if p.gemm8 != nil {
+		for ; r+8 <= R; r += 8 {
+			p.gemm8(nb, w, a[r*stride:], stride, d[r*ld:][:7*ld+8], ld)
+		}
+	}
+	for ; r+4 <= R; r += 4 {
+		p.gemm4(nb, w, a[r*stride:], stride, d[r*ld:][:3*ld+8], ld)
+	}
+	for ; r < R; r++ {
+		p.gemv(nb, w, a[r*stride:], d[r*ld:][:8])
+	}
 }
 
 // flipQ8Signs turns the packed Q8_0 quants of g (nb blocks of a group) into
