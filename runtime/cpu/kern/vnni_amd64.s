@@ -2468,22 +2468,22 @@ TEXT ·gemmQ4_Kx8x8VNNI(SB), NOSPLIT, $256-96
 	JZ        gemmQ4_Kx8x8VNNI_done
 
 gemmQ4_Kx8x8VNNI_block:
-	VMOVDQU32     kq512Zero64<>+0(SB), Y1
-	VMOVDQU32     kq512Zero64<>+0(SB), Y2
-	VMOVDQU32     kq512Zero64<>+0(SB), Y3
-	VMOVDQU32     kq512Zero64<>+0(SB), Y4
-	VMOVDQU32     kq512Zero64<>+0(SB), Y5
-	VMOVDQU32     kq512Zero64<>+0(SB), Y6
-	VMOVDQU32     kq512Zero64<>+0(SB), Y7
-	VMOVDQU32     kq512Zero64<>+0(SB), Y8
-	VMOVDQU32     kq512Zero64<>+0(SB), Y9
-	VMOVDQU32     kq512Zero64<>+0(SB), Y10
-	VMOVDQU32     kq512Zero64<>+0(SB), Y11
-	VMOVDQU32     kq512Zero64<>+0(SB), Y12
-	VMOVDQU32     kq512Zero64<>+0(SB), Y13
-	VMOVDQU32     kq512Zero64<>+0(SB), Y14
-	VMOVDQU32     kq512Zero64<>+0(SB), Y15
-	VMOVDQU32     kq512Zero64<>+0(SB), Y16
+	VPXORD        Y1, Y1, Y1
+	VPXORD        Y2, Y2, Y2
+	VPXORD        Y3, Y3, Y3
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
 	VMOVDQU32     160(CX), Y17
 	VPANDD        Y0, Y17, Y18
 	VPSRLW        $0x04, Y17, Y17
@@ -2672,22 +2672,22 @@ gemmQ4_Kx8x8VNNI_block:
 	VPMULLD       Y17, Y15, Y15
 	VPMULLD       Y18, Y16, Y16
 	VPADDD        Y16, Y15, Y8
-	VMOVDQU32     kq512Zero64<>+0(SB), Y9
-	VMOVDQU32     kq512Zero64<>+0(SB), Y10
-	VMOVDQU32     kq512Zero64<>+0(SB), Y11
-	VMOVDQU32     kq512Zero64<>+0(SB), Y12
-	VMOVDQU32     kq512Zero64<>+0(SB), Y13
-	VMOVDQU32     kq512Zero64<>+0(SB), Y14
-	VMOVDQU32     kq512Zero64<>+0(SB), Y15
-	VMOVDQU32     kq512Zero64<>+0(SB), Y16
-	VMOVDQU32     kq512Zero64<>+0(SB), Y17
-	VMOVDQU32     kq512Zero64<>+0(SB), Y18
-	VMOVDQU32     kq512Zero64<>+0(SB), Y19
-	VMOVDQU32     kq512Zero64<>+0(SB), Y20
-	VMOVDQU32     kq512Zero64<>+0(SB), Y21
-	VMOVDQU32     kq512Zero64<>+0(SB), Y22
-	VMOVDQU32     kq512Zero64<>+0(SB), Y23
-	VMOVDQU32     kq512Zero64<>+0(SB), Y24
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	VPXORD        Y18, Y18, Y18
+	VPXORD        Y19, Y19, Y19
+	VPXORD        Y20, Y20, Y20
+	VPXORD        Y21, Y21, Y21
+	VPXORD        Y22, Y22, Y22
+	VPXORD        Y23, Y23, Y23
+	VPXORD        Y24, Y24, Y24
 	VMOVDQU32     416(CX), Y25
 	VPANDD        Y0, Y25, Y26
 	VPSRLW        $0x04, Y25, Y25
@@ -2884,22 +2884,22 @@ gemmQ4_Kx8x8VNNI_block:
 	VPMULLD       Y26, Y24, Y24
 	VPADDD        Y23, Y8, Y8
 	VPADDD        Y24, Y8, Y8
-	VMOVDQU32     kq512Zero64<>+0(SB), Y9
-	VMOVDQU32     kq512Zero64<>+0(SB), Y10
-	VMOVDQU32     kq512Zero64<>+0(SB), Y11
-	VMOVDQU32     kq512Zero64<>+0(SB), Y12
-	VMOVDQU32     kq512Zero64<>+0(SB), Y13
-	VMOVDQU32     kq512Zero64<>+0(SB), Y14
-	VMOVDQU32     kq512Zero64<>+0(SB), Y15
-	VMOVDQU32     kq512Zero64<>+0(SB), Y16
-	VMOVDQU32     kq512Zero64<>+0(SB), Y17
-	VMOVDQU32     kq512Zero64<>+0(SB), Y18
-	VMOVDQU32     kq512Zero64<>+0(SB), Y19
-	VMOVDQU32     kq512Zero64<>+0(SB), Y20
-	VMOVDQU32     kq512Zero64<>+0(SB), Y21
-	VMOVDQU32     kq512Zero64<>+0(SB), Y22
-	VMOVDQU32     kq512Zero64<>+0(SB), Y23
-	VMOVDQU32     kq512Zero64<>+0(SB), Y24
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	VPXORD        Y18, Y18, Y18
+	VPXORD        Y19, Y19, Y19
+	VPXORD        Y20, Y20, Y20
+	VPXORD        Y21, Y21, Y21
+	VPXORD        Y22, Y22, Y22
+	VPXORD        Y23, Y23, Y23
+	VPXORD        Y24, Y24, Y24
 	VMOVDQU32     672(CX), Y25
 	VPANDD        Y0, Y25, Y26
 	VPSRLW        $0x04, Y25, Y25
@@ -3096,22 +3096,22 @@ gemmQ4_Kx8x8VNNI_block:
 	VPMULLD       Y26, Y24, Y24
 	VPADDD        Y23, Y8, Y8
 	VPADDD        Y24, Y8, Y8
-	VMOVDQU32     kq512Zero64<>+0(SB), Y9
-	VMOVDQU32     kq512Zero64<>+0(SB), Y10
-	VMOVDQU32     kq512Zero64<>+0(SB), Y11
-	VMOVDQU32     kq512Zero64<>+0(SB), Y12
-	VMOVDQU32     kq512Zero64<>+0(SB), Y13
-	VMOVDQU32     kq512Zero64<>+0(SB), Y14
-	VMOVDQU32     kq512Zero64<>+0(SB), Y15
-	VMOVDQU32     kq512Zero64<>+0(SB), Y16
-	VMOVDQU32     kq512Zero64<>+0(SB), Y17
-	VMOVDQU32     kq512Zero64<>+0(SB), Y18
-	VMOVDQU32     kq512Zero64<>+0(SB), Y19
-	VMOVDQU32     kq512Zero64<>+0(SB), Y20
-	VMOVDQU32     kq512Zero64<>+0(SB), Y21
-	VMOVDQU32     kq512Zero64<>+0(SB), Y22
-	VMOVDQU32     kq512Zero64<>+0(SB), Y23
-	VMOVDQU32     kq512Zero64<>+0(SB), Y24
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	VPXORD        Y18, Y18, Y18
+	VPXORD        Y19, Y19, Y19
+	VPXORD        Y20, Y20, Y20
+	VPXORD        Y21, Y21, Y21
+	VPXORD        Y22, Y22, Y22
+	VPXORD        Y23, Y23, Y23
+	VPXORD        Y24, Y24, Y24
 	VMOVDQU32     928(CX), Y25
 	VPANDD        Y0, Y25, Y26
 	VPSRLW        $0x04, Y25, Y25
@@ -3308,14 +3308,14 @@ gemmQ4_Kx8x8VNNI_block:
 	VPMULLD       Y26, Y24, Y24
 	VPADDD        Y23, Y8, Y8
 	VPADDD        Y24, Y8, Y8
-	VMOVDQU32     kq512Zero64<>+0(SB), Y9
-	VMOVDQU32     kq512Zero64<>+0(SB), Y10
-	VMOVDQU32     kq512Zero64<>+0(SB), Y11
-	VMOVDQU32     kq512Zero64<>+0(SB), Y12
-	VMOVDQU32     kq512Zero64<>+0(SB), Y13
-	VMOVDQU32     kq512Zero64<>+0(SB), Y14
-	VMOVDQU32     kq512Zero64<>+0(SB), Y15
-	VMOVDQU32     kq512Zero64<>+0(SB), Y16
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
 	VPBROADCASTQ  96(CX), Y17
 	VPSHUFB       kq512ShufMn64<>+0(SB), Y17, Y17
 	VPDPWSSD.BCST 260(DX), Y17, Y9
@@ -3541,22 +3541,22 @@ TEXT ·gemmQ4_Kx16x8VNNI(SB), NOSPLIT, $512-104
 	JZ        gemmQ4_Kx16x8VNNI_done
 
 gemmQ4_Kx16x8VNNI_block:
-	VMOVDQU32       kq512Zero64<>+0(SB), Z1
-	VMOVDQU32       kq512Zero64<>+0(SB), Z2
-	VMOVDQU32       kq512Zero64<>+0(SB), Z3
-	VMOVDQU32       kq512Zero64<>+0(SB), Z4
-	VMOVDQU32       kq512Zero64<>+0(SB), Z5
-	VMOVDQU32       kq512Zero64<>+0(SB), Z6
-	VMOVDQU32       kq512Zero64<>+0(SB), Z7
-	VMOVDQU32       kq512Zero64<>+0(SB), Z8
-	VMOVDQU32       kq512Zero64<>+0(SB), Z9
-	VMOVDQU32       kq512Zero64<>+0(SB), Z10
-	VMOVDQU32       kq512Zero64<>+0(SB), Z11
-	VMOVDQU32       kq512Zero64<>+0(SB), Z12
-	VMOVDQU32       kq512Zero64<>+0(SB), Z13
-	VMOVDQU32       kq512Zero64<>+0(SB), Z14
-	VMOVDQU32       kq512Zero64<>+0(SB), Z15
-	VMOVDQU32       kq512Zero64<>+0(SB), Z16
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
 	VBROADCASTI64X4 160(CX), Z17
 	VINSERTI64X4    $0x01, 160(CX)(DX*1), Z17, Z17
 	VPANDD          Z0, Z17, Z18
@@ -3757,22 +3757,22 @@ gemmQ4_Kx16x8VNNI_block:
 	VPMULLD         Z17, Z15, Z15
 	VPMULLD         Z18, Z16, Z16
 	VPADDD          Z16, Z15, Z8
-	VMOVDQU32       kq512Zero64<>+0(SB), Z9
-	VMOVDQU32       kq512Zero64<>+0(SB), Z10
-	VMOVDQU32       kq512Zero64<>+0(SB), Z11
-	VMOVDQU32       kq512Zero64<>+0(SB), Z12
-	VMOVDQU32       kq512Zero64<>+0(SB), Z13
-	VMOVDQU32       kq512Zero64<>+0(SB), Z14
-	VMOVDQU32       kq512Zero64<>+0(SB), Z15
-	VMOVDQU32       kq512Zero64<>+0(SB), Z16
-	VMOVDQU32       kq512Zero64<>+0(SB), Z17
-	VMOVDQU32       kq512Zero64<>+0(SB), Z18
-	VMOVDQU32       kq512Zero64<>+0(SB), Z19
-	VMOVDQU32       kq512Zero64<>+0(SB), Z20
-	VMOVDQU32       kq512Zero64<>+0(SB), Z21
-	VMOVDQU32       kq512Zero64<>+0(SB), Z22
-	VMOVDQU32       kq512Zero64<>+0(SB), Z23
-	VMOVDQU32       kq512Zero64<>+0(SB), Z24
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VPXORD          Z24, Z24, Z24
 	VBROADCASTI64X4 416(CX), Z25
 	VINSERTI64X4    $0x01, 416(CX)(DX*1), Z25, Z25
 	VPANDD          Z0, Z25, Z26
@@ -3981,22 +3981,22 @@ gemmQ4_Kx16x8VNNI_block:
 	VPMULLD         Z26, Z24, Z24
 	VPADDD          Z23, Z8, Z8
 	VPADDD          Z24, Z8, Z8
-	VMOVDQU32       kq512Zero64<>+0(SB), Z9
-	VMOVDQU32       kq512Zero64<>+0(SB), Z10
-	VMOVDQU32       kq512Zero64<>+0(SB), Z11
-	VMOVDQU32       kq512Zero64<>+0(SB), Z12
-	VMOVDQU32       kq512Zero64<>+0(SB), Z13
-	VMOVDQU32       kq512Zero64<>+0(SB), Z14
-	VMOVDQU32       kq512Zero64<>+0(SB), Z15
-	VMOVDQU32       kq512Zero64<>+0(SB), Z16
-	VMOVDQU32       kq512Zero64<>+0(SB), Z17
-	VMOVDQU32       kq512Zero64<>+0(SB), Z18
-	VMOVDQU32       kq512Zero64<>+0(SB), Z19
-	VMOVDQU32       kq512Zero64<>+0(SB), Z20
-	VMOVDQU32       kq512Zero64<>+0(SB), Z21
-	VMOVDQU32       kq512Zero64<>+0(SB), Z22
-	VMOVDQU32       kq512Zero64<>+0(SB), Z23
-	VMOVDQU32       kq512Zero64<>+0(SB), Z24
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VPXORD          Z24, Z24, Z24
 	VBROADCASTI64X4 672(CX), Z25
 	VINSERTI64X4    $0x01, 672(CX)(DX*1), Z25, Z25
 	VPANDD          Z0, Z25, Z26
@@ -4205,22 +4205,22 @@ gemmQ4_Kx16x8VNNI_block:
 	VPMULLD         Z26, Z24, Z24
 	VPADDD          Z23, Z8, Z8
 	VPADDD          Z24, Z8, Z8
-	VMOVDQU32       kq512Zero64<>+0(SB), Z9
-	VMOVDQU32       kq512Zero64<>+0(SB), Z10
-	VMOVDQU32       kq512Zero64<>+0(SB), Z11
-	VMOVDQU32       kq512Zero64<>+0(SB), Z12
-	VMOVDQU32       kq512Zero64<>+0(SB), Z13
-	VMOVDQU32       kq512Zero64<>+0(SB), Z14
-	VMOVDQU32       kq512Zero64<>+0(SB), Z15
-	VMOVDQU32       kq512Zero64<>+0(SB), Z16
-	VMOVDQU32       kq512Zero64<>+0(SB), Z17
-	VMOVDQU32       kq512Zero64<>+0(SB), Z18
-	VMOVDQU32       kq512Zero64<>+0(SB), Z19
-	VMOVDQU32       kq512Zero64<>+0(SB), Z20
-	VMOVDQU32       kq512Zero64<>+0(SB), Z21
-	VMOVDQU32       kq512Zero64<>+0(SB), Z22
-	VMOVDQU32       kq512Zero64<>+0(SB), Z23
-	VMOVDQU32       kq512Zero64<>+0(SB), Z24
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VPXORD          Z24, Z24, Z24
 	VBROADCASTI64X4 928(CX), Z25
 	VINSERTI64X4    $0x01, 928(CX)(DX*1), Z25, Z25
 	VPANDD          Z0, Z25, Z26
@@ -4429,14 +4429,14 @@ gemmQ4_Kx16x8VNNI_block:
 	VPMULLD         Z26, Z24, Z24
 	VPADDD          Z23, Z8, Z8
 	VPADDD          Z24, Z8, Z8
-	VMOVDQU32       kq512Zero64<>+0(SB), Z9
-	VMOVDQU32       kq512Zero64<>+0(SB), Z10
-	VMOVDQU32       kq512Zero64<>+0(SB), Z11
-	VMOVDQU32       kq512Zero64<>+0(SB), Z12
-	VMOVDQU32       kq512Zero64<>+0(SB), Z13
-	VMOVDQU32       kq512Zero64<>+0(SB), Z14
-	VMOVDQU32       kq512Zero64<>+0(SB), Z15
-	VMOVDQU32       kq512Zero64<>+0(SB), Z16
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
 	VPBROADCASTQ    96(CX), Z17
 	VPBROADCASTQ    96(CX)(DX*1), Y18
 	VINSERTI64X4    $0x01, Y18, Z17, Z17

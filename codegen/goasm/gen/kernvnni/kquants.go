@@ -541,8 +541,8 @@ func q4KGroupWide(c *build.Context, groups int) {
 		sl, sh := make([]reg.VecVirtual, rows), make([]reg.VecVirtual, rows)
 		for r := range rows {
 			sl[r], sh[r] = vec(), vec()
-			c.VMOVDQU32(zero, sl[r])
-			c.VMOVDQU32(zero, sh[r])
+			zeroReg(c, sl[r])
+			zeroReg(c, sh[r])
 		}
 		for t := 0; t < 8; t++ {
 			q, lo, hi := vec(), vec(), vec()
@@ -576,7 +576,7 @@ func q4KGroupWide(c *build.Context, groups int) {
 	msum := make([]reg.VecVirtual, rows)
 	for r := range msum {
 		msum[r] = vec()
-		c.VMOVDQU32(zero, msum[r])
+		zeroReg(c, msum[r])
 	}
 	for s := 0; s < 8; s++ {
 		m := vec()
@@ -625,4 +625,15 @@ func q4KGroupWide(c *build.Context, groups int) {
 	}
 	c.VZEROUPPER()
 	c.RET()
+}
+
+// zeroReg emits VPXORD v, v, v declared as writing v only: the zero idiom
+// (no load, no dependency), which avo would otherwise take as reading v.
+func zeroReg(c *build.Context, v reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   "VPXORD",
+		Operands: []Op{v, v, v},
+		Outputs:  []Op{v},
+		ISA:      []string{"AVX512F"},
+	})
 }
