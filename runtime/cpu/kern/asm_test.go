@@ -161,8 +161,8 @@ func TestAVX2DotMatchesGeneric(t *testing.T) {
 }
 
 // TestDotRowsMatchesDot: DotRows gives Dot's bits for every row, in every
-// variant, whatever the number of rows (the four-row kernels and the one-row
-// tail) and the stride between activation rows.
+// variant, whatever the number of rows (the eight- and four-row kernels and
+// the one-row tail) and the stride between activation rows.
 func TestDotRowsMatchesDot(t *testing.T) {
 	for _, v := range Variants() {
 		for _, wt := range []ir.DType{ir.Q8_0, ir.Q4_0, ir.Q4_K, ir.Q6_K, ir.F16} {
@@ -171,7 +171,7 @@ func TestDotRowsMatchesDot(t *testing.T) {
 					useVariant(t, v)
 					w, _ := makeWeights(t, wt, n, uint64(n)+uint64(wt))
 					ab := ActBytes(wt, n)
-					for _, rows := range []int{1, 3, 4, 5, 8, 9} {
+					for _, rows := range []int{1, 3, 4, 5, 8, 9, 13, 16, 19} {
 						stride := ab + 34*(rows%3) // padded strides too
 						a := make([]byte, rows*stride)
 						for r := 0; r < rows; r++ {
