@@ -37,14 +37,17 @@ func (p *program) chunkRows(n, k, r int) int {
 // splitRows cuts n output features into work items for guided scheduling:
 // large items first (a quarter of what is left per worker's share: long
 // streaming runs), shrinking to half of chunkRows' size at the end, so that
-// the workers finish within a small item of each other. It returns the item
+// the workers finish within a small item of each other. Items are
+// multiples of 16 rows (but the last), two packed groups: the unit of the
+// two-group prefill kernels (kern.Packed's gemm16), which an item of an odd
+// number of groups would leave one group to run alone. It returns the item
 // boundaries (items+1 values) in p.bounds, valid until the next call.
 func (p *program) splitRows(n, k, r int) []int {
 	w := p.pool.n
-	least := max(rowChunk, (p.chunkRows(n, k, r)/2+7)&^7)
+	least := max(rowChunk, (p.chunkRows(n, k, r)/2+15)&^15)
 	b := append(p.bounds[:0], 0)
 	for at := 0; at < n; {
-		c := max(least, ((n-at+2*w-1)/(2*w)+7)&^7)
+		c := max(least, ((n-at+2*w-1)/(2*w)+15)&^15)
 		at = min(n, at+c)
 		b = append(b, at)
 	}
