@@ -161,8 +161,8 @@ func TestAVX2DotMatchesGeneric(t *testing.T) {
 }
 
 // TestDotRowsMatchesDot: DotRows gives Dot's bits for every row, in every
-// variant, whatever the number of rows (the eight- and four-row kernels and
-// the one-row tail) and the stride between activation rows.
+// variant, whatever the number of rows (the four-row kernels and the one-row
+// tail) and the stride between activation rows.
 func TestDotRowsMatchesDot(t *testing.T) {
 	for _, v := range Variants() {
 		for _, wt := range []ir.DType{ir.Q8_0, ir.Q4_0, ir.Q4_K, ir.Q6_K, ir.F16} {

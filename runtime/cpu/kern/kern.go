@@ -249,11 +249,6 @@ func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []flo
 			if n&255 == 0 {
 				nb >>= 3
 				x4, w = v.q6_Kx4, w[:nb*210]
-				if v.q6_Kx8 != nil {
-					for ; r+8 <= R; r += 8 {
-						v.q6_Kx8(nb, w, a[r*stride:], stride, (*[8]float32)(dst[r:r+8]))
-					}
-				}
 			}
 		}
 		if x4 != nil {

@@ -365,36 +365,3 @@ func BenchmarkDotKQuant(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkQ6KRows: one 5632-wide Q6_K row against eight activation rows
-// with the avx512 four-row kernel twice (x4) and the eight-row one (x8),
-// as weight GB/s times activation rows; compare within one run.
-func BenchmarkQ6KRows(b *testing.B) {
-	useVariant(b, "avx512")
-	v := Current().v
-	if v.q6_Kx8 == nil {
-		b.Skip("no eight-row Q6_K kernel")
-	}
-	const k = 5632
-	nb := k / 256
-	w, _ := makeWeights(b, ir.Q6_K, k, 1)
-	ab := ActBytes(ir.Q6_K, k)
-	a := make([]byte, 8*ab)
-	for r := 0; r < 8; r++ {
-		QuantizeActs(ir.Q8_K, randRow(k, 1, uint64(r)), a[r*ab:])
-	}
-	var dst [8]float32
-	for _, name := range []string{"x4", "x8"} {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				if name == "x8" {
-					v.q6_Kx8(nb, w, a, ab, &dst)
-					continue
-				}
-				v.q6_Kx4(nb, w, a, ab, (*[4]float32)(dst[:4]))
-				v.q6_Kx4(nb, w, a[4*ab:], ab, (*[4]float32)(dst[4:]))
-			}
-			b.ReportMetric(8*float64(len(w))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
-	}
-}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -139,8 +137,7 @@ func kquants(c *build.Context) {
 			avoutil.KQRows(c, "Q4_K", 144, true, dotQ4K512)
 		}
 	}
-	q6KRows(c, 4)
-	q6KRows(c, 8)
+	q6KRows4(c)
 }
 
 // scaled adds the int16 pairs of p times the scales s into the int32
@@ -248,14 +245,16 @@ func dotQ6K512(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func
 	return func() { q6K512Block(c, k, x, []reg.Register{y}, []reg.VecVirtual{acc}) }
 }
 
-// q6K512Consts loads the Q6_K kernels' nibble mask; the other constant
-// vectors (0x30, the per-half shifts of qh, the scale permutations) are
-// read from memory where used, so that eight activation rows' sums and
-// accumulators fit in the registers.
+// q6K512Consts loads the Q6_K kernels' constant vectors: the nibble and
+// 0x30 masks, the per-half shifts of qh and the four scale permutations.
 func q6K512Consts(c *build.Context) []reg.VecVirtual {
-	nib := c.ZMM()
-	c.VMOVDQU64(kq512.nib, nib)
-	return []reg.VecVirtual{nib}
+	k := make([]reg.VecVirtual, 8)
+	for i, m := range []Mem{kq512.nib, kq512.m30, kq512.shlQ6, kq512.shrQ6,
+		kq512.permQ6, kq512.permQ6.Offset(64), kq512.permQ6.Offset(128), kq512.permQ6.Offset(192)} {
+		k[i] = c.ZMM()
+		c.VMOVDQU64(m, k[i])
+	}
+	return k
 }
 
 // q6K512Block emits one Q6_K super-block (x) against the Q8_K blocks y[r]
@@ -263,7 +262,7 @@ func q6K512Consts(c *build.Context) []reg.VecVirtual {
 // weights are unpacked once for all rows, and each row's steps are the
 // one-row kernel's.
 func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.Register, acc []reg.VecVirtual) {
-	nib := k[0]
+	nib, m30, shl, shr, perm := k[0], k[1], k[2], k[3], k[4:]
 	dh := c.GP32()
 	c.MOVWLZX(Mem{Base: x, Disp: 208}, dh) // the half alone: vcvtph2ps from memory would read past the last block
 	dw := c.XMM()
@@ -282,14 +281,13 @@ func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.R
 		c.VPANDD(nib, ql, lo)
 		c.VPSRLW(Imm(4), ql, hi)
 		c.VPANDD(nib, hi, hi)
-		c.VPSLLVW(kq512.shlQ6, qh, hl)             // bits 0,1 | 2,3 at 4,5
-		c.VPSRLVW(kq512.shrQ6, qh, hh)             // bits 4,5 | 6,7 at 4,5
-		c.VPTERNLOGD(Imm(0xf8), kq512.m30, hl, lo) // lo | hl&0x30
-		c.VPTERNLOGD(Imm(0xf8), kq512.m30, hh, hi)
+		c.VPSLLVW(shl, qh, hl)               // bits 0,1 | 2,3 at 4,5
+		c.VPSRLVW(shr, qh, hh)               // bits 4,5 | 6,7 at 4,5
+		c.VPTERNLOGD(Imm(0xf8), m30, hl, lo) // lo | hl&0x30
+		c.VPTERNLOGD(Imm(0xf8), m30, hh, hi)
 		for p, v := range []reg.VecVirtual{lo, hi} {
 			s := c.ZMM()
-			c.VMOVDQU64(kq512.permQ6.Offset(64*(2*n+p)), s)
-			c.VPERMW(sc.AsZ(), s, s)
+			c.VPERMW(sc.AsZ(), perm[2*n+p], s)
 			for r := range y {
 				prod := c.ZMM()
 				c.VPMADDUBSW(Mem{Base: y[r], Disp: 4 + 128*n + 64*p}, v, prod)
@@ -299,15 +297,9 @@ func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.R
 	}
 	for r := range y {
 		f := sumHalves(c, sumi[r])
-		// f += -32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]): the offset of the
-		// quants, as integers (the same sums as a subtraction).
-		c.Instruction(&ir.Instruction{
-			Opcode:   "VPDPWSSD",
-			Operands: []Op{Mem{Base: y[r], Disp: 260}, scm, f},
-			Inputs:   []Op{Mem{Base: y[r], Disp: 260}, scm, f},
-			Outputs:  []Op{f},
-			ISA:      []string{"AVX512VNNI", "AVX512VL"},
-		})
+		// f += -32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]), the quants' offset:
+		// one vpdpwssd, the same integers as a multiply, shift and subtract.
+		vnniMem(c, "VPDPWSSD", Mem{Base: y[r], Disp: 260}, scm, f)
 		c.VCVTDQ2PS(f, f)
 		dx, d := c.XMM(), c.YMM()
 		c.VMULSS(Mem{Base: y[r]}, dw, dx) // d_w·d_y
@@ -316,29 +308,27 @@ func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.R
 	}
 }
 
-// q6KRows emits dotQ6_Kx<rows>VNNI: one Q6_K weight row against rows Q8_K
+// q6KRows4 emits dotQ6_Kx4VNNI: one Q6_K weight row against four Q8_K
 // activation rows (stride bytes apart), each result gemvQ6_KVNNI's bit for
-// bit, the weights unpacked once per super-block for all of them.
-func q6KRows(c *build.Context, rows int) {
-	name := fmt.Sprintf("dotQ6_Kx%dVNNI", rows)
-	c.Function(name)
+// bit, the weights unpacked once per super-block for the four.
+func q6KRows4(c *build.Context) {
+	c.Function("dotQ6_Kx4VNNI")
 	c.Attributes(attr.NOSPLIT)
 	c.Pragma("noescape")
-	c.SignatureExpr(fmt.Sprintf("func(nb int, w, a []byte, stride int, dst *[%d]float32)", rows))
-	c.Doc(fmt.Sprintf("%s sets dst[r] to the Q6_K row w times activation row r (a[r*stride:],", name),
-		fmt.Sprintf("Q8_K) for r < %d, bit for bit gemvQ6_KVNNI's, unpacking each weight super-block once.", rows),
+	c.SignatureExpr("func(nb int, w, a []byte, stride int, dst *[4]float32)")
+	c.Doc("dotQ6_Kx4VNNI sets dst[r] to the Q6_K row w times activation row r (a[r*stride:],",
+		"Q8_K) for r < 4, bit for bit gemvQ6_KVNNI's, unpacking each weight super-block once.",
 		"It needs AVX-512 F, BW and VNNI.")
-	lbl := func(s string) string { return name + "_" + s }
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := avoutil.RowPointers(c, rows)
+	y := avoutil.RowPointers(c, 4)
 	k := q6K512Consts(c)
-	acc := zeroYMMs(c, rows)
+	acc := zeroYMMs(c, 4)
 	c.TESTQ(nb, nb)
-	c.JZ(LabelRef(lbl("done")))
-	c.Label(lbl("block"))
+	c.JZ(LabelRef("Q6_Kx4_done"))
+	c.Label("Q6_Kx4_block")
 	q6K512Block(c, k, x, y, acc)
-	avoutil.NextKQBlock(c, x, 210, y, nb, lbl("block"), lbl("done"))
+	avoutil.NextKQBlock(c, x, 210, y, nb, "Q6_Kx4_block", "Q6_Kx4_done")
 	dst := c.Load(c.Param("dst"), c.GP64())
 	for r := range acc {
 		sum := avoutil.HSumFloat8(c, acc[r])
@@ -367,6 +357,18 @@ func q6KRows(c *build.Context, rows int) {
 //
 // in one chain per row (kern's emulation: emulateQ4KGroup). The group's
 // super-block is avoutil.Q4KGroupBytes.
+
+// vnniMem emits the VNNI instruction op with a full-width memory operand:
+// op m, q, acc (acc += the products of m and q).
+func vnniMem(c *build.Context, op string, m Mem, q, acc reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   op,
+		Operands: []Op{m, q, acc},
+		Inputs:   []Op{m, q, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512VNNI", "AVX512VL"},
+	})
+}
 
 // vpdpwssdBcst emits VPDPWSSD.BCST m, q, acc: acc[i] += q[2i]·m[0] +
 // q[2i+1]·m[1] (int16 words, the two at m broadcast to every lane).
