@@ -171,7 +171,7 @@ func TestDotRowsMatchesDot(t *testing.T) {
 					useVariant(t, v)
 					w, _ := makeWeights(t, wt, n, uint64(n)+uint64(wt))
 					ab := ActBytes(wt, n)
-					for _, rows := range []int{1, 3, 4, 5, 8, 9} {
+					for _, rows := range []int{1, 3, 4, 5, 8, 9, 13, 16, 19} {
 						stride := ab + 34*(rows%3) // padded strides too
 						a := make([]byte, rows*stride)
 						for r := 0; r < rows; r++ {

@@ -31,6 +31,10 @@ type variant struct {
 	// Group kernels over eight interleaved Q4_K rows (see Packed).
 	groupQ4_K   func(nb int, w, a []byte, dst []float32)
 	groupQ4_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	// The same against eight activation rows, for one group and for two
+	// adjacent ones gstride bytes apart (nil: the four-row kernel serves).
+	groupQ4_Kx8  func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	groupQ4_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 	// Q6_K against four activation rows (one weight row).
 	q6_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)
 	// kqDot is one row of those kernels (nb super-blocks of the k-quant wt

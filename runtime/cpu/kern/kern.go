@@ -288,6 +288,10 @@ func (ks Kernels) QuantizeActs(t ir.DType, x []float32, dst []byte) {
 	case ir.Q8_1:
 		quantQ8_1(x, dst)
 	case ir.Q8_K:
+		if nb := len(x) / 256; ks.vec() && nb > 0 {
+			quantQ8_KAVX2(x[:nb*256], dst[:nb*292])
+			return
+		}
 		quantQ8_K(x, dst)
 	default:
 		panic(fmt.Sprintf("kern: QuantizeActs does not support %s", t))

@@ -34,8 +34,9 @@ type Packed struct {
 	gemv   func(nb int, w, a []byte, dst []float32)
 	gemm4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	gemm8  func(nb int, w, a []byte, stride int, dst []float32, ld int) // may be nil
-	// pair (may be zero): two adjacent groups against four or eight
-	// activation rows in one call, the group kernels' results for each.
+	// pair: two adjacent groups against four ([0]) or eight ([1])
+	// activation rows in one call, the group kernels' results for each
+	// (either may be nil).
 	pair pairKernels
 	free func()
 }
@@ -93,6 +94,8 @@ func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 		p.gemm8, p.pair = v.gemmQ4_0x8, v.pairQ4_0
 	case ir.Q8_0:
 		p.gemm8, p.pair = v.gemmQ8_0x8, v.pairQ8_0
+	case ir.Q4_K:
+		p.gemm8, p.pair = v.groupQ4_Kx8, pairKernels{nil, v.groupQ4_Kx16}
 	}
 	if n%8 != 0 {
 		// Only a partial group keeps the original bytes alive.
@@ -251,16 +254,21 @@ func (p *Packed) Dots(row0, count int, a []byte, stride, R int, dst []float32, l
 	for j < count && row0+j < full {
 		g := (row0 + j) / 8
 		off := row0 + j - 8*g // first wanted row of the group
-		if off == 0 && p.pair[0] != nil && R >= 4 && count-j >= 16 && row0+j+16 <= full {
-			// Two whole groups: sixteen rows per call, the last R%4
-			// activation rows group by group.
+		pairs := (p.pair[1] != nil && R >= 8) || (p.pair[0] != nil && R >= 4)
+		if pairs && off == 0 && count-j >= 16 && row0+j+16 <= full {
+			// Two whole groups: sixteen rows per call, the activation
+			// rows no pair kernel takes group by group.
 			w := p.groups[g*gb:][:2*gb]
 			r := 0
-			for ; r+8 <= R; r += 8 {
-				p.pair[1](nb, w, gb, a[r*stride:], stride, dst[r*ld+j:][:7*ld+16], ld)
+			if p.pair[1] != nil {
+				for ; r+8 <= R; r += 8 {
+					p.pair[1](nb, w, gb, a[r*stride:], stride, dst[r*ld+j:][:7*ld+16], ld)
+				}
 			}
-			for ; r+4 <= R; r += 4 {
-				p.pair[0](nb, w, gb, a[r*stride:], stride, dst[r*ld+j:][:3*ld+16], ld)
+			if p.pair[0] != nil {
+				for ; r+4 <= R; r += 4 {
+					p.pair[0](nb, w, gb, a[r*stride:], stride, dst[r*ld+j:][:3*ld+16], ld)
+				}
 			}
 			p.groupRows(w[:gb], a, stride, r, R, dst[j:], ld)
 			p.groupRows(w[gb:], a, stride, r, R, dst[j+8:], ld)

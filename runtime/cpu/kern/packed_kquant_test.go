@@ -46,8 +46,11 @@ func emulateQ4KGroup(nb int, w, a []byte) (float32, float64) {
 
 // TestPackedQ4K checks the packed Q4_K group kernels against the emulated
 // order bit for bit and against the generic Dot within 1e-5·Σ|terms|, with
-// and without a partial group, one to nine activation rows (the four-row
-// kernel and the one-row tail) and padded strides.
+// and without a partial group, one to three groups (the two-group kernel
+// and a lone group after it), one to seventeen activation rows (the
+// eight-, four- and one-row kernels and their tails) and padded strides;
+// then Dots over sub-ranges (groups paired from an odd one, partial groups)
+// against the whole range bit for bit.
 func TestPackedQ4K(t *testing.T) {
 	for _, v := range []string{"avx2", "avx512"} {
 		t.Run(v, func(t *testing.T) { testPackedQ4K(t, v) })
@@ -60,7 +63,7 @@ func testPackedQ4K(t *testing.T, variant string) {
 		t.Skip("no Q4_K group kernels")
 	}
 	wt := ir.Q4_K
-	for _, n := range []int{8, 13, 1} {
+	for _, n := range []int{8, 13, 1, 16, 29} {
 		for _, k := range []int{256, 2048, 5632} {
 			t.Run(fmt.Sprintf("%dx%d", n, k), func(t *testing.T) {
 				nb := k / 256
@@ -74,7 +77,7 @@ func testPackedQ4K(t *testing.T, variant string) {
 				require.NotNil(t, p)
 				ab := p.ActBytes()
 				require.Equal(t, ActBytes(wt, k), ab)
-				for _, R := range []int{1, 4, 5, 9} {
+				for _, R := range []int{1, 4, 5, 8, 9, 13, 17} {
 					stride := ab + 16*(R%2)
 					a := make([]byte, R*stride)
 					for r := 0; r < R; r++ {
@@ -83,8 +86,36 @@ func testPackedQ4K(t *testing.T, variant string) {
 					checkPackedDots(t, p, data, a, stride, R, func(w, act []byte) (float32, float64) {
 						return emulateQ4KGroup(nb, w, act)
 					})
+					if n >= 16 && k == 2048 {
+						checkDotsRanges(t, p, a, stride, R)
+					}
 				}
 			})
+		}
+	}
+}
+
+// checkDotsRanges requires Dots over sub-ranges of p's rows (starting on and
+// off a group, even and odd group counts, partial groups) to give the whole
+// range's results bit for bit.
+func checkDotsRanges(t *testing.T, p *Packed, a []byte, stride, R int) {
+	t.Helper()
+	n := p.n
+	whole := make([]float32, R*n)
+	p.Dots(0, n, a, stride, R, whole, n)
+	for _, rg := range [][2]int{{8, 16}, {8, n - 8}, {0, 24}, {3, 21}, {5, n - 5}, {16, n - 16}} {
+		row0, count := rg[0], min(rg[1], n-rg[0])
+		if count <= 0 {
+			continue
+		}
+		ld := count + 3
+		got := make([]float32, R*ld)
+		p.Dots(row0, count, a, stride, R, got, ld)
+		for r := 0; r < R; r++ {
+			for j := 0; j < count; j++ {
+				require.Equal(t, math.Float32bits(whole[r*n+row0+j]), math.Float32bits(got[r*ld+j]),
+					"rows [%d,+%d): row %d act %d", row0, count, row0+j, r)
+			}
 		}
 	}
 }

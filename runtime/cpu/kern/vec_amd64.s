@@ -487,6 +487,516 @@ DATA q8Perm<>+24(SB)/4, $0x00000003
 DATA q8Perm<>+28(SB)/4, $0x00000007
 GLOBL q8Perm<>(SB), RODATA|NOPTR, $32
 
+// func quantQ8_KAVX2(x []float32, dst []byte)
+// Requires: AVX, AVX2
+TEXT ·quantQ8_KAVX2(SB), NOSPLIT, $0-48
+	MOVQ  x_len+8(FP), AX
+	MOVQ  x_base+0(FP), CX
+	MOVQ  dst_base+24(FP), DX
+	SHRQ  $0x08, AX
+	TESTQ AX, AX
+	JZ    q8k_done
+
+q8k_block:
+	VMOVDQU      q8kAbsMask<>+0(SB), Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VANDPS       (CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       32(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       64(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       96(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VANDPS       128(CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       160(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       192(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       224(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VANDPS       256(CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       288(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       320(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       352(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VANDPS       384(CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       416(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       448(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       480(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VANDPS       512(CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       544(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       576(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       608(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VANDPS       640(CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       672(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       704(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       736(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VANDPS       768(CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       800(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       832(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       864(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VANDPS       896(CX), Y0, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       928(CX), Y0, Y5
+	VMAXPS       Y2, Y5, Y2
+	VANDPS       960(CX), Y0, Y5
+	VMAXPS       Y3, Y5, Y3
+	VANDPS       992(CX), Y0, Y5
+	VMAXPS       Y4, Y5, Y4
+	VMAXPS       Y2, Y1, Y1
+	VMAXPS       Y4, Y3, Y3
+	VMAXPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VMAXPS       X2, X1, X2
+	VMOVHLPS     X2, X2, X1
+	VMAXPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VMAXSS       X1, X2, X2
+	VMOVD        X2, BX
+	TESTL        BX, BX
+	JZ           q8k_zero
+	VBROADCASTSS X2, Y1
+	XORQ         BX, BX
+
+q8k_find:
+	VANDPS    (CX)(BX*1), Y0, Y2
+	VCMPPS    $0x00, Y1, Y2, Y2
+	VMOVMSKPS Y2, SI
+	TESTL     SI, SI
+	JNZ       q8k_found
+	ADDQ      $0x20, BX
+	JMP       q8k_find
+
+q8k_found:
+	BSFL         SI, SI
+	LEAQ         (BX)(SI*4), BX
+	VMOVSS       (CX)(BX*1), X0
+	MOVL         $0xc2fe0000, BX
+	VMOVD        BX, X1
+	VDIVSS       X0, X1, X1
+	MOVL         $0x3f800000, BX
+	VMOVD        BX, X0
+	VDIVSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	VBROADCASTSS X1, Y0
+	VMOVDQU      q8kPerm<>+0(SB), Y1
+	VMULPS       (CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       32(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       64(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       96(CX), Y0, Y5
+	VADDPS       q8kMagic<>+0(SB), Y5, Y5
+	VPAND        q8kMant<>+0(SB), Y5, Y5
+	VPSUBD       q8kOff<>+0(SB), Y5, Y5
+	VPMINSD      q8k127<>+0(SB), Y5, Y5
+	VPSLLD       $0x18, Y5, Y5
+	VPSRAD       $0x18, Y5, Y5
+	VPADDD       Y3, Y2, Y6
+	VPADDD       Y5, Y4, Y7
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSWB    Y3, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 4(DX)
+	VMULPS       128(CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       160(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       192(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       224(CX), Y0, Y5
+	VADDPS       q8kMagic<>+0(SB), Y5, Y5
+	VPAND        q8kMant<>+0(SB), Y5, Y5
+	VPSUBD       q8kOff<>+0(SB), Y5, Y5
+	VPMINSD      q8k127<>+0(SB), Y5, Y5
+	VPSLLD       $0x18, Y5, Y5
+	VPSRAD       $0x18, Y5, Y5
+	VPADDD       Y3, Y2, Y8
+	VPADDD       Y5, Y4, Y9
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSWB    Y3, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 36(DX)
+	VPHADDD      Y7, Y6, Y2
+	VPHADDD      Y9, Y8, Y3
+	VPHADDD      Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X2, X3, X3
+	VPACKSSDW    X3, X3, X3
+	VMOVQ        X3, 260(DX)
+	VMULPS       256(CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       288(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       320(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       352(CX), Y0, Y5
+	VADDPS       q8kMagic<>+0(SB), Y5, Y5
+	VPAND        q8kMant<>+0(SB), Y5, Y5
+	VPSUBD       q8kOff<>+0(SB), Y5, Y5
+	VPMINSD      q8k127<>+0(SB), Y5, Y5
+	VPSLLD       $0x18, Y5, Y5
+	VPSRAD       $0x18, Y5, Y5
+	VPADDD       Y3, Y2, Y6
+	VPADDD       Y5, Y4, Y7
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSWB    Y3, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 68(DX)
+	VMULPS       384(CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       416(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       448(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       480(CX), Y0, Y5
+	VADDPS       q8kMagic<>+0(SB), Y5, Y5
+	VPAND        q8kMant<>+0(SB), Y5, Y5
+	VPSUBD       q8kOff<>+0(SB), Y5, Y5
+	VPMINSD      q8k127<>+0(SB), Y5, Y5
+	VPSLLD       $0x18, Y5, Y5
+	VPSRAD       $0x18, Y5, Y5
+	VPADDD       Y3, Y2, Y8
+	VPADDD       Y5, Y4, Y9
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSWB    Y3, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 100(DX)
+	VPHADDD      Y7, Y6, Y2
+	VPHADDD      Y9, Y8, Y3
+	VPHADDD      Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X2, X3, X3
+	VPACKSSDW    X3, X3, X3
+	VMOVQ        X3, 268(DX)
+	VMULPS       512(CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       544(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       576(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       608(CX), Y0, Y5
+	VADDPS       q8kMagic<>+0(SB), Y5, Y5
+	VPAND        q8kMant<>+0(SB), Y5, Y5
+	VPSUBD       q8kOff<>+0(SB), Y5, Y5
+	VPMINSD      q8k127<>+0(SB), Y5, Y5
+	VPSLLD       $0x18, Y5, Y5
+	VPSRAD       $0x18, Y5, Y5
+	VPADDD       Y3, Y2, Y6
+	VPADDD       Y5, Y4, Y7
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSWB    Y3, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 132(DX)
+	VMULPS       640(CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       672(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       704(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       736(CX), Y0, Y5
+	VADDPS       q8kMagic<>+0(SB), Y5, Y5
+	VPAND        q8kMant<>+0(SB), Y5, Y5
+	VPSUBD       q8kOff<>+0(SB), Y5, Y5
+	VPMINSD      q8k127<>+0(SB), Y5, Y5
+	VPSLLD       $0x18, Y5, Y5
+	VPSRAD       $0x18, Y5, Y5
+	VPADDD       Y3, Y2, Y8
+	VPADDD       Y5, Y4, Y9
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSWB    Y3, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 164(DX)
+	VPHADDD      Y7, Y6, Y2
+	VPHADDD      Y9, Y8, Y3
+	VPHADDD      Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X2, X3, X3
+	VPACKSSDW    X3, X3, X3
+	VMOVQ        X3, 276(DX)
+	VMULPS       768(CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       800(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       832(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       864(CX), Y0, Y5
+	VADDPS       q8kMagic<>+0(SB), Y5, Y5
+	VPAND        q8kMant<>+0(SB), Y5, Y5
+	VPSUBD       q8kOff<>+0(SB), Y5, Y5
+	VPMINSD      q8k127<>+0(SB), Y5, Y5
+	VPSLLD       $0x18, Y5, Y5
+	VPSRAD       $0x18, Y5, Y5
+	VPADDD       Y3, Y2, Y6
+	VPADDD       Y5, Y4, Y7
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSWB    Y3, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 196(DX)
+	VMULPS       896(CX), Y0, Y2
+	VADDPS       q8kMagic<>+0(SB), Y2, Y2
+	VPAND        q8kMant<>+0(SB), Y2, Y2
+	VPSUBD       q8kOff<>+0(SB), Y2, Y2
+	VPMINSD      q8k127<>+0(SB), Y2, Y2
+	VPSLLD       $0x18, Y2, Y2
+	VPSRAD       $0x18, Y2, Y2
+	VMULPS       928(CX), Y0, Y3
+	VADDPS       q8kMagic<>+0(SB), Y3, Y3
+	VPAND        q8kMant<>+0(SB), Y3, Y3
+	VPSUBD       q8kOff<>+0(SB), Y3, Y3
+	VPMINSD      q8k127<>+0(SB), Y3, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMULPS       960(CX), Y0, Y4
+	VADDPS       q8kMagic<>+0(SB), Y4, Y4
+	VPAND        q8kMant<>+0(SB), Y4, Y4
+	VPSUBD       q8kOff<>+0(SB), Y4, Y4
+	VPMINSD      q8k127<>+0(SB), Y4, Y4
+	VPSLLD       $0x18, Y4, Y4
+	VPSRAD       $0x18, Y4, Y4
+	VMULPS       992(CX), Y0, Y0
+	VADDPS       q8kMagic<>+0(SB), Y0, Y0
+	VPAND        q8kMant<>+0(SB), Y0, Y0
+	VPSUBD       q8kOff<>+0(SB), Y0, Y0
+	VPMINSD      q8k127<>+0(SB), Y0, Y0
+	VPSLLD       $0x18, Y0, Y0
+	VPSRAD       $0x18, Y0, Y0
+	VPADDD       Y3, Y2, Y5
+	VPADDD       Y0, Y4, Y8
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y0, Y4, Y0
+	VPACKSSWB    Y0, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, 228(DX)
+	VPHADDD      Y7, Y6, Y0
+	VPHADDD      Y8, Y5, Y1
+	VPHADDD      Y1, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X0, X1, X1
+	VPACKSSDW    X1, X1, X1
+	VMOVQ        X1, 284(DX)
+	JMP          q8k_next
+
+q8k_zero:
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, (DX)
+	VMOVDQU Y0, 32(DX)
+	VMOVDQU Y0, 64(DX)
+	VMOVDQU Y0, 96(DX)
+	VMOVDQU Y0, 128(DX)
+	VMOVDQU Y0, 160(DX)
+	VMOVDQU Y0, 192(DX)
+	VMOVDQU Y0, 224(DX)
+	VMOVDQU Y0, 256(DX)
+	MOVL    $0x00000000, 288(DX)
+
+q8k_next:
+	ADDQ $0x00000400, CX
+	ADDQ $0x00000124, DX
+	DECQ AX
+	JNZ  q8k_block
+
+q8k_done:
+	VZEROUPPER
+	RET
+
+DATA q8kAbsMask<>+0(SB)/4, $0x7fffffff
+DATA q8kAbsMask<>+4(SB)/4, $0x7fffffff
+DATA q8kAbsMask<>+8(SB)/4, $0x7fffffff
+DATA q8kAbsMask<>+12(SB)/4, $0x7fffffff
+DATA q8kAbsMask<>+16(SB)/4, $0x7fffffff
+DATA q8kAbsMask<>+20(SB)/4, $0x7fffffff
+DATA q8kAbsMask<>+24(SB)/4, $0x7fffffff
+DATA q8kAbsMask<>+28(SB)/4, $0x7fffffff
+GLOBL q8kAbsMask<>(SB), RODATA|NOPTR, $32
+
+DATA q8kMagic<>+0(SB)/4, $0x4b400000
+DATA q8kMagic<>+4(SB)/4, $0x4b400000
+DATA q8kMagic<>+8(SB)/4, $0x4b400000
+DATA q8kMagic<>+12(SB)/4, $0x4b400000
+DATA q8kMagic<>+16(SB)/4, $0x4b400000
+DATA q8kMagic<>+20(SB)/4, $0x4b400000
+DATA q8kMagic<>+24(SB)/4, $0x4b400000
+DATA q8kMagic<>+28(SB)/4, $0x4b400000
+GLOBL q8kMagic<>(SB), RODATA|NOPTR, $32
+
+DATA q8kMant<>+0(SB)/4, $0x007fffff
+DATA q8kMant<>+4(SB)/4, $0x007fffff
+DATA q8kMant<>+8(SB)/4, $0x007fffff
+DATA q8kMant<>+12(SB)/4, $0x007fffff
+DATA q8kMant<>+16(SB)/4, $0x007fffff
+DATA q8kMant<>+20(SB)/4, $0x007fffff
+DATA q8kMant<>+24(SB)/4, $0x007fffff
+DATA q8kMant<>+28(SB)/4, $0x007fffff
+GLOBL q8kMant<>(SB), RODATA|NOPTR, $32
+
+DATA q8kOff<>+0(SB)/4, $0x00400000
+DATA q8kOff<>+4(SB)/4, $0x00400000
+DATA q8kOff<>+8(SB)/4, $0x00400000
+DATA q8kOff<>+12(SB)/4, $0x00400000
+DATA q8kOff<>+16(SB)/4, $0x00400000
+DATA q8kOff<>+20(SB)/4, $0x00400000
+DATA q8kOff<>+24(SB)/4, $0x00400000
+DATA q8kOff<>+28(SB)/4, $0x00400000
+GLOBL q8kOff<>(SB), RODATA|NOPTR, $32
+
+DATA q8k127<>+0(SB)/4, $0x0000007f
+DATA q8k127<>+4(SB)/4, $0x0000007f
+DATA q8k127<>+8(SB)/4, $0x0000007f
+DATA q8k127<>+12(SB)/4, $0x0000007f
+DATA q8k127<>+16(SB)/4, $0x0000007f
+DATA q8k127<>+20(SB)/4, $0x0000007f
+DATA q8k127<>+24(SB)/4, $0x0000007f
+DATA q8k127<>+28(SB)/4, $0x0000007f
+GLOBL q8k127<>(SB), RODATA|NOPTR, $32
+
+DATA q8kPerm<>+0(SB)/4, $0x00000000
+DATA q8kPerm<>+4(SB)/4, $0x00000004
+DATA q8kPerm<>+8(SB)/4, $0x00000001
+DATA q8kPerm<>+12(SB)/4, $0x00000005
+DATA q8kPerm<>+16(SB)/4, $0x00000002
+DATA q8kPerm<>+20(SB)/4, $0x00000006
+DATA q8kPerm<>+24(SB)/4, $0x00000003
+DATA q8kPerm<>+28(SB)/4, $0x00000007
+GLOBL q8kPerm<>(SB), RODATA|NOPTR, $32
+
 // func dotF32BytesAVX2(n int, w []byte, a []byte) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotF32BytesAVX2(SB), NOSPLIT, $0-60

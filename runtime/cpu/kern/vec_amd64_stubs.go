@@ -30,6 +30,12 @@ func expSubAVX2(dst []float32, x []float32, m float32)
 //go:noescape
 func quantQ8_0AVX2(x []float32, dst []byte, side []byte)
 
+// quantQ8_KAVX2 is kern's quantQ8_K on x (len a multiple of 256) into dst, byte
+// for byte. It needs AVX2.
+//
+//go:noescape
+func quantQ8_KAVX2(x []float32, dst []byte)
+
 // dotF32BytesAVX2 is the dot of n (a multiple of 32) F32 weights and F32 activations in float32
 // with FMA. It needs AVX2, FMA and F16C.
 //

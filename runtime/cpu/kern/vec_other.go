@@ -24,3 +24,4 @@ func scoresF32AVX2(q, k []float32, stride int, out []float32) {
 func axpyRowsF32AVX2(acc, w, v []float32, stride int) {
 	panic("kern: no AVX2 kernels on this architecture")
 }
+func quantQ8_KAVX2(x []float32, dst []byte) { panic("kern: no AVX2 kernels on this architecture") }

@@ -126,6 +126,45 @@ func TestQuantQ8_0SIMD(t *testing.T) {
 	}
 }
 
+// TestQuantQ8_KSIMD: the SIMD Q8_K quantizer writes quantQ8_K's bytes
+// exactly: random blocks at several scales, ties (iscale 1, halves rounded
+// to even), +amax and -amax in both orders (the first sets the sign), a zero
+// block, subnormal inputs and a block with a NaN.
+func TestQuantQ8_KSIMD(t *testing.T) {
+	for _, v := range Variants() {
+		for _, n := range []int{256, 512, 2048, 5632} {
+			t.Run(fmt.Sprintf("%s/%d", v, n), func(t *testing.T) {
+				x := randRow(n, []float64{1, 1e-3, 300, 7}[(n/256)%4], uint64(n))
+				if n >= 512 {
+					// Block 1: max -127 first, so iscale is 1.
+					x[256+5] = -127
+					x[256+200] = 127
+					for i, v := range []float32{2.5, -2.5, 0.5, -0.5, 126.5, -3.5, 0.49999997, 1.5} {
+						x[256+40+i] = v
+					}
+				}
+				if n >= 2048 {
+					x[512+7], x[512+3] = 40, -40 // +amax after -amax: block 2's max is -40
+					clear(x[768:1024])           // a zero block
+					for i := 1024; i < 1280; i++ {
+						x[i] = float32(i-1100) * 1e-40 // subnormal inputs
+					}
+					x[1280+17] = float32(math.NaN())
+				}
+				want := make([]byte, n/256*292)
+				quantQ8_K(x, want)
+				useVariant(t, v)
+				got := make([]byte, len(want))
+				for i := range got {
+					got[i] = 0xa5 // every byte written
+				}
+				QuantizeActs(ir.Q8_K, x, got)
+				require.Equal(t, want, got)
+			})
+		}
+	}
+}
+
 // BenchmarkQuantizePackedActs: activation values per second of the packed
 // Q8_0 encoder in each variant.
 func BenchmarkQuantizePackedActs(b *testing.B) {
@@ -241,5 +280,21 @@ func TestAttentionTileKernels(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkQuantizeQ8_K: activation values per second of the Q8_K encoder
+// in each variant (generic: the Go loop).
+func BenchmarkQuantizeQ8_K(b *testing.B) {
+	for _, v := range Variants() {
+		b.Run(v, func(b *testing.B) {
+			useVariant(b, v)
+			x := randRow(5632, 1, 1)
+			dst := make([]byte, 5632/256*292)
+			for b.Loop() {
+				QuantizeActs(ir.Q8_K, x, dst)
+			}
+			b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		})
 	}
 }

@@ -143,3 +143,52 @@ func BenchmarkGroupKernels(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGroupQ4K: the VNNI Q4_K group kernels on one packed 256×2048
+// matrix against eight activation rows, as weight GB/s times activation
+// rows: the four-row kernel twice (x4), the eight-row one per group (x8)
+// and the two-group one (x16); compare the ratios within one run.
+func BenchmarkGroupQ4K(b *testing.B) {
+	useVariant(b, "avx512")
+	if Current().v.groupQ4_Kx16 == nil {
+		b.Skip("no Q4_K eight-row kernels")
+	}
+	const n, k = 256, 2048
+	nb := k / 256
+	data := make([]byte, n*nb*144)
+	for i := 0; i < n; i++ {
+		w, _ := makeWeights(b, ir.Q4_K, k, uint64(i))
+		copy(data[i*nb*144:], w)
+	}
+	p := Pack(ir.Q4_K, n, k, data)
+	ab := p.ActBytes()
+	a := make([]byte, 8*ab)
+	for r := 0; r < 8; r++ {
+		p.QuantizeActs(Current(), randRow(k, 1, uint64(r)), a[r*ab:])
+	}
+	gb := nb * q4KGroupBytes
+	out := make([]float32, 8*16)
+	run := func(name string, f func(g int) int) {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				for g := 0; g < n/8; g += f(g) {
+				}
+			}
+			b.ReportMetric(8*float64(len(data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+	run("x4", func(g int) int {
+		w := p.groups[g*gb:][:gb]
+		gemmQ4_Kx8x4VNNI(nb, w, a, ab, out, 8)
+		gemmQ4_Kx8x4VNNI(nb, w, a[4*ab:], ab, out[32:], 8)
+		return 1
+	})
+	run("x8", func(g int) int {
+		gemmQ4_Kx8x8VNNI(nb, p.groups[g*gb:][:gb], a, ab, out, 8)
+		return 1
+	})
+	run("x16", func(g int) int {
+		gemmQ4_Kx16x8VNNI(nb, p.groups[g*gb:][:2*gb], gb, a, ab, out, 16)
+		return 2
+	})
+}

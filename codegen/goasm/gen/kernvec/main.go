@@ -41,6 +41,7 @@ func run(dir string) error {
 	siluMul(c)
 	expSub(c)
 	quantQ8_0(c)
+	quantQ8_K(c)
 	for _, t := range []string{"F32", "F16", "BF16"} {
 		dotWeights(c, t)
 	}
@@ -556,6 +557,150 @@ func axpyRowsF32(c *build.Context) {
 	c.DECQ(d)
 	c.JMP(LabelRef("axr_chunk"))
 	c.Label("axr_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// quantQ8_K emits func quantQ8_KAVX2(x []float32, dst []byte): kern's
+// quantQ8_K (quantize_row_q8_K_ref) on len(x)/256 blocks, byte for byte:
+// amax over |x| (NaNs skipped, as the scalar loop's a > amax skips them),
+// max the first value with |x| = amax, iscale = -127/max, q =
+// int8(min(127, nearestInt(iscale·x))) with nearestInt's magic-number add
+// and mantissa bits done as the scalar code does them, the sixteen
+// 16-value sums, d = 1/iscale; an all-zero block is all zero bytes.
+func quantQ8_K(c *build.Context) {
+	c.Function("quantQ8_KAVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(x []float32, dst []byte)")
+	c.Doc("quantQ8_KAVX2 is kern's quantQ8_K on x (len a multiple of 256) into dst, byte",
+		"for byte. It needs AVX2.")
+	absMask := u32Const(c, "q8kAbsMask", 0x7fffffff)
+	magic := f32Const(c, "q8kMagic", 12582912)
+	mant := u32Const(c, "q8kMant", 0x007fffff)
+	off := u32Const(c, "q8kOff", 0x00400000)
+	c127 := u32Const(c, "q8k127", 127)
+	perm := c.StaticGlobal("q8kPerm")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		c.AddDatum(4*i, U32(v))
+	}
+	n := c.Load(c.Param("x").Len(), c.GP64())
+	xp := c.Load(c.Param("x").Base(), c.GP64())
+	dp := c.Load(c.Param("dst").Base(), c.GP64())
+	c.SHRQ(Imm(8), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("q8k_done"))
+	c.Label("q8k_block")
+	am := c.YMM()
+	c.VMOVDQU(absMask, am)
+	var m [4]reg.VecVirtual
+	for i := range m {
+		m[i] = c.YMM()
+		c.VXORPS(m[i], m[i], m[i])
+	}
+	for i := 0; i < 32; i++ {
+		t := c.YMM()
+		c.VANDPS(Mem{Base: xp, Disp: 32 * i}, am, t)
+		c.VMAXPS(m[i%4], t, m[i%4]) // t > m ? t : m (m when t is NaN)
+	}
+	c.VMAXPS(m[1], m[0], m[0])
+	c.VMAXPS(m[3], m[2], m[2])
+	c.VMAXPS(m[2], m[0], m[0])
+	h := c.XMM()
+	c.VEXTRACTF128(Imm(1), m[0], h)
+	c.VMAXPS(h, m[0].AsX(), h)
+	h2 := c.XMM()
+	c.VMOVHLPS(h, h, h2)
+	c.VMAXPS(h2, h, h)
+	c.VMOVSHDUP(h, h2)
+	c.VMAXSS(h2, h, h) // amax in lane 0
+	bits := c.GP32()
+	c.VMOVD(h, bits)
+	c.TESTL(bits, bits)
+	c.JZ(LabelRef("q8k_zero"))
+	// max: the first value whose |x| is amax (the scalar loop's strict >
+	// keeps the first).
+	amv := c.YMM()
+	c.VBROADCASTSS(h, amv)
+	at := c.GP64()
+	c.XORQ(at, at)
+	c.Label("q8k_find")
+	t := c.YMM()
+	c.VANDPS(Mem{Base: xp, Index: at, Scale: 1}, am, t)
+	c.VCMPPS(Imm(0), amv, t, t) // equal, ordered
+	k := c.GP32()
+	c.VMOVMSKPS(t, k)
+	c.TESTL(k, k)
+	c.JNZ(LabelRef("q8k_found"))
+	c.ADDQ(Imm(32), at)
+	c.JMP(LabelRef("q8k_find"))
+	c.Label("q8k_found")
+	c.BSFL(k, k)
+	c.LEAQ(Mem{Base: at, Index: k.As64(), Scale: 4}, at)
+	mx := c.XMM()
+	c.VMOVSS(Mem{Base: xp, Index: at, Scale: 1}, mx)
+	is := c.XMM()
+	c.MOVL(U32(math.Float32bits(-127)), bits)
+	c.VMOVD(bits, is)
+	c.VDIVSS(mx, is, is) // iscale = -127/max
+	dv := c.XMM()
+	c.MOVL(U32(math.Float32bits(1)), bits)
+	c.VMOVD(bits, dv)
+	c.VDIVSS(is, dv, dv) // d = 1/iscale
+	c.VMOVSS(dv, Mem{Base: dp})
+	isv := c.YMM()
+	c.VBROADCASTSS(is, isv)
+	pm := c.YMM()
+	c.VMOVDQU(perm, pm)
+	for g := 0; g < 4; g++ { // 64 values: four 16-value sums
+		var s [4]reg.VecVirtual
+		for half := 0; half < 2; half++ {
+			var q [4]reg.VecVirtual
+			for i := range q {
+				q[i] = c.YMM()
+				c.VMULPS(Mem{Base: xp, Disp: 256*g + 128*half + 32*i}, isv, q[i])
+				c.VADDPS(magic, q[i], q[i])
+				c.VPAND(mant, q[i], q[i])
+				c.VPSUBD(off, q[i], q[i])
+				c.VPMINSD(c127, q[i], q[i])
+				c.VPSLLD(Imm(24), q[i], q[i]) // int8(v): the low byte, sign-extended
+				c.VPSRAD(Imm(24), q[i], q[i])
+			}
+			s[2*half], s[2*half+1] = c.YMM(), c.YMM()
+			c.VPADDD(q[1], q[0], s[2*half])
+			c.VPADDD(q[3], q[2], s[2*half+1])
+			a, b := c.YMM(), c.YMM()
+			c.VPACKSSDW(q[1], q[0], a)
+			c.VPACKSSDW(q[3], q[2], b)
+			c.VPACKSSWB(b, a, a)
+			c.VPERMD(a, pm, a) // undo the packs' lane interleave
+			c.VMOVDQU(a, Mem{Base: dp, Disp: 4 + 64*g + 32*half})
+		}
+		h1, h2 := c.YMM(), c.YMM()
+		c.VPHADDD(s[1], s[0], h1)
+		c.VPHADDD(s[3], s[2], h2)
+		c.VPHADDD(h2, h1, h1) // per 128-bit lane: the four sums' partials
+		hi := c.XMM()
+		c.VEXTRACTI128(Imm(1), h1, hi)
+		c.VPADDD(h1.AsX(), hi, hi)
+		c.VPACKSSDW(hi, hi, hi)
+		c.VMOVQ(hi, Mem{Base: dp, Disp: 260 + 8*g})
+	}
+	c.JMP(LabelRef("q8k_next"))
+	c.Label("q8k_zero")
+	z := c.YMM()
+	c.VPXOR(z, z, z)
+	for i := 0; i < 9; i++ {
+		c.VMOVDQU(z, Mem{Base: dp, Disp: 32 * i})
+	}
+	c.MOVL(U32(0), Mem{Base: dp, Disp: 288})
+	c.Label("q8k_next")
+	c.ADDQ(U32(1024), xp)
+	c.ADDQ(U32(292), dp)
+	c.DECQ(n)
+	c.JNZ(LabelRef("q8k_block"))
+	c.Label("q8k_done")
 	c.VZEROUPPER()
 	c.RET()
 }

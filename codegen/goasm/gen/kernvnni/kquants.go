@@ -24,11 +24,15 @@ var kq512 struct {
 	shlQ6    Mem // words: 4 in the low half, 2 in the high half
 	shrQ6    Mem // words: 0 in the low half, 2 in the high half
 	m10      Mem // 0x10 bytes
+	m32w     Mem // 16 words of -32 (the Q6_K correction's factor)
 	shiftQ5  Mem // 4 vectors of word shifts (see dotQK512)
 	permQ6   Mem // 4 vectors of 32 word indices (see dotQ6K512)
 	shufSc   Mem // 32 bytes: byte r of each 128-bit lane into dword r, zero-extended
 	shufMn   Mem // 32 bytes: byte r into both words of dword r
 	zero     Mem // 32 zero bytes
+	// For the 16-row group kernel: 64 zero bytes, and shufSc and shufMn
+	// twice (one copy per 256-bit half).
+	zero64, shufSc64, shufMn64 Mem
 }
 
 // quadwords defines a read-only table of n quadwords q(i).
@@ -70,6 +74,7 @@ func kquantConsts(c *build.Context) {
 	kq512.shlQ6 = zConst(c, "kq512ShlQ6", func(i int) uint64 { return words([]uint64{4, 2}[i/4]) })
 	kq512.shrQ6 = zConst(c, "kq512ShrQ6", func(i int) uint64 { return words([]uint64{0, 2}[i/4]) })
 	kq512.m10 = zConst(c, "kq512M10", func(int) uint64 { return rep(0x10) })
+	kq512.m32w = ymmConst(c, "kq512M32w", func(int) uint32 { return 0xffe0ffe0 })
 	// Q5_K: chunk h's low nibbles take qh bits 4h (low half) and 4h+2
 	// (high half), its high nibbles 4h+1 and 4h+3, each moved to bit 4:
 	// left by 4-b for h = 0 (vectors 0, 1), right by b-4 for h = 1 (2, 3).
@@ -92,6 +97,13 @@ func kquantConsts(c *build.Context) {
 	kq512.shufSc = ymmConst(c, "kq512ShufSc", func(r int) uint32 { return uint32(r) | 0x80808000 })
 	kq512.zero = ymmConst(c, "kq512Zero", func(int) uint32 { return 0 })
 	kq512.shufMn = ymmConst(c, "kq512ShufMn", func(r int) uint32 { return uint32(r) | 0x80<<8 | uint32(r)<<16 | 0x80<<24 })
+	kq512.zero64 = zConst(c, "kq512Zero64", func(int) uint64 { return 0 })
+	kq512.shufSc64 = zConst(c, "kq512ShufSc64", func(i int) uint64 { r := uint64(2 * (i % 4)); return r | 0x80808000 | (r+1)<<32 | 0x80808000<<32 })
+	kq512.shufMn64 = zConst(c, "kq512ShufMn64", func(i int) uint64 {
+		r := uint64(2 * (i % 4))
+		w := func(r uint64) uint64 { return r | 0x80<<8 | r<<16 | 0x80<<24 }
+		return w(r) | w(r+1)<<32
+	})
 }
 
 // vpdpwssd emits VPDPWSSD s, p, acc: acc[i] += p[2i]·s[2i] + p[2i+1]·s[2i+1]
@@ -258,6 +270,8 @@ func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.R
 	c.VCVTPH2PS(dw, dw)
 	sc := c.YMM()
 	c.VPMOVSXBW(Mem{Base: x, Disp: 192}, sc) // 16 int16 scales
+	scm := c.YMM()
+	c.VPMULLW(kq512.m32w, sc, scm) // -32·sc: the correction's factors
 	sumi := make([]reg.VecVirtual, len(y))
 	for n := 0; n < 2; n++ {
 		ql, qh := c.ZMM(), c.ZMM()
@@ -282,11 +296,10 @@ func q6K512Block(c *build.Context, k []reg.VecVirtual, x reg.Register, y []reg.R
 		}
 	}
 	for r := range y {
-		corr := c.YMM()
-		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
-		c.VPSLLD(Imm(5), corr, corr)
 		f := sumHalves(c, sumi[r])
-		c.VPSUBD(corr, f, f)
+		// f += -32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]), the quants' offset:
+		// one vpdpwssd, the same integers as a multiply, shift and subtract.
+		vnniMem(c, "VPDPWSSD", Mem{Base: y[r], Disp: 260}, scm, f)
 		c.VCVTDQ2PS(f, f)
 		dx, d := c.XMM(), c.YMM()
 		c.VMULSS(Mem{Base: y[r]}, dw, dx) // d_w·d_y
@@ -344,6 +357,18 @@ func q6KRows4(c *build.Context) {
 //
 // in one chain per row (kern's emulation: emulateQ4KGroup). The group's
 // super-block is avoutil.Q4KGroupBytes.
+
+// vnniMem emits the VNNI instruction op with a full-width memory operand:
+// op m, q, acc (acc += the products of m and q).
+func vnniMem(c *build.Context, op string, m Mem, q, acc reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   op,
+		Operands: []Op{m, q, acc},
+		Inputs:   []Op{m, q, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512VNNI", "AVX512VL"},
+	})
+}
 
 // vpdpwssdBcst emits VPDPWSSD.BCST m, q, acc: acc[i] += q[2i]·m[0] +
 // q[2i+1]·m[1] (int16 words, the two at m broadcast to every lane).
@@ -449,4 +474,181 @@ func zeroYMMs(c *build.Context, n int) []reg.VecVirtual {
 		c.VMOVDQU32(kq512.zero, z[i])
 	}
 	return z
+}
+
+// q4KGroupWide emits gemmQ4_Kx8x8VNNI (groups 1, YMM) or
+// gemmQ4_Kx16x8VNNI (groups 2, ZMM): eight activation rows against one
+// packed Q4_K group, or against two adjacent ones (the second gstride bytes
+// after the first) in the two 256-bit halves of each ZMM register, weight
+// row j of the pair in lane j. The steps per lane are q4KGroup's: the
+// sub-block sums (16 vpdpbusd chains, one per activation row and nibble
+// half), times the scales, the minima's vpdpwssd, then the same two fmas
+// per row and super-block in block order, so every result is the other
+// group kernels' bit for bit. The sixteen sums and eight isum take most of
+// the 32 vector registers, so the float accumulators live in the frame.
+func q4KGroupWide(c *build.Context, groups int) {
+	const rows = 8
+	width := 32 * groups // bytes per vector
+	name := "gemmQ4_Kx8x8VNNI"
+	sig := "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
+	doc := []string{name + " multiplies a packed group of eight Q4_K rows by 8 Q8_K",
+		"activation rows (dst[r*ld:r*ld+8] for row a[r*stride:]), bit for bit gemvQ4_Kx8VNNI's",
+		"(see codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW, VL and VNNI."}
+	if groups == 2 {
+		name = "gemmQ4_Kx16x8VNNI"
+		sig = "func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)"
+		doc = []string{name + " multiplies two packed groups of eight Q4_K rows (w and",
+			"w[gstride:]) by 8 Q8_K activation rows (dst[r*ld:r*ld+16] for row a[r*stride:]), bit",
+			"for bit gemvQ4_Kx8VNNI's per group (see codegen/goasm/gen/kernvnni's kquants.go).",
+			"It needs AVX-512 F, BW, VL and VNNI."}
+	}
+	avoutil.Function(c, name, sig, doc...)
+	lbl := func(s string) string { return name + "_" + s }
+	vec := func() reg.VecVirtual {
+		if groups == 2 {
+			return c.ZMM()
+		}
+		return c.YMM()
+	}
+	acc := c.AllocLocal(width * rows)
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	var gs reg.Register
+	if groups == 2 {
+		gs = c.Load(c.Param("gstride"), c.GP64())
+	}
+	y := avoutil.RowPointers(c, rows)
+	// load fills v with the width bytes of the group(s) at x+disp: the
+	// second group's 32 bytes (at x+gstride+disp) in the high half.
+	load := func(disp int, v reg.VecVirtual) {
+		if groups == 1 {
+			c.VMOVDQU32(Mem{Base: x, Disp: disp}, v)
+			return
+		}
+		// (broadcast, not a YMM load: avo would take the upper half as
+		// read before written)
+		c.VBROADCASTI64X4(Mem{Base: x, Disp: disp}, v)
+		c.VINSERTI64X4(Imm(1), Mem{Base: x, Index: gs, Scale: 1, Disp: disp}, v, v)
+	}
+	// bytes8 fills v with the 8 bytes at x+disp in every quadword (of each
+	// group's half), for vpshufb with the doubled tables.
+	bytes8 := func(disp int, v reg.VecVirtual) {
+		c.VPBROADCASTQ(Mem{Base: x, Disp: disp}, v)
+		if groups == 2 {
+			t := c.YMM()
+			c.VPBROADCASTQ(Mem{Base: x, Index: gs, Scale: 1, Disp: disp}, t)
+			c.VINSERTI64X4(Imm(1), t, v, v)
+		}
+	}
+	zero := kq512.zero64
+	nib := vec()
+	c.VMOVDQU32(kq512.nib, nib)
+	z := vec()
+	c.VMOVDQU32(zero, z)
+	for r := 0; r < rows; r++ {
+		c.VMOVDQU32(z, acc.Offset(width*r))
+	}
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	isum := make([]reg.VecVirtual, rows)
+	for g := 0; g < 4; g++ {
+		sl, sh := make([]reg.VecVirtual, rows), make([]reg.VecVirtual, rows)
+		for r := range rows {
+			sl[r], sh[r] = vec(), vec()
+			zeroReg(c, sl[r])
+			zeroReg(c, sh[r])
+		}
+		for t := 0; t < 8; t++ {
+			q, lo, hi := vec(), vec(), vec()
+			load(160+256*g+32*t, q)
+			c.VPANDD(nib, q, lo)
+			c.VPSRLW(Imm(4), q, hi)
+			c.VPANDD(nib, hi, hi)
+			for r := range rows {
+				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 64*g + 4*t}, lo, sl[r])
+				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 36 + 64*g + 4*t}, hi, sh[r])
+			}
+		}
+		scl, sch := vec(), vec()
+		bytes8(32+16*g, scl)
+		c.VPSHUFB(kq512.shufSc64, scl, scl)
+		bytes8(40+16*g, sch)
+		c.VPSHUFB(kq512.shufSc64, sch, sch)
+		for r := range rows {
+			l, h := sl[r], sh[r]
+			c.VPMULLD(scl, l, l)
+			c.VPMULLD(sch, h, h)
+			if g == 0 {
+				isum[r] = vec()
+				c.VPADDD(h, l, isum[r])
+			} else {
+				c.VPADDD(l, isum[r], isum[r])
+				c.VPADDD(h, isum[r], isum[r])
+			}
+		}
+	}
+	msum := make([]reg.VecVirtual, rows)
+	for r := range msum {
+		msum[r] = vec()
+		zeroReg(c, msum[r])
+	}
+	for s := 0; s < 8; s++ {
+		m := vec()
+		bytes8(96+8*s, m)
+		c.VPSHUFB(kq512.shufMn64, m, m) // mn[s][j] in both words of lane j
+		for r := range rows {
+			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*s}, m, msum[r])
+		}
+	}
+	// The float steps (avoutil.Q4KGroupFloats with the accumulators in
+	// the frame): d and dmin of the group(s) as 8 or 16 floats.
+	dw, dmw := vec(), vec()
+	for i, v := range []reg.VecVirtual{dw, dmw} {
+		if groups == 1 {
+			c.VCVTPH2PS(Mem{Base: x, Disp: 16 * i}, v)
+			continue
+		}
+		h := c.YMM()
+		c.VBROADCASTI32X4(Mem{Base: x, Disp: 16 * i}, h)
+		c.VINSERTI32X4(Imm(1), Mem{Base: x, Index: gs, Scale: 1, Disp: 16 * i}, h, h)
+		c.VCVTPH2PS(h, v)
+	}
+	for r := range rows {
+		dy, d, dm, a := vec(), vec(), vec(), vec()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
+		c.VMULPS(dw, dy, d)
+		c.VMULPS(dmw, dy, dm)
+		c.VMOVUPS(acc.Offset(width*r), a)
+		c.VCVTDQ2PS(isum[r], isum[r])
+		c.VFMADD231PS(isum[r], d, a)
+		c.VCVTDQ2PS(msum[r], msum[r])
+		c.VFNMADD231PS(msum[r], dm, a)
+		c.VMOVUPS(a, acc.Offset(width*r))
+	}
+	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	ld := c.Load(c.Param("ld"), c.GP64())
+	c.SHLQ(Imm(2), ld)
+	for r := 0; r < rows; r++ {
+		if r > 0 {
+			c.ADDQ(ld, dst)
+		}
+		v := vec()
+		c.VMOVUPS(acc.Offset(width*r), v)
+		c.VMOVUPS(v, Mem{Base: dst})
+	}
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// zeroReg emits VPXORD v, v, v declared as writing v only: the zero idiom
+// (no load, no dependency), which avo would otherwise take as reading v.
+func zeroReg(c *build.Context, v reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   "VPXORD",
+		Operands: []Op{v, v, v},
+		Outputs:  []Op{v},
+		ISA:      []string{"AVX512F"},
+	})
 }

@@ -65,6 +65,8 @@ func run(dir string) error {
 	kquants(c)
 	q4KGroup(c, 1, mask)
 	q4KGroup(c, 4, mask)
+	q4KGroupWide(c, 1)
+	q4KGroupWide(c, 2)
 	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 
