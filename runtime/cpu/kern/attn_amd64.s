@@ -314,3 +314,2661 @@ aq8_row1:
 aq8_done:
 	VZEROUPPER
 	RET
+
+// func scoresF16G1AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x01, SI
+	MOVQ  out_len+80(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  out_base+72(FP), R8
+	TESTQ DI, DI
+	JZ    scoresF16G1AVX2_done
+
+scoresF16G1AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   DX, R9
+	MOVQ   AX, R10
+	MOVQ   CX, R11
+	MOVQ   BX, R12
+
+scoresF16G1AVX2_col:
+	VCVTPH2PS   (R12), Y8
+	VFMADD231PS (R10), Y8, Y0
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000010, R12
+	DECQ        R9
+	JNZ         scoresF16G1AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R8)
+	ADDQ        $0x00000020, R8
+	ADDQ        SI, BX
+	DECQ        DI
+	JNZ         scoresF16G1AVX2_row
+
+scoresF16G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G1AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x01, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF16G1AVX2_done
+
+axpyRowsF16G1AVX2_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF16G1AVX2_done
+	CMPQ    DX, $0x06
+	JL      axpyRowsF16G1AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX2_rows:
+	VCVTPH2PS    (R11), Y6
+	VCVTPH2PS    16(R11), Y7
+	VCVTPH2PS    32(R11), Y8
+	VCVTPH2PS    48(R11), Y9
+	VCVTPH2PS    64(R11), Y10
+	VCVTPH2PS    80(R11), Y11
+	VBROADCASTSS (R10), Y12
+	VFMADD231PS  Y6, Y12, Y0
+	VFMADD231PS  Y7, Y12, Y1
+	VFMADD231PS  Y8, Y12, Y2
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF16G1AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x000000c0, CX
+	ADDQ         $0x00000060, DI
+	SUBQ         $0x06, DX
+	JMP          axpyRowsF16G1AVX2_chunk
+
+axpyRowsF16G1AVX2_small:
+	VMOVUPS (AX), Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX2_row1:
+	VCVTPH2PS    (R11), Y1
+	VBROADCASTSS (R10), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF16G1AVX2_row1
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, DI
+	SUBQ         $0x01, DX
+	JMP          axpyRowsF16G1AVX2_chunk
+
+axpyRowsF16G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G1AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  out_len+80(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  out_base+72(FP), R8
+	TESTQ DI, DI
+	JZ    scoresF32G1AVX2_done
+
+scoresF32G1AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   DX, R9
+	MOVQ   AX, R10
+	MOVQ   CX, R11
+	MOVQ   BX, R12
+
+scoresF32G1AVX2_col:
+	VMOVUPS     (R12), Y8
+	VFMADD231PS (R10), Y8, Y0
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	DECQ        R9
+	JNZ         scoresF32G1AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R8)
+	ADDQ        $0x00000020, R8
+	ADDQ        SI, BX
+	DECQ        DI
+	JNZ         scoresF32G1AVX2_row
+
+scoresF32G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G1AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x02, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF32G1AVX2_done
+
+axpyRowsF32G1AVX2_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF32G1AVX2_done
+	CMPQ    DX, $0x06
+	JL      axpyRowsF32G1AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX2_rows:
+	VMOVUPS      (R11), Y6
+	VMOVUPS      32(R11), Y7
+	VMOVUPS      64(R11), Y8
+	VMOVUPS      96(R11), Y9
+	VMOVUPS      128(R11), Y10
+	VMOVUPS      160(R11), Y11
+	VBROADCASTSS (R10), Y12
+	VFMADD231PS  Y6, Y12, Y0
+	VFMADD231PS  Y7, Y12, Y1
+	VFMADD231PS  Y8, Y12, Y2
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF32G1AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x000000c0, CX
+	ADDQ         $0x000000c0, DI
+	SUBQ         $0x06, DX
+	JMP          axpyRowsF32G1AVX2_chunk
+
+axpyRowsF32G1AVX2_small:
+	VMOVUPS (AX), Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX2_row1:
+	VMOVUPS      (R11), Y1
+	VBROADCASTSS (R10), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF32G1AVX2_row1
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x01, DX
+	JMP          axpyRowsF32G1AVX2_chunk
+
+axpyRowsF32G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G2AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G2AVX2_done
+
+scoresF16G2AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G2AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G2AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G2AVX2_row
+
+scoresF16G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G2AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G2AVX2_done
+
+axpyRowsF16G2AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G2AVX2_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G2AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS (AX)(CX*1), Y4
+	VMOVUPS 32(AX)(CX*1), Y5
+	VMOVUPS 64(AX)(CX*1), Y6
+	VMOVUPS 96(AX)(CX*1), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX2_rows:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VCVTPH2PS    32(R12), Y10
+	VCVTPH2PS    48(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G2AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, (AX)(CX*1)
+	VMOVUPS      Y5, 32(AX)(CX*1)
+	VMOVUPS      Y6, 64(AX)(CX*1)
+	VMOVUPS      Y7, 96(AX)(CX*1)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x04, BX
+	JMP          axpyRowsF16G2AVX2_chunk
+
+axpyRowsF16G2AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX2_row1:
+	VCVTPH2PS    (R12), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G2AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G2AVX2_chunk
+
+axpyRowsF16G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G2AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G2AVX2_done
+
+scoresF32G2AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G2AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G2AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G2AVX2_row
+
+scoresF32G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G2AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G2AVX2_done
+
+axpyRowsF32G2AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G2AVX2_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G2AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS (AX)(CX*1), Y4
+	VMOVUPS 32(AX)(CX*1), Y5
+	VMOVUPS 64(AX)(CX*1), Y6
+	VMOVUPS 96(AX)(CX*1), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX2_rows:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VMOVUPS      64(R12), Y10
+	VMOVUPS      96(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G2AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, (AX)(CX*1)
+	VMOVUPS      Y5, 32(AX)(CX*1)
+	VMOVUPS      Y6, 64(AX)(CX*1)
+	VMOVUPS      Y7, 96(AX)(CX*1)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000080, R8
+	SUBQ         $0x04, BX
+	JMP          axpyRowsF32G2AVX2_chunk
+
+axpyRowsF32G2AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX2_row1:
+	VMOVUPS      (R12), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G2AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G2AVX2_chunk
+
+axpyRowsF32G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G3AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G3AVX2_done
+
+scoresF16G3AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G3AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G3AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G3AVX2_row
+
+scoresF16G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G3AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G3AVX2_done
+
+axpyRowsF16G3AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G3AVX2_done
+	CMPQ    BX, $0x03
+	JL      axpyRowsF16G3AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS (AX)(CX*1), Y3
+	VMOVUPS 32(AX)(CX*1), Y4
+	VMOVUPS 64(AX)(CX*1), Y5
+	VMOVUPS (AX)(CX*2), Y6
+	VMOVUPS 32(AX)(CX*2), Y7
+	VMOVUPS 64(AX)(CX*2), Y8
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX2_rows:
+	VCVTPH2PS    (R12), Y9
+	VCVTPH2PS    16(R12), Y10
+	VCVTPH2PS    32(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G3AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, (AX)(CX*1)
+	VMOVUPS      Y4, 32(AX)(CX*1)
+	VMOVUPS      Y5, 64(AX)(CX*1)
+	VMOVUPS      Y6, (AX)(CX*2)
+	VMOVUPS      Y7, 32(AX)(CX*2)
+	VMOVUPS      Y8, 64(AX)(CX*2)
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000060, DX
+	ADDQ         $0x00000030, R8
+	SUBQ         $0x03, BX
+	JMP          axpyRowsF16G3AVX2_chunk
+
+axpyRowsF16G3AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX2_row1:
+	VCVTPH2PS    (R12), Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS 4(R11), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS 8(R11), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G3AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G3AVX2_chunk
+
+axpyRowsF16G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G3AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G3AVX2_done
+
+scoresF32G3AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G3AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G3AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G3AVX2_row
+
+scoresF32G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G3AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G3AVX2_done
+
+axpyRowsF32G3AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G3AVX2_done
+	CMPQ    BX, $0x03
+	JL      axpyRowsF32G3AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS (AX)(CX*1), Y3
+	VMOVUPS 32(AX)(CX*1), Y4
+	VMOVUPS 64(AX)(CX*1), Y5
+	VMOVUPS (AX)(CX*2), Y6
+	VMOVUPS 32(AX)(CX*2), Y7
+	VMOVUPS 64(AX)(CX*2), Y8
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX2_rows:
+	VMOVUPS      (R12), Y9
+	VMOVUPS      32(R12), Y10
+	VMOVUPS      64(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G3AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, (AX)(CX*1)
+	VMOVUPS      Y4, 32(AX)(CX*1)
+	VMOVUPS      Y5, 64(AX)(CX*1)
+	VMOVUPS      Y6, (AX)(CX*2)
+	VMOVUPS      Y7, 32(AX)(CX*2)
+	VMOVUPS      Y8, 64(AX)(CX*2)
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000060, DX
+	ADDQ         $0x00000060, R8
+	SUBQ         $0x03, BX
+	JMP          axpyRowsF32G3AVX2_chunk
+
+axpyRowsF32G3AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX2_row1:
+	VMOVUPS      (R12), Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS 4(R11), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS 8(R11), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G3AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G3AVX2_chunk
+
+axpyRowsF32G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G4AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G4AVX2_done
+
+scoresF16G4AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G4AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G4AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G4AVX2_row
+
+scoresF16G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G4AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G4AVX2_done
+
+axpyRowsF16G4AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G4AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G4AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX2_rows:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G4AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G4AVX2_chunk
+
+axpyRowsF16G4AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX2_row1:
+	VCVTPH2PS    (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G4AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G4AVX2_chunk
+
+axpyRowsF16G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G4AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G4AVX2_done
+
+scoresF32G4AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G4AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G4AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G4AVX2_row
+
+scoresF32G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G4AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G4AVX2_done
+
+axpyRowsF32G4AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G4AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G4AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX2_rows:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G4AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G4AVX2_chunk
+
+axpyRowsF32G4AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX2_row1:
+	VMOVUPS      (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G4AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G4AVX2_chunk
+
+axpyRowsF32G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G5AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G5AVX2_done
+
+scoresF16G5AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G5AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G5AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G5AVX2_row
+
+scoresF16G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G5AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G5AVX2_done
+
+axpyRowsF16G5AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G5AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G5AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	VMOVUPS (AX)(CX*4), Y8
+	VMOVUPS 32(AX)(CX*4), Y9
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX2_rows:
+	VCVTPH2PS    (R12), Y10
+	VCVTPH2PS    16(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y10, Y12, Y0
+	VFMADD231PS  Y11, Y12, Y1
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 12(R11), Y12
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	VBROADCASTSS 16(R11), Y12
+	VFMADD231PS  Y10, Y12, Y8
+	VFMADD231PS  Y11, Y12, Y9
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G5AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	VMOVUPS      Y8, (AX)(CX*4)
+	VMOVUPS      Y9, 32(AX)(CX*4)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G5AVX2_chunk
+
+axpyRowsF16G5AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX2_row1:
+	VCVTPH2PS    (R12), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y5, Y6, Y0
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(R11), Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VBROADCASTSS 12(R11), Y6
+	VFMADD231PS  Y5, Y6, Y3
+	VBROADCASTSS 16(R11), Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G5AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G5AVX2_chunk
+
+axpyRowsF16G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G5AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G5AVX2_done
+
+scoresF32G5AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G5AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G5AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G5AVX2_row
+
+scoresF32G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G5AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G5AVX2_done
+
+axpyRowsF32G5AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G5AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G5AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	VMOVUPS (AX)(CX*4), Y8
+	VMOVUPS 32(AX)(CX*4), Y9
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX2_rows:
+	VMOVUPS      (R12), Y10
+	VMOVUPS      32(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y10, Y12, Y0
+	VFMADD231PS  Y11, Y12, Y1
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 12(R11), Y12
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	VBROADCASTSS 16(R11), Y12
+	VFMADD231PS  Y10, Y12, Y8
+	VFMADD231PS  Y11, Y12, Y9
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G5AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	VMOVUPS      Y8, (AX)(CX*4)
+	VMOVUPS      Y9, 32(AX)(CX*4)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G5AVX2_chunk
+
+axpyRowsF32G5AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX2_row1:
+	VMOVUPS      (R12), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y5, Y6, Y0
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(R11), Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VBROADCASTSS 12(R11), Y6
+	VFMADD231PS  Y5, Y6, Y3
+	VBROADCASTSS 16(R11), Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G5AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G5AVX2_chunk
+
+axpyRowsF32G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G6AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G6AVX2_done
+
+scoresF16G6AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G6AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	VFMADD231PS (R12)(CX*2), Y8, Y5
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G6AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G6AVX2_row
+
+scoresF16G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G6AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G6AVX2_done
+
+axpyRowsF16G6AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G6AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (DX)(CX*2), Y5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX2_row1:
+	VCVTPH2PS    (R12), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G6AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (DX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G6AVX2_chunk
+
+axpyRowsF16G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G6AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G6AVX2_done
+
+scoresF32G6AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G6AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	VFMADD231PS (R12)(CX*2), Y8, Y5
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G6AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G6AVX2_row
+
+scoresF32G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G6AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G6AVX2_done
+
+axpyRowsF32G6AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G6AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (DX)(CX*2), Y5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX2_row1:
+	VMOVUPS      (R12), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G6AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (DX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G6AVX2_chunk
+
+axpyRowsF32G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G7AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x01, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G7AVX2_done
+
+scoresF16G7AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF16G7AVX2_col:
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
+	JNZ         scoresF16G7AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF16G7AVX2_row
+
+scoresF16G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G7AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G7AVX2_done
+
+axpyRowsF16G7AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G7AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G7AVX2_row1:
+	VCVTPH2PS    (R13), Y7
+	VBROADCASTSS (R12), Y8
+	VFMADD231PS  Y7, Y8, Y0
+	VBROADCASTSS 4(R12), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS 8(R12), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 12(R12), Y8
+	VFMADD231PS  Y7, Y8, Y3
+	VBROADCASTSS 16(R12), Y8
+	VFMADD231PS  Y7, Y8, Y4
+	VBROADCASTSS 20(R12), Y8
+	VFMADD231PS  Y7, Y8, Y5
+	VBROADCASTSS 24(R12), Y8
+	VFMADD231PS  Y7, Y8, Y6
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF16G7AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000010, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF16G7AVX2_chunk
+
+axpyRowsF16G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G7AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x02, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G7AVX2_done
+
+scoresF32G7AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF32G7AVX2_col:
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000020, R14
+	DECQ        R11
+	JNZ         scoresF32G7AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF32G7AVX2_row
+
+scoresF32G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G7AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G7AVX2_done
+
+axpyRowsF32G7AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G7AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G7AVX2_row1:
+	VMOVUPS      (R13), Y7
+	VBROADCASTSS (R12), Y8
+	VFMADD231PS  Y7, Y8, Y0
+	VBROADCASTSS 4(R12), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS 8(R12), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 12(R12), Y8
+	VFMADD231PS  Y7, Y8, Y3
+	VBROADCASTSS 16(R12), Y8
+	VFMADD231PS  Y7, Y8, Y4
+	VBROADCASTSS 20(R12), Y8
+	VFMADD231PS  Y7, Y8, Y5
+	VBROADCASTSS 24(R12), Y8
+	VFMADD231PS  Y7, Y8, Y6
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF32G7AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF32G7AVX2_chunk
+
+axpyRowsF32G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G8AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x01, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G8AVX2_done
+
+scoresF16G8AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF16G8AVX2_col:
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	VFMADD231PS (R13)(CX*4), Y8, Y7
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
+	JNZ         scoresF16G8AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF16G8AVX2_row
+
+scoresF16G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G8AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G8AVX2_done
+
+axpyRowsF16G8AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G8AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	VMOVUPS (BX)(CX*4), Y7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G8AVX2_row1:
+	VCVTPH2PS    (R13), Y8
+	VBROADCASTSS (R12), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	VBROADCASTSS 4(R12), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VBROADCASTSS 8(R12), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VBROADCASTSS 12(R12), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VBROADCASTSS 16(R12), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	VBROADCASTSS 20(R12), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	VBROADCASTSS 24(R12), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	VBROADCASTSS 28(R12), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF16G8AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	VMOVUPS      Y7, (BX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000010, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF16G8AVX2_chunk
+
+axpyRowsF16G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G8AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x02, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G8AVX2_done
+
+scoresF32G8AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF32G8AVX2_col:
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	VFMADD231PS (R13)(CX*4), Y8, Y7
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000020, R14
+	DECQ        R11
+	JNZ         scoresF32G8AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF32G8AVX2_row
+
+scoresF32G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G8AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G8AVX2_done
+
+axpyRowsF32G8AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G8AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	VMOVUPS (BX)(CX*4), Y7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G8AVX2_row1:
+	VMOVUPS      (R13), Y8
+	VBROADCASTSS (R12), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	VBROADCASTSS 4(R12), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VBROADCASTSS 8(R12), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VBROADCASTSS 12(R12), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VBROADCASTSS 16(R12), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	VBROADCASTSS 20(R12), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	VBROADCASTSS 24(R12), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	VBROADCASTSS 28(R12), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF32G8AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	VMOVUPS      Y7, (BX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF32G8AVX2_chunk
+
+axpyRowsF32G8AVX2_done:
+	VZEROUPPER
+	RET

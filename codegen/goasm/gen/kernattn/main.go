@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -48,6 +49,7 @@ func run(dir string) error {
 	axpyRowsF16(c)
 	scoresQ8(c)
 	axpyRowsQ8(c)
+	grouped(c)
 	return avoutil.Write(c, "codegen/goasm/gen/kernattn", dir, "attn_amd64.s", "attn_amd64_stubs.go")
 }
 
@@ -173,4 +175,234 @@ func axpyRowsQ8(c *build.Context) {
 				}
 			})
 		})
+}
+
+// The grouped kernels serve up to eight query heads of one KV group (the
+// heads of grouped-query attention, rows s floats apart) from one pass over
+// a tile's rows, each row read and widened once for all of them. Per head
+// they compute exactly what scoresF16AVX2/axpyRowsF16AVX2 (and kernvec's
+// f32 ones) compute: the same lanes, the same FMAs in the same order, the
+// same lane sum, so a head's bits do not depend on its neighbours.
+const maxGroup = 8
+
+// headMem addresses head g's row at b0 + g·s (+ disp): b3 = b0 + 3·s and
+// s3 = 3·s make every g < 8 one base plus a scaled index.
+func headMem(b0, b3, s, s3 reg.Register, g, disp int) Mem {
+	switch g {
+	case 0:
+		return Mem{Base: b0, Disp: disp}
+	case 1, 2, 4:
+		return Mem{Base: b0, Index: s, Scale: uint8(g), Disp: disp}
+	case 3:
+		return Mem{Base: b3, Disp: disp}
+	case 5:
+		return Mem{Base: b3, Index: s, Scale: 2, Disp: disp}
+	case 6:
+		return Mem{Base: b0, Index: s3, Scale: 2, Disp: disp}
+	default:
+		return Mem{Base: b3, Index: s, Scale: 4, Disp: disp}
+	}
+}
+
+// headBases loads the stride parameter (floats) as bytes s, s3 = 3·s and
+// b3 = b0 + 3·s.
+func headBases(c *build.Context, param string, b0 reg.Register) (b3, s, s3 reg.Register) {
+	s = c.Load(c.Param(param), c.GP64())
+	c.SHLQ(Imm(2), s)
+	s3 = c.GP64()
+	c.LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+	b3 = c.GP64()
+	c.LEAQ(Mem{Base: b0, Index: s3, Scale: 1}, b3)
+	return b3, s, s3
+}
+
+// reduce8 sums the lanes of eight accumulators into one vector, lane g the
+// sum of a[g] exactly as avoutil.HSumFloat8 forms it: (l0+l4, l1+l5, l2+l6,
+// l3+l7), then (r0+r2) and (r1+r3), then those two — the same additions on
+// the same operands, done for all eight at once by a transpose.
+func reduce8(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
+	var s [4]reg.VecVirtual
+	for i := range s { // s[i]: lanes 0-3 from a[i], 4-7 from a[i+4]
+		lo, hi := c.YMM(), c.YMM()
+		c.VPERM2F128(Imm(0x20), a[i+4], a[i], lo)
+		c.VPERM2F128(Imm(0x31), a[i+4], a[i], hi)
+		c.VADDPS(hi, lo, lo)
+		s[i] = lo
+	}
+	pair := func(x, y reg.VecVirtual, even, odd uint64) reg.VecVirtual {
+		e, o := c.YMM(), c.YMM()
+		c.VSHUFPS(Imm(even), y, x, e)
+		c.VSHUFPS(Imm(odd), y, x, o)
+		c.VADDPS(o, e, e)
+		return e
+	}
+	x := pair(s[0], s[1], 0x44, 0xEE) // r0+r2, r1+r3 of a0, a1 | a4, a5
+	y := pair(s[2], s[3], 0x44, 0xEE)
+	return pair(x, y, 0x88, 0xDD)
+}
+
+// scoresG emits func name(q []float32, qs, d int, k, stride, out []float32):
+// for j < len(out)/8, out[8j+g] = q[g·qs : g·qs+d] · row j of k for g < G
+// and 0 for the other lanes; d a positive multiple of 8.
+func scoresG(c *build.Context, name, kt string, G int, f16 bool) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(fmt.Sprintf("func(q []float32, qs, d int, k []%s, stride int, out []float32)", kt))
+	c.Doc(fmt.Sprintf("%s sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < %d (0 beyond),", name, G),
+		"j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.")
+	qp := c.Load(c.Param("q").Base(), c.GP64())
+	q3, qs, qs3 := headBases(c, "qs", qp)
+	nch := c.Load(c.Param("d"), c.GP64())
+	c.SHRQ(Imm(3), nch)
+	kp := c.Load(c.Param("k").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	unit := 32
+	if f16 {
+		c.SHLQ(Imm(1), st)
+		unit = 16
+	} else {
+		c.SHLQ(Imm(2), st)
+	}
+	n := c.Load(c.Param("out").Len(), c.GP64())
+	c.SHRQ(Imm(3), n)
+	op := c.Load(c.Param("out").Base(), c.GP64())
+	c.TESTQ(n, n)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_row")
+	var acc [maxGroup]reg.VecVirtual
+	for g := range acc {
+		acc[g] = c.YMM()
+		c.VXORPS(acc[g], acc[g], acc[g])
+	}
+	i, qi, qi3, ki := c.GP64(), c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(nch, i)
+	c.MOVQ(qp, qi)
+	c.MOVQ(q3, qi3)
+	c.MOVQ(kp, ki)
+	c.Label(name + "_col")
+	kv := c.YMM()
+	if f16 {
+		c.VCVTPH2PS(Mem{Base: ki}, kv)
+	} else {
+		c.VMOVUPS(Mem{Base: ki}, kv)
+	}
+	for g := 0; g < G; g++ {
+		c.VFMADD231PS(headMem(qi, qi3, qs, qs3, g, 0), kv, acc[g])
+	}
+	c.ADDQ(U32(32), qi)
+	c.ADDQ(U32(32), qi3)
+	c.ADDQ(U32(uint64(unit)), ki)
+	c.DECQ(i)
+	c.JNZ(LabelRef(name + "_col"))
+	c.VMOVUPS(reduce8(c, acc), Mem{Base: op})
+	c.ADDQ(U32(32), op)
+	c.ADDQ(st, kp)
+	c.DECQ(n)
+	c.JNZ(LabelRef(name + "_row"))
+	c.Label(name + "_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// axpyRowsG emits func name(acc []float32, as, d int, w []float32, v,
+// stride): acc[g·as : g·as+d] += Σ_j w[8j+g]·row j of v for g < G, rows in
+// order with FMA, d a positive multiple of 8; each row's vectors are loaded
+// (and widened) once for all G heads, blk of them per pass over the rows.
+func axpyRowsG(c *build.Context, name, kt string, G int, f16 bool) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(fmt.Sprintf("func(acc []float32, as, d int, w []float32, v []%s, stride int)", kt))
+	c.Doc(fmt.Sprintf("%s adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < %d and every", name, G),
+		"j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.")
+	ap := c.Load(c.Param("acc").Base(), c.GP64())
+	a3, as, as3 := headBases(c, "as", ap)
+	nch := c.Load(c.Param("d"), c.GP64())
+	c.SHRQ(Imm(3), nch)
+	wp0 := c.Load(c.Param("w").Base(), c.GP64())
+	n0 := c.Load(c.Param("w").Len(), c.GP64())
+	c.SHRQ(Imm(3), n0)
+	vp0 := c.Load(c.Param("v").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	unit := 32
+	if f16 {
+		c.SHLQ(Imm(1), st)
+		unit = 16
+	} else {
+		c.SHLQ(Imm(2), st)
+	}
+	blk := max(1, 13/(G+1)) // G·blk accumulators, blk row vectors, one weight
+	c.TESTQ(n0, n0)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_chunk")
+	c.TESTQ(nch, nch)
+	c.JZ(LabelRef(name + "_done"))
+	pass := func(label string, nv int) {
+		r := make([][]reg.VecVirtual, G)
+		for g := range r {
+			r[g] = make([]reg.VecVirtual, nv)
+			for k := range r[g] {
+				r[g][k] = c.YMM()
+				c.VMOVUPS(headMem(ap, a3, as, as3, g, 32*k), r[g][k])
+			}
+		}
+		n, wp, vp := c.GP64(), c.GP64(), c.GP64()
+		c.MOVQ(n0, n)
+		c.MOVQ(wp0, wp)
+		c.MOVQ(vp0, vp)
+		c.Label(label)
+		kv := make([]reg.VecVirtual, nv)
+		for k := range kv {
+			kv[k] = c.YMM()
+			if f16 {
+				c.VCVTPH2PS(Mem{Base: vp, Disp: unit * k}, kv[k])
+			} else {
+				c.VMOVUPS(Mem{Base: vp, Disp: unit * k}, kv[k])
+			}
+		}
+		for g := range r {
+			wv := c.YMM()
+			c.VBROADCASTSS(Mem{Base: wp, Disp: 4 * g}, wv)
+			for k := range kv {
+				c.VFMADD231PS(kv[k], wv, r[g][k])
+			}
+		}
+		c.ADDQ(U32(32), wp)
+		c.ADDQ(st, vp)
+		c.DECQ(n)
+		c.JNZ(LabelRef(label))
+		for g := range r {
+			for k := range r[g] {
+				c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, 32*k))
+			}
+		}
+		c.ADDQ(U32(uint64(32*nv)), ap)
+		c.ADDQ(U32(uint64(32*nv)), a3)
+		c.ADDQ(U32(uint64(unit*nv)), vp0)
+		c.SUBQ(Imm(uint64(nv)), nch)
+		c.JMP(LabelRef(name + "_chunk"))
+	}
+	if blk > 1 {
+		c.CMPQ(nch, Imm(uint64(blk)))
+		c.JL(LabelRef(name + "_small"))
+		pass(name+"_rows", blk)
+		c.Label(name + "_small")
+	}
+	pass(name+"_row1", 1)
+	c.Label(name + "_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// grouped emits the grouped kernels for G = 1..8 heads over f16 and f32
+// caches: scoresF16G<G>AVX2, axpyRowsF16G<G>AVX2, scoresF32G<G>AVX2 and
+// axpyRowsF32G<G>AVX2.
+func grouped(c *build.Context) {
+	for G := 1; G <= maxGroup; G++ {
+		scoresG(c, fmt.Sprintf("scoresF16G%dAVX2", G), "uint16", G, true)
+		axpyRowsG(c, fmt.Sprintf("axpyRowsF16G%dAVX2", G), "uint16", G, true)
+		scoresG(c, fmt.Sprintf("scoresF32G%dAVX2", G), "float32", G, false)
+		axpyRowsG(c, fmt.Sprintf("axpyRowsF32G%dAVX2", G), "float32", G, false)
+	}
 }

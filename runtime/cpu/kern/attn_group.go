@@ -1,0 +1,164 @@
+package kern
+
+import "math"
+
+// The grouped attention tile kernels: up to GroupLanes query heads of one
+// KV group (grouped-query attention) served by one pass over a tile's K or
+// V rows, each row read (and widened) once for all of them instead of once
+// per head. A tile's scores and weights are laid out row by row, head g of
+// row j at x[GroupLanes·j+g], so that the softmax bookkeeping of all the
+// heads is one vector per row. Every head's results are bit for bit those
+// of the one-head kernels (ScoresF16, Scores, AxpyRowsF16, AxpyRows,
+// ExpSub) over the same rows: the SIMD kernels keep their lanes, FMA order
+// and lane sums, and the generic variant calls the one-head kernels
+// (TestGroupedAttentionKernelsExact).
+
+// GroupLanes is the most heads a grouped kernel serves per call, and the
+// row width of its score and weight layout.
+const GroupLanes = 8
+
+// ScoresF16G sets out[8j+g] = q[g·qs : g·qs+d] · k[j·stride : j·stride+d]
+// for heads g < G (1 ≤ G ≤ 8) and rows j < len(out)/8, k an f16 cache;
+// lanes g ≥ G are set to 0.
+func (ks Kernels) ScoresF16G(q []float32, qs, d, G int, k []uint16, stride int, out []float32) {
+	n := len(out) / GroupLanes
+	if n == 0 {
+		return
+	}
+	_ = q[(G-1)*qs+d-1]
+	_ = k[(n-1)*stride+d-1]
+	if ks.vec() && d%8 == 0 && d > 0 {
+		scoresF16GAVX2[G](q, qs, d, k, stride, out[:GroupLanes*n])
+		return
+	}
+	scoresGrouped(G, n, out, func(g, j0 int, sc []float32) {
+		ks.ScoresF16(q[g*qs:g*qs+d], k[j0*stride:], stride, sc)
+	})
+}
+
+// ScoresG is ScoresF16G over an f32 cache (Scores per head).
+func (ks Kernels) ScoresG(q []float32, qs, d, G int, k []float32, stride int, out []float32) {
+	n := len(out) / GroupLanes
+	if n == 0 {
+		return
+	}
+	_ = q[(G-1)*qs+d-1]
+	_ = k[(n-1)*stride+d-1]
+	if ks.vec() && d%8 == 0 && d > 0 {
+		scoresF32GAVX2[G](q, qs, d, k, stride, out[:GroupLanes*n])
+		return
+	}
+	scoresGrouped(G, n, out, func(g, j0 int, sc []float32) {
+		ks.Scores(q[g*qs:g*qs+d], k[j0*stride:], stride, sc)
+	})
+}
+
+// scoresGrouped is the grouped scores through a one-head kernel: head g's
+// scores of rows j0… into sc, a block of rows at a time, spread into out's
+// lanes.
+func scoresGrouped(G, n int, out []float32, one func(g, j0 int, sc []float32)) {
+	var sc [256]float32
+	for j0 := 0; j0 < n; j0 += len(sc) {
+		m := min(n-j0, len(sc))
+		for g := range GroupLanes {
+			if g < G {
+				one(g, j0, sc[:m])
+			} else {
+				clear(sc[:m])
+			}
+			for j, s := range sc[:m] {
+				out[GroupLanes*(j0+j)+g] = s
+			}
+		}
+	}
+}
+
+// AxpyRowsF16G adds w[8j+g]·v[j·stride : j·stride+d] to acc[g·as :
+// g·as+d] for heads g < G (1 ≤ G ≤ 8) and every row j < len(w)/8, rows in
+// order, v an f16 cache.
+func (ks Kernels) AxpyRowsF16G(acc []float32, as, d, G int, w []float32, v []uint16, stride int) {
+	n := len(w) / GroupLanes
+	if n == 0 {
+		return
+	}
+	_ = acc[(G-1)*as+d-1]
+	_ = v[(n-1)*stride+d-1]
+	if ks.vec() && d%8 == 0 && d > 0 {
+		axpyRowsF16GAVX2[G](acc, as, d, w[:GroupLanes*n], v, stride)
+		return
+	}
+	axpyGrouped(G, n, w, func(g, j0 int, wg []float32) {
+		ks.AxpyRowsF16(acc[g*as:g*as+d], wg, v[j0*stride:], stride)
+	})
+}
+
+// AxpyRowsG is AxpyRowsF16G over an f32 cache (AxpyRows per head).
+func (ks Kernels) AxpyRowsG(acc []float32, as, d, G int, w []float32, v []float32, stride int) {
+	n := len(w) / GroupLanes
+	if n == 0 {
+		return
+	}
+	_ = acc[(G-1)*as+d-1]
+	_ = v[(n-1)*stride+d-1]
+	if ks.vec() && d%8 == 0 && d > 0 {
+		axpyRowsF32GAVX2[G](acc, as, d, w[:GroupLanes*n], v, stride)
+		return
+	}
+	axpyGrouped(G, n, w, func(g, j0 int, wg []float32) {
+		ks.AxpyRows(acc[g*as:g*as+d], wg, v[j0*stride:], stride)
+	})
+}
+
+// axpyGrouped is the grouped weighted values through a one-head kernel:
+// head g's weights of rows j0… gathered into wg, a block of rows at a time
+// in row order.
+func axpyGrouped(G, n int, w []float32, one func(g, j0 int, wg []float32)) {
+	var wg [256]float32
+	for g := range G {
+		for j0 := 0; j0 < n; j0 += len(wg) {
+			m := min(n-j0, len(wg))
+			for j := range wg[:m] {
+				wg[j] = w[GroupLanes*(j0+j)+g]
+			}
+			one(g, j0, wg[:m])
+		}
+	}
+}
+
+// ScaleMax8 multiplies x (rows of 8 lanes) by scale in place and sets
+// mx[g] to the maximum of lane g as Go's max forms it, from −∞: a tile's
+// scaled scores and their maximum per head.
+func (ks Kernels) ScaleMax8(x []float32, scale float32, mx *[GroupLanes]float32) {
+	x = x[:len(x)&^(GroupLanes-1)]
+	if ks.vec() {
+		scaleMax8AVX2(x, scale, mx[:])
+		return
+	}
+	for g := range mx {
+		mx[g] = float32(math.Inf(-1))
+	}
+	for i := range x {
+		x[i] *= scale
+		mx[i%GroupLanes] = max(mx[i%GroupLanes], x[i])
+	}
+}
+
+// ExpSubSum8 sets dst[8j+g] = exp(x[8j+g] − m[g]) and adds it to l[g],
+// rows j < len(dst)/8 in order: the weights of a tile of n = len(dst)/8
+// rows and the running sums, each head's exactly as ExpSub over its n
+// scores and a sum in row order give them (the SIMD exp for rows below
+// n&^7, float64 beyond).
+func (ks Kernels) ExpSubSum8(dst, x []float32, m, l *[GroupLanes]float32) {
+	n := len(dst) / GroupLanes
+	x = x[:GroupLanes*n]
+	i := 0
+	if ks.vec() {
+		i = GroupLanes * (n &^ 7)
+		expSubSum8AVX2(dst[:i], x[:i], m[:], l[:])
+	}
+	for ; i < len(x); i++ {
+		e := float32(math.Exp(float64(x[i] - m[i%GroupLanes])))
+		dst[i] = e
+		l[i%GroupLanes] += e
+	}
+}

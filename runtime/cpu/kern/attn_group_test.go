@@ -1,0 +1,138 @@
+package kern
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The grouped kernels give every head exactly the bits of the one-head
+// kernels over the same rows, in every variant, for every group size, odd
+// head sizes (the Go fallback), padded head and row strides, and tiles
+// longer than the generic variant's 256-row blocks; unused lanes score 0.
+func TestGroupedAttentionKernelsExact(t *testing.T) {
+	for _, v := range Variants() {
+		for _, hd := range []int{8, 12, 64, 96} {
+			for _, n := range []int{1, 7, 70, 300} {
+				t.Run(fmt.Sprintf("%s/hd%d/n%d", v, hd, n), func(t *testing.T) {
+					useVariant(t, v)
+					ks := Current()
+					c := newAttnCache(t, n, hd, uint64(hd*7000+n))
+					f32 := make([]float32, n*c.f16Stride)
+					for j, row := range c.f16Vals {
+						copy(f32[j*c.f16Stride:], row)
+					}
+					qs, as := hd+5, hd+3
+					q := randRow(GroupLanes*qs, 1, 11)
+					w := randRow(GroupLanes*n, 1, 12)
+					acc0 := randRow(GroupLanes*as, 1, 13)
+					for G := 1; G <= GroupLanes; G++ {
+						got16, got32 := make([]float32, GroupLanes*n), make([]float32, GroupLanes*n)
+						ks.ScoresF16G(q, qs, hd, G, c.f16, c.f16Stride, got16)
+						ks.ScoresG(q, qs, hd, G, f32, c.f16Stride, got32)
+						acc16 := append([]float32(nil), acc0...)
+						acc32 := append([]float32(nil), acc0...)
+						ks.AxpyRowsF16G(acc16, as, hd, G, w, c.f16, c.f16Stride)
+						ks.AxpyRowsG(acc32, as, hd, G, w, f32, c.f16Stride)
+						one := make([]float32, n)
+						wg := make([]float32, n)
+						for g := range GroupLanes {
+							if g >= G {
+								for j := range n {
+									require.Zero(t, got16[GroupLanes*j+g], "G=%d lane %d", G, g)
+									require.Zero(t, got32[GroupLanes*j+g], "G=%d lane %d", G, g)
+								}
+								require.Equal(t, acc0[g*as:], acc16[g*as:], "G=%d head %d untouched", G, g)
+								continue
+							}
+							qg := q[g*qs : g*qs+hd]
+							ks.ScoresF16(qg, c.f16, c.f16Stride, one)
+							for j := range n {
+								require.Equal(t, one[j], got16[GroupLanes*j+g], "f16 G=%d head %d row %d", G, g, j)
+							}
+							ks.Scores(qg, f32, c.f16Stride, one)
+							for j := range n {
+								require.Equal(t, one[j], got32[GroupLanes*j+g], "f32 G=%d head %d row %d", G, g, j)
+							}
+							for j := range n {
+								wg[j] = w[GroupLanes*j+g]
+							}
+							want := append([]float32(nil), acc0[g*as:g*as+hd]...)
+							ks.AxpyRowsF16(want, wg, c.f16, c.f16Stride)
+							require.Equal(t, want, acc16[g*as:g*as+hd], "f16 values G=%d head %d", G, g)
+							require.Equal(t, acc0[g*as+hd:g*as+as], acc16[g*as+hd:g*as+as], "f16 padding G=%d head %d", G, g)
+							want = append(want[:0], acc0[g*as:g*as+hd]...)
+							ks.AxpyRows(want, wg, f32, c.f16Stride)
+							require.Equal(t, want, acc32[g*as:g*as+hd], "f32 values G=%d head %d", G, g)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// ScaleMax8 and ExpSubSum8 give every lane what attention's one-head
+// softmax steps give it: the scaled scores, Go's max of them (+0 over −0,
+// NaN when one is NaN), ExpSub's weights over a tile of that length and
+// their sum in row order from the running sum.
+func TestGroupedSoftmaxExact(t *testing.T) {
+	for _, v := range Variants() {
+		for _, n := range []int{1, 8, 13, 64, 70} {
+			t.Run(fmt.Sprintf("%s/n%d", v, n), func(t *testing.T) {
+				useVariant(t, v)
+				ks := Current()
+				x := randRow(GroupLanes*n, 3, uint64(n))
+				// Lane 5 all zeros of both signs, lane 6 a NaN, lane 7 all −0.
+				for j := range n {
+					x[GroupLanes*j+5] = float32(math.Copysign(0, float64(j%2)-0.5))
+					x[GroupLanes*j+7] = float32(math.Copysign(0, -1))
+				}
+				x[GroupLanes*(n/2)+6] = float32(math.NaN())
+				scale := float32(0.125)
+				sc := append([]float32(nil), x...)
+				var mx [GroupLanes]float32
+				ks.ScaleMax8(sc, scale, &mx)
+				var m, l0 [GroupLanes]float32
+				for g := range GroupLanes {
+					lane := make([]float32, n)
+					tm := float32(math.Inf(-1))
+					for j := range n {
+						lane[j] = x[GroupLanes*j+g] * scale
+						tm = max(tm, lane[j])
+						if lane[j] == lane[j] {
+							require.Equal(t, math.Float32bits(lane[j]), math.Float32bits(sc[GroupLanes*j+g]), "scaled %d,%d", j, g)
+						}
+					}
+					if tm != tm {
+						require.True(t, mx[g] != mx[g], "lane %d max is NaN", g)
+						m[g] = 0.5
+					} else {
+						require.Equal(t, math.Float32bits(tm), math.Float32bits(mx[g]), "lane %d max", g)
+						m[g] = tm
+					}
+					l0[g] = float32(g) + 0.25
+				}
+				sc[GroupLanes*(n/2)+6] = -1 // the weights' test wants numbers
+				wt := make([]float32, GroupLanes*n)
+				l := l0
+				ks.ExpSubSum8(wt, sc, &m, &l)
+				for g := range GroupLanes {
+					lane, one := make([]float32, n), make([]float32, n)
+					for j := range n {
+						lane[j] = sc[GroupLanes*j+g]
+					}
+					ks.ExpSub(one, lane, m[g])
+					s := l0[g]
+					for j := range n {
+						require.Equal(t, one[j], wt[GroupLanes*j+g], "weight %d,%d", j, g)
+						s += one[j]
+					}
+					require.Equal(t, s, l[g], "lane %d sum", g)
+				}
+			})
+		}
+	}
+}
