@@ -117,3 +117,46 @@ func TestAttentionGroupedExact(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttentionDepth times attention alone (TinyLlama's shape: 32
+// query heads over 4 KV heads of 64, f16 cache, flash attention) at depth
+// 1024 and 2048, a 64-token prefill chunk and a decode step, with the
+// grouped work items and the one-head ones in the same run:
+//
+//	go test ./runtime/cpu -run '^$' -bench AttentionDepth -benchtime 20x
+func BenchmarkAttentionDepth(b *testing.B) {
+	g, w := attnGraph(b, 32, 4, 64, 0, false, true, ir.F16)
+	for _, depth := range []int{1024, 2048} {
+		p, err := cpu.Backend{Threads: 2}.Compile(g, w, runtime.ProgramConfig{Context: depth + 64})
+		require.NoError(b, err)
+		steps := func(at, n int) ([]int32, []int32) {
+			tok, pos := make([]int32, n), make([]int32, n)
+			for i := range tok {
+				tok[i] = int32((at + i) * 7919 % 800)
+				pos[i] = int32(at + i)
+			}
+			return tok, pos
+		}
+		for at := 0; at < depth; at += 512 {
+			tok, pos := steps(at, 512)
+			_, err := p.Step(0, tok, pos)
+			require.NoError(b, err)
+		}
+		for _, n := range []int{64, 1} {
+			for _, oneHead := range []bool{false, true} {
+				name := map[bool]string{false: "grouped", true: "onehead"}[oneHead]
+				b.Run(fmt.Sprintf("depth%d/T%d/%s", depth, n, name), func(b *testing.B) {
+					defer cpu.SetOneHeadAttention(oneHead)()
+					tok, pos := steps(depth, n)
+					for b.Loop() {
+						if _, err := p.Step(0, tok, pos); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+				})
+			}
+		}
+		p.Close()
+	}
+}

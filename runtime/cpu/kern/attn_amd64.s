@@ -637,6 +637,444 @@ axpyRowsF32G1AVX2_done:
 	VZEROUPPER
 	RET
 
+// func scoresF16G1AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x01, SI
+	LEAQ  (SI)(SI*2), DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x05, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G1AVX512_done
+
+scoresF16G1AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   DX, R10
+	MOVQ   AX, R11
+	MOVQ   BX, R13
+
+scoresF16G1AVX512_col:
+	LEAQ            (R11)(CX*1), R12
+	VMOVDQU32       (R13), X3
+	VINSERTI32X4    $0x01, (R13)(SI*1), Y3, Y3
+	VCVTPH2PS       Y3, Z2
+	VMOVDQU32       (R13)(SI*2), X5
+	VINSERTI32X4    $0x01, (R13)(DI*1), Y5, Y5
+	VCVTPH2PS       Y5, Z4
+	VBROADCASTF64X4 (R11), Z6
+	VFMADD231PS     Z6, Z2, Z0
+	VFMADD231PS     Z6, Z4, Z1
+	ADDQ            $0x00000020, R11
+	ADDQ            $0x00000010, R13
+	DECQ            R10
+	JNZ             scoresF16G1AVX512_col
+	VPXORD          Y7, Y7, Y7
+	VEXTRACTF64X4   $0x01, Z0, Y2
+	VSHUFF64X2      $0x00, Y7, Y0, Y4
+	VSHUFF64X2      $0x03, Y7, Y0, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y7, Y7, Y6
+	VSHUFF64X2      $0x03, Y7, Y7, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y7, Y8
+	VSHUFF64X2      $0x03, Y7, Y7, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFF64X2      $0x00, Y7, Y7, Y9
+	VSHUFF64X2      $0x03, Y7, Y7, Y10
+	VADDPS          Y10, Y9, Y9
+	VSHUFPS         $0x44, Y6, Y4, Y10
+	VSHUFPS         $0xee, Y6, Y4, Y4
+	VADDPS          Y4, Y10, Y10
+	VSHUFPS         $0x44, Y9, Y8, Y4
+	VSHUFPS         $0xee, Y9, Y8, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y10, Y6
+	VSHUFPS         $0xdd, Y4, Y10, Y4
+	VADDPS          Y4, Y6, Y6
+	VMOVUPS         Y6, (R9)
+	VSHUFF64X2      $0x00, Y7, Y2, Y4
+	VSHUFF64X2      $0x03, Y7, Y2, Y2
+	VADDPS          Y2, Y4, Y4
+	VSHUFF64X2      $0x00, Y7, Y7, Y2
+	VSHUFF64X2      $0x03, Y7, Y7, Y6
+	VADDPS          Y6, Y2, Y2
+	VSHUFF64X2      $0x00, Y7, Y7, Y6
+	VSHUFF64X2      $0x03, Y7, Y7, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y7, Y8
+	VSHUFF64X2      $0x03, Y7, Y7, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFPS         $0x44, Y2, Y4, Y9
+	VSHUFPS         $0xee, Y2, Y4, Y2
+	VADDPS          Y2, Y9, Y9
+	VSHUFPS         $0x44, Y8, Y6, Y2
+	VSHUFPS         $0xee, Y8, Y6, Y4
+	VADDPS          Y4, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y9, Y4
+	VSHUFPS         $0xdd, Y2, Y9, Y2
+	VADDPS          Y2, Y4, Y4
+	VMOVUPS         Y4, 32(R9)
+	VEXTRACTF64X4   $0x01, Z1, Y2
+	VSHUFF64X2      $0x00, Y7, Y1, Y4
+	VSHUFF64X2      $0x03, Y7, Y1, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y7, Y7, Y6
+	VSHUFF64X2      $0x03, Y7, Y7, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y7, Y8
+	VSHUFF64X2      $0x03, Y7, Y7, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFF64X2      $0x00, Y7, Y7, Y9
+	VSHUFF64X2      $0x03, Y7, Y7, Y10
+	VADDPS          Y10, Y9, Y9
+	VSHUFPS         $0x44, Y6, Y4, Y10
+	VSHUFPS         $0xee, Y6, Y4, Y4
+	VADDPS          Y4, Y10, Y10
+	VSHUFPS         $0x44, Y9, Y8, Y4
+	VSHUFPS         $0xee, Y9, Y8, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y10, Y6
+	VSHUFPS         $0xdd, Y4, Y10, Y4
+	VADDPS          Y4, Y6, Y6
+	VMOVUPS         Y6, 64(R9)
+	VSHUFF64X2      $0x00, Y7, Y2, Y4
+	VSHUFF64X2      $0x03, Y7, Y2, Y2
+	VADDPS          Y2, Y4, Y4
+	VSHUFF64X2      $0x00, Y7, Y7, Y2
+	VSHUFF64X2      $0x03, Y7, Y7, Y6
+	VADDPS          Y6, Y2, Y2
+	VSHUFF64X2      $0x00, Y7, Y7, Y6
+	VSHUFF64X2      $0x03, Y7, Y7, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y7, Y8
+	VSHUFF64X2      $0x03, Y7, Y7, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFPS         $0x44, Y2, Y4, Y9
+	VSHUFPS         $0xee, Y2, Y4, Y2
+	VADDPS          Y2, Y9, Y9
+	VSHUFPS         $0x44, Y8, Y6, Y2
+	VSHUFPS         $0xee, Y8, Y6, Y4
+	VADDPS          Y4, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y9, Y4
+	VSHUFPS         $0xdd, Y2, Y9, Y2
+	VADDPS          Y2, Y4, Y4
+	VMOVUPS         Y4, 96(R9)
+	ADDQ            $0x00000080, R9
+	LEAQ            (BX)(SI*4), BX
+	DECQ            R8
+	JNZ             scoresF16G1AVX512_rows
+
+scoresF16G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G1AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x04, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x01, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF16G1AVX512_done
+
+axpyRowsF16G1AVX512_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF16G1AVX512_done
+	CMPQ    DX, $0x04
+	JL      axpyRowsF16G1AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX512_rows:
+	VCVTPH2PS        (R11), Z4
+	VCVTPH2PS        32(R11), Z5
+	VCVTPH2PS        64(R11), Z6
+	VCVTPH2PS        96(R11), Z7
+	VFMADD231PS.BCST (R10), Z4, Z0
+	VFMADD231PS.BCST (R10), Z5, Z1
+	VFMADD231PS.BCST (R10), Z6, Z2
+	VFMADD231PS.BCST (R10), Z7, Z3
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF16G1AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, CX
+	ADDQ             $0x00000080, DI
+	SUBQ             $0x04, DX
+	JMP              axpyRowsF16G1AVX512_chunk
+
+axpyRowsF16G1AVX512_small:
+	VMOVUPS (AX), Z0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX512_row1:
+	VCVTPH2PS        (R11), Z1
+	VFMADD231PS.BCST (R10), Z1, Z0
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF16G1AVX512_row1
+	VMOVUPS          Z0, (AX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000020, DI
+	SUBQ             $0x01, DX
+	JMP              axpyRowsF16G1AVX512_chunk
+
+axpyRowsF16G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G1AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x02, SI
+	LEAQ  (SI)(SI*2), DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x05, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G1AVX512_done
+
+scoresF32G1AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   DX, R10
+	MOVQ   AX, R11
+	MOVQ   BX, R13
+
+scoresF32G1AVX512_col:
+	LEAQ            (R11)(CX*1), R12
+	VMOVUPS         (R13), Y2
+	VINSERTF64X4    $0x01, (R13)(SI*1), Z2, Z2
+	VMOVUPS         (R13)(SI*2), Y3
+	VINSERTF64X4    $0x01, (R13)(DI*1), Z3, Z3
+	VBROADCASTF64X4 (R11), Z4
+	VFMADD231PS     Z4, Z2, Z0
+	VFMADD231PS     Z4, Z3, Z1
+	ADDQ            $0x00000020, R11
+	ADDQ            $0x00000020, R13
+	DECQ            R10
+	JNZ             scoresF32G1AVX512_col
+	VPXORD          Y5, Y5, Y5
+	VEXTRACTF64X4   $0x01, Z0, Y2
+	VSHUFF64X2      $0x00, Y5, Y0, Y3
+	VSHUFF64X2      $0x03, Y5, Y0, Y4
+	VADDPS          Y4, Y3, Y3
+	VSHUFF64X2      $0x00, Y5, Y5, Y4
+	VSHUFF64X2      $0x03, Y5, Y5, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y5, Y5, Y6
+	VSHUFF64X2      $0x03, Y5, Y5, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFF64X2      $0x00, Y5, Y5, Y7
+	VSHUFF64X2      $0x03, Y5, Y5, Y8
+	VADDPS          Y8, Y7, Y7
+	VSHUFPS         $0x44, Y4, Y3, Y8
+	VSHUFPS         $0xee, Y4, Y3, Y3
+	VADDPS          Y3, Y8, Y8
+	VSHUFPS         $0x44, Y7, Y6, Y3
+	VSHUFPS         $0xee, Y7, Y6, Y4
+	VADDPS          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VADDPS          Y3, Y4, Y4
+	VMOVUPS         Y4, (R9)
+	VSHUFF64X2      $0x00, Y5, Y2, Y3
+	VSHUFF64X2      $0x03, Y5, Y2, Y2
+	VADDPS          Y2, Y3, Y3
+	VSHUFF64X2      $0x00, Y5, Y5, Y2
+	VSHUFF64X2      $0x03, Y5, Y5, Y4
+	VADDPS          Y4, Y2, Y2
+	VSHUFF64X2      $0x00, Y5, Y5, Y4
+	VSHUFF64X2      $0x03, Y5, Y5, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y5, Y5, Y6
+	VSHUFF64X2      $0x03, Y5, Y5, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFPS         $0x44, Y2, Y3, Y7
+	VSHUFPS         $0xee, Y2, Y3, Y2
+	VADDPS          Y2, Y7, Y7
+	VSHUFPS         $0x44, Y6, Y4, Y2
+	VSHUFPS         $0xee, Y6, Y4, Y3
+	VADDPS          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VADDPS          Y2, Y3, Y3
+	VMOVUPS         Y3, 32(R9)
+	VEXTRACTF64X4   $0x01, Z1, Y2
+	VSHUFF64X2      $0x00, Y5, Y1, Y3
+	VSHUFF64X2      $0x03, Y5, Y1, Y4
+	VADDPS          Y4, Y3, Y3
+	VSHUFF64X2      $0x00, Y5, Y5, Y4
+	VSHUFF64X2      $0x03, Y5, Y5, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y5, Y5, Y6
+	VSHUFF64X2      $0x03, Y5, Y5, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFF64X2      $0x00, Y5, Y5, Y7
+	VSHUFF64X2      $0x03, Y5, Y5, Y8
+	VADDPS          Y8, Y7, Y7
+	VSHUFPS         $0x44, Y4, Y3, Y8
+	VSHUFPS         $0xee, Y4, Y3, Y3
+	VADDPS          Y3, Y8, Y8
+	VSHUFPS         $0x44, Y7, Y6, Y3
+	VSHUFPS         $0xee, Y7, Y6, Y4
+	VADDPS          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VADDPS          Y3, Y4, Y4
+	VMOVUPS         Y4, 64(R9)
+	VSHUFF64X2      $0x00, Y5, Y2, Y3
+	VSHUFF64X2      $0x03, Y5, Y2, Y2
+	VADDPS          Y2, Y3, Y3
+	VSHUFF64X2      $0x00, Y5, Y5, Y2
+	VSHUFF64X2      $0x03, Y5, Y5, Y4
+	VADDPS          Y4, Y2, Y2
+	VSHUFF64X2      $0x00, Y5, Y5, Y4
+	VSHUFF64X2      $0x03, Y5, Y5, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y5, Y5, Y6
+	VSHUFF64X2      $0x03, Y5, Y5, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFPS         $0x44, Y2, Y3, Y7
+	VSHUFPS         $0xee, Y2, Y3, Y2
+	VADDPS          Y2, Y7, Y7
+	VSHUFPS         $0x44, Y6, Y4, Y2
+	VSHUFPS         $0xee, Y6, Y4, Y3
+	VADDPS          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VADDPS          Y2, Y3, Y3
+	VMOVUPS         Y3, 96(R9)
+	ADDQ            $0x00000080, R9
+	LEAQ            (BX)(SI*4), BX
+	DECQ            R8
+	JNZ             scoresF32G1AVX512_rows
+
+scoresF32G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G1AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x04, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x02, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF32G1AVX512_done
+
+axpyRowsF32G1AVX512_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF32G1AVX512_done
+	CMPQ    DX, $0x04
+	JL      axpyRowsF32G1AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX512_rows:
+	VMOVUPS          (R11), Z4
+	VMOVUPS          64(R11), Z5
+	VMOVUPS          128(R11), Z6
+	VMOVUPS          192(R11), Z7
+	VFMADD231PS.BCST (R10), Z4, Z0
+	VFMADD231PS.BCST (R10), Z5, Z1
+	VFMADD231PS.BCST (R10), Z6, Z2
+	VFMADD231PS.BCST (R10), Z7, Z3
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF32G1AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, CX
+	ADDQ             $0x00000100, DI
+	SUBQ             $0x04, DX
+	JMP              axpyRowsF32G1AVX512_chunk
+
+axpyRowsF32G1AVX512_small:
+	VMOVUPS (AX), Z0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX512_row1:
+	VMOVUPS          (R11), Z1
+	VFMADD231PS.BCST (R10), Z1, Z0
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF32G1AVX512_row1
+	VMOVUPS          Z0, (AX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000040, DI
+	SUBQ             $0x01, DX
+	JMP              axpyRowsF32G1AVX512_chunk
+
+axpyRowsF32G1AVX512_done:
+	VZEROUPPER
+	RET
+
 // func scoresF16G2AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3
 TEXT ·scoresF16G2AVX2(SB), NOSPLIT, $0-96
@@ -976,6 +1414,488 @@ axpyRowsF32G2AVX2_row1:
 	JMP          axpyRowsF32G2AVX2_chunk
 
 axpyRowsF32G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G2AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G2AVX512_done
+
+scoresF16G2AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G2AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X5
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y5, Y5
+	VCVTPH2PS       Y5, Z4
+	VMOVDQU32       (R14)(DI*2), X7
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y7, Y7
+	VCVTPH2PS       Y7, Z6
+	VBROADCASTF64X4 (R12), Z8
+	VFMADD231PS     Z8, Z4, Z0
+	VFMADD231PS     Z8, Z6, Z2
+	VBROADCASTF64X4 (R12)(CX*1), Z8
+	VFMADD231PS     Z8, Z4, Z1
+	VFMADD231PS     Z8, Z6, Z3
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G2AVX512_col
+	VPXORD          Y9, Y9, Y9
+	VEXTRACTF64X4   $0x01, Z0, Y4
+	VEXTRACTF64X4   $0x01, Z1, Y6
+	VSHUFF64X2      $0x00, Y9, Y0, Y8
+	VSHUFF64X2      $0x03, Y9, Y0, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFF64X2      $0x00, Y9, Y1, Y10
+	VSHUFF64X2      $0x03, Y9, Y1, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFF64X2      $0x00, Y9, Y9, Y11
+	VSHUFF64X2      $0x03, Y9, Y9, Y12
+	VADDPS          Y12, Y11, Y11
+	VSHUFF64X2      $0x00, Y9, Y9, Y12
+	VSHUFF64X2      $0x03, Y9, Y9, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFPS         $0x44, Y10, Y8, Y13
+	VSHUFPS         $0xee, Y10, Y8, Y8
+	VADDPS          Y8, Y13, Y13
+	VSHUFPS         $0x44, Y12, Y11, Y8
+	VSHUFPS         $0xee, Y12, Y11, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y13, Y10
+	VSHUFPS         $0xdd, Y8, Y13, Y8
+	VADDPS          Y8, Y10, Y10
+	VMOVUPS         Y10, (R10)
+	VSHUFF64X2      $0x00, Y9, Y4, Y8
+	VSHUFF64X2      $0x03, Y9, Y4, Y4
+	VADDPS          Y4, Y8, Y8
+	VSHUFF64X2      $0x00, Y9, Y6, Y4
+	VSHUFF64X2      $0x03, Y9, Y6, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y9, Y9, Y6
+	VSHUFF64X2      $0x03, Y9, Y9, Y10
+	VADDPS          Y10, Y6, Y6
+	VSHUFF64X2      $0x00, Y9, Y9, Y10
+	VSHUFF64X2      $0x03, Y9, Y9, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x44, Y4, Y8, Y11
+	VSHUFPS         $0xee, Y4, Y8, Y4
+	VADDPS          Y4, Y11, Y11
+	VSHUFPS         $0x44, Y10, Y6, Y4
+	VSHUFPS         $0xee, Y10, Y6, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y11, Y6
+	VSHUFPS         $0xdd, Y4, Y11, Y4
+	VADDPS          Y4, Y6, Y6
+	VMOVUPS         Y6, 32(R10)
+	VEXTRACTF64X4   $0x01, Z2, Y4
+	VEXTRACTF64X4   $0x01, Z3, Y6
+	VSHUFF64X2      $0x00, Y9, Y2, Y8
+	VSHUFF64X2      $0x03, Y9, Y2, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFF64X2      $0x00, Y9, Y3, Y10
+	VSHUFF64X2      $0x03, Y9, Y3, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFF64X2      $0x00, Y9, Y9, Y11
+	VSHUFF64X2      $0x03, Y9, Y9, Y12
+	VADDPS          Y12, Y11, Y11
+	VSHUFF64X2      $0x00, Y9, Y9, Y12
+	VSHUFF64X2      $0x03, Y9, Y9, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFPS         $0x44, Y10, Y8, Y13
+	VSHUFPS         $0xee, Y10, Y8, Y8
+	VADDPS          Y8, Y13, Y13
+	VSHUFPS         $0x44, Y12, Y11, Y8
+	VSHUFPS         $0xee, Y12, Y11, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y13, Y10
+	VSHUFPS         $0xdd, Y8, Y13, Y8
+	VADDPS          Y8, Y10, Y10
+	VMOVUPS         Y10, 64(R10)
+	VSHUFF64X2      $0x00, Y9, Y4, Y8
+	VSHUFF64X2      $0x03, Y9, Y4, Y4
+	VADDPS          Y4, Y8, Y8
+	VSHUFF64X2      $0x00, Y9, Y6, Y4
+	VSHUFF64X2      $0x03, Y9, Y6, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFF64X2      $0x00, Y9, Y9, Y6
+	VSHUFF64X2      $0x03, Y9, Y9, Y10
+	VADDPS          Y10, Y6, Y6
+	VSHUFF64X2      $0x00, Y9, Y9, Y10
+	VSHUFF64X2      $0x03, Y9, Y9, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x44, Y4, Y8, Y11
+	VSHUFPS         $0xee, Y4, Y8, Y4
+	VADDPS          Y4, Y11, Y11
+	VSHUFPS         $0x44, Y10, Y6, Y4
+	VSHUFPS         $0xee, Y10, Y6, Y6
+	VADDPS          Y6, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y11, Y6
+	VSHUFPS         $0xdd, Y4, Y11, Y4
+	VADDPS          Y4, Y6, Y6
+	VMOVUPS         Y6, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G2AVX512_rows
+
+scoresF16G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G2AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G2AVX512_done
+
+axpyRowsF16G2AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G2AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G2AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX512_rows:
+	VCVTPH2PS        (R12), Z8
+	VCVTPH2PS        32(R12), Z9
+	VCVTPH2PS        64(R12), Z10
+	VCVTPH2PS        96(R12), Z11
+	VFMADD231PS.BCST (R11), Z8, Z0
+	VFMADD231PS.BCST (R11), Z9, Z1
+	VFMADD231PS.BCST (R11), Z10, Z2
+	VFMADD231PS.BCST (R11), Z11, Z3
+	VFMADD231PS.BCST 4(R11), Z8, Z4
+	VFMADD231PS.BCST 4(R11), Z9, Z5
+	VFMADD231PS.BCST 4(R11), Z10, Z6
+	VFMADD231PS.BCST 4(R11), Z11, Z7
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G2AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G2AVX512_chunk
+
+axpyRowsF16G2AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX512_row1:
+	VCVTPH2PS        (R12), Z2
+	VFMADD231PS.BCST (R11), Z2, Z0
+	VFMADD231PS.BCST 4(R11), Z2, Z1
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G2AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G2AVX512_chunk
+
+axpyRowsF16G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G2AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G2AVX512_done
+
+scoresF32G2AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G2AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y4
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z4, Z4
+	VMOVUPS         (R14)(DI*2), Y5
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z5, Z5
+	VBROADCASTF64X4 (R12), Z6
+	VFMADD231PS     Z6, Z4, Z0
+	VFMADD231PS     Z6, Z5, Z2
+	VBROADCASTF64X4 (R12)(CX*1), Z6
+	VFMADD231PS     Z6, Z4, Z1
+	VFMADD231PS     Z6, Z5, Z3
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G2AVX512_col
+	VPXORD          Y7, Y7, Y7
+	VEXTRACTF64X4   $0x01, Z0, Y4
+	VEXTRACTF64X4   $0x01, Z1, Y5
+	VSHUFF64X2      $0x00, Y7, Y0, Y6
+	VSHUFF64X2      $0x03, Y7, Y0, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y1, Y8
+	VSHUFF64X2      $0x03, Y7, Y1, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFF64X2      $0x00, Y7, Y7, Y9
+	VSHUFF64X2      $0x03, Y7, Y7, Y10
+	VADDPS          Y10, Y9, Y9
+	VSHUFF64X2      $0x00, Y7, Y7, Y10
+	VSHUFF64X2      $0x03, Y7, Y7, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x44, Y8, Y6, Y11
+	VSHUFPS         $0xee, Y8, Y6, Y6
+	VADDPS          Y6, Y11, Y11
+	VSHUFPS         $0x44, Y10, Y9, Y6
+	VSHUFPS         $0xee, Y10, Y9, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y8
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VADDPS          Y6, Y8, Y8
+	VMOVUPS         Y8, (R10)
+	VSHUFF64X2      $0x00, Y7, Y4, Y6
+	VSHUFF64X2      $0x03, Y7, Y4, Y4
+	VADDPS          Y4, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y5, Y4
+	VSHUFF64X2      $0x03, Y7, Y5, Y5
+	VADDPS          Y5, Y4, Y4
+	VSHUFF64X2      $0x00, Y7, Y7, Y5
+	VSHUFF64X2      $0x03, Y7, Y7, Y8
+	VADDPS          Y8, Y5, Y5
+	VSHUFF64X2      $0x00, Y7, Y7, Y8
+	VSHUFF64X2      $0x03, Y7, Y7, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFPS         $0x44, Y4, Y6, Y9
+	VSHUFPS         $0xee, Y4, Y6, Y4
+	VADDPS          Y4, Y9, Y9
+	VSHUFPS         $0x44, Y8, Y5, Y4
+	VSHUFPS         $0xee, Y8, Y5, Y5
+	VADDPS          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VADDPS          Y4, Y5, Y5
+	VMOVUPS         Y5, 32(R10)
+	VEXTRACTF64X4   $0x01, Z2, Y4
+	VEXTRACTF64X4   $0x01, Z3, Y5
+	VSHUFF64X2      $0x00, Y7, Y2, Y6
+	VSHUFF64X2      $0x03, Y7, Y2, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y3, Y8
+	VSHUFF64X2      $0x03, Y7, Y3, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFF64X2      $0x00, Y7, Y7, Y9
+	VSHUFF64X2      $0x03, Y7, Y7, Y10
+	VADDPS          Y10, Y9, Y9
+	VSHUFF64X2      $0x00, Y7, Y7, Y10
+	VSHUFF64X2      $0x03, Y7, Y7, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x44, Y8, Y6, Y11
+	VSHUFPS         $0xee, Y8, Y6, Y6
+	VADDPS          Y6, Y11, Y11
+	VSHUFPS         $0x44, Y10, Y9, Y6
+	VSHUFPS         $0xee, Y10, Y9, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y8
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VADDPS          Y6, Y8, Y8
+	VMOVUPS         Y8, 64(R10)
+	VSHUFF64X2      $0x00, Y7, Y4, Y6
+	VSHUFF64X2      $0x03, Y7, Y4, Y4
+	VADDPS          Y4, Y6, Y6
+	VSHUFF64X2      $0x00, Y7, Y5, Y4
+	VSHUFF64X2      $0x03, Y7, Y5, Y5
+	VADDPS          Y5, Y4, Y4
+	VSHUFF64X2      $0x00, Y7, Y7, Y5
+	VSHUFF64X2      $0x03, Y7, Y7, Y8
+	VADDPS          Y8, Y5, Y5
+	VSHUFF64X2      $0x00, Y7, Y7, Y8
+	VSHUFF64X2      $0x03, Y7, Y7, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFPS         $0x44, Y4, Y6, Y9
+	VSHUFPS         $0xee, Y4, Y6, Y4
+	VADDPS          Y4, Y9, Y9
+	VSHUFPS         $0x44, Y8, Y5, Y4
+	VSHUFPS         $0xee, Y8, Y5, Y5
+	VADDPS          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VADDPS          Y4, Y5, Y5
+	VMOVUPS         Y5, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G2AVX512_rows
+
+scoresF32G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G2AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G2AVX512_done
+
+axpyRowsF32G2AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G2AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G2AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX512_rows:
+	VMOVUPS          (R12), Z8
+	VMOVUPS          64(R12), Z9
+	VMOVUPS          128(R12), Z10
+	VMOVUPS          192(R12), Z11
+	VFMADD231PS.BCST (R11), Z8, Z0
+	VFMADD231PS.BCST (R11), Z9, Z1
+	VFMADD231PS.BCST (R11), Z10, Z2
+	VFMADD231PS.BCST (R11), Z11, Z3
+	VFMADD231PS.BCST 4(R11), Z8, Z4
+	VFMADD231PS.BCST 4(R11), Z9, Z5
+	VFMADD231PS.BCST 4(R11), Z10, Z6
+	VFMADD231PS.BCST 4(R11), Z11, Z7
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G2AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G2AVX512_chunk
+
+axpyRowsF32G2AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX512_row1:
+	VMOVUPS          (R12), Z2
+	VFMADD231PS.BCST (R11), Z2, Z0
+	VFMADD231PS.BCST 4(R11), Z2, Z1
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G2AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G2AVX512_chunk
+
+axpyRowsF32G2AVX512_done:
 	VZEROUPPER
 	RET
 
@@ -1334,6 +2254,532 @@ axpyRowsF32G3AVX2_row1:
 	JMP          axpyRowsF32G3AVX2_chunk
 
 axpyRowsF32G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G3AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G3AVX512_done
+
+scoresF16G3AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G3AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X7
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y7, Y7
+	VCVTPH2PS       Y7, Z6
+	VMOVDQU32       (R14)(DI*2), X9
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y9, Y9
+	VCVTPH2PS       Y9, Z8
+	VBROADCASTF64X4 (R12), Z10
+	VFMADD231PS     Z10, Z6, Z0
+	VFMADD231PS     Z10, Z8, Z3
+	VBROADCASTF64X4 (R12)(CX*1), Z10
+	VFMADD231PS     Z10, Z6, Z1
+	VFMADD231PS     Z10, Z8, Z4
+	VBROADCASTF64X4 (R12)(CX*2), Z10
+	VFMADD231PS     Z10, Z6, Z2
+	VFMADD231PS     Z10, Z8, Z5
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G3AVX512_col
+	VPXORD          Y11, Y11, Y11
+	VEXTRACTF64X4   $0x01, Z0, Y6
+	VEXTRACTF64X4   $0x01, Z1, Y8
+	VEXTRACTF64X4   $0x01, Z2, Y10
+	VSHUFF64X2      $0x00, Y11, Y0, Y12
+	VSHUFF64X2      $0x03, Y11, Y0, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFF64X2      $0x00, Y11, Y1, Y13
+	VSHUFF64X2      $0x03, Y11, Y1, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFF64X2      $0x00, Y11, Y2, Y14
+	VSHUFF64X2      $0x03, Y11, Y2, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFF64X2      $0x00, Y11, Y11, Y15
+	VSHUFF64X2      $0x03, Y11, Y11, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFPS         $0x44, Y13, Y12, Y16
+	VSHUFPS         $0xee, Y13, Y12, Y12
+	VADDPS          Y12, Y16, Y16
+	VSHUFPS         $0x44, Y15, Y14, Y12
+	VSHUFPS         $0xee, Y15, Y14, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y16, Y13
+	VSHUFPS         $0xdd, Y12, Y16, Y12
+	VADDPS          Y12, Y13, Y13
+	VMOVUPS         Y13, (R10)
+	VSHUFF64X2      $0x00, Y11, Y6, Y12
+	VSHUFF64X2      $0x03, Y11, Y6, Y6
+	VADDPS          Y6, Y12, Y12
+	VSHUFF64X2      $0x00, Y11, Y8, Y6
+	VSHUFF64X2      $0x03, Y11, Y8, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y11, Y10, Y8
+	VSHUFF64X2      $0x03, Y11, Y10, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFF64X2      $0x00, Y11, Y11, Y10
+	VSHUFF64X2      $0x03, Y11, Y11, Y13
+	VADDPS          Y13, Y10, Y10
+	VSHUFPS         $0x44, Y6, Y12, Y13
+	VSHUFPS         $0xee, Y6, Y12, Y6
+	VADDPS          Y6, Y13, Y13
+	VSHUFPS         $0x44, Y10, Y8, Y6
+	VSHUFPS         $0xee, Y10, Y8, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y13, Y8
+	VSHUFPS         $0xdd, Y6, Y13, Y6
+	VADDPS          Y6, Y8, Y8
+	VMOVUPS         Y8, 32(R10)
+	VEXTRACTF64X4   $0x01, Z3, Y6
+	VEXTRACTF64X4   $0x01, Z4, Y8
+	VEXTRACTF64X4   $0x01, Z5, Y10
+	VSHUFF64X2      $0x00, Y11, Y3, Y12
+	VSHUFF64X2      $0x03, Y11, Y3, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFF64X2      $0x00, Y11, Y4, Y13
+	VSHUFF64X2      $0x03, Y11, Y4, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFF64X2      $0x00, Y11, Y5, Y14
+	VSHUFF64X2      $0x03, Y11, Y5, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFF64X2      $0x00, Y11, Y11, Y15
+	VSHUFF64X2      $0x03, Y11, Y11, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFPS         $0x44, Y13, Y12, Y16
+	VSHUFPS         $0xee, Y13, Y12, Y12
+	VADDPS          Y12, Y16, Y16
+	VSHUFPS         $0x44, Y15, Y14, Y12
+	VSHUFPS         $0xee, Y15, Y14, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y16, Y13
+	VSHUFPS         $0xdd, Y12, Y16, Y12
+	VADDPS          Y12, Y13, Y13
+	VMOVUPS         Y13, 64(R10)
+	VSHUFF64X2      $0x00, Y11, Y6, Y12
+	VSHUFF64X2      $0x03, Y11, Y6, Y6
+	VADDPS          Y6, Y12, Y12
+	VSHUFF64X2      $0x00, Y11, Y8, Y6
+	VSHUFF64X2      $0x03, Y11, Y8, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFF64X2      $0x00, Y11, Y10, Y8
+	VSHUFF64X2      $0x03, Y11, Y10, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFF64X2      $0x00, Y11, Y11, Y10
+	VSHUFF64X2      $0x03, Y11, Y11, Y13
+	VADDPS          Y13, Y10, Y10
+	VSHUFPS         $0x44, Y6, Y12, Y13
+	VSHUFPS         $0xee, Y6, Y12, Y6
+	VADDPS          Y6, Y13, Y13
+	VSHUFPS         $0x44, Y10, Y8, Y6
+	VSHUFPS         $0xee, Y10, Y8, Y8
+	VADDPS          Y8, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y13, Y8
+	VSHUFPS         $0xdd, Y6, Y13, Y6
+	VADDPS          Y6, Y8, Y8
+	VMOVUPS         Y8, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G3AVX512_rows
+
+scoresF16G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G3AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G3AVX512_done
+
+axpyRowsF16G3AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G3AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G3AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX512_rows:
+	VCVTPH2PS        (R12), Z12
+	VCVTPH2PS        32(R12), Z13
+	VCVTPH2PS        64(R12), Z14
+	VCVTPH2PS        96(R12), Z15
+	VFMADD231PS.BCST (R11), Z12, Z0
+	VFMADD231PS.BCST (R11), Z13, Z1
+	VFMADD231PS.BCST (R11), Z14, Z2
+	VFMADD231PS.BCST (R11), Z15, Z3
+	VFMADD231PS.BCST 4(R11), Z12, Z4
+	VFMADD231PS.BCST 4(R11), Z13, Z5
+	VFMADD231PS.BCST 4(R11), Z14, Z6
+	VFMADD231PS.BCST 4(R11), Z15, Z7
+	VFMADD231PS.BCST 8(R11), Z12, Z8
+	VFMADD231PS.BCST 8(R11), Z13, Z9
+	VFMADD231PS.BCST 8(R11), Z14, Z10
+	VFMADD231PS.BCST 8(R11), Z15, Z11
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G3AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G3AVX512_chunk
+
+axpyRowsF16G3AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX512_row1:
+	VCVTPH2PS        (R12), Z3
+	VFMADD231PS.BCST (R11), Z3, Z0
+	VFMADD231PS.BCST 4(R11), Z3, Z1
+	VFMADD231PS.BCST 8(R11), Z3, Z2
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G3AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G3AVX512_chunk
+
+axpyRowsF16G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G3AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G3AVX512_done
+
+scoresF32G3AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G3AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y6
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z6, Z6
+	VMOVUPS         (R14)(DI*2), Y7
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z7, Z7
+	VBROADCASTF64X4 (R12), Z8
+	VFMADD231PS     Z8, Z6, Z0
+	VFMADD231PS     Z8, Z7, Z3
+	VBROADCASTF64X4 (R12)(CX*1), Z8
+	VFMADD231PS     Z8, Z6, Z1
+	VFMADD231PS     Z8, Z7, Z4
+	VBROADCASTF64X4 (R12)(CX*2), Z8
+	VFMADD231PS     Z8, Z6, Z2
+	VFMADD231PS     Z8, Z7, Z5
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G3AVX512_col
+	VPXORD          Y9, Y9, Y9
+	VEXTRACTF64X4   $0x01, Z0, Y6
+	VEXTRACTF64X4   $0x01, Z1, Y7
+	VEXTRACTF64X4   $0x01, Z2, Y8
+	VSHUFF64X2      $0x00, Y9, Y0, Y10
+	VSHUFF64X2      $0x03, Y9, Y0, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFF64X2      $0x00, Y9, Y1, Y11
+	VSHUFF64X2      $0x03, Y9, Y1, Y12
+	VADDPS          Y12, Y11, Y11
+	VSHUFF64X2      $0x00, Y9, Y2, Y12
+	VSHUFF64X2      $0x03, Y9, Y2, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFF64X2      $0x00, Y9, Y9, Y13
+	VSHUFF64X2      $0x03, Y9, Y9, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFPS         $0x44, Y11, Y10, Y14
+	VSHUFPS         $0xee, Y11, Y10, Y10
+	VADDPS          Y10, Y14, Y14
+	VSHUFPS         $0x44, Y13, Y12, Y10
+	VSHUFPS         $0xee, Y13, Y12, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y14, Y11
+	VSHUFPS         $0xdd, Y10, Y14, Y10
+	VADDPS          Y10, Y11, Y11
+	VMOVUPS         Y11, (R10)
+	VSHUFF64X2      $0x00, Y9, Y6, Y10
+	VSHUFF64X2      $0x03, Y9, Y6, Y6
+	VADDPS          Y6, Y10, Y10
+	VSHUFF64X2      $0x00, Y9, Y7, Y6
+	VSHUFF64X2      $0x03, Y9, Y7, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFF64X2      $0x00, Y9, Y8, Y7
+	VSHUFF64X2      $0x03, Y9, Y8, Y8
+	VADDPS          Y8, Y7, Y7
+	VSHUFF64X2      $0x00, Y9, Y9, Y8
+	VSHUFF64X2      $0x03, Y9, Y9, Y11
+	VADDPS          Y11, Y8, Y8
+	VSHUFPS         $0x44, Y6, Y10, Y11
+	VSHUFPS         $0xee, Y6, Y10, Y6
+	VADDPS          Y6, Y11, Y11
+	VSHUFPS         $0x44, Y8, Y7, Y6
+	VSHUFPS         $0xee, Y8, Y7, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y7
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VADDPS          Y6, Y7, Y7
+	VMOVUPS         Y7, 32(R10)
+	VEXTRACTF64X4   $0x01, Z3, Y6
+	VEXTRACTF64X4   $0x01, Z4, Y7
+	VEXTRACTF64X4   $0x01, Z5, Y8
+	VSHUFF64X2      $0x00, Y9, Y3, Y10
+	VSHUFF64X2      $0x03, Y9, Y3, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFF64X2      $0x00, Y9, Y4, Y11
+	VSHUFF64X2      $0x03, Y9, Y4, Y12
+	VADDPS          Y12, Y11, Y11
+	VSHUFF64X2      $0x00, Y9, Y5, Y12
+	VSHUFF64X2      $0x03, Y9, Y5, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFF64X2      $0x00, Y9, Y9, Y13
+	VSHUFF64X2      $0x03, Y9, Y9, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFPS         $0x44, Y11, Y10, Y14
+	VSHUFPS         $0xee, Y11, Y10, Y10
+	VADDPS          Y10, Y14, Y14
+	VSHUFPS         $0x44, Y13, Y12, Y10
+	VSHUFPS         $0xee, Y13, Y12, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y14, Y11
+	VSHUFPS         $0xdd, Y10, Y14, Y10
+	VADDPS          Y10, Y11, Y11
+	VMOVUPS         Y11, 64(R10)
+	VSHUFF64X2      $0x00, Y9, Y6, Y10
+	VSHUFF64X2      $0x03, Y9, Y6, Y6
+	VADDPS          Y6, Y10, Y10
+	VSHUFF64X2      $0x00, Y9, Y7, Y6
+	VSHUFF64X2      $0x03, Y9, Y7, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFF64X2      $0x00, Y9, Y8, Y7
+	VSHUFF64X2      $0x03, Y9, Y8, Y8
+	VADDPS          Y8, Y7, Y7
+	VSHUFF64X2      $0x00, Y9, Y9, Y8
+	VSHUFF64X2      $0x03, Y9, Y9, Y11
+	VADDPS          Y11, Y8, Y8
+	VSHUFPS         $0x44, Y6, Y10, Y11
+	VSHUFPS         $0xee, Y6, Y10, Y6
+	VADDPS          Y6, Y11, Y11
+	VSHUFPS         $0x44, Y8, Y7, Y6
+	VSHUFPS         $0xee, Y8, Y7, Y7
+	VADDPS          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y7
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VADDPS          Y6, Y7, Y7
+	VMOVUPS         Y7, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G3AVX512_rows
+
+scoresF32G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G3AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G3AVX512_done
+
+axpyRowsF32G3AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G3AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G3AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX512_rows:
+	VMOVUPS          (R12), Z12
+	VMOVUPS          64(R12), Z13
+	VMOVUPS          128(R12), Z14
+	VMOVUPS          192(R12), Z15
+	VFMADD231PS.BCST (R11), Z12, Z0
+	VFMADD231PS.BCST (R11), Z13, Z1
+	VFMADD231PS.BCST (R11), Z14, Z2
+	VFMADD231PS.BCST (R11), Z15, Z3
+	VFMADD231PS.BCST 4(R11), Z12, Z4
+	VFMADD231PS.BCST 4(R11), Z13, Z5
+	VFMADD231PS.BCST 4(R11), Z14, Z6
+	VFMADD231PS.BCST 4(R11), Z15, Z7
+	VFMADD231PS.BCST 8(R11), Z12, Z8
+	VFMADD231PS.BCST 8(R11), Z13, Z9
+	VFMADD231PS.BCST 8(R11), Z14, Z10
+	VFMADD231PS.BCST 8(R11), Z15, Z11
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G3AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G3AVX512_chunk
+
+axpyRowsF32G3AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX512_row1:
+	VMOVUPS          (R12), Z3
+	VFMADD231PS.BCST (R11), Z3, Z0
+	VFMADD231PS.BCST 4(R11), Z3, Z1
+	VFMADD231PS.BCST 8(R11), Z3, Z2
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G3AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G3AVX512_chunk
+
+axpyRowsF32G3AVX512_done:
 	VZEROUPPER
 	RET
 
@@ -1696,6 +3142,576 @@ axpyRowsF32G4AVX2_row1:
 	JMP          axpyRowsF32G4AVX2_chunk
 
 axpyRowsF32G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G4AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G4AVX512_done
+
+scoresF16G4AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G4AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X9
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y9, Y9
+	VCVTPH2PS       Y9, Z8
+	VMOVDQU32       (R14)(DI*2), X11
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y11, Y11
+	VCVTPH2PS       Y11, Z10
+	VBROADCASTF64X4 (R12), Z12
+	VFMADD231PS     Z12, Z8, Z0
+	VFMADD231PS     Z12, Z10, Z4
+	VBROADCASTF64X4 (R12)(CX*1), Z12
+	VFMADD231PS     Z12, Z8, Z1
+	VFMADD231PS     Z12, Z10, Z5
+	VBROADCASTF64X4 (R12)(CX*2), Z12
+	VFMADD231PS     Z12, Z8, Z2
+	VFMADD231PS     Z12, Z10, Z6
+	VBROADCASTF64X4 (R13), Z12
+	VFMADD231PS     Z12, Z8, Z3
+	VFMADD231PS     Z12, Z10, Z7
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G4AVX512_col
+	VPXORD          Y13, Y13, Y13
+	VEXTRACTF64X4   $0x01, Z0, Y8
+	VEXTRACTF64X4   $0x01, Z1, Y10
+	VEXTRACTF64X4   $0x01, Z2, Y12
+	VEXTRACTF64X4   $0x01, Z3, Y14
+	VSHUFF64X2      $0x00, Y13, Y0, Y15
+	VSHUFF64X2      $0x03, Y13, Y0, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFF64X2      $0x00, Y13, Y1, Y16
+	VSHUFF64X2      $0x03, Y13, Y1, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFF64X2      $0x00, Y13, Y2, Y17
+	VSHUFF64X2      $0x03, Y13, Y2, Y18
+	VADDPS          Y18, Y17, Y17
+	VSHUFF64X2      $0x00, Y13, Y3, Y18
+	VSHUFF64X2      $0x03, Y13, Y3, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y15, Y19
+	VSHUFPS         $0xee, Y16, Y15, Y15
+	VADDPS          Y15, Y19, Y19
+	VSHUFPS         $0x44, Y18, Y17, Y15
+	VSHUFPS         $0xee, Y18, Y17, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFPS         $0x88, Y15, Y19, Y16
+	VSHUFPS         $0xdd, Y15, Y19, Y15
+	VADDPS          Y15, Y16, Y16
+	VMOVUPS         Y16, (R10)
+	VSHUFF64X2      $0x00, Y13, Y8, Y15
+	VSHUFF64X2      $0x03, Y13, Y8, Y8
+	VADDPS          Y8, Y15, Y15
+	VSHUFF64X2      $0x00, Y13, Y10, Y8
+	VSHUFF64X2      $0x03, Y13, Y10, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFF64X2      $0x00, Y13, Y12, Y10
+	VSHUFF64X2      $0x03, Y13, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFF64X2      $0x00, Y13, Y14, Y12
+	VSHUFF64X2      $0x03, Y13, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFPS         $0x44, Y8, Y15, Y14
+	VSHUFPS         $0xee, Y8, Y15, Y8
+	VADDPS          Y8, Y14, Y14
+	VSHUFPS         $0x44, Y12, Y10, Y8
+	VSHUFPS         $0xee, Y12, Y10, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y14, Y10
+	VSHUFPS         $0xdd, Y8, Y14, Y8
+	VADDPS          Y8, Y10, Y10
+	VMOVUPS         Y10, 32(R10)
+	VEXTRACTF64X4   $0x01, Z4, Y8
+	VEXTRACTF64X4   $0x01, Z5, Y10
+	VEXTRACTF64X4   $0x01, Z6, Y12
+	VEXTRACTF64X4   $0x01, Z7, Y14
+	VSHUFF64X2      $0x00, Y13, Y4, Y15
+	VSHUFF64X2      $0x03, Y13, Y4, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFF64X2      $0x00, Y13, Y5, Y16
+	VSHUFF64X2      $0x03, Y13, Y5, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFF64X2      $0x00, Y13, Y6, Y17
+	VSHUFF64X2      $0x03, Y13, Y6, Y18
+	VADDPS          Y18, Y17, Y17
+	VSHUFF64X2      $0x00, Y13, Y7, Y18
+	VSHUFF64X2      $0x03, Y13, Y7, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y15, Y19
+	VSHUFPS         $0xee, Y16, Y15, Y15
+	VADDPS          Y15, Y19, Y19
+	VSHUFPS         $0x44, Y18, Y17, Y15
+	VSHUFPS         $0xee, Y18, Y17, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFPS         $0x88, Y15, Y19, Y16
+	VSHUFPS         $0xdd, Y15, Y19, Y15
+	VADDPS          Y15, Y16, Y16
+	VMOVUPS         Y16, 64(R10)
+	VSHUFF64X2      $0x00, Y13, Y8, Y15
+	VSHUFF64X2      $0x03, Y13, Y8, Y8
+	VADDPS          Y8, Y15, Y15
+	VSHUFF64X2      $0x00, Y13, Y10, Y8
+	VSHUFF64X2      $0x03, Y13, Y10, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFF64X2      $0x00, Y13, Y12, Y10
+	VSHUFF64X2      $0x03, Y13, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFF64X2      $0x00, Y13, Y14, Y12
+	VSHUFF64X2      $0x03, Y13, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFPS         $0x44, Y8, Y15, Y14
+	VSHUFPS         $0xee, Y8, Y15, Y8
+	VADDPS          Y8, Y14, Y14
+	VSHUFPS         $0x44, Y12, Y10, Y8
+	VSHUFPS         $0xee, Y12, Y10, Y10
+	VADDPS          Y10, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y14, Y10
+	VSHUFPS         $0xdd, Y8, Y14, Y8
+	VADDPS          Y8, Y10, Y10
+	VMOVUPS         Y10, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G4AVX512_rows
+
+scoresF16G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G4AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G4AVX512_done
+
+axpyRowsF16G4AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G4AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G4AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX512_rows:
+	VCVTPH2PS        (R12), Z16
+	VCVTPH2PS        32(R12), Z17
+	VCVTPH2PS        64(R12), Z18
+	VCVTPH2PS        96(R12), Z19
+	VFMADD231PS.BCST (R11), Z16, Z0
+	VFMADD231PS.BCST (R11), Z17, Z1
+	VFMADD231PS.BCST (R11), Z18, Z2
+	VFMADD231PS.BCST (R11), Z19, Z3
+	VFMADD231PS.BCST 4(R11), Z16, Z4
+	VFMADD231PS.BCST 4(R11), Z17, Z5
+	VFMADD231PS.BCST 4(R11), Z18, Z6
+	VFMADD231PS.BCST 4(R11), Z19, Z7
+	VFMADD231PS.BCST 8(R11), Z16, Z8
+	VFMADD231PS.BCST 8(R11), Z17, Z9
+	VFMADD231PS.BCST 8(R11), Z18, Z10
+	VFMADD231PS.BCST 8(R11), Z19, Z11
+	VFMADD231PS.BCST 12(R11), Z16, Z12
+	VFMADD231PS.BCST 12(R11), Z17, Z13
+	VFMADD231PS.BCST 12(R11), Z18, Z14
+	VFMADD231PS.BCST 12(R11), Z19, Z15
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G4AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G4AVX512_chunk
+
+axpyRowsF16G4AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX512_row1:
+	VCVTPH2PS        (R12), Z4
+	VFMADD231PS.BCST (R11), Z4, Z0
+	VFMADD231PS.BCST 4(R11), Z4, Z1
+	VFMADD231PS.BCST 8(R11), Z4, Z2
+	VFMADD231PS.BCST 12(R11), Z4, Z3
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G4AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G4AVX512_chunk
+
+axpyRowsF16G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G4AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G4AVX512_done
+
+scoresF32G4AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G4AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y8
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z8, Z8
+	VMOVUPS         (R14)(DI*2), Y9
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z9, Z9
+	VBROADCASTF64X4 (R12), Z10
+	VFMADD231PS     Z10, Z8, Z0
+	VFMADD231PS     Z10, Z9, Z4
+	VBROADCASTF64X4 (R12)(CX*1), Z10
+	VFMADD231PS     Z10, Z8, Z1
+	VFMADD231PS     Z10, Z9, Z5
+	VBROADCASTF64X4 (R12)(CX*2), Z10
+	VFMADD231PS     Z10, Z8, Z2
+	VFMADD231PS     Z10, Z9, Z6
+	VBROADCASTF64X4 (R13), Z10
+	VFMADD231PS     Z10, Z8, Z3
+	VFMADD231PS     Z10, Z9, Z7
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G4AVX512_col
+	VPXORD          Y11, Y11, Y11
+	VEXTRACTF64X4   $0x01, Z0, Y8
+	VEXTRACTF64X4   $0x01, Z1, Y9
+	VEXTRACTF64X4   $0x01, Z2, Y10
+	VEXTRACTF64X4   $0x01, Z3, Y12
+	VSHUFF64X2      $0x00, Y11, Y0, Y13
+	VSHUFF64X2      $0x03, Y11, Y0, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFF64X2      $0x00, Y11, Y1, Y14
+	VSHUFF64X2      $0x03, Y11, Y1, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFF64X2      $0x00, Y11, Y2, Y15
+	VSHUFF64X2      $0x03, Y11, Y2, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFF64X2      $0x00, Y11, Y3, Y16
+	VSHUFF64X2      $0x03, Y11, Y3, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y13, Y17
+	VSHUFPS         $0xee, Y14, Y13, Y13
+	VADDPS          Y13, Y17, Y17
+	VSHUFPS         $0x44, Y16, Y15, Y13
+	VSHUFPS         $0xee, Y16, Y15, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFPS         $0x88, Y13, Y17, Y14
+	VSHUFPS         $0xdd, Y13, Y17, Y13
+	VADDPS          Y13, Y14, Y14
+	VMOVUPS         Y14, (R10)
+	VSHUFF64X2      $0x00, Y11, Y8, Y13
+	VSHUFF64X2      $0x03, Y11, Y8, Y8
+	VADDPS          Y8, Y13, Y13
+	VSHUFF64X2      $0x00, Y11, Y9, Y8
+	VSHUFF64X2      $0x03, Y11, Y9, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFF64X2      $0x00, Y11, Y10, Y9
+	VSHUFF64X2      $0x03, Y11, Y10, Y10
+	VADDPS          Y10, Y9, Y9
+	VSHUFF64X2      $0x00, Y11, Y12, Y10
+	VSHUFF64X2      $0x03, Y11, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFPS         $0x44, Y8, Y13, Y12
+	VSHUFPS         $0xee, Y8, Y13, Y8
+	VADDPS          Y8, Y12, Y12
+	VSHUFPS         $0x44, Y10, Y9, Y8
+	VSHUFPS         $0xee, Y10, Y9, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VADDPS          Y8, Y9, Y9
+	VMOVUPS         Y9, 32(R10)
+	VEXTRACTF64X4   $0x01, Z4, Y8
+	VEXTRACTF64X4   $0x01, Z5, Y9
+	VEXTRACTF64X4   $0x01, Z6, Y10
+	VEXTRACTF64X4   $0x01, Z7, Y12
+	VSHUFF64X2      $0x00, Y11, Y4, Y13
+	VSHUFF64X2      $0x03, Y11, Y4, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFF64X2      $0x00, Y11, Y5, Y14
+	VSHUFF64X2      $0x03, Y11, Y5, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFF64X2      $0x00, Y11, Y6, Y15
+	VSHUFF64X2      $0x03, Y11, Y6, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFF64X2      $0x00, Y11, Y7, Y16
+	VSHUFF64X2      $0x03, Y11, Y7, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y13, Y17
+	VSHUFPS         $0xee, Y14, Y13, Y13
+	VADDPS          Y13, Y17, Y17
+	VSHUFPS         $0x44, Y16, Y15, Y13
+	VSHUFPS         $0xee, Y16, Y15, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFPS         $0x88, Y13, Y17, Y14
+	VSHUFPS         $0xdd, Y13, Y17, Y13
+	VADDPS          Y13, Y14, Y14
+	VMOVUPS         Y14, 64(R10)
+	VSHUFF64X2      $0x00, Y11, Y8, Y13
+	VSHUFF64X2      $0x03, Y11, Y8, Y8
+	VADDPS          Y8, Y13, Y13
+	VSHUFF64X2      $0x00, Y11, Y9, Y8
+	VSHUFF64X2      $0x03, Y11, Y9, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFF64X2      $0x00, Y11, Y10, Y9
+	VSHUFF64X2      $0x03, Y11, Y10, Y10
+	VADDPS          Y10, Y9, Y9
+	VSHUFF64X2      $0x00, Y11, Y12, Y10
+	VSHUFF64X2      $0x03, Y11, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFPS         $0x44, Y8, Y13, Y12
+	VSHUFPS         $0xee, Y8, Y13, Y8
+	VADDPS          Y8, Y12, Y12
+	VSHUFPS         $0x44, Y10, Y9, Y8
+	VSHUFPS         $0xee, Y10, Y9, Y9
+	VADDPS          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VADDPS          Y8, Y9, Y9
+	VMOVUPS         Y9, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G4AVX512_rows
+
+scoresF32G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G4AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G4AVX512_done
+
+axpyRowsF32G4AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G4AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G4AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX512_rows:
+	VMOVUPS          (R12), Z16
+	VMOVUPS          64(R12), Z17
+	VMOVUPS          128(R12), Z18
+	VMOVUPS          192(R12), Z19
+	VFMADD231PS.BCST (R11), Z16, Z0
+	VFMADD231PS.BCST (R11), Z17, Z1
+	VFMADD231PS.BCST (R11), Z18, Z2
+	VFMADD231PS.BCST (R11), Z19, Z3
+	VFMADD231PS.BCST 4(R11), Z16, Z4
+	VFMADD231PS.BCST 4(R11), Z17, Z5
+	VFMADD231PS.BCST 4(R11), Z18, Z6
+	VFMADD231PS.BCST 4(R11), Z19, Z7
+	VFMADD231PS.BCST 8(R11), Z16, Z8
+	VFMADD231PS.BCST 8(R11), Z17, Z9
+	VFMADD231PS.BCST 8(R11), Z18, Z10
+	VFMADD231PS.BCST 8(R11), Z19, Z11
+	VFMADD231PS.BCST 12(R11), Z16, Z12
+	VFMADD231PS.BCST 12(R11), Z17, Z13
+	VFMADD231PS.BCST 12(R11), Z18, Z14
+	VFMADD231PS.BCST 12(R11), Z19, Z15
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G4AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G4AVX512_chunk
+
+axpyRowsF32G4AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX512_row1:
+	VMOVUPS          (R12), Z4
+	VFMADD231PS.BCST (R11), Z4, Z0
+	VFMADD231PS.BCST 4(R11), Z4, Z1
+	VFMADD231PS.BCST 8(R11), Z4, Z2
+	VFMADD231PS.BCST 12(R11), Z4, Z3
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G4AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G4AVX512_chunk
+
+axpyRowsF32G4AVX512_done:
 	VZEROUPPER
 	RET
 
@@ -2085,6 +4101,620 @@ axpyRowsF32G5AVX2_done:
 	VZEROUPPER
 	RET
 
+// func scoresF16G5AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G5AVX512_done
+
+scoresF16G5AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G5AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X11
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y11, Y11
+	VCVTPH2PS       Y11, Z10
+	VMOVDQU32       (R14)(DI*2), X13
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y13, Y13
+	VCVTPH2PS       Y13, Z12
+	VBROADCASTF64X4 (R12), Z14
+	VFMADD231PS     Z14, Z10, Z0
+	VFMADD231PS     Z14, Z12, Z5
+	VBROADCASTF64X4 (R12)(CX*1), Z14
+	VFMADD231PS     Z14, Z10, Z1
+	VFMADD231PS     Z14, Z12, Z6
+	VBROADCASTF64X4 (R12)(CX*2), Z14
+	VFMADD231PS     Z14, Z10, Z2
+	VFMADD231PS     Z14, Z12, Z7
+	VBROADCASTF64X4 (R13), Z14
+	VFMADD231PS     Z14, Z10, Z3
+	VFMADD231PS     Z14, Z12, Z8
+	VBROADCASTF64X4 (R12)(CX*4), Z14
+	VFMADD231PS     Z14, Z10, Z4
+	VFMADD231PS     Z14, Z12, Z9
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G5AVX512_col
+	VPXORD          Y15, Y15, Y15
+	VEXTRACTF64X4   $0x01, Z0, Y10
+	VEXTRACTF64X4   $0x01, Z1, Y12
+	VEXTRACTF64X4   $0x01, Z2, Y14
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF64X4   $0x01, Z4, Y17
+	VSHUFF64X2      $0x00, Y4, Y0, Y18
+	VSHUFF64X2      $0x03, Y4, Y0, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFF64X2      $0x00, Y15, Y1, Y19
+	VSHUFF64X2      $0x03, Y15, Y1, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFF64X2      $0x00, Y15, Y2, Y20
+	VSHUFF64X2      $0x03, Y15, Y2, Y21
+	VADDPS          Y21, Y20, Y20
+	VSHUFF64X2      $0x00, Y15, Y3, Y21
+	VSHUFF64X2      $0x03, Y15, Y3, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFPS         $0x44, Y19, Y18, Y22
+	VSHUFPS         $0xee, Y19, Y18, Y18
+	VADDPS          Y18, Y22, Y22
+	VSHUFPS         $0x44, Y21, Y20, Y18
+	VSHUFPS         $0xee, Y21, Y20, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFPS         $0x88, Y18, Y22, Y19
+	VSHUFPS         $0xdd, Y18, Y22, Y18
+	VADDPS          Y18, Y19, Y19
+	VMOVUPS         Y19, (R10)
+	VSHUFF64X2      $0x00, Y17, Y10, Y18
+	VSHUFF64X2      $0x03, Y17, Y10, Y10
+	VADDPS          Y10, Y18, Y18
+	VSHUFF64X2      $0x00, Y15, Y12, Y10
+	VSHUFF64X2      $0x03, Y15, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFF64X2      $0x00, Y15, Y14, Y12
+	VSHUFF64X2      $0x03, Y15, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFF64X2      $0x00, Y15, Y16, Y14
+	VSHUFF64X2      $0x03, Y15, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFPS         $0x44, Y10, Y18, Y16
+	VSHUFPS         $0xee, Y10, Y18, Y10
+	VADDPS          Y10, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y12, Y10
+	VSHUFPS         $0xee, Y14, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y16, Y12
+	VSHUFPS         $0xdd, Y10, Y16, Y10
+	VADDPS          Y10, Y12, Y12
+	VMOVUPS         Y12, 32(R10)
+	VEXTRACTF64X4   $0x01, Z5, Y10
+	VEXTRACTF64X4   $0x01, Z6, Y12
+	VEXTRACTF64X4   $0x01, Z7, Y14
+	VEXTRACTF64X4   $0x01, Z8, Y16
+	VEXTRACTF64X4   $0x01, Z9, Y17
+	VSHUFF64X2      $0x00, Y9, Y5, Y18
+	VSHUFF64X2      $0x03, Y9, Y5, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFF64X2      $0x00, Y15, Y6, Y19
+	VSHUFF64X2      $0x03, Y15, Y6, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFF64X2      $0x00, Y15, Y7, Y20
+	VSHUFF64X2      $0x03, Y15, Y7, Y21
+	VADDPS          Y21, Y20, Y20
+	VSHUFF64X2      $0x00, Y15, Y8, Y21
+	VSHUFF64X2      $0x03, Y15, Y8, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFPS         $0x44, Y19, Y18, Y22
+	VSHUFPS         $0xee, Y19, Y18, Y18
+	VADDPS          Y18, Y22, Y22
+	VSHUFPS         $0x44, Y21, Y20, Y18
+	VSHUFPS         $0xee, Y21, Y20, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFPS         $0x88, Y18, Y22, Y19
+	VSHUFPS         $0xdd, Y18, Y22, Y18
+	VADDPS          Y18, Y19, Y19
+	VMOVUPS         Y19, 64(R10)
+	VSHUFF64X2      $0x00, Y17, Y10, Y18
+	VSHUFF64X2      $0x03, Y17, Y10, Y10
+	VADDPS          Y10, Y18, Y18
+	VSHUFF64X2      $0x00, Y15, Y12, Y10
+	VSHUFF64X2      $0x03, Y15, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFF64X2      $0x00, Y15, Y14, Y12
+	VSHUFF64X2      $0x03, Y15, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFF64X2      $0x00, Y15, Y16, Y14
+	VSHUFF64X2      $0x03, Y15, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFPS         $0x44, Y10, Y18, Y16
+	VSHUFPS         $0xee, Y10, Y18, Y10
+	VADDPS          Y10, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y12, Y10
+	VSHUFPS         $0xee, Y14, Y12, Y12
+	VADDPS          Y12, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y16, Y12
+	VSHUFPS         $0xdd, Y10, Y16, Y10
+	VADDPS          Y10, Y12, Y12
+	VMOVUPS         Y12, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G5AVX512_rows
+
+scoresF16G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G5AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G5AVX512_done
+
+axpyRowsF16G5AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G5AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G5AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX512_rows:
+	VCVTPH2PS        (R12), Z20
+	VCVTPH2PS        32(R12), Z21
+	VCVTPH2PS        64(R12), Z22
+	VCVTPH2PS        96(R12), Z23
+	VFMADD231PS.BCST (R11), Z20, Z0
+	VFMADD231PS.BCST (R11), Z21, Z1
+	VFMADD231PS.BCST (R11), Z22, Z2
+	VFMADD231PS.BCST (R11), Z23, Z3
+	VFMADD231PS.BCST 4(R11), Z20, Z4
+	VFMADD231PS.BCST 4(R11), Z21, Z5
+	VFMADD231PS.BCST 4(R11), Z22, Z6
+	VFMADD231PS.BCST 4(R11), Z23, Z7
+	VFMADD231PS.BCST 8(R11), Z20, Z8
+	VFMADD231PS.BCST 8(R11), Z21, Z9
+	VFMADD231PS.BCST 8(R11), Z22, Z10
+	VFMADD231PS.BCST 8(R11), Z23, Z11
+	VFMADD231PS.BCST 12(R11), Z20, Z12
+	VFMADD231PS.BCST 12(R11), Z21, Z13
+	VFMADD231PS.BCST 12(R11), Z22, Z14
+	VFMADD231PS.BCST 12(R11), Z23, Z15
+	VFMADD231PS.BCST 16(R11), Z20, Z16
+	VFMADD231PS.BCST 16(R11), Z21, Z17
+	VFMADD231PS.BCST 16(R11), Z22, Z18
+	VFMADD231PS.BCST 16(R11), Z23, Z19
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G5AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G5AVX512_chunk
+
+axpyRowsF16G5AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX512_row1:
+	VCVTPH2PS        (R12), Z5
+	VFMADD231PS.BCST (R11), Z5, Z0
+	VFMADD231PS.BCST 4(R11), Z5, Z1
+	VFMADD231PS.BCST 8(R11), Z5, Z2
+	VFMADD231PS.BCST 12(R11), Z5, Z3
+	VFMADD231PS.BCST 16(R11), Z5, Z4
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G5AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G5AVX512_chunk
+
+axpyRowsF16G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G5AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G5AVX512_done
+
+scoresF32G5AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G5AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y10
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z10, Z10
+	VMOVUPS         (R14)(DI*2), Y11
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z11, Z11
+	VBROADCASTF64X4 (R12), Z12
+	VFMADD231PS     Z12, Z10, Z0
+	VFMADD231PS     Z12, Z11, Z5
+	VBROADCASTF64X4 (R12)(CX*1), Z12
+	VFMADD231PS     Z12, Z10, Z1
+	VFMADD231PS     Z12, Z11, Z6
+	VBROADCASTF64X4 (R12)(CX*2), Z12
+	VFMADD231PS     Z12, Z10, Z2
+	VFMADD231PS     Z12, Z11, Z7
+	VBROADCASTF64X4 (R13), Z12
+	VFMADD231PS     Z12, Z10, Z3
+	VFMADD231PS     Z12, Z11, Z8
+	VBROADCASTF64X4 (R12)(CX*4), Z12
+	VFMADD231PS     Z12, Z10, Z4
+	VFMADD231PS     Z12, Z11, Z9
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G5AVX512_col
+	VPXORD          Y13, Y13, Y13
+	VEXTRACTF64X4   $0x01, Z0, Y10
+	VEXTRACTF64X4   $0x01, Z1, Y11
+	VEXTRACTF64X4   $0x01, Z2, Y12
+	VEXTRACTF64X4   $0x01, Z3, Y14
+	VEXTRACTF64X4   $0x01, Z4, Y15
+	VSHUFF64X2      $0x00, Y4, Y0, Y16
+	VSHUFF64X2      $0x03, Y4, Y0, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFF64X2      $0x00, Y13, Y1, Y17
+	VSHUFF64X2      $0x03, Y13, Y1, Y18
+	VADDPS          Y18, Y17, Y17
+	VSHUFF64X2      $0x00, Y13, Y2, Y18
+	VSHUFF64X2      $0x03, Y13, Y2, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFF64X2      $0x00, Y13, Y3, Y19
+	VSHUFF64X2      $0x03, Y13, Y3, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFPS         $0x44, Y17, Y16, Y20
+	VSHUFPS         $0xee, Y17, Y16, Y16
+	VADDPS          Y16, Y20, Y20
+	VSHUFPS         $0x44, Y19, Y18, Y16
+	VSHUFPS         $0xee, Y19, Y18, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFPS         $0x88, Y16, Y20, Y17
+	VSHUFPS         $0xdd, Y16, Y20, Y16
+	VADDPS          Y16, Y17, Y17
+	VMOVUPS         Y17, (R10)
+	VSHUFF64X2      $0x00, Y15, Y10, Y16
+	VSHUFF64X2      $0x03, Y15, Y10, Y10
+	VADDPS          Y10, Y16, Y16
+	VSHUFF64X2      $0x00, Y13, Y11, Y10
+	VSHUFF64X2      $0x03, Y13, Y11, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFF64X2      $0x00, Y13, Y12, Y11
+	VSHUFF64X2      $0x03, Y13, Y12, Y12
+	VADDPS          Y12, Y11, Y11
+	VSHUFF64X2      $0x00, Y13, Y14, Y12
+	VSHUFF64X2      $0x03, Y13, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFPS         $0x44, Y10, Y16, Y14
+	VSHUFPS         $0xee, Y10, Y16, Y10
+	VADDPS          Y10, Y14, Y14
+	VSHUFPS         $0x44, Y12, Y11, Y10
+	VSHUFPS         $0xee, Y12, Y11, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y14, Y11
+	VSHUFPS         $0xdd, Y10, Y14, Y10
+	VADDPS          Y10, Y11, Y11
+	VMOVUPS         Y11, 32(R10)
+	VEXTRACTF64X4   $0x01, Z5, Y10
+	VEXTRACTF64X4   $0x01, Z6, Y11
+	VEXTRACTF64X4   $0x01, Z7, Y12
+	VEXTRACTF64X4   $0x01, Z8, Y14
+	VEXTRACTF64X4   $0x01, Z9, Y15
+	VSHUFF64X2      $0x00, Y9, Y5, Y16
+	VSHUFF64X2      $0x03, Y9, Y5, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFF64X2      $0x00, Y13, Y6, Y17
+	VSHUFF64X2      $0x03, Y13, Y6, Y18
+	VADDPS          Y18, Y17, Y17
+	VSHUFF64X2      $0x00, Y13, Y7, Y18
+	VSHUFF64X2      $0x03, Y13, Y7, Y19
+	VADDPS          Y19, Y18, Y18
+	VSHUFF64X2      $0x00, Y13, Y8, Y19
+	VSHUFF64X2      $0x03, Y13, Y8, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFPS         $0x44, Y17, Y16, Y20
+	VSHUFPS         $0xee, Y17, Y16, Y16
+	VADDPS          Y16, Y20, Y20
+	VSHUFPS         $0x44, Y19, Y18, Y16
+	VSHUFPS         $0xee, Y19, Y18, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFPS         $0x88, Y16, Y20, Y17
+	VSHUFPS         $0xdd, Y16, Y20, Y16
+	VADDPS          Y16, Y17, Y17
+	VMOVUPS         Y17, 64(R10)
+	VSHUFF64X2      $0x00, Y15, Y10, Y16
+	VSHUFF64X2      $0x03, Y15, Y10, Y10
+	VADDPS          Y10, Y16, Y16
+	VSHUFF64X2      $0x00, Y13, Y11, Y10
+	VSHUFF64X2      $0x03, Y13, Y11, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFF64X2      $0x00, Y13, Y12, Y11
+	VSHUFF64X2      $0x03, Y13, Y12, Y12
+	VADDPS          Y12, Y11, Y11
+	VSHUFF64X2      $0x00, Y13, Y14, Y12
+	VSHUFF64X2      $0x03, Y13, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFPS         $0x44, Y10, Y16, Y14
+	VSHUFPS         $0xee, Y10, Y16, Y10
+	VADDPS          Y10, Y14, Y14
+	VSHUFPS         $0x44, Y12, Y11, Y10
+	VSHUFPS         $0xee, Y12, Y11, Y11
+	VADDPS          Y11, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y14, Y11
+	VSHUFPS         $0xdd, Y10, Y14, Y10
+	VADDPS          Y10, Y11, Y11
+	VMOVUPS         Y11, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G5AVX512_rows
+
+scoresF32G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G5AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G5AVX512_done
+
+axpyRowsF32G5AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G5AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G5AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX512_rows:
+	VMOVUPS          (R12), Z20
+	VMOVUPS          64(R12), Z21
+	VMOVUPS          128(R12), Z22
+	VMOVUPS          192(R12), Z23
+	VFMADD231PS.BCST (R11), Z20, Z0
+	VFMADD231PS.BCST (R11), Z21, Z1
+	VFMADD231PS.BCST (R11), Z22, Z2
+	VFMADD231PS.BCST (R11), Z23, Z3
+	VFMADD231PS.BCST 4(R11), Z20, Z4
+	VFMADD231PS.BCST 4(R11), Z21, Z5
+	VFMADD231PS.BCST 4(R11), Z22, Z6
+	VFMADD231PS.BCST 4(R11), Z23, Z7
+	VFMADD231PS.BCST 8(R11), Z20, Z8
+	VFMADD231PS.BCST 8(R11), Z21, Z9
+	VFMADD231PS.BCST 8(R11), Z22, Z10
+	VFMADD231PS.BCST 8(R11), Z23, Z11
+	VFMADD231PS.BCST 12(R11), Z20, Z12
+	VFMADD231PS.BCST 12(R11), Z21, Z13
+	VFMADD231PS.BCST 12(R11), Z22, Z14
+	VFMADD231PS.BCST 12(R11), Z23, Z15
+	VFMADD231PS.BCST 16(R11), Z20, Z16
+	VFMADD231PS.BCST 16(R11), Z21, Z17
+	VFMADD231PS.BCST 16(R11), Z22, Z18
+	VFMADD231PS.BCST 16(R11), Z23, Z19
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G5AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G5AVX512_chunk
+
+axpyRowsF32G5AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX512_row1:
+	VMOVUPS          (R12), Z5
+	VFMADD231PS.BCST (R11), Z5, Z0
+	VFMADD231PS.BCST 4(R11), Z5, Z1
+	VFMADD231PS.BCST 8(R11), Z5, Z2
+	VFMADD231PS.BCST 12(R11), Z5, Z3
+	VFMADD231PS.BCST 16(R11), Z5, Z4
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G5AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G5AVX512_chunk
+
+axpyRowsF32G5AVX512_done:
+	VZEROUPPER
+	RET
+
 // func scoresF16G6AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3
 TEXT ·scoresF16G6AVX2(SB), NOSPLIT, $0-96
@@ -2368,6 +4998,664 @@ axpyRowsF32G6AVX2_row1:
 	JMP          axpyRowsF32G6AVX2_chunk
 
 axpyRowsF32G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G6AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G6AVX512_done
+
+scoresF16G6AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G6AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X13
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y13, Y13
+	VCVTPH2PS       Y13, Z12
+	VMOVDQU32       (R14)(DI*2), X15
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y15, Y15
+	VCVTPH2PS       Y15, Z14
+	VBROADCASTF64X4 (R12), Z16
+	VFMADD231PS     Z16, Z12, Z0
+	VFMADD231PS     Z16, Z14, Z6
+	VBROADCASTF64X4 (R12)(CX*1), Z16
+	VFMADD231PS     Z16, Z12, Z1
+	VFMADD231PS     Z16, Z14, Z7
+	VBROADCASTF64X4 (R12)(CX*2), Z16
+	VFMADD231PS     Z16, Z12, Z2
+	VFMADD231PS     Z16, Z14, Z8
+	VBROADCASTF64X4 (R13), Z16
+	VFMADD231PS     Z16, Z12, Z3
+	VFMADD231PS     Z16, Z14, Z9
+	VBROADCASTF64X4 (R12)(CX*4), Z16
+	VFMADD231PS     Z16, Z12, Z4
+	VFMADD231PS     Z16, Z14, Z10
+	VBROADCASTF64X4 (R13)(CX*2), Z16
+	VFMADD231PS     Z16, Z12, Z5
+	VFMADD231PS     Z16, Z14, Z11
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G6AVX512_col
+	VPXORD          Y17, Y17, Y17
+	VEXTRACTF64X4   $0x01, Z0, Y12
+	VEXTRACTF64X4   $0x01, Z1, Y14
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF64X4   $0x01, Z3, Y18
+	VEXTRACTF64X4   $0x01, Z4, Y19
+	VEXTRACTF64X4   $0x01, Z5, Y20
+	VSHUFF64X2      $0x00, Y4, Y0, Y21
+	VSHUFF64X2      $0x03, Y4, Y0, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFF64X2      $0x00, Y5, Y1, Y22
+	VSHUFF64X2      $0x03, Y5, Y1, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFF64X2      $0x00, Y17, Y2, Y23
+	VSHUFF64X2      $0x03, Y17, Y2, Y24
+	VADDPS          Y24, Y23, Y23
+	VSHUFF64X2      $0x00, Y17, Y3, Y24
+	VSHUFF64X2      $0x03, Y17, Y3, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFPS         $0x44, Y22, Y21, Y25
+	VSHUFPS         $0xee, Y22, Y21, Y21
+	VADDPS          Y21, Y25, Y25
+	VSHUFPS         $0x44, Y24, Y23, Y21
+	VSHUFPS         $0xee, Y24, Y23, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFPS         $0x88, Y21, Y25, Y22
+	VSHUFPS         $0xdd, Y21, Y25, Y21
+	VADDPS          Y21, Y22, Y22
+	VMOVUPS         Y22, (R10)
+	VSHUFF64X2      $0x00, Y19, Y12, Y21
+	VSHUFF64X2      $0x03, Y19, Y12, Y12
+	VADDPS          Y12, Y21, Y21
+	VSHUFF64X2      $0x00, Y20, Y14, Y12
+	VSHUFF64X2      $0x03, Y20, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFF64X2      $0x00, Y17, Y16, Y14
+	VSHUFF64X2      $0x03, Y17, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFF64X2      $0x00, Y17, Y18, Y16
+	VSHUFF64X2      $0x03, Y17, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFPS         $0x44, Y12, Y21, Y18
+	VSHUFPS         $0xee, Y12, Y21, Y12
+	VADDPS          Y12, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y14, Y12
+	VSHUFPS         $0xee, Y16, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y18, Y14
+	VSHUFPS         $0xdd, Y12, Y18, Y12
+	VADDPS          Y12, Y14, Y14
+	VMOVUPS         Y14, 32(R10)
+	VEXTRACTF64X4   $0x01, Z6, Y12
+	VEXTRACTF64X4   $0x01, Z7, Y14
+	VEXTRACTF64X4   $0x01, Z8, Y16
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF64X4   $0x01, Z10, Y19
+	VEXTRACTF64X4   $0x01, Z11, Y20
+	VSHUFF64X2      $0x00, Y10, Y6, Y21
+	VSHUFF64X2      $0x03, Y10, Y6, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFF64X2      $0x00, Y11, Y7, Y22
+	VSHUFF64X2      $0x03, Y11, Y7, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFF64X2      $0x00, Y17, Y8, Y23
+	VSHUFF64X2      $0x03, Y17, Y8, Y24
+	VADDPS          Y24, Y23, Y23
+	VSHUFF64X2      $0x00, Y17, Y9, Y24
+	VSHUFF64X2      $0x03, Y17, Y9, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFPS         $0x44, Y22, Y21, Y25
+	VSHUFPS         $0xee, Y22, Y21, Y21
+	VADDPS          Y21, Y25, Y25
+	VSHUFPS         $0x44, Y24, Y23, Y21
+	VSHUFPS         $0xee, Y24, Y23, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFPS         $0x88, Y21, Y25, Y22
+	VSHUFPS         $0xdd, Y21, Y25, Y21
+	VADDPS          Y21, Y22, Y22
+	VMOVUPS         Y22, 64(R10)
+	VSHUFF64X2      $0x00, Y19, Y12, Y21
+	VSHUFF64X2      $0x03, Y19, Y12, Y12
+	VADDPS          Y12, Y21, Y21
+	VSHUFF64X2      $0x00, Y20, Y14, Y12
+	VSHUFF64X2      $0x03, Y20, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFF64X2      $0x00, Y17, Y16, Y14
+	VSHUFF64X2      $0x03, Y17, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFF64X2      $0x00, Y17, Y18, Y16
+	VSHUFF64X2      $0x03, Y17, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFPS         $0x44, Y12, Y21, Y18
+	VSHUFPS         $0xee, Y12, Y21, Y12
+	VADDPS          Y12, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y14, Y12
+	VSHUFPS         $0xee, Y16, Y14, Y14
+	VADDPS          Y14, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y18, Y14
+	VSHUFPS         $0xdd, Y12, Y18, Y12
+	VADDPS          Y12, Y14, Y14
+	VMOVUPS         Y14, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G6AVX512_rows
+
+scoresF16G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G6AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G6AVX512_done
+
+axpyRowsF16G6AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G6AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G6AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	VMOVUPS (DX)(CX*2), Z20
+	VMOVUPS 64(DX)(CX*2), Z21
+	VMOVUPS 128(DX)(CX*2), Z22
+	VMOVUPS 192(DX)(CX*2), Z23
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX512_rows:
+	VCVTPH2PS        (R12), Z24
+	VCVTPH2PS        32(R12), Z25
+	VCVTPH2PS        64(R12), Z26
+	VCVTPH2PS        96(R12), Z27
+	VFMADD231PS.BCST (R11), Z24, Z0
+	VFMADD231PS.BCST (R11), Z25, Z1
+	VFMADD231PS.BCST (R11), Z26, Z2
+	VFMADD231PS.BCST (R11), Z27, Z3
+	VFMADD231PS.BCST 4(R11), Z24, Z4
+	VFMADD231PS.BCST 4(R11), Z25, Z5
+	VFMADD231PS.BCST 4(R11), Z26, Z6
+	VFMADD231PS.BCST 4(R11), Z27, Z7
+	VFMADD231PS.BCST 8(R11), Z24, Z8
+	VFMADD231PS.BCST 8(R11), Z25, Z9
+	VFMADD231PS.BCST 8(R11), Z26, Z10
+	VFMADD231PS.BCST 8(R11), Z27, Z11
+	VFMADD231PS.BCST 12(R11), Z24, Z12
+	VFMADD231PS.BCST 12(R11), Z25, Z13
+	VFMADD231PS.BCST 12(R11), Z26, Z14
+	VFMADD231PS.BCST 12(R11), Z27, Z15
+	VFMADD231PS.BCST 16(R11), Z24, Z16
+	VFMADD231PS.BCST 16(R11), Z25, Z17
+	VFMADD231PS.BCST 16(R11), Z26, Z18
+	VFMADD231PS.BCST 16(R11), Z27, Z19
+	VFMADD231PS.BCST 20(R11), Z24, Z20
+	VFMADD231PS.BCST 20(R11), Z25, Z21
+	VFMADD231PS.BCST 20(R11), Z26, Z22
+	VFMADD231PS.BCST 20(R11), Z27, Z23
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G6AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	VMOVUPS          Z20, (DX)(CX*2)
+	VMOVUPS          Z21, 64(DX)(CX*2)
+	VMOVUPS          Z22, 128(DX)(CX*2)
+	VMOVUPS          Z23, 192(DX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G6AVX512_chunk
+
+axpyRowsF16G6AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (DX)(CX*2), Z5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX512_row1:
+	VCVTPH2PS        (R12), Z6
+	VFMADD231PS.BCST (R11), Z6, Z0
+	VFMADD231PS.BCST 4(R11), Z6, Z1
+	VFMADD231PS.BCST 8(R11), Z6, Z2
+	VFMADD231PS.BCST 12(R11), Z6, Z3
+	VFMADD231PS.BCST 16(R11), Z6, Z4
+	VFMADD231PS.BCST 20(R11), Z6, Z5
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G6AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (DX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G6AVX512_chunk
+
+axpyRowsF16G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G6AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G6AVX512_done
+
+scoresF32G6AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G6AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y12
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z12, Z12
+	VMOVUPS         (R14)(DI*2), Y13
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z13, Z13
+	VBROADCASTF64X4 (R12), Z14
+	VFMADD231PS     Z14, Z12, Z0
+	VFMADD231PS     Z14, Z13, Z6
+	VBROADCASTF64X4 (R12)(CX*1), Z14
+	VFMADD231PS     Z14, Z12, Z1
+	VFMADD231PS     Z14, Z13, Z7
+	VBROADCASTF64X4 (R12)(CX*2), Z14
+	VFMADD231PS     Z14, Z12, Z2
+	VFMADD231PS     Z14, Z13, Z8
+	VBROADCASTF64X4 (R13), Z14
+	VFMADD231PS     Z14, Z12, Z3
+	VFMADD231PS     Z14, Z13, Z9
+	VBROADCASTF64X4 (R12)(CX*4), Z14
+	VFMADD231PS     Z14, Z12, Z4
+	VFMADD231PS     Z14, Z13, Z10
+	VBROADCASTF64X4 (R13)(CX*2), Z14
+	VFMADD231PS     Z14, Z12, Z5
+	VFMADD231PS     Z14, Z13, Z11
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G6AVX512_col
+	VPXORD          Y15, Y15, Y15
+	VEXTRACTF64X4   $0x01, Z0, Y12
+	VEXTRACTF64X4   $0x01, Z1, Y13
+	VEXTRACTF64X4   $0x01, Z2, Y14
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF64X4   $0x01, Z4, Y17
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VSHUFF64X2      $0x00, Y4, Y0, Y19
+	VSHUFF64X2      $0x03, Y4, Y0, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFF64X2      $0x00, Y5, Y1, Y20
+	VSHUFF64X2      $0x03, Y5, Y1, Y21
+	VADDPS          Y21, Y20, Y20
+	VSHUFF64X2      $0x00, Y15, Y2, Y21
+	VSHUFF64X2      $0x03, Y15, Y2, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFF64X2      $0x00, Y15, Y3, Y22
+	VSHUFF64X2      $0x03, Y15, Y3, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFPS         $0x44, Y20, Y19, Y23
+	VSHUFPS         $0xee, Y20, Y19, Y19
+	VADDPS          Y19, Y23, Y23
+	VSHUFPS         $0x44, Y22, Y21, Y19
+	VSHUFPS         $0xee, Y22, Y21, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFPS         $0x88, Y19, Y23, Y20
+	VSHUFPS         $0xdd, Y19, Y23, Y19
+	VADDPS          Y19, Y20, Y20
+	VMOVUPS         Y20, (R10)
+	VSHUFF64X2      $0x00, Y17, Y12, Y19
+	VSHUFF64X2      $0x03, Y17, Y12, Y12
+	VADDPS          Y12, Y19, Y19
+	VSHUFF64X2      $0x00, Y18, Y13, Y12
+	VSHUFF64X2      $0x03, Y18, Y13, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFF64X2      $0x00, Y15, Y14, Y13
+	VSHUFF64X2      $0x03, Y15, Y14, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFF64X2      $0x00, Y15, Y16, Y14
+	VSHUFF64X2      $0x03, Y15, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFPS         $0x44, Y12, Y19, Y16
+	VSHUFPS         $0xee, Y12, Y19, Y12
+	VADDPS          Y12, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y13, Y12
+	VSHUFPS         $0xee, Y14, Y13, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y16, Y13
+	VSHUFPS         $0xdd, Y12, Y16, Y12
+	VADDPS          Y12, Y13, Y13
+	VMOVUPS         Y13, 32(R10)
+	VEXTRACTF64X4   $0x01, Z6, Y12
+	VEXTRACTF64X4   $0x01, Z7, Y13
+	VEXTRACTF64X4   $0x01, Z8, Y14
+	VEXTRACTF64X4   $0x01, Z9, Y16
+	VEXTRACTF64X4   $0x01, Z10, Y17
+	VEXTRACTF64X4   $0x01, Z11, Y18
+	VSHUFF64X2      $0x00, Y10, Y6, Y19
+	VSHUFF64X2      $0x03, Y10, Y6, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFF64X2      $0x00, Y11, Y7, Y20
+	VSHUFF64X2      $0x03, Y11, Y7, Y21
+	VADDPS          Y21, Y20, Y20
+	VSHUFF64X2      $0x00, Y15, Y8, Y21
+	VSHUFF64X2      $0x03, Y15, Y8, Y22
+	VADDPS          Y22, Y21, Y21
+	VSHUFF64X2      $0x00, Y15, Y9, Y22
+	VSHUFF64X2      $0x03, Y15, Y9, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFPS         $0x44, Y20, Y19, Y23
+	VSHUFPS         $0xee, Y20, Y19, Y19
+	VADDPS          Y19, Y23, Y23
+	VSHUFPS         $0x44, Y22, Y21, Y19
+	VSHUFPS         $0xee, Y22, Y21, Y20
+	VADDPS          Y20, Y19, Y19
+	VSHUFPS         $0x88, Y19, Y23, Y20
+	VSHUFPS         $0xdd, Y19, Y23, Y19
+	VADDPS          Y19, Y20, Y20
+	VMOVUPS         Y20, 64(R10)
+	VSHUFF64X2      $0x00, Y17, Y12, Y19
+	VSHUFF64X2      $0x03, Y17, Y12, Y12
+	VADDPS          Y12, Y19, Y19
+	VSHUFF64X2      $0x00, Y18, Y13, Y12
+	VSHUFF64X2      $0x03, Y18, Y13, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFF64X2      $0x00, Y15, Y14, Y13
+	VSHUFF64X2      $0x03, Y15, Y14, Y14
+	VADDPS          Y14, Y13, Y13
+	VSHUFF64X2      $0x00, Y15, Y16, Y14
+	VSHUFF64X2      $0x03, Y15, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFPS         $0x44, Y12, Y19, Y16
+	VSHUFPS         $0xee, Y12, Y19, Y12
+	VADDPS          Y12, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y13, Y12
+	VSHUFPS         $0xee, Y14, Y13, Y13
+	VADDPS          Y13, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y16, Y13
+	VSHUFPS         $0xdd, Y12, Y16, Y12
+	VADDPS          Y12, Y13, Y13
+	VMOVUPS         Y13, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G6AVX512_rows
+
+scoresF32G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G6AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G6AVX512_done
+
+axpyRowsF32G6AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G6AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G6AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	VMOVUPS (DX)(CX*2), Z20
+	VMOVUPS 64(DX)(CX*2), Z21
+	VMOVUPS 128(DX)(CX*2), Z22
+	VMOVUPS 192(DX)(CX*2), Z23
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX512_rows:
+	VMOVUPS          (R12), Z24
+	VMOVUPS          64(R12), Z25
+	VMOVUPS          128(R12), Z26
+	VMOVUPS          192(R12), Z27
+	VFMADD231PS.BCST (R11), Z24, Z0
+	VFMADD231PS.BCST (R11), Z25, Z1
+	VFMADD231PS.BCST (R11), Z26, Z2
+	VFMADD231PS.BCST (R11), Z27, Z3
+	VFMADD231PS.BCST 4(R11), Z24, Z4
+	VFMADD231PS.BCST 4(R11), Z25, Z5
+	VFMADD231PS.BCST 4(R11), Z26, Z6
+	VFMADD231PS.BCST 4(R11), Z27, Z7
+	VFMADD231PS.BCST 8(R11), Z24, Z8
+	VFMADD231PS.BCST 8(R11), Z25, Z9
+	VFMADD231PS.BCST 8(R11), Z26, Z10
+	VFMADD231PS.BCST 8(R11), Z27, Z11
+	VFMADD231PS.BCST 12(R11), Z24, Z12
+	VFMADD231PS.BCST 12(R11), Z25, Z13
+	VFMADD231PS.BCST 12(R11), Z26, Z14
+	VFMADD231PS.BCST 12(R11), Z27, Z15
+	VFMADD231PS.BCST 16(R11), Z24, Z16
+	VFMADD231PS.BCST 16(R11), Z25, Z17
+	VFMADD231PS.BCST 16(R11), Z26, Z18
+	VFMADD231PS.BCST 16(R11), Z27, Z19
+	VFMADD231PS.BCST 20(R11), Z24, Z20
+	VFMADD231PS.BCST 20(R11), Z25, Z21
+	VFMADD231PS.BCST 20(R11), Z26, Z22
+	VFMADD231PS.BCST 20(R11), Z27, Z23
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G6AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	VMOVUPS          Z20, (DX)(CX*2)
+	VMOVUPS          Z21, 64(DX)(CX*2)
+	VMOVUPS          Z22, 128(DX)(CX*2)
+	VMOVUPS          Z23, 192(DX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G6AVX512_chunk
+
+axpyRowsF32G6AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (DX)(CX*2), Z5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX512_row1:
+	VMOVUPS          (R12), Z6
+	VFMADD231PS.BCST (R11), Z6, Z0
+	VFMADD231PS.BCST 4(R11), Z6, Z1
+	VFMADD231PS.BCST 8(R11), Z6, Z2
+	VFMADD231PS.BCST 12(R11), Z6, Z3
+	VFMADD231PS.BCST 16(R11), Z6, Z4
+	VFMADD231PS.BCST 20(R11), Z6, Z5
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G6AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (DX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G6AVX512_chunk
+
+axpyRowsF32G6AVX512_done:
 	VZEROUPPER
 	RET
 
@@ -2664,6 +5952,664 @@ axpyRowsF32G7AVX2_row1:
 	JMP          axpyRowsF32G7AVX2_chunk
 
 axpyRowsF32G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G7AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G7AVX512_done
+
+scoresF16G7AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G7AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X15
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y15, Y15
+	VCVTPH2PS       Y15, Z14
+	VMOVDQU32       (R14)(DI*2), X17
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y17, Y17
+	VCVTPH2PS       Y17, Z16
+	VBROADCASTF64X4 (R12), Z18
+	VFMADD231PS     Z18, Z14, Z0
+	VFMADD231PS     Z18, Z16, Z7
+	VBROADCASTF64X4 (R12)(CX*1), Z18
+	VFMADD231PS     Z18, Z14, Z1
+	VFMADD231PS     Z18, Z16, Z8
+	VBROADCASTF64X4 (R12)(CX*2), Z18
+	VFMADD231PS     Z18, Z14, Z2
+	VFMADD231PS     Z18, Z16, Z9
+	VBROADCASTF64X4 (R13), Z18
+	VFMADD231PS     Z18, Z14, Z3
+	VFMADD231PS     Z18, Z16, Z10
+	VBROADCASTF64X4 (R12)(CX*4), Z18
+	VFMADD231PS     Z18, Z14, Z4
+	VFMADD231PS     Z18, Z16, Z11
+	VBROADCASTF64X4 (R13)(CX*2), Z18
+	VFMADD231PS     Z18, Z14, Z5
+	VFMADD231PS     Z18, Z16, Z12
+	VBROADCASTF64X4 (R12)(DX*2), Z18
+	VFMADD231PS     Z18, Z14, Z6
+	VFMADD231PS     Z18, Z16, Z13
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G7AVX512_col
+	VPXORD          Y19, Y19, Y19
+	VEXTRACTF64X4   $0x01, Z0, Y14
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF64X4   $0x01, Z2, Y18
+	VEXTRACTF64X4   $0x01, Z3, Y20
+	VEXTRACTF64X4   $0x01, Z4, Y21
+	VEXTRACTF64X4   $0x01, Z5, Y22
+	VEXTRACTF64X4   $0x01, Z6, Y23
+	VSHUFF64X2      $0x00, Y4, Y0, Y24
+	VSHUFF64X2      $0x03, Y4, Y0, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFF64X2      $0x00, Y5, Y1, Y25
+	VSHUFF64X2      $0x03, Y5, Y1, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFF64X2      $0x00, Y6, Y2, Y26
+	VSHUFF64X2      $0x03, Y6, Y2, Y27
+	VADDPS          Y27, Y26, Y26
+	VSHUFF64X2      $0x00, Y19, Y3, Y27
+	VSHUFF64X2      $0x03, Y19, Y3, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFPS         $0x44, Y25, Y24, Y28
+	VSHUFPS         $0xee, Y25, Y24, Y24
+	VADDPS          Y24, Y28, Y28
+	VSHUFPS         $0x44, Y27, Y26, Y24
+	VSHUFPS         $0xee, Y27, Y26, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y28, Y25
+	VSHUFPS         $0xdd, Y24, Y28, Y24
+	VADDPS          Y24, Y25, Y25
+	VMOVUPS         Y25, (R10)
+	VSHUFF64X2      $0x00, Y21, Y14, Y24
+	VSHUFF64X2      $0x03, Y21, Y14, Y14
+	VADDPS          Y14, Y24, Y24
+	VSHUFF64X2      $0x00, Y22, Y16, Y14
+	VSHUFF64X2      $0x03, Y22, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFF64X2      $0x00, Y23, Y18, Y16
+	VSHUFF64X2      $0x03, Y23, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFF64X2      $0x00, Y19, Y20, Y18
+	VSHUFF64X2      $0x03, Y19, Y20, Y20
+	VADDPS          Y20, Y18, Y18
+	VSHUFPS         $0x44, Y14, Y24, Y20
+	VSHUFPS         $0xee, Y14, Y24, Y14
+	VADDPS          Y14, Y20, Y20
+	VSHUFPS         $0x44, Y18, Y16, Y14
+	VSHUFPS         $0xee, Y18, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFPS         $0x88, Y14, Y20, Y16
+	VSHUFPS         $0xdd, Y14, Y20, Y14
+	VADDPS          Y14, Y16, Y16
+	VMOVUPS         Y16, 32(R10)
+	VEXTRACTF64X4   $0x01, Z7, Y14
+	VEXTRACTF64X4   $0x01, Z8, Y16
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF64X4   $0x01, Z10, Y20
+	VEXTRACTF64X4   $0x01, Z11, Y21
+	VEXTRACTF64X4   $0x01, Z12, Y22
+	VEXTRACTF64X4   $0x01, Z13, Y23
+	VSHUFF64X2      $0x00, Y11, Y7, Y24
+	VSHUFF64X2      $0x03, Y11, Y7, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFF64X2      $0x00, Y12, Y8, Y25
+	VSHUFF64X2      $0x03, Y12, Y8, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFF64X2      $0x00, Y13, Y9, Y26
+	VSHUFF64X2      $0x03, Y13, Y9, Y27
+	VADDPS          Y27, Y26, Y26
+	VSHUFF64X2      $0x00, Y19, Y10, Y27
+	VSHUFF64X2      $0x03, Y19, Y10, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFPS         $0x44, Y25, Y24, Y28
+	VSHUFPS         $0xee, Y25, Y24, Y24
+	VADDPS          Y24, Y28, Y28
+	VSHUFPS         $0x44, Y27, Y26, Y24
+	VSHUFPS         $0xee, Y27, Y26, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y28, Y25
+	VSHUFPS         $0xdd, Y24, Y28, Y24
+	VADDPS          Y24, Y25, Y25
+	VMOVUPS         Y25, 64(R10)
+	VSHUFF64X2      $0x00, Y21, Y14, Y24
+	VSHUFF64X2      $0x03, Y21, Y14, Y14
+	VADDPS          Y14, Y24, Y24
+	VSHUFF64X2      $0x00, Y22, Y16, Y14
+	VSHUFF64X2      $0x03, Y22, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFF64X2      $0x00, Y23, Y18, Y16
+	VSHUFF64X2      $0x03, Y23, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFF64X2      $0x00, Y19, Y20, Y18
+	VSHUFF64X2      $0x03, Y19, Y20, Y20
+	VADDPS          Y20, Y18, Y18
+	VSHUFPS         $0x44, Y14, Y24, Y20
+	VSHUFPS         $0xee, Y14, Y24, Y14
+	VADDPS          Y14, Y20, Y20
+	VSHUFPS         $0x44, Y18, Y16, Y14
+	VSHUFPS         $0xee, Y18, Y16, Y16
+	VADDPS          Y16, Y14, Y14
+	VSHUFPS         $0x88, Y14, Y20, Y16
+	VSHUFPS         $0xdd, Y14, Y20, Y14
+	VADDPS          Y14, Y16, Y16
+	VMOVUPS         Y16, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G7AVX512_rows
+
+scoresF16G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G7AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G7AVX512_done
+
+axpyRowsF16G7AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G7AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF16G7AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G7AVX512_rows:
+	VCVTPH2PS        (R13), Z21
+	VCVTPH2PS        32(R13), Z22
+	VCVTPH2PS        64(R13), Z23
+	VFMADD231PS.BCST (R12), Z21, Z0
+	VFMADD231PS.BCST (R12), Z22, Z1
+	VFMADD231PS.BCST (R12), Z23, Z2
+	VFMADD231PS.BCST 4(R12), Z21, Z3
+	VFMADD231PS.BCST 4(R12), Z22, Z4
+	VFMADD231PS.BCST 4(R12), Z23, Z5
+	VFMADD231PS.BCST 8(R12), Z21, Z6
+	VFMADD231PS.BCST 8(R12), Z22, Z7
+	VFMADD231PS.BCST 8(R12), Z23, Z8
+	VFMADD231PS.BCST 12(R12), Z21, Z9
+	VFMADD231PS.BCST 12(R12), Z22, Z10
+	VFMADD231PS.BCST 12(R12), Z23, Z11
+	VFMADD231PS.BCST 16(R12), Z21, Z12
+	VFMADD231PS.BCST 16(R12), Z22, Z13
+	VFMADD231PS.BCST 16(R12), Z23, Z14
+	VFMADD231PS.BCST 20(R12), Z21, Z15
+	VFMADD231PS.BCST 20(R12), Z22, Z16
+	VFMADD231PS.BCST 20(R12), Z23, Z17
+	VFMADD231PS.BCST 24(R12), Z21, Z18
+	VFMADD231PS.BCST 24(R12), Z22, Z19
+	VFMADD231PS.BCST 24(R12), Z23, Z20
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G7AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x00000060, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF16G7AVX512_chunk
+
+axpyRowsF16G7AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G7AVX512_row1:
+	VCVTPH2PS        (R13), Z7
+	VFMADD231PS.BCST (R12), Z7, Z0
+	VFMADD231PS.BCST 4(R12), Z7, Z1
+	VFMADD231PS.BCST 8(R12), Z7, Z2
+	VFMADD231PS.BCST 12(R12), Z7, Z3
+	VFMADD231PS.BCST 16(R12), Z7, Z4
+	VFMADD231PS.BCST 20(R12), Z7, Z5
+	VFMADD231PS.BCST 24(R12), Z7, Z6
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G7AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000020, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF16G7AVX512_chunk
+
+axpyRowsF16G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G7AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G7AVX512_done
+
+scoresF32G7AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G7AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y14
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z14, Z14
+	VMOVUPS         (R14)(DI*2), Y15
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z15, Z15
+	VBROADCASTF64X4 (R12), Z16
+	VFMADD231PS     Z16, Z14, Z0
+	VFMADD231PS     Z16, Z15, Z7
+	VBROADCASTF64X4 (R12)(CX*1), Z16
+	VFMADD231PS     Z16, Z14, Z1
+	VFMADD231PS     Z16, Z15, Z8
+	VBROADCASTF64X4 (R12)(CX*2), Z16
+	VFMADD231PS     Z16, Z14, Z2
+	VFMADD231PS     Z16, Z15, Z9
+	VBROADCASTF64X4 (R13), Z16
+	VFMADD231PS     Z16, Z14, Z3
+	VFMADD231PS     Z16, Z15, Z10
+	VBROADCASTF64X4 (R12)(CX*4), Z16
+	VFMADD231PS     Z16, Z14, Z4
+	VFMADD231PS     Z16, Z15, Z11
+	VBROADCASTF64X4 (R13)(CX*2), Z16
+	VFMADD231PS     Z16, Z14, Z5
+	VFMADD231PS     Z16, Z15, Z12
+	VBROADCASTF64X4 (R12)(DX*2), Z16
+	VFMADD231PS     Z16, Z14, Z6
+	VFMADD231PS     Z16, Z15, Z13
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G7AVX512_col
+	VPXORD          Y17, Y17, Y17
+	VEXTRACTF64X4   $0x01, Z0, Y14
+	VEXTRACTF64X4   $0x01, Z1, Y15
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF64X4   $0x01, Z3, Y18
+	VEXTRACTF64X4   $0x01, Z4, Y19
+	VEXTRACTF64X4   $0x01, Z5, Y20
+	VEXTRACTF64X4   $0x01, Z6, Y21
+	VSHUFF64X2      $0x00, Y4, Y0, Y22
+	VSHUFF64X2      $0x03, Y4, Y0, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFF64X2      $0x00, Y5, Y1, Y23
+	VSHUFF64X2      $0x03, Y5, Y1, Y24
+	VADDPS          Y24, Y23, Y23
+	VSHUFF64X2      $0x00, Y6, Y2, Y24
+	VSHUFF64X2      $0x03, Y6, Y2, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFF64X2      $0x00, Y17, Y3, Y25
+	VSHUFF64X2      $0x03, Y17, Y3, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFPS         $0x44, Y23, Y22, Y26
+	VSHUFPS         $0xee, Y23, Y22, Y22
+	VADDPS          Y22, Y26, Y26
+	VSHUFPS         $0x44, Y25, Y24, Y22
+	VSHUFPS         $0xee, Y25, Y24, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFPS         $0x88, Y22, Y26, Y23
+	VSHUFPS         $0xdd, Y22, Y26, Y22
+	VADDPS          Y22, Y23, Y23
+	VMOVUPS         Y23, (R10)
+	VSHUFF64X2      $0x00, Y19, Y14, Y22
+	VSHUFF64X2      $0x03, Y19, Y14, Y14
+	VADDPS          Y14, Y22, Y22
+	VSHUFF64X2      $0x00, Y20, Y15, Y14
+	VSHUFF64X2      $0x03, Y20, Y15, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFF64X2      $0x00, Y21, Y16, Y15
+	VSHUFF64X2      $0x03, Y21, Y16, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFF64X2      $0x00, Y17, Y18, Y16
+	VSHUFF64X2      $0x03, Y17, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y22, Y18
+	VSHUFPS         $0xee, Y14, Y22, Y14
+	VADDPS          Y14, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y15, Y14
+	VSHUFPS         $0xee, Y16, Y15, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFPS         $0x88, Y14, Y18, Y15
+	VSHUFPS         $0xdd, Y14, Y18, Y14
+	VADDPS          Y14, Y15, Y15
+	VMOVUPS         Y15, 32(R10)
+	VEXTRACTF64X4   $0x01, Z7, Y14
+	VEXTRACTF64X4   $0x01, Z8, Y15
+	VEXTRACTF64X4   $0x01, Z9, Y16
+	VEXTRACTF64X4   $0x01, Z10, Y18
+	VEXTRACTF64X4   $0x01, Z11, Y19
+	VEXTRACTF64X4   $0x01, Z12, Y20
+	VEXTRACTF64X4   $0x01, Z13, Y21
+	VSHUFF64X2      $0x00, Y11, Y7, Y22
+	VSHUFF64X2      $0x03, Y11, Y7, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFF64X2      $0x00, Y12, Y8, Y23
+	VSHUFF64X2      $0x03, Y12, Y8, Y24
+	VADDPS          Y24, Y23, Y23
+	VSHUFF64X2      $0x00, Y13, Y9, Y24
+	VSHUFF64X2      $0x03, Y13, Y9, Y25
+	VADDPS          Y25, Y24, Y24
+	VSHUFF64X2      $0x00, Y17, Y10, Y25
+	VSHUFF64X2      $0x03, Y17, Y10, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFPS         $0x44, Y23, Y22, Y26
+	VSHUFPS         $0xee, Y23, Y22, Y22
+	VADDPS          Y22, Y26, Y26
+	VSHUFPS         $0x44, Y25, Y24, Y22
+	VSHUFPS         $0xee, Y25, Y24, Y23
+	VADDPS          Y23, Y22, Y22
+	VSHUFPS         $0x88, Y22, Y26, Y23
+	VSHUFPS         $0xdd, Y22, Y26, Y22
+	VADDPS          Y22, Y23, Y23
+	VMOVUPS         Y23, 64(R10)
+	VSHUFF64X2      $0x00, Y19, Y14, Y22
+	VSHUFF64X2      $0x03, Y19, Y14, Y14
+	VADDPS          Y14, Y22, Y22
+	VSHUFF64X2      $0x00, Y20, Y15, Y14
+	VSHUFF64X2      $0x03, Y20, Y15, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFF64X2      $0x00, Y21, Y16, Y15
+	VSHUFF64X2      $0x03, Y21, Y16, Y16
+	VADDPS          Y16, Y15, Y15
+	VSHUFF64X2      $0x00, Y17, Y18, Y16
+	VSHUFF64X2      $0x03, Y17, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFPS         $0x44, Y14, Y22, Y18
+	VSHUFPS         $0xee, Y14, Y22, Y14
+	VADDPS          Y14, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y15, Y14
+	VSHUFPS         $0xee, Y16, Y15, Y15
+	VADDPS          Y15, Y14, Y14
+	VSHUFPS         $0x88, Y14, Y18, Y15
+	VSHUFPS         $0xdd, Y14, Y18, Y14
+	VADDPS          Y14, Y15, Y15
+	VMOVUPS         Y15, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G7AVX512_rows
+
+scoresF32G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G7AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G7AVX512_done
+
+axpyRowsF32G7AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G7AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF32G7AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G7AVX512_rows:
+	VMOVUPS          (R13), Z21
+	VMOVUPS          64(R13), Z22
+	VMOVUPS          128(R13), Z23
+	VFMADD231PS.BCST (R12), Z21, Z0
+	VFMADD231PS.BCST (R12), Z22, Z1
+	VFMADD231PS.BCST (R12), Z23, Z2
+	VFMADD231PS.BCST 4(R12), Z21, Z3
+	VFMADD231PS.BCST 4(R12), Z22, Z4
+	VFMADD231PS.BCST 4(R12), Z23, Z5
+	VFMADD231PS.BCST 8(R12), Z21, Z6
+	VFMADD231PS.BCST 8(R12), Z22, Z7
+	VFMADD231PS.BCST 8(R12), Z23, Z8
+	VFMADD231PS.BCST 12(R12), Z21, Z9
+	VFMADD231PS.BCST 12(R12), Z22, Z10
+	VFMADD231PS.BCST 12(R12), Z23, Z11
+	VFMADD231PS.BCST 16(R12), Z21, Z12
+	VFMADD231PS.BCST 16(R12), Z22, Z13
+	VFMADD231PS.BCST 16(R12), Z23, Z14
+	VFMADD231PS.BCST 20(R12), Z21, Z15
+	VFMADD231PS.BCST 20(R12), Z22, Z16
+	VFMADD231PS.BCST 20(R12), Z23, Z17
+	VFMADD231PS.BCST 24(R12), Z21, Z18
+	VFMADD231PS.BCST 24(R12), Z22, Z19
+	VFMADD231PS.BCST 24(R12), Z23, Z20
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G7AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x000000c0, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF32G7AVX512_chunk
+
+axpyRowsF32G7AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G7AVX512_row1:
+	VMOVUPS          (R13), Z7
+	VFMADD231PS.BCST (R12), Z7, Z0
+	VFMADD231PS.BCST 4(R12), Z7, Z1
+	VFMADD231PS.BCST 8(R12), Z7, Z2
+	VFMADD231PS.BCST 12(R12), Z7, Z3
+	VFMADD231PS.BCST 16(R12), Z7, Z4
+	VFMADD231PS.BCST 20(R12), Z7, Z5
+	VFMADD231PS.BCST 24(R12), Z7, Z6
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G7AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF32G7AVX512_chunk
+
+axpyRowsF32G7AVX512_done:
 	VZEROUPPER
 	RET
 
@@ -2970,5 +6916,701 @@ axpyRowsF32G8AVX2_row1:
 	JMP          axpyRowsF32G8AVX2_chunk
 
 axpyRowsF32G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G8AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G8AVX512_done
+
+scoresF16G8AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G8AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X17
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y17, Y17
+	VCVTPH2PS       Y17, Z16
+	VMOVDQU32       (R14)(DI*2), X19
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y19, Y19
+	VCVTPH2PS       Y19, Z18
+	VBROADCASTF64X4 (R12), Z20
+	VFMADD231PS     Z20, Z16, Z0
+	VFMADD231PS     Z20, Z18, Z8
+	VBROADCASTF64X4 (R12)(CX*1), Z20
+	VFMADD231PS     Z20, Z16, Z1
+	VFMADD231PS     Z20, Z18, Z9
+	VBROADCASTF64X4 (R12)(CX*2), Z20
+	VFMADD231PS     Z20, Z16, Z2
+	VFMADD231PS     Z20, Z18, Z10
+	VBROADCASTF64X4 (R13), Z20
+	VFMADD231PS     Z20, Z16, Z3
+	VFMADD231PS     Z20, Z18, Z11
+	VBROADCASTF64X4 (R12)(CX*4), Z20
+	VFMADD231PS     Z20, Z16, Z4
+	VFMADD231PS     Z20, Z18, Z12
+	VBROADCASTF64X4 (R13)(CX*2), Z20
+	VFMADD231PS     Z20, Z16, Z5
+	VFMADD231PS     Z20, Z18, Z13
+	VBROADCASTF64X4 (R12)(DX*2), Z20
+	VFMADD231PS     Z20, Z16, Z6
+	VFMADD231PS     Z20, Z18, Z14
+	VBROADCASTF64X4 (R13)(CX*4), Z20
+	VFMADD231PS     Z20, Z16, Z7
+	VFMADD231PS     Z20, Z18, Z15
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G8AVX512_col
+	VPXORD          Y21, Y21, Y21
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF64X4   $0x01, Z1, Y18
+	VEXTRACTF64X4   $0x01, Z2, Y20
+	VEXTRACTF64X4   $0x01, Z3, Y22
+	VEXTRACTF64X4   $0x01, Z4, Y23
+	VEXTRACTF64X4   $0x01, Z5, Y24
+	VEXTRACTF64X4   $0x01, Z6, Y25
+	VEXTRACTF64X4   $0x01, Z7, Y26
+	VSHUFF64X2      $0x00, Y4, Y0, Y27
+	VSHUFF64X2      $0x03, Y4, Y0, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFF64X2      $0x00, Y5, Y1, Y28
+	VSHUFF64X2      $0x03, Y5, Y1, Y29
+	VADDPS          Y29, Y28, Y28
+	VSHUFF64X2      $0x00, Y6, Y2, Y29
+	VSHUFF64X2      $0x03, Y6, Y2, Y30
+	VADDPS          Y30, Y29, Y29
+	VSHUFF64X2      $0x00, Y7, Y3, Y30
+	VSHUFF64X2      $0x03, Y7, Y3, Y31
+	VADDPS          Y31, Y30, Y30
+	VSHUFPS         $0x44, Y28, Y27, Y31
+	VSHUFPS         $0xee, Y28, Y27, Y27
+	VADDPS          Y27, Y31, Y31
+	VSHUFPS         $0x44, Y30, Y29, Y27
+	VSHUFPS         $0xee, Y30, Y29, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFPS         $0x88, Y27, Y31, Y28
+	VSHUFPS         $0xdd, Y27, Y31, Y27
+	VADDPS          Y27, Y28, Y28
+	VMOVUPS         Y28, (R10)
+	VSHUFF64X2      $0x00, Y23, Y16, Y27
+	VSHUFF64X2      $0x03, Y23, Y16, Y16
+	VADDPS          Y16, Y27, Y27
+	VSHUFF64X2      $0x00, Y24, Y18, Y16
+	VSHUFF64X2      $0x03, Y24, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFF64X2      $0x00, Y25, Y20, Y18
+	VSHUFF64X2      $0x03, Y25, Y20, Y20
+	VADDPS          Y20, Y18, Y18
+	VSHUFF64X2      $0x00, Y26, Y22, Y20
+	VSHUFF64X2      $0x03, Y26, Y22, Y22
+	VADDPS          Y22, Y20, Y20
+	VSHUFPS         $0x44, Y16, Y27, Y22
+	VSHUFPS         $0xee, Y16, Y27, Y16
+	VADDPS          Y16, Y22, Y22
+	VSHUFPS         $0x44, Y20, Y18, Y16
+	VSHUFPS         $0xee, Y20, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFPS         $0x88, Y16, Y22, Y18
+	VSHUFPS         $0xdd, Y16, Y22, Y16
+	VADDPS          Y16, Y18, Y18
+	VMOVUPS         Y18, 32(R10)
+	VEXTRACTF64X4   $0x01, Z8, Y16
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF64X4   $0x01, Z10, Y20
+	VEXTRACTF64X4   $0x01, Z11, Y22
+	VEXTRACTF64X4   $0x01, Z12, Y23
+	VEXTRACTF64X4   $0x01, Z13, Y24
+	VEXTRACTF64X4   $0x01, Z14, Y25
+	VEXTRACTF64X4   $0x01, Z15, Y26
+	VSHUFF64X2      $0x00, Y12, Y8, Y27
+	VSHUFF64X2      $0x03, Y12, Y8, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFF64X2      $0x00, Y13, Y9, Y28
+	VSHUFF64X2      $0x03, Y13, Y9, Y29
+	VADDPS          Y29, Y28, Y28
+	VSHUFF64X2      $0x00, Y14, Y10, Y29
+	VSHUFF64X2      $0x03, Y14, Y10, Y30
+	VADDPS          Y30, Y29, Y29
+	VSHUFF64X2      $0x00, Y15, Y11, Y30
+	VSHUFF64X2      $0x03, Y15, Y11, Y31
+	VADDPS          Y31, Y30, Y30
+	VSHUFPS         $0x44, Y28, Y27, Y31
+	VSHUFPS         $0xee, Y28, Y27, Y27
+	VADDPS          Y27, Y31, Y31
+	VSHUFPS         $0x44, Y30, Y29, Y27
+	VSHUFPS         $0xee, Y30, Y29, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFPS         $0x88, Y27, Y31, Y28
+	VSHUFPS         $0xdd, Y27, Y31, Y27
+	VADDPS          Y27, Y28, Y28
+	VMOVUPS         Y28, 64(R10)
+	VSHUFF64X2      $0x00, Y23, Y16, Y27
+	VSHUFF64X2      $0x03, Y23, Y16, Y16
+	VADDPS          Y16, Y27, Y27
+	VSHUFF64X2      $0x00, Y24, Y18, Y16
+	VSHUFF64X2      $0x03, Y24, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFF64X2      $0x00, Y25, Y20, Y18
+	VSHUFF64X2      $0x03, Y25, Y20, Y20
+	VADDPS          Y20, Y18, Y18
+	VSHUFF64X2      $0x00, Y26, Y22, Y20
+	VSHUFF64X2      $0x03, Y26, Y22, Y22
+	VADDPS          Y22, Y20, Y20
+	VSHUFPS         $0x44, Y16, Y27, Y22
+	VSHUFPS         $0xee, Y16, Y27, Y16
+	VADDPS          Y16, Y22, Y22
+	VSHUFPS         $0x44, Y20, Y18, Y16
+	VSHUFPS         $0xee, Y20, Y18, Y18
+	VADDPS          Y18, Y16, Y16
+	VSHUFPS         $0x88, Y16, Y22, Y18
+	VSHUFPS         $0xdd, Y16, Y22, Y16
+	VADDPS          Y16, Y18, Y18
+	VMOVUPS         Y18, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G8AVX512_rows
+
+scoresF16G8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G8AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G8AVX512_done
+
+axpyRowsF16G8AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G8AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF16G8AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	VMOVUPS (BX)(CX*4), Z21
+	VMOVUPS 64(BX)(CX*4), Z22
+	VMOVUPS 128(BX)(CX*4), Z23
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G8AVX512_rows:
+	VCVTPH2PS        (R13), Z24
+	VCVTPH2PS        32(R13), Z25
+	VCVTPH2PS        64(R13), Z26
+	VFMADD231PS.BCST (R12), Z24, Z0
+	VFMADD231PS.BCST (R12), Z25, Z1
+	VFMADD231PS.BCST (R12), Z26, Z2
+	VFMADD231PS.BCST 4(R12), Z24, Z3
+	VFMADD231PS.BCST 4(R12), Z25, Z4
+	VFMADD231PS.BCST 4(R12), Z26, Z5
+	VFMADD231PS.BCST 8(R12), Z24, Z6
+	VFMADD231PS.BCST 8(R12), Z25, Z7
+	VFMADD231PS.BCST 8(R12), Z26, Z8
+	VFMADD231PS.BCST 12(R12), Z24, Z9
+	VFMADD231PS.BCST 12(R12), Z25, Z10
+	VFMADD231PS.BCST 12(R12), Z26, Z11
+	VFMADD231PS.BCST 16(R12), Z24, Z12
+	VFMADD231PS.BCST 16(R12), Z25, Z13
+	VFMADD231PS.BCST 16(R12), Z26, Z14
+	VFMADD231PS.BCST 20(R12), Z24, Z15
+	VFMADD231PS.BCST 20(R12), Z25, Z16
+	VFMADD231PS.BCST 20(R12), Z26, Z17
+	VFMADD231PS.BCST 24(R12), Z24, Z18
+	VFMADD231PS.BCST 24(R12), Z25, Z19
+	VFMADD231PS.BCST 24(R12), Z26, Z20
+	VFMADD231PS.BCST 28(R12), Z24, Z21
+	VFMADD231PS.BCST 28(R12), Z25, Z22
+	VFMADD231PS.BCST 28(R12), Z26, Z23
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G8AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	VMOVUPS          Z21, (BX)(CX*4)
+	VMOVUPS          Z22, 64(BX)(CX*4)
+	VMOVUPS          Z23, 128(BX)(CX*4)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x00000060, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF16G8AVX512_chunk
+
+axpyRowsF16G8AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	VMOVUPS (BX)(CX*4), Z7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G8AVX512_row1:
+	VCVTPH2PS        (R13), Z8
+	VFMADD231PS.BCST (R12), Z8, Z0
+	VFMADD231PS.BCST 4(R12), Z8, Z1
+	VFMADD231PS.BCST 8(R12), Z8, Z2
+	VFMADD231PS.BCST 12(R12), Z8, Z3
+	VFMADD231PS.BCST 16(R12), Z8, Z4
+	VFMADD231PS.BCST 20(R12), Z8, Z5
+	VFMADD231PS.BCST 24(R12), Z8, Z6
+	VFMADD231PS.BCST 28(R12), Z8, Z7
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G8AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	VMOVUPS          Z7, (BX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000020, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF16G8AVX512_chunk
+
+axpyRowsF16G8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G8AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF32G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G8AVX512_done
+
+scoresF32G8AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G8AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y16
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z16, Z16
+	VMOVUPS         (R14)(DI*2), Y17
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z17, Z17
+	VBROADCASTF64X4 (R12), Z18
+	VFMADD231PS     Z18, Z16, Z0
+	VFMADD231PS     Z18, Z17, Z8
+	VBROADCASTF64X4 (R12)(CX*1), Z18
+	VFMADD231PS     Z18, Z16, Z1
+	VFMADD231PS     Z18, Z17, Z9
+	VBROADCASTF64X4 (R12)(CX*2), Z18
+	VFMADD231PS     Z18, Z16, Z2
+	VFMADD231PS     Z18, Z17, Z10
+	VBROADCASTF64X4 (R13), Z18
+	VFMADD231PS     Z18, Z16, Z3
+	VFMADD231PS     Z18, Z17, Z11
+	VBROADCASTF64X4 (R12)(CX*4), Z18
+	VFMADD231PS     Z18, Z16, Z4
+	VFMADD231PS     Z18, Z17, Z12
+	VBROADCASTF64X4 (R13)(CX*2), Z18
+	VFMADD231PS     Z18, Z16, Z5
+	VFMADD231PS     Z18, Z17, Z13
+	VBROADCASTF64X4 (R12)(DX*2), Z18
+	VFMADD231PS     Z18, Z16, Z6
+	VFMADD231PS     Z18, Z17, Z14
+	VBROADCASTF64X4 (R13)(CX*4), Z18
+	VFMADD231PS     Z18, Z16, Z7
+	VFMADD231PS     Z18, Z17, Z15
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G8AVX512_col
+	VPXORD          Y19, Y19, Y19
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF64X4   $0x01, Z1, Y17
+	VEXTRACTF64X4   $0x01, Z2, Y18
+	VEXTRACTF64X4   $0x01, Z3, Y20
+	VEXTRACTF64X4   $0x01, Z4, Y21
+	VEXTRACTF64X4   $0x01, Z5, Y22
+	VEXTRACTF64X4   $0x01, Z6, Y23
+	VEXTRACTF64X4   $0x01, Z7, Y24
+	VSHUFF64X2      $0x00, Y4, Y0, Y25
+	VSHUFF64X2      $0x03, Y4, Y0, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFF64X2      $0x00, Y5, Y1, Y26
+	VSHUFF64X2      $0x03, Y5, Y1, Y27
+	VADDPS          Y27, Y26, Y26
+	VSHUFF64X2      $0x00, Y6, Y2, Y27
+	VSHUFF64X2      $0x03, Y6, Y2, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFF64X2      $0x00, Y7, Y3, Y28
+	VSHUFF64X2      $0x03, Y7, Y3, Y29
+	VADDPS          Y29, Y28, Y28
+	VSHUFPS         $0x44, Y26, Y25, Y29
+	VSHUFPS         $0xee, Y26, Y25, Y25
+	VADDPS          Y25, Y29, Y29
+	VSHUFPS         $0x44, Y28, Y27, Y25
+	VSHUFPS         $0xee, Y28, Y27, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFPS         $0x88, Y25, Y29, Y26
+	VSHUFPS         $0xdd, Y25, Y29, Y25
+	VADDPS          Y25, Y26, Y26
+	VMOVUPS         Y26, (R10)
+	VSHUFF64X2      $0x00, Y21, Y16, Y25
+	VSHUFF64X2      $0x03, Y21, Y16, Y16
+	VADDPS          Y16, Y25, Y25
+	VSHUFF64X2      $0x00, Y22, Y17, Y16
+	VSHUFF64X2      $0x03, Y22, Y17, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFF64X2      $0x00, Y23, Y18, Y17
+	VSHUFF64X2      $0x03, Y23, Y18, Y18
+	VADDPS          Y18, Y17, Y17
+	VSHUFF64X2      $0x00, Y24, Y20, Y18
+	VSHUFF64X2      $0x03, Y24, Y20, Y20
+	VADDPS          Y20, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y25, Y20
+	VSHUFPS         $0xee, Y16, Y25, Y16
+	VADDPS          Y16, Y20, Y20
+	VSHUFPS         $0x44, Y18, Y17, Y16
+	VSHUFPS         $0xee, Y18, Y17, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFPS         $0x88, Y16, Y20, Y17
+	VSHUFPS         $0xdd, Y16, Y20, Y16
+	VADDPS          Y16, Y17, Y17
+	VMOVUPS         Y17, 32(R10)
+	VEXTRACTF64X4   $0x01, Z8, Y16
+	VEXTRACTF64X4   $0x01, Z9, Y17
+	VEXTRACTF64X4   $0x01, Z10, Y18
+	VEXTRACTF64X4   $0x01, Z11, Y20
+	VEXTRACTF64X4   $0x01, Z12, Y21
+	VEXTRACTF64X4   $0x01, Z13, Y22
+	VEXTRACTF64X4   $0x01, Z14, Y23
+	VEXTRACTF64X4   $0x01, Z15, Y24
+	VSHUFF64X2      $0x00, Y12, Y8, Y25
+	VSHUFF64X2      $0x03, Y12, Y8, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFF64X2      $0x00, Y13, Y9, Y26
+	VSHUFF64X2      $0x03, Y13, Y9, Y27
+	VADDPS          Y27, Y26, Y26
+	VSHUFF64X2      $0x00, Y14, Y10, Y27
+	VSHUFF64X2      $0x03, Y14, Y10, Y28
+	VADDPS          Y28, Y27, Y27
+	VSHUFF64X2      $0x00, Y15, Y11, Y28
+	VSHUFF64X2      $0x03, Y15, Y11, Y29
+	VADDPS          Y29, Y28, Y28
+	VSHUFPS         $0x44, Y26, Y25, Y29
+	VSHUFPS         $0xee, Y26, Y25, Y25
+	VADDPS          Y25, Y29, Y29
+	VSHUFPS         $0x44, Y28, Y27, Y25
+	VSHUFPS         $0xee, Y28, Y27, Y26
+	VADDPS          Y26, Y25, Y25
+	VSHUFPS         $0x88, Y25, Y29, Y26
+	VSHUFPS         $0xdd, Y25, Y29, Y25
+	VADDPS          Y25, Y26, Y26
+	VMOVUPS         Y26, 64(R10)
+	VSHUFF64X2      $0x00, Y21, Y16, Y25
+	VSHUFF64X2      $0x03, Y21, Y16, Y16
+	VADDPS          Y16, Y25, Y25
+	VSHUFF64X2      $0x00, Y22, Y17, Y16
+	VSHUFF64X2      $0x03, Y22, Y17, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFF64X2      $0x00, Y23, Y18, Y17
+	VSHUFF64X2      $0x03, Y23, Y18, Y18
+	VADDPS          Y18, Y17, Y17
+	VSHUFF64X2      $0x00, Y24, Y20, Y18
+	VSHUFF64X2      $0x03, Y24, Y20, Y20
+	VADDPS          Y20, Y18, Y18
+	VSHUFPS         $0x44, Y16, Y25, Y20
+	VSHUFPS         $0xee, Y16, Y25, Y16
+	VADDPS          Y16, Y20, Y20
+	VSHUFPS         $0x44, Y18, Y17, Y16
+	VSHUFPS         $0xee, Y18, Y17, Y17
+	VADDPS          Y17, Y16, Y16
+	VSHUFPS         $0x88, Y16, Y20, Y17
+	VSHUFPS         $0xdd, Y16, Y20, Y16
+	VADDPS          Y16, Y17, Y17
+	VMOVUPS         Y17, 96(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G8AVX512_rows
+
+scoresF32G8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G8AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G8AVX512_done
+
+axpyRowsF32G8AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G8AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF32G8AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	VMOVUPS (BX)(CX*4), Z21
+	VMOVUPS 64(BX)(CX*4), Z22
+	VMOVUPS 128(BX)(CX*4), Z23
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G8AVX512_rows:
+	VMOVUPS          (R13), Z24
+	VMOVUPS          64(R13), Z25
+	VMOVUPS          128(R13), Z26
+	VFMADD231PS.BCST (R12), Z24, Z0
+	VFMADD231PS.BCST (R12), Z25, Z1
+	VFMADD231PS.BCST (R12), Z26, Z2
+	VFMADD231PS.BCST 4(R12), Z24, Z3
+	VFMADD231PS.BCST 4(R12), Z25, Z4
+	VFMADD231PS.BCST 4(R12), Z26, Z5
+	VFMADD231PS.BCST 8(R12), Z24, Z6
+	VFMADD231PS.BCST 8(R12), Z25, Z7
+	VFMADD231PS.BCST 8(R12), Z26, Z8
+	VFMADD231PS.BCST 12(R12), Z24, Z9
+	VFMADD231PS.BCST 12(R12), Z25, Z10
+	VFMADD231PS.BCST 12(R12), Z26, Z11
+	VFMADD231PS.BCST 16(R12), Z24, Z12
+	VFMADD231PS.BCST 16(R12), Z25, Z13
+	VFMADD231PS.BCST 16(R12), Z26, Z14
+	VFMADD231PS.BCST 20(R12), Z24, Z15
+	VFMADD231PS.BCST 20(R12), Z25, Z16
+	VFMADD231PS.BCST 20(R12), Z26, Z17
+	VFMADD231PS.BCST 24(R12), Z24, Z18
+	VFMADD231PS.BCST 24(R12), Z25, Z19
+	VFMADD231PS.BCST 24(R12), Z26, Z20
+	VFMADD231PS.BCST 28(R12), Z24, Z21
+	VFMADD231PS.BCST 28(R12), Z25, Z22
+	VFMADD231PS.BCST 28(R12), Z26, Z23
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G8AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	VMOVUPS          Z21, (BX)(CX*4)
+	VMOVUPS          Z22, 64(BX)(CX*4)
+	VMOVUPS          Z23, 128(BX)(CX*4)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x000000c0, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF32G8AVX512_chunk
+
+axpyRowsF32G8AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	VMOVUPS (BX)(CX*4), Z7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G8AVX512_row1:
+	VMOVUPS          (R13), Z8
+	VFMADD231PS.BCST (R12), Z8, Z0
+	VFMADD231PS.BCST 4(R12), Z8, Z1
+	VFMADD231PS.BCST 8(R12), Z8, Z2
+	VFMADD231PS.BCST 12(R12), Z8, Z3
+	VFMADD231PS.BCST 16(R12), Z8, Z4
+	VFMADD231PS.BCST 20(R12), Z8, Z5
+	VFMADD231PS.BCST 24(R12), Z8, Z6
+	VFMADD231PS.BCST 28(R12), Z8, Z7
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G8AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	VMOVUPS          Z7, (BX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF32G8AVX512_chunk
+
+axpyRowsF32G8AVX512_done:
 	VZEROUPPER
 	RET

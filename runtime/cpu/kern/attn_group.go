@@ -9,8 +9,9 @@ import "math"
 // row j at x[GroupLanes·j+g], so that the softmax bookkeeping of all the
 // heads is one vector per row. Every head's results are bit for bit those
 // of the one-head kernels (ScoresF16, Scores, AxpyRowsF16, AxpyRows,
-// ExpSub) over the same rows: the SIMD kernels keep their lanes, FMA order
-// and lane sums, and the generic variant calls the one-head kernels
+// ExpSub) over the same rows: the SIMD kernels (AVX2, and for the avx512
+// variant the same lanes in ZMM registers) keep their lanes, FMA order and
+// lane sums, and the generic variant calls the one-head kernels
 // (TestGroupedAttentionKernelsExact).
 
 // GroupLanes is the most heads a grouped kernel serves per call, and the
@@ -28,7 +29,14 @@ func (ks Kernels) ScoresF16G(q []float32, qs, d, G int, k []uint16, stride int, 
 	_ = q[(G-1)*qs+d-1]
 	_ = k[(n-1)*stride+d-1]
 	if ks.vec() && d%8 == 0 && d > 0 {
-		scoresF16GAVX2[G](q, qs, d, k, stride, out[:GroupLanes*n])
+		n4 := 0
+		if ks.v.attnZMM {
+			n4 = n &^ 3
+			scoresF16GAVX512[G](q, qs, d, k, stride, out[:GroupLanes*n4])
+		}
+		if n4 < n {
+			scoresF16GAVX2[G](q, qs, d, k[n4*stride:], stride, out[GroupLanes*n4:GroupLanes*n])
+		}
 		return
 	}
 	scoresGrouped(G, n, out, func(g, j0 int, sc []float32) {
@@ -45,7 +53,14 @@ func (ks Kernels) ScoresG(q []float32, qs, d, G int, k []float32, stride int, ou
 	_ = q[(G-1)*qs+d-1]
 	_ = k[(n-1)*stride+d-1]
 	if ks.vec() && d%8 == 0 && d > 0 {
-		scoresF32GAVX2[G](q, qs, d, k, stride, out[:GroupLanes*n])
+		n4 := 0
+		if ks.v.attnZMM {
+			n4 = n &^ 3
+			scoresF32GAVX512[G](q, qs, d, k, stride, out[:GroupLanes*n4])
+		}
+		if n4 < n {
+			scoresF32GAVX2[G](q, qs, d, k[n4*stride:], stride, out[GroupLanes*n4:GroupLanes*n])
+		}
 		return
 	}
 	scoresGrouped(G, n, out, func(g, j0 int, sc []float32) {
@@ -83,6 +98,10 @@ func (ks Kernels) AxpyRowsF16G(acc []float32, as, d, G int, w []float32, v []uin
 	}
 	_ = acc[(G-1)*as+d-1]
 	_ = v[(n-1)*stride+d-1]
+	if ks.vec() && d%16 == 0 && d > 0 && ks.v.attnZMM {
+		axpyRowsF16GAVX512[G](acc, as, d, w[:GroupLanes*n], v, stride)
+		return
+	}
 	if ks.vec() && d%8 == 0 && d > 0 {
 		axpyRowsF16GAVX2[G](acc, as, d, w[:GroupLanes*n], v, stride)
 		return
@@ -100,6 +119,10 @@ func (ks Kernels) AxpyRowsG(acc []float32, as, d, G int, w []float32, v []float3
 	}
 	_ = acc[(G-1)*as+d-1]
 	_ = v[(n-1)*stride+d-1]
+	if ks.vec() && d%16 == 0 && d > 0 && ks.v.attnZMM {
+		axpyRowsF32GAVX512[G](acc, as, d, w[:GroupLanes*n], v, stride)
+		return
+	}
 	if ks.vec() && d%8 == 0 && d > 0 {
 		axpyRowsF32GAVX2[G](acc, as, d, w[:GroupLanes*n], v, stride)
 		return

@@ -35,6 +35,7 @@ func archVariants() {
 			v.gemvQ8_0, v.gemmQ8_0x4 = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
 			v.gemmQ4_0x8, v.gemmQ8_0x8 = gemmQ4_0x8x8VNNI, gemmQ8_0x8x8VNNI
 			v.unsignedQ8 = true
+			v.attnZMM = true
 			// The MLX kernels in ZMM registers: the AVX2 ones' lanes
 			// and order, so the same results.
 			v.mlx = [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32AVX512, dotMLXQ4G64AVX512,

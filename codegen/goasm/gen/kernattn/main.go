@@ -396,13 +396,233 @@ func axpyRowsG(c *build.Context, name, kt string, G int, f16 bool) {
 }
 
 // grouped emits the grouped kernels for G = 1..8 heads over f16 and f32
-// caches: scoresF16G<G>AVX2, axpyRowsF16G<G>AVX2, scoresF32G<G>AVX2 and
-// axpyRowsF32G<G>AVX2.
+// caches: scoresF16G<G>AVX2, axpyRowsF16G<G>AVX2, scoresF32G<G>AVX2,
+// axpyRowsF32G<G>AVX2 and their AVX512 forms.
 func grouped(c *build.Context) {
 	for G := 1; G <= maxGroup; G++ {
 		scoresG(c, fmt.Sprintf("scoresF16G%dAVX2", G), "uint16", G, true)
 		axpyRowsG(c, fmt.Sprintf("axpyRowsF16G%dAVX2", G), "uint16", G, true)
 		scoresG(c, fmt.Sprintf("scoresF32G%dAVX2", G), "float32", G, false)
 		axpyRowsG(c, fmt.Sprintf("axpyRowsF32G%dAVX2", G), "float32", G, false)
+		scoresGZ(c, fmt.Sprintf("scoresF16G%dAVX512", G), "uint16", G, true)
+		axpyRowsGZ(c, fmt.Sprintf("axpyRowsF16G%dAVX512", G), "uint16", G, true)
+		scoresGZ(c, fmt.Sprintf("scoresF32G%dAVX512", G), "float32", G, false)
+		axpyRowsGZ(c, fmt.Sprintf("axpyRowsF32G%dAVX512", G), "float32", G, false)
 	}
+}
+
+// The AVX-512 forms of the grouped kernels (the avx512 variant): the same
+// lanes and order per head, in ZMM registers. Scores keep eight-lane
+// accumulators: a ZMM holds one head's accumulators of two rows (row j in
+// the low half, j+1 in the high), four rows per pass, so a query vector
+// (broadcast to both halves) serves four rows and a row chunk all heads;
+// the halves are then summed exactly as reduce8. Weighted values are
+// element-wise, so a ZMM holds sixteen consecutive elements of one head
+// and each weight is a broadcast memory operand of the FMA.
+
+// scoresGZ emits func name(q []float32, qs, d int, k, stride, out
+// []float32) as scoresG, for len(out)/8 rows a multiple of four.
+func scoresGZ(c *build.Context, name, kt string, G int, f16 bool) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(fmt.Sprintf("func(q []float32, qs, d int, k []%s, stride int, out []float32)", kt))
+	c.Doc(fmt.Sprintf("%s sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < %d (0 beyond),", name, G),
+		"j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.",
+		"It needs AVX-512F and AVX-512VL.")
+	qp := c.Load(c.Param("q").Base(), c.GP64())
+	qs := c.Load(c.Param("qs"), c.GP64())
+	c.SHLQ(Imm(2), qs)
+	qs3 := c.GP64()
+	c.LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, qs3)
+	nch := c.Load(c.Param("d"), c.GP64())
+	c.SHRQ(Imm(3), nch)
+	kp := c.Load(c.Param("k").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	unit := 32
+	if f16 {
+		c.SHLQ(Imm(1), st)
+		unit = 16
+	} else {
+		c.SHLQ(Imm(2), st)
+	}
+	st3 := c.GP64()
+	c.LEAQ(Mem{Base: st, Index: st, Scale: 2}, st3)
+	n := c.Load(c.Param("out").Len(), c.GP64())
+	c.SHRQ(Imm(5), n)
+	op := c.Load(c.Param("out").Base(), c.GP64())
+	c.TESTQ(n, n)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_rows")
+	var acc [2][]reg.VecVirtual // [row pair][head]: rows 2p (low half), 2p+1 (high)
+	for p := range acc {
+		acc[p] = make([]reg.VecVirtual, G)
+		for g := range acc[p] {
+			acc[p][g] = c.ZMM()
+			c.VPXORD(acc[p][g], acc[p][g], acc[p][g])
+		}
+	}
+	i, qi, qi3, ki := c.GP64(), c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(nch, i)
+	c.MOVQ(qp, qi)
+	c.MOVQ(kp, ki)
+	c.Label(name + "_col")
+	c.LEAQ(Mem{Base: qi, Index: qs3, Scale: 1}, qi3)
+	rows := []Mem{{Base: ki}, {Base: ki, Index: st, Scale: 1}, {Base: ki, Index: st, Scale: 2}, {Base: ki, Index: st3, Scale: 1}}
+	var kv [2]reg.VecVirtual
+	for p := range kv {
+		kv[p] = c.ZMM()
+		if f16 {
+			t := c.YMM()
+			c.VMOVDQU32(rows[2*p], t.AsX())
+			c.VINSERTI32X4(Imm(1), rows[2*p+1], t, t)
+			c.VCVTPH2PS(t, kv[p])
+		} else {
+			c.VMOVUPS(rows[2*p], kv[p].AsY())
+			c.VINSERTF64X4(Imm(1), rows[2*p+1], kv[p], kv[p])
+		}
+	}
+	for g := range G {
+		qv := c.ZMM()
+		c.VBROADCASTF64X4(headMem(qi, qi3, qs, qs3, g, 0), qv)
+		for p := range kv {
+			c.VFMADD231PS(qv, kv[p], acc[p][g])
+		}
+	}
+	c.ADDQ(U32(32), qi)
+	c.ADDQ(U32(uint64(unit)), ki)
+	c.DECQ(i)
+	c.JNZ(LabelRef(name + "_col"))
+	zero := c.YMM()
+	c.VPXORD(zero, zero, zero)
+	for p := range acc {
+		var lo, hi [maxGroup]reg.VecVirtual
+		for g := range maxGroup {
+			lo[g], hi[g] = zero, zero
+			if g < G {
+				lo[g] = acc[p][g].AsY().(reg.VecVirtual)
+				hi[g] = c.YMM()
+				c.VEXTRACTF64X4(Imm(1), acc[p][g], hi[g])
+			}
+		}
+		c.VMOVUPS(reduce8Z(c, lo), Mem{Base: op, Disp: 64 * p})
+		c.VMOVUPS(reduce8Z(c, hi), Mem{Base: op, Disp: 64*p + 32})
+	}
+	c.ADDQ(U32(128), op)
+	c.LEAQ(Mem{Base: kp, Index: st, Scale: 4}, kp)
+	c.DECQ(n)
+	c.JNZ(LabelRef(name + "_rows"))
+	c.Label(name + "_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// reduce8Z is reduce8 in instructions that have EVEX forms (registers 16
+// to 31): VSHUFF64X2 for VPERM2F128, the same lanes added.
+func reduce8Z(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
+	var s [4]reg.VecVirtual
+	for i := range s {
+		lo, hi := c.YMM(), c.YMM()
+		c.VSHUFF64X2(Imm(0), a[i+4], a[i], lo) // a[i].lo, a[i+4].lo
+		c.VSHUFF64X2(Imm(3), a[i+4], a[i], hi) // a[i].hi, a[i+4].hi
+		c.VADDPS(hi, lo, lo)
+		s[i] = lo
+	}
+	pair := func(x, y reg.VecVirtual, even, odd uint64) reg.VecVirtual {
+		e, o := c.YMM(), c.YMM()
+		c.VSHUFPS(Imm(even), y, x, e)
+		c.VSHUFPS(Imm(odd), y, x, o)
+		c.VADDPS(o, e, e)
+		return e
+	}
+	x := pair(s[0], s[1], 0x44, 0xEE)
+	y := pair(s[2], s[3], 0x44, 0xEE)
+	return pair(x, y, 0x88, 0xDD)
+}
+
+// axpyRowsGZ emits func name(acc []float32, as, d int, w []float32, v,
+// stride) as axpyRowsG with sixteen elements of a head per ZMM, d a
+// positive multiple of 16, each weight a broadcast operand of its FMAs.
+func axpyRowsGZ(c *build.Context, name, kt string, G int, f16 bool) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(fmt.Sprintf("func(acc []float32, as, d int, w []float32, v []%s, stride int)", kt))
+	c.Doc(fmt.Sprintf("%s adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < %d and every", name, G),
+		"j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.")
+	ap := c.Load(c.Param("acc").Base(), c.GP64())
+	a3, as, as3 := headBases(c, "as", ap)
+	nch := c.Load(c.Param("d"), c.GP64())
+	c.SHRQ(Imm(4), nch)
+	wp0 := c.Load(c.Param("w").Base(), c.GP64())
+	n0 := c.Load(c.Param("w").Len(), c.GP64())
+	c.SHRQ(Imm(3), n0)
+	vp0 := c.Load(c.Param("v").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	unit := 64
+	if f16 {
+		c.SHLQ(Imm(1), st)
+		unit = 32
+	} else {
+		c.SHLQ(Imm(2), st)
+	}
+	blk := min(4, 30/(G+1))
+	c.TESTQ(n0, n0)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_chunk")
+	c.TESTQ(nch, nch)
+	c.JZ(LabelRef(name + "_done"))
+	pass := func(label string, nv int) {
+		r := make([][]reg.VecVirtual, G)
+		for g := range r {
+			r[g] = make([]reg.VecVirtual, nv)
+			for k := range r[g] {
+				r[g][k] = c.ZMM()
+				c.VMOVUPS(headMem(ap, a3, as, as3, g, 64*k), r[g][k])
+			}
+		}
+		n, wp, vp := c.GP64(), c.GP64(), c.GP64()
+		c.MOVQ(n0, n)
+		c.MOVQ(wp0, wp)
+		c.MOVQ(vp0, vp)
+		c.Label(label)
+		kv := make([]reg.VecVirtual, nv)
+		for k := range kv {
+			kv[k] = c.ZMM()
+			if f16 {
+				c.VCVTPH2PS(Mem{Base: vp, Disp: unit * k}, kv[k])
+			} else {
+				c.VMOVUPS(Mem{Base: vp, Disp: unit * k}, kv[k])
+			}
+		}
+		for g := range r {
+			for k := range kv {
+				c.VFMADD231PS_BCST(Mem{Base: wp, Disp: 4 * g}, kv[k], r[g][k])
+			}
+		}
+		c.ADDQ(U32(32), wp)
+		c.ADDQ(st, vp)
+		c.DECQ(n)
+		c.JNZ(LabelRef(label))
+		for g := range r {
+			for k := range r[g] {
+				c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, 64*k))
+			}
+		}
+		c.ADDQ(U32(uint64(64*nv)), ap)
+		c.ADDQ(U32(uint64(64*nv)), a3)
+		c.ADDQ(U32(uint64(unit*nv)), vp0)
+		c.SUBQ(Imm(uint64(nv)), nch)
+		c.JMP(LabelRef(name + "_chunk"))
+	}
+	if blk > 1 {
+		c.CMPQ(nch, Imm(uint64(blk)))
+		c.JL(LabelRef(name + "_small"))
+		pass(name+"_rows", blk)
+		c.Label(name + "_small")
+	}
+	pass(name+"_row1", 1)
+	c.Label(name + "_done")
+	c.VZEROUPPER()
+	c.RET()
 }
