@@ -678,97 +678,53 @@ scoresF16G1AVX512_col:
 	ADDQ            $0x00000010, R13
 	DECQ            R10
 	JNZ             scoresF16G1AVX512_col
-	VPXORD          Y7, Y7, Y7
-	VEXTRACTF64X4   $0x01, Z0, Y2
-	VSHUFF64X2      $0x00, Y7, Y0, Y4
-	VSHUFF64X2      $0x03, Y7, Y0, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y7, Y7, Y6
-	VSHUFF64X2      $0x03, Y7, Y7, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y7, Y8
-	VSHUFF64X2      $0x03, Y7, Y7, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFF64X2      $0x00, Y7, Y7, Y9
-	VSHUFF64X2      $0x03, Y7, Y7, Y10
-	VADDPS          Y10, Y9, Y9
-	VSHUFPS         $0x44, Y6, Y4, Y10
-	VSHUFPS         $0xee, Y6, Y4, Y4
-	VADDPS          Y4, Y10, Y10
-	VSHUFPS         $0x44, Y9, Y8, Y4
-	VSHUFPS         $0xee, Y9, Y8, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFPS         $0x88, Y4, Y10, Y6
-	VSHUFPS         $0xdd, Y4, Y10, Y4
-	VADDPS          Y4, Y6, Y6
-	VMOVUPS         Y6, (R9)
-	VSHUFF64X2      $0x00, Y7, Y2, Y4
-	VSHUFF64X2      $0x03, Y7, Y2, Y2
-	VADDPS          Y2, Y4, Y4
-	VSHUFF64X2      $0x00, Y7, Y7, Y2
-	VSHUFF64X2      $0x03, Y7, Y7, Y6
-	VADDPS          Y6, Y2, Y2
-	VSHUFF64X2      $0x00, Y7, Y7, Y6
-	VSHUFF64X2      $0x03, Y7, Y7, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y7, Y8
-	VSHUFF64X2      $0x03, Y7, Y7, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFPS         $0x44, Y2, Y4, Y9
-	VSHUFPS         $0xee, Y2, Y4, Y2
-	VADDPS          Y2, Y9, Y9
-	VSHUFPS         $0x44, Y8, Y6, Y2
-	VSHUFPS         $0xee, Y8, Y6, Y4
-	VADDPS          Y4, Y2, Y2
-	VSHUFPS         $0x88, Y2, Y9, Y4
-	VSHUFPS         $0xdd, Y2, Y9, Y2
-	VADDPS          Y2, Y4, Y4
-	VMOVUPS         Y4, 32(R9)
-	VEXTRACTF64X4   $0x01, Z1, Y2
-	VSHUFF64X2      $0x00, Y7, Y1, Y4
-	VSHUFF64X2      $0x03, Y7, Y1, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y7, Y7, Y6
-	VSHUFF64X2      $0x03, Y7, Y7, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y7, Y8
-	VSHUFF64X2      $0x03, Y7, Y7, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFF64X2      $0x00, Y7, Y7, Y9
-	VSHUFF64X2      $0x03, Y7, Y7, Y10
-	VADDPS          Y10, Y9, Y9
-	VSHUFPS         $0x44, Y6, Y4, Y10
-	VSHUFPS         $0xee, Y6, Y4, Y4
-	VADDPS          Y4, Y10, Y10
-	VSHUFPS         $0x44, Y9, Y8, Y4
-	VSHUFPS         $0xee, Y9, Y8, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFPS         $0x88, Y4, Y10, Y6
-	VSHUFPS         $0xdd, Y4, Y10, Y4
-	VADDPS          Y4, Y6, Y6
-	VMOVUPS         Y6, 64(R9)
-	VSHUFF64X2      $0x00, Y7, Y2, Y4
-	VSHUFF64X2      $0x03, Y7, Y2, Y2
-	VADDPS          Y2, Y4, Y4
-	VSHUFF64X2      $0x00, Y7, Y7, Y2
-	VSHUFF64X2      $0x03, Y7, Y7, Y6
-	VADDPS          Y6, Y2, Y2
-	VSHUFF64X2      $0x00, Y7, Y7, Y6
-	VSHUFF64X2      $0x03, Y7, Y7, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y7, Y8
-	VSHUFF64X2      $0x03, Y7, Y7, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFPS         $0x44, Y2, Y4, Y9
-	VSHUFPS         $0xee, Y2, Y4, Y2
-	VADDPS          Y2, Y9, Y9
-	VSHUFPS         $0x44, Y8, Y6, Y2
-	VSHUFPS         $0xee, Y8, Y6, Y4
-	VADDPS          Y4, Y2, Y2
-	VSHUFPS         $0x88, Y2, Y9, Y4
-	VSHUFPS         $0xdd, Y2, Y9, Y2
-	VADDPS          Y2, Y4, Y4
-	VMOVUPS         Y4, 96(R9)
+	VPXORD          Z7, Z7, Z7
+	VSHUFF64X2      $0x88, Z7, Z0, Z2
+	VSHUFF64X2      $0xdd, Z7, Z0, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFF64X2      $0x88, Z7, Z7, Z4
+	VSHUFF64X2      $0xdd, Z7, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z7, Z7, Z6
+	VSHUFF64X2      $0xdd, Z7, Z7, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z7, Z8
+	VSHUFF64X2      $0xdd, Z7, Z7, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z4, Z2, Z9
+	VSHUFPS         $0xee, Z4, Z2, Z2
+	VADDPS          Z2, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z6, Z2
+	VSHUFPS         $0xee, Z8, Z6, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFPS         $0x88, Z2, Z9, Z4
+	VSHUFPS         $0xdd, Z2, Z9, Z2
+	VADDPS          Z2, Z4, Z4
+	VSHUFF64X2      $0xd8, Z4, Z4, Z4
+	VMOVUPS         Z4, (R9)
+	VSHUFF64X2      $0x88, Z7, Z1, Z2
+	VSHUFF64X2      $0xdd, Z7, Z1, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFF64X2      $0x88, Z7, Z7, Z4
+	VSHUFF64X2      $0xdd, Z7, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z7, Z7, Z6
+	VSHUFF64X2      $0xdd, Z7, Z7, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z7, Z8
+	VSHUFF64X2      $0xdd, Z7, Z7, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z4, Z2, Z9
+	VSHUFPS         $0xee, Z4, Z2, Z2
+	VADDPS          Z2, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z6, Z2
+	VSHUFPS         $0xee, Z8, Z6, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFPS         $0x88, Z2, Z9, Z4
+	VSHUFPS         $0xdd, Z2, Z9, Z2
+	VADDPS          Z2, Z4, Z4
+	VSHUFF64X2      $0xd8, Z4, Z4, Z4
+	VMOVUPS         Z4, 64(R9)
 	ADDQ            $0x00000080, R9
 	LEAQ            (BX)(SI*4), BX
 	DECQ            R8
@@ -858,7 +814,7 @@ axpyRowsF16G1AVX512_done:
 	RET
 
 // func scoresF32G1AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G1AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -896,97 +852,53 @@ scoresF32G1AVX512_col:
 	ADDQ            $0x00000020, R13
 	DECQ            R10
 	JNZ             scoresF32G1AVX512_col
-	VPXORD          Y5, Y5, Y5
-	VEXTRACTF64X4   $0x01, Z0, Y2
-	VSHUFF64X2      $0x00, Y5, Y0, Y3
-	VSHUFF64X2      $0x03, Y5, Y0, Y4
-	VADDPS          Y4, Y3, Y3
-	VSHUFF64X2      $0x00, Y5, Y5, Y4
-	VSHUFF64X2      $0x03, Y5, Y5, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y5, Y5, Y6
-	VSHUFF64X2      $0x03, Y5, Y5, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFF64X2      $0x00, Y5, Y5, Y7
-	VSHUFF64X2      $0x03, Y5, Y5, Y8
-	VADDPS          Y8, Y7, Y7
-	VSHUFPS         $0x44, Y4, Y3, Y8
-	VSHUFPS         $0xee, Y4, Y3, Y3
-	VADDPS          Y3, Y8, Y8
-	VSHUFPS         $0x44, Y7, Y6, Y3
-	VSHUFPS         $0xee, Y7, Y6, Y4
-	VADDPS          Y4, Y3, Y3
-	VSHUFPS         $0x88, Y3, Y8, Y4
-	VSHUFPS         $0xdd, Y3, Y8, Y3
-	VADDPS          Y3, Y4, Y4
-	VMOVUPS         Y4, (R9)
-	VSHUFF64X2      $0x00, Y5, Y2, Y3
-	VSHUFF64X2      $0x03, Y5, Y2, Y2
-	VADDPS          Y2, Y3, Y3
-	VSHUFF64X2      $0x00, Y5, Y5, Y2
-	VSHUFF64X2      $0x03, Y5, Y5, Y4
-	VADDPS          Y4, Y2, Y2
-	VSHUFF64X2      $0x00, Y5, Y5, Y4
-	VSHUFF64X2      $0x03, Y5, Y5, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y5, Y5, Y6
-	VSHUFF64X2      $0x03, Y5, Y5, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFPS         $0x44, Y2, Y3, Y7
-	VSHUFPS         $0xee, Y2, Y3, Y2
-	VADDPS          Y2, Y7, Y7
-	VSHUFPS         $0x44, Y6, Y4, Y2
-	VSHUFPS         $0xee, Y6, Y4, Y3
-	VADDPS          Y3, Y2, Y2
-	VSHUFPS         $0x88, Y2, Y7, Y3
-	VSHUFPS         $0xdd, Y2, Y7, Y2
-	VADDPS          Y2, Y3, Y3
-	VMOVUPS         Y3, 32(R9)
-	VEXTRACTF64X4   $0x01, Z1, Y2
-	VSHUFF64X2      $0x00, Y5, Y1, Y3
-	VSHUFF64X2      $0x03, Y5, Y1, Y4
-	VADDPS          Y4, Y3, Y3
-	VSHUFF64X2      $0x00, Y5, Y5, Y4
-	VSHUFF64X2      $0x03, Y5, Y5, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y5, Y5, Y6
-	VSHUFF64X2      $0x03, Y5, Y5, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFF64X2      $0x00, Y5, Y5, Y7
-	VSHUFF64X2      $0x03, Y5, Y5, Y8
-	VADDPS          Y8, Y7, Y7
-	VSHUFPS         $0x44, Y4, Y3, Y8
-	VSHUFPS         $0xee, Y4, Y3, Y3
-	VADDPS          Y3, Y8, Y8
-	VSHUFPS         $0x44, Y7, Y6, Y3
-	VSHUFPS         $0xee, Y7, Y6, Y4
-	VADDPS          Y4, Y3, Y3
-	VSHUFPS         $0x88, Y3, Y8, Y4
-	VSHUFPS         $0xdd, Y3, Y8, Y3
-	VADDPS          Y3, Y4, Y4
-	VMOVUPS         Y4, 64(R9)
-	VSHUFF64X2      $0x00, Y5, Y2, Y3
-	VSHUFF64X2      $0x03, Y5, Y2, Y2
-	VADDPS          Y2, Y3, Y3
-	VSHUFF64X2      $0x00, Y5, Y5, Y2
-	VSHUFF64X2      $0x03, Y5, Y5, Y4
-	VADDPS          Y4, Y2, Y2
-	VSHUFF64X2      $0x00, Y5, Y5, Y4
-	VSHUFF64X2      $0x03, Y5, Y5, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y5, Y5, Y6
-	VSHUFF64X2      $0x03, Y5, Y5, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFPS         $0x44, Y2, Y3, Y7
-	VSHUFPS         $0xee, Y2, Y3, Y2
-	VADDPS          Y2, Y7, Y7
-	VSHUFPS         $0x44, Y6, Y4, Y2
-	VSHUFPS         $0xee, Y6, Y4, Y3
-	VADDPS          Y3, Y2, Y2
-	VSHUFPS         $0x88, Y2, Y7, Y3
-	VSHUFPS         $0xdd, Y2, Y7, Y2
-	VADDPS          Y2, Y3, Y3
-	VMOVUPS         Y3, 96(R9)
+	VPXORD          Z5, Z5, Z5
+	VSHUFF64X2      $0x88, Z5, Z0, Z4
+	VSHUFF64X2      $0xdd, Z5, Z0, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z5, Z5, Z6
+	VSHUFF64X2      $0xdd, Z5, Z5, Z7
+	VADDPS          Z7, Z6, Z6
+	VSHUFF64X2      $0x88, Z5, Z5, Z7
+	VSHUFF64X2      $0xdd, Z5, Z5, Z8
+	VADDPS          Z8, Z7, Z7
+	VSHUFF64X2      $0x88, Z5, Z5, Z8
+	VSHUFF64X2      $0xdd, Z5, Z5, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z6, Z4, Z9
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z7, Z4
+	VSHUFPS         $0xee, Z8, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z9, Z6
+	VSHUFPS         $0xdd, Z4, Z9, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, (R9)
+	VSHUFF64X2      $0x88, Z5, Z1, Z4
+	VSHUFF64X2      $0xdd, Z5, Z1, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z5, Z5, Z6
+	VSHUFF64X2      $0xdd, Z5, Z5, Z7
+	VADDPS          Z7, Z6, Z6
+	VSHUFF64X2      $0x88, Z5, Z5, Z7
+	VSHUFF64X2      $0xdd, Z5, Z5, Z8
+	VADDPS          Z8, Z7, Z7
+	VSHUFF64X2      $0x88, Z5, Z5, Z8
+	VSHUFF64X2      $0xdd, Z5, Z5, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z6, Z4, Z9
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z7, Z4
+	VSHUFPS         $0xee, Z8, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z9, Z6
+	VSHUFPS         $0xdd, Z4, Z9, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, 64(R9)
 	ADDQ            $0x00000080, R9
 	LEAQ            (BX)(SI*4), BX
 	DECQ            R8
@@ -1463,99 +1375,53 @@ scoresF16G2AVX512_col:
 	ADDQ            $0x00000010, R14
 	DECQ            R11
 	JNZ             scoresF16G2AVX512_col
-	VPXORD          Y9, Y9, Y9
-	VEXTRACTF64X4   $0x01, Z0, Y4
-	VEXTRACTF64X4   $0x01, Z1, Y6
-	VSHUFF64X2      $0x00, Y9, Y0, Y8
-	VSHUFF64X2      $0x03, Y9, Y0, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFF64X2      $0x00, Y9, Y1, Y10
-	VSHUFF64X2      $0x03, Y9, Y1, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFF64X2      $0x00, Y9, Y9, Y11
-	VSHUFF64X2      $0x03, Y9, Y9, Y12
-	VADDPS          Y12, Y11, Y11
-	VSHUFF64X2      $0x00, Y9, Y9, Y12
-	VSHUFF64X2      $0x03, Y9, Y9, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFPS         $0x44, Y10, Y8, Y13
-	VSHUFPS         $0xee, Y10, Y8, Y8
-	VADDPS          Y8, Y13, Y13
-	VSHUFPS         $0x44, Y12, Y11, Y8
-	VSHUFPS         $0xee, Y12, Y11, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFPS         $0x88, Y8, Y13, Y10
-	VSHUFPS         $0xdd, Y8, Y13, Y8
-	VADDPS          Y8, Y10, Y10
-	VMOVUPS         Y10, (R10)
-	VSHUFF64X2      $0x00, Y9, Y4, Y8
-	VSHUFF64X2      $0x03, Y9, Y4, Y4
-	VADDPS          Y4, Y8, Y8
-	VSHUFF64X2      $0x00, Y9, Y6, Y4
-	VSHUFF64X2      $0x03, Y9, Y6, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y9, Y9, Y6
-	VSHUFF64X2      $0x03, Y9, Y9, Y10
-	VADDPS          Y10, Y6, Y6
-	VSHUFF64X2      $0x00, Y9, Y9, Y10
-	VSHUFF64X2      $0x03, Y9, Y9, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x44, Y4, Y8, Y11
-	VSHUFPS         $0xee, Y4, Y8, Y4
-	VADDPS          Y4, Y11, Y11
-	VSHUFPS         $0x44, Y10, Y6, Y4
-	VSHUFPS         $0xee, Y10, Y6, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFPS         $0x88, Y4, Y11, Y6
-	VSHUFPS         $0xdd, Y4, Y11, Y4
-	VADDPS          Y4, Y6, Y6
-	VMOVUPS         Y6, 32(R10)
-	VEXTRACTF64X4   $0x01, Z2, Y4
-	VEXTRACTF64X4   $0x01, Z3, Y6
-	VSHUFF64X2      $0x00, Y9, Y2, Y8
-	VSHUFF64X2      $0x03, Y9, Y2, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFF64X2      $0x00, Y9, Y3, Y10
-	VSHUFF64X2      $0x03, Y9, Y3, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFF64X2      $0x00, Y9, Y9, Y11
-	VSHUFF64X2      $0x03, Y9, Y9, Y12
-	VADDPS          Y12, Y11, Y11
-	VSHUFF64X2      $0x00, Y9, Y9, Y12
-	VSHUFF64X2      $0x03, Y9, Y9, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFPS         $0x44, Y10, Y8, Y13
-	VSHUFPS         $0xee, Y10, Y8, Y8
-	VADDPS          Y8, Y13, Y13
-	VSHUFPS         $0x44, Y12, Y11, Y8
-	VSHUFPS         $0xee, Y12, Y11, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFPS         $0x88, Y8, Y13, Y10
-	VSHUFPS         $0xdd, Y8, Y13, Y8
-	VADDPS          Y8, Y10, Y10
-	VMOVUPS         Y10, 64(R10)
-	VSHUFF64X2      $0x00, Y9, Y4, Y8
-	VSHUFF64X2      $0x03, Y9, Y4, Y4
-	VADDPS          Y4, Y8, Y8
-	VSHUFF64X2      $0x00, Y9, Y6, Y4
-	VSHUFF64X2      $0x03, Y9, Y6, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFF64X2      $0x00, Y9, Y9, Y6
-	VSHUFF64X2      $0x03, Y9, Y9, Y10
-	VADDPS          Y10, Y6, Y6
-	VSHUFF64X2      $0x00, Y9, Y9, Y10
-	VSHUFF64X2      $0x03, Y9, Y9, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x44, Y4, Y8, Y11
-	VSHUFPS         $0xee, Y4, Y8, Y4
-	VADDPS          Y4, Y11, Y11
-	VSHUFPS         $0x44, Y10, Y6, Y4
-	VSHUFPS         $0xee, Y10, Y6, Y6
-	VADDPS          Y6, Y4, Y4
-	VSHUFPS         $0x88, Y4, Y11, Y6
-	VSHUFPS         $0xdd, Y4, Y11, Y4
-	VADDPS          Y4, Y6, Y6
-	VMOVUPS         Y6, 96(R10)
+	VPXORD          Z9, Z9, Z9
+	VSHUFF64X2      $0x88, Z9, Z0, Z4
+	VSHUFF64X2      $0xdd, Z9, Z0, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z9, Z1, Z6
+	VSHUFF64X2      $0xdd, Z9, Z1, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z9, Z9, Z8
+	VSHUFF64X2      $0xdd, Z9, Z9, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z9, Z10
+	VSHUFF64X2      $0xdd, Z9, Z9, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z6, Z4, Z11
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z8, Z4
+	VSHUFPS         $0xee, Z10, Z8, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z11, Z6
+	VSHUFPS         $0xdd, Z4, Z11, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, (R10)
+	VSHUFF64X2      $0x88, Z9, Z2, Z4
+	VSHUFF64X2      $0xdd, Z9, Z2, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z9, Z3, Z6
+	VSHUFF64X2      $0xdd, Z9, Z3, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z9, Z9, Z8
+	VSHUFF64X2      $0xdd, Z9, Z9, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z9, Z10
+	VSHUFF64X2      $0xdd, Z9, Z9, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z6, Z4, Z11
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z8, Z4
+	VSHUFPS         $0xee, Z10, Z8, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z11, Z6
+	VSHUFPS         $0xdd, Z4, Z11, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -1660,7 +1526,7 @@ axpyRowsF16G2AVX512_done:
 	RET
 
 // func scoresF32G2AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G2AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -1703,99 +1569,53 @@ scoresF32G2AVX512_col:
 	ADDQ            $0x00000020, R14
 	DECQ            R11
 	JNZ             scoresF32G2AVX512_col
-	VPXORD          Y7, Y7, Y7
-	VEXTRACTF64X4   $0x01, Z0, Y4
-	VEXTRACTF64X4   $0x01, Z1, Y5
-	VSHUFF64X2      $0x00, Y7, Y0, Y6
-	VSHUFF64X2      $0x03, Y7, Y0, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y1, Y8
-	VSHUFF64X2      $0x03, Y7, Y1, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFF64X2      $0x00, Y7, Y7, Y9
-	VSHUFF64X2      $0x03, Y7, Y7, Y10
-	VADDPS          Y10, Y9, Y9
-	VSHUFF64X2      $0x00, Y7, Y7, Y10
-	VSHUFF64X2      $0x03, Y7, Y7, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x44, Y8, Y6, Y11
-	VSHUFPS         $0xee, Y8, Y6, Y6
-	VADDPS          Y6, Y11, Y11
-	VSHUFPS         $0x44, Y10, Y9, Y6
-	VSHUFPS         $0xee, Y10, Y9, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFPS         $0x88, Y6, Y11, Y8
-	VSHUFPS         $0xdd, Y6, Y11, Y6
-	VADDPS          Y6, Y8, Y8
-	VMOVUPS         Y8, (R10)
-	VSHUFF64X2      $0x00, Y7, Y4, Y6
-	VSHUFF64X2      $0x03, Y7, Y4, Y4
-	VADDPS          Y4, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y5, Y4
-	VSHUFF64X2      $0x03, Y7, Y5, Y5
-	VADDPS          Y5, Y4, Y4
-	VSHUFF64X2      $0x00, Y7, Y7, Y5
-	VSHUFF64X2      $0x03, Y7, Y7, Y8
-	VADDPS          Y8, Y5, Y5
-	VSHUFF64X2      $0x00, Y7, Y7, Y8
-	VSHUFF64X2      $0x03, Y7, Y7, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFPS         $0x44, Y4, Y6, Y9
-	VSHUFPS         $0xee, Y4, Y6, Y4
-	VADDPS          Y4, Y9, Y9
-	VSHUFPS         $0x44, Y8, Y5, Y4
-	VSHUFPS         $0xee, Y8, Y5, Y5
-	VADDPS          Y5, Y4, Y4
-	VSHUFPS         $0x88, Y4, Y9, Y5
-	VSHUFPS         $0xdd, Y4, Y9, Y4
-	VADDPS          Y4, Y5, Y5
-	VMOVUPS         Y5, 32(R10)
-	VEXTRACTF64X4   $0x01, Z2, Y4
-	VEXTRACTF64X4   $0x01, Z3, Y5
-	VSHUFF64X2      $0x00, Y7, Y2, Y6
-	VSHUFF64X2      $0x03, Y7, Y2, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y3, Y8
-	VSHUFF64X2      $0x03, Y7, Y3, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFF64X2      $0x00, Y7, Y7, Y9
-	VSHUFF64X2      $0x03, Y7, Y7, Y10
-	VADDPS          Y10, Y9, Y9
-	VSHUFF64X2      $0x00, Y7, Y7, Y10
-	VSHUFF64X2      $0x03, Y7, Y7, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x44, Y8, Y6, Y11
-	VSHUFPS         $0xee, Y8, Y6, Y6
-	VADDPS          Y6, Y11, Y11
-	VSHUFPS         $0x44, Y10, Y9, Y6
-	VSHUFPS         $0xee, Y10, Y9, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFPS         $0x88, Y6, Y11, Y8
-	VSHUFPS         $0xdd, Y6, Y11, Y6
-	VADDPS          Y6, Y8, Y8
-	VMOVUPS         Y8, 64(R10)
-	VSHUFF64X2      $0x00, Y7, Y4, Y6
-	VSHUFF64X2      $0x03, Y7, Y4, Y4
-	VADDPS          Y4, Y6, Y6
-	VSHUFF64X2      $0x00, Y7, Y5, Y4
-	VSHUFF64X2      $0x03, Y7, Y5, Y5
-	VADDPS          Y5, Y4, Y4
-	VSHUFF64X2      $0x00, Y7, Y7, Y5
-	VSHUFF64X2      $0x03, Y7, Y7, Y8
-	VADDPS          Y8, Y5, Y5
-	VSHUFF64X2      $0x00, Y7, Y7, Y8
-	VSHUFF64X2      $0x03, Y7, Y7, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFPS         $0x44, Y4, Y6, Y9
-	VSHUFPS         $0xee, Y4, Y6, Y4
-	VADDPS          Y4, Y9, Y9
-	VSHUFPS         $0x44, Y8, Y5, Y4
-	VSHUFPS         $0xee, Y8, Y5, Y5
-	VADDPS          Y5, Y4, Y4
-	VSHUFPS         $0x88, Y4, Y9, Y5
-	VSHUFPS         $0xdd, Y4, Y9, Y4
-	VADDPS          Y4, Y5, Y5
-	VMOVUPS         Y5, 96(R10)
+	VPXORD          Z7, Z7, Z7
+	VSHUFF64X2      $0x88, Z7, Z0, Z6
+	VSHUFF64X2      $0xdd, Z7, Z0, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z1, Z8
+	VSHUFF64X2      $0xdd, Z7, Z1, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFF64X2      $0x88, Z7, Z7, Z9
+	VSHUFF64X2      $0xdd, Z7, Z7, Z10
+	VADDPS          Z10, Z9, Z9
+	VSHUFF64X2      $0x88, Z7, Z7, Z10
+	VSHUFF64X2      $0xdd, Z7, Z7, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z8, Z6, Z11
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z9, Z6
+	VSHUFPS         $0xee, Z10, Z9, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z11, Z8
+	VSHUFPS         $0xdd, Z6, Z11, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, (R10)
+	VSHUFF64X2      $0x88, Z7, Z2, Z6
+	VSHUFF64X2      $0xdd, Z7, Z2, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z3, Z8
+	VSHUFF64X2      $0xdd, Z7, Z3, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFF64X2      $0x88, Z7, Z7, Z9
+	VSHUFF64X2      $0xdd, Z7, Z7, Z10
+	VADDPS          Z10, Z9, Z9
+	VSHUFF64X2      $0x88, Z7, Z7, Z10
+	VSHUFF64X2      $0xdd, Z7, Z7, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z8, Z6, Z11
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z9, Z6
+	VSHUFPS         $0xee, Z10, Z9, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z11, Z8
+	VSHUFPS         $0xdd, Z6, Z11, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -2308,101 +2128,53 @@ scoresF16G3AVX512_col:
 	ADDQ            $0x00000010, R14
 	DECQ            R11
 	JNZ             scoresF16G3AVX512_col
-	VPXORD          Y11, Y11, Y11
-	VEXTRACTF64X4   $0x01, Z0, Y6
-	VEXTRACTF64X4   $0x01, Z1, Y8
-	VEXTRACTF64X4   $0x01, Z2, Y10
-	VSHUFF64X2      $0x00, Y11, Y0, Y12
-	VSHUFF64X2      $0x03, Y11, Y0, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFF64X2      $0x00, Y11, Y1, Y13
-	VSHUFF64X2      $0x03, Y11, Y1, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFF64X2      $0x00, Y11, Y2, Y14
-	VSHUFF64X2      $0x03, Y11, Y2, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFF64X2      $0x00, Y11, Y11, Y15
-	VSHUFF64X2      $0x03, Y11, Y11, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFPS         $0x44, Y13, Y12, Y16
-	VSHUFPS         $0xee, Y13, Y12, Y12
-	VADDPS          Y12, Y16, Y16
-	VSHUFPS         $0x44, Y15, Y14, Y12
-	VSHUFPS         $0xee, Y15, Y14, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFPS         $0x88, Y12, Y16, Y13
-	VSHUFPS         $0xdd, Y12, Y16, Y12
-	VADDPS          Y12, Y13, Y13
-	VMOVUPS         Y13, (R10)
-	VSHUFF64X2      $0x00, Y11, Y6, Y12
-	VSHUFF64X2      $0x03, Y11, Y6, Y6
-	VADDPS          Y6, Y12, Y12
-	VSHUFF64X2      $0x00, Y11, Y8, Y6
-	VSHUFF64X2      $0x03, Y11, Y8, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y11, Y10, Y8
-	VSHUFF64X2      $0x03, Y11, Y10, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFF64X2      $0x00, Y11, Y11, Y10
-	VSHUFF64X2      $0x03, Y11, Y11, Y13
-	VADDPS          Y13, Y10, Y10
-	VSHUFPS         $0x44, Y6, Y12, Y13
-	VSHUFPS         $0xee, Y6, Y12, Y6
-	VADDPS          Y6, Y13, Y13
-	VSHUFPS         $0x44, Y10, Y8, Y6
-	VSHUFPS         $0xee, Y10, Y8, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFPS         $0x88, Y6, Y13, Y8
-	VSHUFPS         $0xdd, Y6, Y13, Y6
-	VADDPS          Y6, Y8, Y8
-	VMOVUPS         Y8, 32(R10)
-	VEXTRACTF64X4   $0x01, Z3, Y6
-	VEXTRACTF64X4   $0x01, Z4, Y8
-	VEXTRACTF64X4   $0x01, Z5, Y10
-	VSHUFF64X2      $0x00, Y11, Y3, Y12
-	VSHUFF64X2      $0x03, Y11, Y3, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFF64X2      $0x00, Y11, Y4, Y13
-	VSHUFF64X2      $0x03, Y11, Y4, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFF64X2      $0x00, Y11, Y5, Y14
-	VSHUFF64X2      $0x03, Y11, Y5, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFF64X2      $0x00, Y11, Y11, Y15
-	VSHUFF64X2      $0x03, Y11, Y11, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFPS         $0x44, Y13, Y12, Y16
-	VSHUFPS         $0xee, Y13, Y12, Y12
-	VADDPS          Y12, Y16, Y16
-	VSHUFPS         $0x44, Y15, Y14, Y12
-	VSHUFPS         $0xee, Y15, Y14, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFPS         $0x88, Y12, Y16, Y13
-	VSHUFPS         $0xdd, Y12, Y16, Y12
-	VADDPS          Y12, Y13, Y13
-	VMOVUPS         Y13, 64(R10)
-	VSHUFF64X2      $0x00, Y11, Y6, Y12
-	VSHUFF64X2      $0x03, Y11, Y6, Y6
-	VADDPS          Y6, Y12, Y12
-	VSHUFF64X2      $0x00, Y11, Y8, Y6
-	VSHUFF64X2      $0x03, Y11, Y8, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFF64X2      $0x00, Y11, Y10, Y8
-	VSHUFF64X2      $0x03, Y11, Y10, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFF64X2      $0x00, Y11, Y11, Y10
-	VSHUFF64X2      $0x03, Y11, Y11, Y13
-	VADDPS          Y13, Y10, Y10
-	VSHUFPS         $0x44, Y6, Y12, Y13
-	VSHUFPS         $0xee, Y6, Y12, Y6
-	VADDPS          Y6, Y13, Y13
-	VSHUFPS         $0x44, Y10, Y8, Y6
-	VSHUFPS         $0xee, Y10, Y8, Y8
-	VADDPS          Y8, Y6, Y6
-	VSHUFPS         $0x88, Y6, Y13, Y8
-	VSHUFPS         $0xdd, Y6, Y13, Y6
-	VADDPS          Y6, Y8, Y8
-	VMOVUPS         Y8, 96(R10)
+	VPXORD          Z11, Z11, Z11
+	VSHUFF64X2      $0x88, Z11, Z0, Z6
+	VSHUFF64X2      $0xdd, Z11, Z0, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z11, Z1, Z8
+	VSHUFF64X2      $0xdd, Z11, Z1, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z11, Z2, Z10
+	VSHUFF64X2      $0xdd, Z11, Z2, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z11, Z12
+	VSHUFF64X2      $0xdd, Z11, Z11, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z8, Z6, Z13
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z10, Z6
+	VSHUFPS         $0xee, Z12, Z10, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z13, Z8
+	VSHUFPS         $0xdd, Z6, Z13, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, (R10)
+	VSHUFF64X2      $0x88, Z11, Z3, Z6
+	VSHUFF64X2      $0xdd, Z11, Z3, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z11, Z4, Z8
+	VSHUFF64X2      $0xdd, Z11, Z4, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z11, Z5, Z10
+	VSHUFF64X2      $0xdd, Z11, Z5, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z11, Z12
+	VSHUFF64X2      $0xdd, Z11, Z11, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z8, Z6, Z13
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z10, Z6
+	VSHUFPS         $0xee, Z12, Z10, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z13, Z8
+	VSHUFPS         $0xdd, Z6, Z13, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -2522,7 +2294,7 @@ axpyRowsF16G3AVX512_done:
 	RET
 
 // func scoresF32G3AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G3AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -2570,101 +2342,53 @@ scoresF32G3AVX512_col:
 	ADDQ            $0x00000020, R14
 	DECQ            R11
 	JNZ             scoresF32G3AVX512_col
-	VPXORD          Y9, Y9, Y9
-	VEXTRACTF64X4   $0x01, Z0, Y6
-	VEXTRACTF64X4   $0x01, Z1, Y7
-	VEXTRACTF64X4   $0x01, Z2, Y8
-	VSHUFF64X2      $0x00, Y9, Y0, Y10
-	VSHUFF64X2      $0x03, Y9, Y0, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFF64X2      $0x00, Y9, Y1, Y11
-	VSHUFF64X2      $0x03, Y9, Y1, Y12
-	VADDPS          Y12, Y11, Y11
-	VSHUFF64X2      $0x00, Y9, Y2, Y12
-	VSHUFF64X2      $0x03, Y9, Y2, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFF64X2      $0x00, Y9, Y9, Y13
-	VSHUFF64X2      $0x03, Y9, Y9, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFPS         $0x44, Y11, Y10, Y14
-	VSHUFPS         $0xee, Y11, Y10, Y10
-	VADDPS          Y10, Y14, Y14
-	VSHUFPS         $0x44, Y13, Y12, Y10
-	VSHUFPS         $0xee, Y13, Y12, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x88, Y10, Y14, Y11
-	VSHUFPS         $0xdd, Y10, Y14, Y10
-	VADDPS          Y10, Y11, Y11
-	VMOVUPS         Y11, (R10)
-	VSHUFF64X2      $0x00, Y9, Y6, Y10
-	VSHUFF64X2      $0x03, Y9, Y6, Y6
-	VADDPS          Y6, Y10, Y10
-	VSHUFF64X2      $0x00, Y9, Y7, Y6
-	VSHUFF64X2      $0x03, Y9, Y7, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFF64X2      $0x00, Y9, Y8, Y7
-	VSHUFF64X2      $0x03, Y9, Y8, Y8
-	VADDPS          Y8, Y7, Y7
-	VSHUFF64X2      $0x00, Y9, Y9, Y8
-	VSHUFF64X2      $0x03, Y9, Y9, Y11
-	VADDPS          Y11, Y8, Y8
-	VSHUFPS         $0x44, Y6, Y10, Y11
-	VSHUFPS         $0xee, Y6, Y10, Y6
-	VADDPS          Y6, Y11, Y11
-	VSHUFPS         $0x44, Y8, Y7, Y6
-	VSHUFPS         $0xee, Y8, Y7, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFPS         $0x88, Y6, Y11, Y7
-	VSHUFPS         $0xdd, Y6, Y11, Y6
-	VADDPS          Y6, Y7, Y7
-	VMOVUPS         Y7, 32(R10)
-	VEXTRACTF64X4   $0x01, Z3, Y6
-	VEXTRACTF64X4   $0x01, Z4, Y7
-	VEXTRACTF64X4   $0x01, Z5, Y8
-	VSHUFF64X2      $0x00, Y9, Y3, Y10
-	VSHUFF64X2      $0x03, Y9, Y3, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFF64X2      $0x00, Y9, Y4, Y11
-	VSHUFF64X2      $0x03, Y9, Y4, Y12
-	VADDPS          Y12, Y11, Y11
-	VSHUFF64X2      $0x00, Y9, Y5, Y12
-	VSHUFF64X2      $0x03, Y9, Y5, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFF64X2      $0x00, Y9, Y9, Y13
-	VSHUFF64X2      $0x03, Y9, Y9, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFPS         $0x44, Y11, Y10, Y14
-	VSHUFPS         $0xee, Y11, Y10, Y10
-	VADDPS          Y10, Y14, Y14
-	VSHUFPS         $0x44, Y13, Y12, Y10
-	VSHUFPS         $0xee, Y13, Y12, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x88, Y10, Y14, Y11
-	VSHUFPS         $0xdd, Y10, Y14, Y10
-	VADDPS          Y10, Y11, Y11
-	VMOVUPS         Y11, 64(R10)
-	VSHUFF64X2      $0x00, Y9, Y6, Y10
-	VSHUFF64X2      $0x03, Y9, Y6, Y6
-	VADDPS          Y6, Y10, Y10
-	VSHUFF64X2      $0x00, Y9, Y7, Y6
-	VSHUFF64X2      $0x03, Y9, Y7, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFF64X2      $0x00, Y9, Y8, Y7
-	VSHUFF64X2      $0x03, Y9, Y8, Y8
-	VADDPS          Y8, Y7, Y7
-	VSHUFF64X2      $0x00, Y9, Y9, Y8
-	VSHUFF64X2      $0x03, Y9, Y9, Y11
-	VADDPS          Y11, Y8, Y8
-	VSHUFPS         $0x44, Y6, Y10, Y11
-	VSHUFPS         $0xee, Y6, Y10, Y6
-	VADDPS          Y6, Y11, Y11
-	VSHUFPS         $0x44, Y8, Y7, Y6
-	VSHUFPS         $0xee, Y8, Y7, Y7
-	VADDPS          Y7, Y6, Y6
-	VSHUFPS         $0x88, Y6, Y11, Y7
-	VSHUFPS         $0xdd, Y6, Y11, Y6
-	VADDPS          Y6, Y7, Y7
-	VMOVUPS         Y7, 96(R10)
+	VPXORD          Z9, Z9, Z9
+	VSHUFF64X2      $0x88, Z9, Z0, Z8
+	VSHUFF64X2      $0xdd, Z9, Z0, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z1, Z10
+	VSHUFF64X2      $0xdd, Z9, Z1, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFF64X2      $0x88, Z9, Z2, Z11
+	VSHUFF64X2      $0xdd, Z9, Z2, Z12
+	VADDPS          Z12, Z11, Z11
+	VSHUFF64X2      $0x88, Z9, Z9, Z12
+	VSHUFF64X2      $0xdd, Z9, Z9, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z10, Z8, Z13
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z11, Z8
+	VSHUFPS         $0xee, Z12, Z11, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z13, Z10
+	VSHUFPS         $0xdd, Z8, Z13, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, (R10)
+	VSHUFF64X2      $0x88, Z9, Z3, Z8
+	VSHUFF64X2      $0xdd, Z9, Z3, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z4, Z10
+	VSHUFF64X2      $0xdd, Z9, Z4, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFF64X2      $0x88, Z9, Z5, Z11
+	VSHUFF64X2      $0xdd, Z9, Z5, Z12
+	VADDPS          Z12, Z11, Z11
+	VSHUFF64X2      $0x88, Z9, Z9, Z12
+	VSHUFF64X2      $0xdd, Z9, Z9, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z10, Z8, Z13
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z11, Z8
+	VSHUFPS         $0xee, Z12, Z11, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z13, Z10
+	VSHUFPS         $0xdd, Z8, Z13, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -3201,103 +2925,53 @@ scoresF16G4AVX512_col:
 	ADDQ            $0x00000010, R14
 	DECQ            R11
 	JNZ             scoresF16G4AVX512_col
-	VPXORD          Y13, Y13, Y13
-	VEXTRACTF64X4   $0x01, Z0, Y8
-	VEXTRACTF64X4   $0x01, Z1, Y10
-	VEXTRACTF64X4   $0x01, Z2, Y12
-	VEXTRACTF64X4   $0x01, Z3, Y14
-	VSHUFF64X2      $0x00, Y13, Y0, Y15
-	VSHUFF64X2      $0x03, Y13, Y0, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFF64X2      $0x00, Y13, Y1, Y16
-	VSHUFF64X2      $0x03, Y13, Y1, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFF64X2      $0x00, Y13, Y2, Y17
-	VSHUFF64X2      $0x03, Y13, Y2, Y18
-	VADDPS          Y18, Y17, Y17
-	VSHUFF64X2      $0x00, Y13, Y3, Y18
-	VSHUFF64X2      $0x03, Y13, Y3, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y15, Y19
-	VSHUFPS         $0xee, Y16, Y15, Y15
-	VADDPS          Y15, Y19, Y19
-	VSHUFPS         $0x44, Y18, Y17, Y15
-	VSHUFPS         $0xee, Y18, Y17, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFPS         $0x88, Y15, Y19, Y16
-	VSHUFPS         $0xdd, Y15, Y19, Y15
-	VADDPS          Y15, Y16, Y16
-	VMOVUPS         Y16, (R10)
-	VSHUFF64X2      $0x00, Y13, Y8, Y15
-	VSHUFF64X2      $0x03, Y13, Y8, Y8
-	VADDPS          Y8, Y15, Y15
-	VSHUFF64X2      $0x00, Y13, Y10, Y8
-	VSHUFF64X2      $0x03, Y13, Y10, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFF64X2      $0x00, Y13, Y12, Y10
-	VSHUFF64X2      $0x03, Y13, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFF64X2      $0x00, Y13, Y14, Y12
-	VSHUFF64X2      $0x03, Y13, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFPS         $0x44, Y8, Y15, Y14
-	VSHUFPS         $0xee, Y8, Y15, Y8
-	VADDPS          Y8, Y14, Y14
-	VSHUFPS         $0x44, Y12, Y10, Y8
-	VSHUFPS         $0xee, Y12, Y10, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFPS         $0x88, Y8, Y14, Y10
-	VSHUFPS         $0xdd, Y8, Y14, Y8
-	VADDPS          Y8, Y10, Y10
-	VMOVUPS         Y10, 32(R10)
-	VEXTRACTF64X4   $0x01, Z4, Y8
-	VEXTRACTF64X4   $0x01, Z5, Y10
-	VEXTRACTF64X4   $0x01, Z6, Y12
-	VEXTRACTF64X4   $0x01, Z7, Y14
-	VSHUFF64X2      $0x00, Y13, Y4, Y15
-	VSHUFF64X2      $0x03, Y13, Y4, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFF64X2      $0x00, Y13, Y5, Y16
-	VSHUFF64X2      $0x03, Y13, Y5, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFF64X2      $0x00, Y13, Y6, Y17
-	VSHUFF64X2      $0x03, Y13, Y6, Y18
-	VADDPS          Y18, Y17, Y17
-	VSHUFF64X2      $0x00, Y13, Y7, Y18
-	VSHUFF64X2      $0x03, Y13, Y7, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y15, Y19
-	VSHUFPS         $0xee, Y16, Y15, Y15
-	VADDPS          Y15, Y19, Y19
-	VSHUFPS         $0x44, Y18, Y17, Y15
-	VSHUFPS         $0xee, Y18, Y17, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFPS         $0x88, Y15, Y19, Y16
-	VSHUFPS         $0xdd, Y15, Y19, Y15
-	VADDPS          Y15, Y16, Y16
-	VMOVUPS         Y16, 64(R10)
-	VSHUFF64X2      $0x00, Y13, Y8, Y15
-	VSHUFF64X2      $0x03, Y13, Y8, Y8
-	VADDPS          Y8, Y15, Y15
-	VSHUFF64X2      $0x00, Y13, Y10, Y8
-	VSHUFF64X2      $0x03, Y13, Y10, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFF64X2      $0x00, Y13, Y12, Y10
-	VSHUFF64X2      $0x03, Y13, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFF64X2      $0x00, Y13, Y14, Y12
-	VSHUFF64X2      $0x03, Y13, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFPS         $0x44, Y8, Y15, Y14
-	VSHUFPS         $0xee, Y8, Y15, Y8
-	VADDPS          Y8, Y14, Y14
-	VSHUFPS         $0x44, Y12, Y10, Y8
-	VSHUFPS         $0xee, Y12, Y10, Y10
-	VADDPS          Y10, Y8, Y8
-	VSHUFPS         $0x88, Y8, Y14, Y10
-	VSHUFPS         $0xdd, Y8, Y14, Y8
-	VADDPS          Y8, Y10, Y10
-	VMOVUPS         Y10, 96(R10)
+	VPXORD          Z13, Z13, Z13
+	VSHUFF64X2      $0x88, Z13, Z0, Z8
+	VSHUFF64X2      $0xdd, Z13, Z0, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z13, Z1, Z10
+	VSHUFF64X2      $0xdd, Z13, Z1, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z13, Z2, Z12
+	VSHUFF64X2      $0xdd, Z13, Z2, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z3, Z14
+	VSHUFF64X2      $0xdd, Z13, Z3, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z10, Z8, Z15
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z12, Z8
+	VSHUFPS         $0xee, Z14, Z12, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z15, Z10
+	VSHUFPS         $0xdd, Z8, Z15, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, (R10)
+	VSHUFF64X2      $0x88, Z13, Z4, Z8
+	VSHUFF64X2      $0xdd, Z13, Z4, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z13, Z5, Z10
+	VSHUFF64X2      $0xdd, Z13, Z5, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z13, Z6, Z12
+	VSHUFF64X2      $0xdd, Z13, Z6, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z7, Z14
+	VSHUFF64X2      $0xdd, Z13, Z7, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z10, Z8, Z15
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z12, Z8
+	VSHUFPS         $0xee, Z14, Z12, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z15, Z10
+	VSHUFPS         $0xdd, Z8, Z15, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -3432,7 +3106,7 @@ axpyRowsF16G4AVX512_done:
 	RET
 
 // func scoresF32G4AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G4AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -3485,103 +3159,53 @@ scoresF32G4AVX512_col:
 	ADDQ            $0x00000020, R14
 	DECQ            R11
 	JNZ             scoresF32G4AVX512_col
-	VPXORD          Y11, Y11, Y11
-	VEXTRACTF64X4   $0x01, Z0, Y8
-	VEXTRACTF64X4   $0x01, Z1, Y9
-	VEXTRACTF64X4   $0x01, Z2, Y10
-	VEXTRACTF64X4   $0x01, Z3, Y12
-	VSHUFF64X2      $0x00, Y11, Y0, Y13
-	VSHUFF64X2      $0x03, Y11, Y0, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFF64X2      $0x00, Y11, Y1, Y14
-	VSHUFF64X2      $0x03, Y11, Y1, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFF64X2      $0x00, Y11, Y2, Y15
-	VSHUFF64X2      $0x03, Y11, Y2, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFF64X2      $0x00, Y11, Y3, Y16
-	VSHUFF64X2      $0x03, Y11, Y3, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y13, Y17
-	VSHUFPS         $0xee, Y14, Y13, Y13
-	VADDPS          Y13, Y17, Y17
-	VSHUFPS         $0x44, Y16, Y15, Y13
-	VSHUFPS         $0xee, Y16, Y15, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFPS         $0x88, Y13, Y17, Y14
-	VSHUFPS         $0xdd, Y13, Y17, Y13
-	VADDPS          Y13, Y14, Y14
-	VMOVUPS         Y14, (R10)
-	VSHUFF64X2      $0x00, Y11, Y8, Y13
-	VSHUFF64X2      $0x03, Y11, Y8, Y8
-	VADDPS          Y8, Y13, Y13
-	VSHUFF64X2      $0x00, Y11, Y9, Y8
-	VSHUFF64X2      $0x03, Y11, Y9, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFF64X2      $0x00, Y11, Y10, Y9
-	VSHUFF64X2      $0x03, Y11, Y10, Y10
-	VADDPS          Y10, Y9, Y9
-	VSHUFF64X2      $0x00, Y11, Y12, Y10
-	VSHUFF64X2      $0x03, Y11, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFPS         $0x44, Y8, Y13, Y12
-	VSHUFPS         $0xee, Y8, Y13, Y8
-	VADDPS          Y8, Y12, Y12
-	VSHUFPS         $0x44, Y10, Y9, Y8
-	VSHUFPS         $0xee, Y10, Y9, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFPS         $0x88, Y8, Y12, Y9
-	VSHUFPS         $0xdd, Y8, Y12, Y8
-	VADDPS          Y8, Y9, Y9
-	VMOVUPS         Y9, 32(R10)
-	VEXTRACTF64X4   $0x01, Z4, Y8
-	VEXTRACTF64X4   $0x01, Z5, Y9
-	VEXTRACTF64X4   $0x01, Z6, Y10
-	VEXTRACTF64X4   $0x01, Z7, Y12
-	VSHUFF64X2      $0x00, Y11, Y4, Y13
-	VSHUFF64X2      $0x03, Y11, Y4, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFF64X2      $0x00, Y11, Y5, Y14
-	VSHUFF64X2      $0x03, Y11, Y5, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFF64X2      $0x00, Y11, Y6, Y15
-	VSHUFF64X2      $0x03, Y11, Y6, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFF64X2      $0x00, Y11, Y7, Y16
-	VSHUFF64X2      $0x03, Y11, Y7, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y13, Y17
-	VSHUFPS         $0xee, Y14, Y13, Y13
-	VADDPS          Y13, Y17, Y17
-	VSHUFPS         $0x44, Y16, Y15, Y13
-	VSHUFPS         $0xee, Y16, Y15, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFPS         $0x88, Y13, Y17, Y14
-	VSHUFPS         $0xdd, Y13, Y17, Y13
-	VADDPS          Y13, Y14, Y14
-	VMOVUPS         Y14, 64(R10)
-	VSHUFF64X2      $0x00, Y11, Y8, Y13
-	VSHUFF64X2      $0x03, Y11, Y8, Y8
-	VADDPS          Y8, Y13, Y13
-	VSHUFF64X2      $0x00, Y11, Y9, Y8
-	VSHUFF64X2      $0x03, Y11, Y9, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFF64X2      $0x00, Y11, Y10, Y9
-	VSHUFF64X2      $0x03, Y11, Y10, Y10
-	VADDPS          Y10, Y9, Y9
-	VSHUFF64X2      $0x00, Y11, Y12, Y10
-	VSHUFF64X2      $0x03, Y11, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFPS         $0x44, Y8, Y13, Y12
-	VSHUFPS         $0xee, Y8, Y13, Y8
-	VADDPS          Y8, Y12, Y12
-	VSHUFPS         $0x44, Y10, Y9, Y8
-	VSHUFPS         $0xee, Y10, Y9, Y9
-	VADDPS          Y9, Y8, Y8
-	VSHUFPS         $0x88, Y8, Y12, Y9
-	VSHUFPS         $0xdd, Y8, Y12, Y8
-	VADDPS          Y8, Y9, Y9
-	VMOVUPS         Y9, 96(R10)
+	VPXORD          Z11, Z11, Z11
+	VSHUFF64X2      $0x88, Z11, Z0, Z10
+	VSHUFF64X2      $0xdd, Z11, Z0, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z1, Z12
+	VSHUFF64X2      $0xdd, Z11, Z1, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFF64X2      $0x88, Z11, Z2, Z13
+	VSHUFF64X2      $0xdd, Z11, Z2, Z14
+	VADDPS          Z14, Z13, Z13
+	VSHUFF64X2      $0x88, Z11, Z3, Z14
+	VSHUFF64X2      $0xdd, Z11, Z3, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z12, Z10, Z15
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z13, Z10
+	VSHUFPS         $0xee, Z14, Z13, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z15, Z12
+	VSHUFPS         $0xdd, Z10, Z15, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, (R10)
+	VSHUFF64X2      $0x88, Z11, Z4, Z10
+	VSHUFF64X2      $0xdd, Z11, Z4, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z5, Z12
+	VSHUFF64X2      $0xdd, Z11, Z5, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFF64X2      $0x88, Z11, Z6, Z13
+	VSHUFF64X2      $0xdd, Z11, Z6, Z14
+	VADDPS          Z14, Z13, Z13
+	VSHUFF64X2      $0x88, Z11, Z7, Z14
+	VSHUFF64X2      $0xdd, Z11, Z7, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z12, Z10, Z15
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z13, Z10
+	VSHUFPS         $0xee, Z14, Z13, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z15, Z12
+	VSHUFPS         $0xdd, Z10, Z15, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -4162,105 +3786,53 @@ scoresF16G5AVX512_col:
 	ADDQ            $0x00000010, R14
 	DECQ            R11
 	JNZ             scoresF16G5AVX512_col
-	VPXORD          Y15, Y15, Y15
-	VEXTRACTF64X4   $0x01, Z0, Y10
-	VEXTRACTF64X4   $0x01, Z1, Y12
-	VEXTRACTF64X4   $0x01, Z2, Y14
-	VEXTRACTF64X4   $0x01, Z3, Y16
-	VEXTRACTF64X4   $0x01, Z4, Y17
-	VSHUFF64X2      $0x00, Y4, Y0, Y18
-	VSHUFF64X2      $0x03, Y4, Y0, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFF64X2      $0x00, Y15, Y1, Y19
-	VSHUFF64X2      $0x03, Y15, Y1, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFF64X2      $0x00, Y15, Y2, Y20
-	VSHUFF64X2      $0x03, Y15, Y2, Y21
-	VADDPS          Y21, Y20, Y20
-	VSHUFF64X2      $0x00, Y15, Y3, Y21
-	VSHUFF64X2      $0x03, Y15, Y3, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFPS         $0x44, Y19, Y18, Y22
-	VSHUFPS         $0xee, Y19, Y18, Y18
-	VADDPS          Y18, Y22, Y22
-	VSHUFPS         $0x44, Y21, Y20, Y18
-	VSHUFPS         $0xee, Y21, Y20, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFPS         $0x88, Y18, Y22, Y19
-	VSHUFPS         $0xdd, Y18, Y22, Y18
-	VADDPS          Y18, Y19, Y19
-	VMOVUPS         Y19, (R10)
-	VSHUFF64X2      $0x00, Y17, Y10, Y18
-	VSHUFF64X2      $0x03, Y17, Y10, Y10
-	VADDPS          Y10, Y18, Y18
-	VSHUFF64X2      $0x00, Y15, Y12, Y10
-	VSHUFF64X2      $0x03, Y15, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFF64X2      $0x00, Y15, Y14, Y12
-	VSHUFF64X2      $0x03, Y15, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFF64X2      $0x00, Y15, Y16, Y14
-	VSHUFF64X2      $0x03, Y15, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFPS         $0x44, Y10, Y18, Y16
-	VSHUFPS         $0xee, Y10, Y18, Y10
-	VADDPS          Y10, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y12, Y10
-	VSHUFPS         $0xee, Y14, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFPS         $0x88, Y10, Y16, Y12
-	VSHUFPS         $0xdd, Y10, Y16, Y10
-	VADDPS          Y10, Y12, Y12
-	VMOVUPS         Y12, 32(R10)
-	VEXTRACTF64X4   $0x01, Z5, Y10
-	VEXTRACTF64X4   $0x01, Z6, Y12
-	VEXTRACTF64X4   $0x01, Z7, Y14
-	VEXTRACTF64X4   $0x01, Z8, Y16
-	VEXTRACTF64X4   $0x01, Z9, Y17
-	VSHUFF64X2      $0x00, Y9, Y5, Y18
-	VSHUFF64X2      $0x03, Y9, Y5, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFF64X2      $0x00, Y15, Y6, Y19
-	VSHUFF64X2      $0x03, Y15, Y6, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFF64X2      $0x00, Y15, Y7, Y20
-	VSHUFF64X2      $0x03, Y15, Y7, Y21
-	VADDPS          Y21, Y20, Y20
-	VSHUFF64X2      $0x00, Y15, Y8, Y21
-	VSHUFF64X2      $0x03, Y15, Y8, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFPS         $0x44, Y19, Y18, Y22
-	VSHUFPS         $0xee, Y19, Y18, Y18
-	VADDPS          Y18, Y22, Y22
-	VSHUFPS         $0x44, Y21, Y20, Y18
-	VSHUFPS         $0xee, Y21, Y20, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFPS         $0x88, Y18, Y22, Y19
-	VSHUFPS         $0xdd, Y18, Y22, Y18
-	VADDPS          Y18, Y19, Y19
-	VMOVUPS         Y19, 64(R10)
-	VSHUFF64X2      $0x00, Y17, Y10, Y18
-	VSHUFF64X2      $0x03, Y17, Y10, Y10
-	VADDPS          Y10, Y18, Y18
-	VSHUFF64X2      $0x00, Y15, Y12, Y10
-	VSHUFF64X2      $0x03, Y15, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFF64X2      $0x00, Y15, Y14, Y12
-	VSHUFF64X2      $0x03, Y15, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFF64X2      $0x00, Y15, Y16, Y14
-	VSHUFF64X2      $0x03, Y15, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFPS         $0x44, Y10, Y18, Y16
-	VSHUFPS         $0xee, Y10, Y18, Y10
-	VADDPS          Y10, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y12, Y10
-	VSHUFPS         $0xee, Y14, Y12, Y12
-	VADDPS          Y12, Y10, Y10
-	VSHUFPS         $0x88, Y10, Y16, Y12
-	VSHUFPS         $0xdd, Y10, Y16, Y10
-	VADDPS          Y10, Y12, Y12
-	VMOVUPS         Y12, 96(R10)
+	VPXORD          Z15, Z15, Z15
+	VSHUFF64X2      $0x88, Z4, Z0, Z10
+	VSHUFF64X2      $0xdd, Z4, Z0, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z15, Z1, Z12
+	VSHUFF64X2      $0xdd, Z15, Z1, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z15, Z2, Z14
+	VSHUFF64X2      $0xdd, Z15, Z2, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z15, Z3, Z16
+	VSHUFF64X2      $0xdd, Z15, Z3, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z12, Z10, Z17
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z14, Z10
+	VSHUFPS         $0xee, Z16, Z14, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z17, Z12
+	VSHUFPS         $0xdd, Z10, Z17, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, (R10)
+	VSHUFF64X2      $0x88, Z9, Z5, Z10
+	VSHUFF64X2      $0xdd, Z9, Z5, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z15, Z6, Z12
+	VSHUFF64X2      $0xdd, Z15, Z6, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z15, Z7, Z14
+	VSHUFF64X2      $0xdd, Z15, Z7, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z15, Z8, Z16
+	VSHUFF64X2      $0xdd, Z15, Z8, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z12, Z10, Z17
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z14, Z10
+	VSHUFPS         $0xee, Z16, Z14, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z17, Z12
+	VSHUFPS         $0xdd, Z10, Z17, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -4410,7 +3982,7 @@ axpyRowsF16G5AVX512_done:
 	RET
 
 // func scoresF32G5AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G5AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -4468,105 +4040,53 @@ scoresF32G5AVX512_col:
 	ADDQ            $0x00000020, R14
 	DECQ            R11
 	JNZ             scoresF32G5AVX512_col
-	VPXORD          Y13, Y13, Y13
-	VEXTRACTF64X4   $0x01, Z0, Y10
-	VEXTRACTF64X4   $0x01, Z1, Y11
-	VEXTRACTF64X4   $0x01, Z2, Y12
-	VEXTRACTF64X4   $0x01, Z3, Y14
-	VEXTRACTF64X4   $0x01, Z4, Y15
-	VSHUFF64X2      $0x00, Y4, Y0, Y16
-	VSHUFF64X2      $0x03, Y4, Y0, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFF64X2      $0x00, Y13, Y1, Y17
-	VSHUFF64X2      $0x03, Y13, Y1, Y18
-	VADDPS          Y18, Y17, Y17
-	VSHUFF64X2      $0x00, Y13, Y2, Y18
-	VSHUFF64X2      $0x03, Y13, Y2, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFF64X2      $0x00, Y13, Y3, Y19
-	VSHUFF64X2      $0x03, Y13, Y3, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFPS         $0x44, Y17, Y16, Y20
-	VSHUFPS         $0xee, Y17, Y16, Y16
-	VADDPS          Y16, Y20, Y20
-	VSHUFPS         $0x44, Y19, Y18, Y16
-	VSHUFPS         $0xee, Y19, Y18, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFPS         $0x88, Y16, Y20, Y17
-	VSHUFPS         $0xdd, Y16, Y20, Y16
-	VADDPS          Y16, Y17, Y17
-	VMOVUPS         Y17, (R10)
-	VSHUFF64X2      $0x00, Y15, Y10, Y16
-	VSHUFF64X2      $0x03, Y15, Y10, Y10
-	VADDPS          Y10, Y16, Y16
-	VSHUFF64X2      $0x00, Y13, Y11, Y10
-	VSHUFF64X2      $0x03, Y13, Y11, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFF64X2      $0x00, Y13, Y12, Y11
-	VSHUFF64X2      $0x03, Y13, Y12, Y12
-	VADDPS          Y12, Y11, Y11
-	VSHUFF64X2      $0x00, Y13, Y14, Y12
-	VSHUFF64X2      $0x03, Y13, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFPS         $0x44, Y10, Y16, Y14
-	VSHUFPS         $0xee, Y10, Y16, Y10
-	VADDPS          Y10, Y14, Y14
-	VSHUFPS         $0x44, Y12, Y11, Y10
-	VSHUFPS         $0xee, Y12, Y11, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x88, Y10, Y14, Y11
-	VSHUFPS         $0xdd, Y10, Y14, Y10
-	VADDPS          Y10, Y11, Y11
-	VMOVUPS         Y11, 32(R10)
-	VEXTRACTF64X4   $0x01, Z5, Y10
-	VEXTRACTF64X4   $0x01, Z6, Y11
-	VEXTRACTF64X4   $0x01, Z7, Y12
-	VEXTRACTF64X4   $0x01, Z8, Y14
-	VEXTRACTF64X4   $0x01, Z9, Y15
-	VSHUFF64X2      $0x00, Y9, Y5, Y16
-	VSHUFF64X2      $0x03, Y9, Y5, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFF64X2      $0x00, Y13, Y6, Y17
-	VSHUFF64X2      $0x03, Y13, Y6, Y18
-	VADDPS          Y18, Y17, Y17
-	VSHUFF64X2      $0x00, Y13, Y7, Y18
-	VSHUFF64X2      $0x03, Y13, Y7, Y19
-	VADDPS          Y19, Y18, Y18
-	VSHUFF64X2      $0x00, Y13, Y8, Y19
-	VSHUFF64X2      $0x03, Y13, Y8, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFPS         $0x44, Y17, Y16, Y20
-	VSHUFPS         $0xee, Y17, Y16, Y16
-	VADDPS          Y16, Y20, Y20
-	VSHUFPS         $0x44, Y19, Y18, Y16
-	VSHUFPS         $0xee, Y19, Y18, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFPS         $0x88, Y16, Y20, Y17
-	VSHUFPS         $0xdd, Y16, Y20, Y16
-	VADDPS          Y16, Y17, Y17
-	VMOVUPS         Y17, 64(R10)
-	VSHUFF64X2      $0x00, Y15, Y10, Y16
-	VSHUFF64X2      $0x03, Y15, Y10, Y10
-	VADDPS          Y10, Y16, Y16
-	VSHUFF64X2      $0x00, Y13, Y11, Y10
-	VSHUFF64X2      $0x03, Y13, Y11, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFF64X2      $0x00, Y13, Y12, Y11
-	VSHUFF64X2      $0x03, Y13, Y12, Y12
-	VADDPS          Y12, Y11, Y11
-	VSHUFF64X2      $0x00, Y13, Y14, Y12
-	VSHUFF64X2      $0x03, Y13, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFPS         $0x44, Y10, Y16, Y14
-	VSHUFPS         $0xee, Y10, Y16, Y10
-	VADDPS          Y10, Y14, Y14
-	VSHUFPS         $0x44, Y12, Y11, Y10
-	VSHUFPS         $0xee, Y12, Y11, Y11
-	VADDPS          Y11, Y10, Y10
-	VSHUFPS         $0x88, Y10, Y14, Y11
-	VSHUFPS         $0xdd, Y10, Y14, Y10
-	VADDPS          Y10, Y11, Y11
-	VMOVUPS         Y11, 96(R10)
+	VPXORD          Z13, Z13, Z13
+	VSHUFF64X2      $0x88, Z4, Z0, Z12
+	VSHUFF64X2      $0xdd, Z4, Z0, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z1, Z14
+	VSHUFF64X2      $0xdd, Z13, Z1, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFF64X2      $0x88, Z13, Z2, Z15
+	VSHUFF64X2      $0xdd, Z13, Z2, Z16
+	VADDPS          Z16, Z15, Z15
+	VSHUFF64X2      $0x88, Z13, Z3, Z16
+	VSHUFF64X2      $0xdd, Z13, Z3, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z14, Z12, Z17
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z15, Z12
+	VSHUFPS         $0xee, Z16, Z15, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z17, Z14
+	VSHUFPS         $0xdd, Z12, Z17, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, (R10)
+	VSHUFF64X2      $0x88, Z9, Z5, Z12
+	VSHUFF64X2      $0xdd, Z9, Z5, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z6, Z14
+	VSHUFF64X2      $0xdd, Z13, Z6, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFF64X2      $0x88, Z13, Z7, Z15
+	VSHUFF64X2      $0xdd, Z13, Z7, Z16
+	VADDPS          Z16, Z15, Z15
+	VSHUFF64X2      $0x88, Z13, Z8, Z16
+	VSHUFF64X2      $0xdd, Z13, Z8, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z14, Z12, Z17
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z15, Z12
+	VSHUFPS         $0xee, Z16, Z15, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z17, Z14
+	VSHUFPS         $0xdd, Z12, Z17, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -5067,107 +4587,53 @@ scoresF16G6AVX512_col:
 	ADDQ            $0x00000010, R14
 	DECQ            R11
 	JNZ             scoresF16G6AVX512_col
-	VPXORD          Y17, Y17, Y17
-	VEXTRACTF64X4   $0x01, Z0, Y12
-	VEXTRACTF64X4   $0x01, Z1, Y14
-	VEXTRACTF64X4   $0x01, Z2, Y16
-	VEXTRACTF64X4   $0x01, Z3, Y18
-	VEXTRACTF64X4   $0x01, Z4, Y19
-	VEXTRACTF64X4   $0x01, Z5, Y20
-	VSHUFF64X2      $0x00, Y4, Y0, Y21
-	VSHUFF64X2      $0x03, Y4, Y0, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFF64X2      $0x00, Y5, Y1, Y22
-	VSHUFF64X2      $0x03, Y5, Y1, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFF64X2      $0x00, Y17, Y2, Y23
-	VSHUFF64X2      $0x03, Y17, Y2, Y24
-	VADDPS          Y24, Y23, Y23
-	VSHUFF64X2      $0x00, Y17, Y3, Y24
-	VSHUFF64X2      $0x03, Y17, Y3, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFPS         $0x44, Y22, Y21, Y25
-	VSHUFPS         $0xee, Y22, Y21, Y21
-	VADDPS          Y21, Y25, Y25
-	VSHUFPS         $0x44, Y24, Y23, Y21
-	VSHUFPS         $0xee, Y24, Y23, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFPS         $0x88, Y21, Y25, Y22
-	VSHUFPS         $0xdd, Y21, Y25, Y21
-	VADDPS          Y21, Y22, Y22
-	VMOVUPS         Y22, (R10)
-	VSHUFF64X2      $0x00, Y19, Y12, Y21
-	VSHUFF64X2      $0x03, Y19, Y12, Y12
-	VADDPS          Y12, Y21, Y21
-	VSHUFF64X2      $0x00, Y20, Y14, Y12
-	VSHUFF64X2      $0x03, Y20, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFF64X2      $0x00, Y17, Y16, Y14
-	VSHUFF64X2      $0x03, Y17, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFF64X2      $0x00, Y17, Y18, Y16
-	VSHUFF64X2      $0x03, Y17, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFPS         $0x44, Y12, Y21, Y18
-	VSHUFPS         $0xee, Y12, Y21, Y12
-	VADDPS          Y12, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y14, Y12
-	VSHUFPS         $0xee, Y16, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFPS         $0x88, Y12, Y18, Y14
-	VSHUFPS         $0xdd, Y12, Y18, Y12
-	VADDPS          Y12, Y14, Y14
-	VMOVUPS         Y14, 32(R10)
-	VEXTRACTF64X4   $0x01, Z6, Y12
-	VEXTRACTF64X4   $0x01, Z7, Y14
-	VEXTRACTF64X4   $0x01, Z8, Y16
-	VEXTRACTF64X4   $0x01, Z9, Y18
-	VEXTRACTF64X4   $0x01, Z10, Y19
-	VEXTRACTF64X4   $0x01, Z11, Y20
-	VSHUFF64X2      $0x00, Y10, Y6, Y21
-	VSHUFF64X2      $0x03, Y10, Y6, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFF64X2      $0x00, Y11, Y7, Y22
-	VSHUFF64X2      $0x03, Y11, Y7, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFF64X2      $0x00, Y17, Y8, Y23
-	VSHUFF64X2      $0x03, Y17, Y8, Y24
-	VADDPS          Y24, Y23, Y23
-	VSHUFF64X2      $0x00, Y17, Y9, Y24
-	VSHUFF64X2      $0x03, Y17, Y9, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFPS         $0x44, Y22, Y21, Y25
-	VSHUFPS         $0xee, Y22, Y21, Y21
-	VADDPS          Y21, Y25, Y25
-	VSHUFPS         $0x44, Y24, Y23, Y21
-	VSHUFPS         $0xee, Y24, Y23, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFPS         $0x88, Y21, Y25, Y22
-	VSHUFPS         $0xdd, Y21, Y25, Y21
-	VADDPS          Y21, Y22, Y22
-	VMOVUPS         Y22, 64(R10)
-	VSHUFF64X2      $0x00, Y19, Y12, Y21
-	VSHUFF64X2      $0x03, Y19, Y12, Y12
-	VADDPS          Y12, Y21, Y21
-	VSHUFF64X2      $0x00, Y20, Y14, Y12
-	VSHUFF64X2      $0x03, Y20, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFF64X2      $0x00, Y17, Y16, Y14
-	VSHUFF64X2      $0x03, Y17, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFF64X2      $0x00, Y17, Y18, Y16
-	VSHUFF64X2      $0x03, Y17, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFPS         $0x44, Y12, Y21, Y18
-	VSHUFPS         $0xee, Y12, Y21, Y12
-	VADDPS          Y12, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y14, Y12
-	VSHUFPS         $0xee, Y16, Y14, Y14
-	VADDPS          Y14, Y12, Y12
-	VSHUFPS         $0x88, Y12, Y18, Y14
-	VSHUFPS         $0xdd, Y12, Y18, Y12
-	VADDPS          Y12, Y14, Y14
-	VMOVUPS         Y14, 96(R10)
+	VPXORD          Z17, Z17, Z17
+	VSHUFF64X2      $0x88, Z4, Z0, Z12
+	VSHUFF64X2      $0xdd, Z4, Z0, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z5, Z1, Z14
+	VSHUFF64X2      $0xdd, Z5, Z1, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z17, Z2, Z16
+	VSHUFF64X2      $0xdd, Z17, Z2, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z17, Z3, Z18
+	VSHUFF64X2      $0xdd, Z17, Z3, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z14, Z12, Z19
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z16, Z12
+	VSHUFPS         $0xee, Z18, Z16, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z19, Z14
+	VSHUFPS         $0xdd, Z12, Z19, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, (R10)
+	VSHUFF64X2      $0x88, Z10, Z6, Z12
+	VSHUFF64X2      $0xdd, Z10, Z6, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z11, Z7, Z14
+	VSHUFF64X2      $0xdd, Z11, Z7, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z17, Z8, Z16
+	VSHUFF64X2      $0xdd, Z17, Z8, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z17, Z9, Z18
+	VSHUFF64X2      $0xdd, Z17, Z9, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z14, Z12, Z19
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z16, Z12
+	VSHUFPS         $0xee, Z18, Z16, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z19, Z14
+	VSHUFPS         $0xdd, Z12, Z19, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -5332,7 +4798,7 @@ axpyRowsF16G6AVX512_done:
 	RET
 
 // func scoresF32G6AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G6AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -5395,107 +4861,53 @@ scoresF32G6AVX512_col:
 	ADDQ            $0x00000020, R14
 	DECQ            R11
 	JNZ             scoresF32G6AVX512_col
-	VPXORD          Y15, Y15, Y15
-	VEXTRACTF64X4   $0x01, Z0, Y12
-	VEXTRACTF64X4   $0x01, Z1, Y13
-	VEXTRACTF64X4   $0x01, Z2, Y14
-	VEXTRACTF64X4   $0x01, Z3, Y16
-	VEXTRACTF64X4   $0x01, Z4, Y17
-	VEXTRACTF64X4   $0x01, Z5, Y18
-	VSHUFF64X2      $0x00, Y4, Y0, Y19
-	VSHUFF64X2      $0x03, Y4, Y0, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFF64X2      $0x00, Y5, Y1, Y20
-	VSHUFF64X2      $0x03, Y5, Y1, Y21
-	VADDPS          Y21, Y20, Y20
-	VSHUFF64X2      $0x00, Y15, Y2, Y21
-	VSHUFF64X2      $0x03, Y15, Y2, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFF64X2      $0x00, Y15, Y3, Y22
-	VSHUFF64X2      $0x03, Y15, Y3, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFPS         $0x44, Y20, Y19, Y23
-	VSHUFPS         $0xee, Y20, Y19, Y19
-	VADDPS          Y19, Y23, Y23
-	VSHUFPS         $0x44, Y22, Y21, Y19
-	VSHUFPS         $0xee, Y22, Y21, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFPS         $0x88, Y19, Y23, Y20
-	VSHUFPS         $0xdd, Y19, Y23, Y19
-	VADDPS          Y19, Y20, Y20
-	VMOVUPS         Y20, (R10)
-	VSHUFF64X2      $0x00, Y17, Y12, Y19
-	VSHUFF64X2      $0x03, Y17, Y12, Y12
-	VADDPS          Y12, Y19, Y19
-	VSHUFF64X2      $0x00, Y18, Y13, Y12
-	VSHUFF64X2      $0x03, Y18, Y13, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFF64X2      $0x00, Y15, Y14, Y13
-	VSHUFF64X2      $0x03, Y15, Y14, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFF64X2      $0x00, Y15, Y16, Y14
-	VSHUFF64X2      $0x03, Y15, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFPS         $0x44, Y12, Y19, Y16
-	VSHUFPS         $0xee, Y12, Y19, Y12
-	VADDPS          Y12, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y13, Y12
-	VSHUFPS         $0xee, Y14, Y13, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFPS         $0x88, Y12, Y16, Y13
-	VSHUFPS         $0xdd, Y12, Y16, Y12
-	VADDPS          Y12, Y13, Y13
-	VMOVUPS         Y13, 32(R10)
-	VEXTRACTF64X4   $0x01, Z6, Y12
-	VEXTRACTF64X4   $0x01, Z7, Y13
-	VEXTRACTF64X4   $0x01, Z8, Y14
-	VEXTRACTF64X4   $0x01, Z9, Y16
-	VEXTRACTF64X4   $0x01, Z10, Y17
-	VEXTRACTF64X4   $0x01, Z11, Y18
-	VSHUFF64X2      $0x00, Y10, Y6, Y19
-	VSHUFF64X2      $0x03, Y10, Y6, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFF64X2      $0x00, Y11, Y7, Y20
-	VSHUFF64X2      $0x03, Y11, Y7, Y21
-	VADDPS          Y21, Y20, Y20
-	VSHUFF64X2      $0x00, Y15, Y8, Y21
-	VSHUFF64X2      $0x03, Y15, Y8, Y22
-	VADDPS          Y22, Y21, Y21
-	VSHUFF64X2      $0x00, Y15, Y9, Y22
-	VSHUFF64X2      $0x03, Y15, Y9, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFPS         $0x44, Y20, Y19, Y23
-	VSHUFPS         $0xee, Y20, Y19, Y19
-	VADDPS          Y19, Y23, Y23
-	VSHUFPS         $0x44, Y22, Y21, Y19
-	VSHUFPS         $0xee, Y22, Y21, Y20
-	VADDPS          Y20, Y19, Y19
-	VSHUFPS         $0x88, Y19, Y23, Y20
-	VSHUFPS         $0xdd, Y19, Y23, Y19
-	VADDPS          Y19, Y20, Y20
-	VMOVUPS         Y20, 64(R10)
-	VSHUFF64X2      $0x00, Y17, Y12, Y19
-	VSHUFF64X2      $0x03, Y17, Y12, Y12
-	VADDPS          Y12, Y19, Y19
-	VSHUFF64X2      $0x00, Y18, Y13, Y12
-	VSHUFF64X2      $0x03, Y18, Y13, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFF64X2      $0x00, Y15, Y14, Y13
-	VSHUFF64X2      $0x03, Y15, Y14, Y14
-	VADDPS          Y14, Y13, Y13
-	VSHUFF64X2      $0x00, Y15, Y16, Y14
-	VSHUFF64X2      $0x03, Y15, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFPS         $0x44, Y12, Y19, Y16
-	VSHUFPS         $0xee, Y12, Y19, Y12
-	VADDPS          Y12, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y13, Y12
-	VSHUFPS         $0xee, Y14, Y13, Y13
-	VADDPS          Y13, Y12, Y12
-	VSHUFPS         $0x88, Y12, Y16, Y13
-	VSHUFPS         $0xdd, Y12, Y16, Y12
-	VADDPS          Y12, Y13, Y13
-	VMOVUPS         Y13, 96(R10)
+	VPXORD          Z15, Z15, Z15
+	VSHUFF64X2      $0x88, Z4, Z0, Z14
+	VSHUFF64X2      $0xdd, Z4, Z0, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z5, Z1, Z16
+	VSHUFF64X2      $0xdd, Z5, Z1, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFF64X2      $0x88, Z15, Z2, Z17
+	VSHUFF64X2      $0xdd, Z15, Z2, Z18
+	VADDPS          Z18, Z17, Z17
+	VSHUFF64X2      $0x88, Z15, Z3, Z18
+	VSHUFF64X2      $0xdd, Z15, Z3, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z16, Z14, Z19
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z17, Z14
+	VSHUFPS         $0xee, Z18, Z17, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z19, Z16
+	VSHUFPS         $0xdd, Z14, Z19, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, (R10)
+	VSHUFF64X2      $0x88, Z10, Z6, Z14
+	VSHUFF64X2      $0xdd, Z10, Z6, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z11, Z7, Z16
+	VSHUFF64X2      $0xdd, Z11, Z7, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFF64X2      $0x88, Z15, Z8, Z17
+	VSHUFF64X2      $0xdd, Z15, Z8, Z18
+	VADDPS          Z18, Z17, Z17
+	VSHUFF64X2      $0x88, Z15, Z9, Z18
+	VSHUFF64X2      $0xdd, Z15, Z9, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z16, Z14, Z19
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z17, Z14
+	VSHUFPS         $0xee, Z18, Z17, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z19, Z16
+	VSHUFPS         $0xdd, Z14, Z19, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -6026,109 +5438,53 @@ scoresF16G7AVX512_col:
 	ADDQ            $0x00000010, R14
 	DECQ            R11
 	JNZ             scoresF16G7AVX512_col
-	VPXORD          Y19, Y19, Y19
-	VEXTRACTF64X4   $0x01, Z0, Y14
-	VEXTRACTF64X4   $0x01, Z1, Y16
-	VEXTRACTF64X4   $0x01, Z2, Y18
-	VEXTRACTF64X4   $0x01, Z3, Y20
-	VEXTRACTF64X4   $0x01, Z4, Y21
-	VEXTRACTF64X4   $0x01, Z5, Y22
-	VEXTRACTF64X4   $0x01, Z6, Y23
-	VSHUFF64X2      $0x00, Y4, Y0, Y24
-	VSHUFF64X2      $0x03, Y4, Y0, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFF64X2      $0x00, Y5, Y1, Y25
-	VSHUFF64X2      $0x03, Y5, Y1, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFF64X2      $0x00, Y6, Y2, Y26
-	VSHUFF64X2      $0x03, Y6, Y2, Y27
-	VADDPS          Y27, Y26, Y26
-	VSHUFF64X2      $0x00, Y19, Y3, Y27
-	VSHUFF64X2      $0x03, Y19, Y3, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFPS         $0x44, Y25, Y24, Y28
-	VSHUFPS         $0xee, Y25, Y24, Y24
-	VADDPS          Y24, Y28, Y28
-	VSHUFPS         $0x44, Y27, Y26, Y24
-	VSHUFPS         $0xee, Y27, Y26, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFPS         $0x88, Y24, Y28, Y25
-	VSHUFPS         $0xdd, Y24, Y28, Y24
-	VADDPS          Y24, Y25, Y25
-	VMOVUPS         Y25, (R10)
-	VSHUFF64X2      $0x00, Y21, Y14, Y24
-	VSHUFF64X2      $0x03, Y21, Y14, Y14
-	VADDPS          Y14, Y24, Y24
-	VSHUFF64X2      $0x00, Y22, Y16, Y14
-	VSHUFF64X2      $0x03, Y22, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFF64X2      $0x00, Y23, Y18, Y16
-	VSHUFF64X2      $0x03, Y23, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFF64X2      $0x00, Y19, Y20, Y18
-	VSHUFF64X2      $0x03, Y19, Y20, Y20
-	VADDPS          Y20, Y18, Y18
-	VSHUFPS         $0x44, Y14, Y24, Y20
-	VSHUFPS         $0xee, Y14, Y24, Y14
-	VADDPS          Y14, Y20, Y20
-	VSHUFPS         $0x44, Y18, Y16, Y14
-	VSHUFPS         $0xee, Y18, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFPS         $0x88, Y14, Y20, Y16
-	VSHUFPS         $0xdd, Y14, Y20, Y14
-	VADDPS          Y14, Y16, Y16
-	VMOVUPS         Y16, 32(R10)
-	VEXTRACTF64X4   $0x01, Z7, Y14
-	VEXTRACTF64X4   $0x01, Z8, Y16
-	VEXTRACTF64X4   $0x01, Z9, Y18
-	VEXTRACTF64X4   $0x01, Z10, Y20
-	VEXTRACTF64X4   $0x01, Z11, Y21
-	VEXTRACTF64X4   $0x01, Z12, Y22
-	VEXTRACTF64X4   $0x01, Z13, Y23
-	VSHUFF64X2      $0x00, Y11, Y7, Y24
-	VSHUFF64X2      $0x03, Y11, Y7, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFF64X2      $0x00, Y12, Y8, Y25
-	VSHUFF64X2      $0x03, Y12, Y8, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFF64X2      $0x00, Y13, Y9, Y26
-	VSHUFF64X2      $0x03, Y13, Y9, Y27
-	VADDPS          Y27, Y26, Y26
-	VSHUFF64X2      $0x00, Y19, Y10, Y27
-	VSHUFF64X2      $0x03, Y19, Y10, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFPS         $0x44, Y25, Y24, Y28
-	VSHUFPS         $0xee, Y25, Y24, Y24
-	VADDPS          Y24, Y28, Y28
-	VSHUFPS         $0x44, Y27, Y26, Y24
-	VSHUFPS         $0xee, Y27, Y26, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFPS         $0x88, Y24, Y28, Y25
-	VSHUFPS         $0xdd, Y24, Y28, Y24
-	VADDPS          Y24, Y25, Y25
-	VMOVUPS         Y25, 64(R10)
-	VSHUFF64X2      $0x00, Y21, Y14, Y24
-	VSHUFF64X2      $0x03, Y21, Y14, Y14
-	VADDPS          Y14, Y24, Y24
-	VSHUFF64X2      $0x00, Y22, Y16, Y14
-	VSHUFF64X2      $0x03, Y22, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFF64X2      $0x00, Y23, Y18, Y16
-	VSHUFF64X2      $0x03, Y23, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFF64X2      $0x00, Y19, Y20, Y18
-	VSHUFF64X2      $0x03, Y19, Y20, Y20
-	VADDPS          Y20, Y18, Y18
-	VSHUFPS         $0x44, Y14, Y24, Y20
-	VSHUFPS         $0xee, Y14, Y24, Y14
-	VADDPS          Y14, Y20, Y20
-	VSHUFPS         $0x44, Y18, Y16, Y14
-	VSHUFPS         $0xee, Y18, Y16, Y16
-	VADDPS          Y16, Y14, Y14
-	VSHUFPS         $0x88, Y14, Y20, Y16
-	VSHUFPS         $0xdd, Y14, Y20, Y14
-	VADDPS          Y14, Y16, Y16
-	VMOVUPS         Y16, 96(R10)
+	VPXORD          Z19, Z19, Z19
+	VSHUFF64X2      $0x88, Z4, Z0, Z14
+	VSHUFF64X2      $0xdd, Z4, Z0, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z5, Z1, Z16
+	VSHUFF64X2      $0xdd, Z5, Z1, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z6, Z2, Z18
+	VSHUFF64X2      $0xdd, Z6, Z2, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z19, Z3, Z20
+	VSHUFF64X2      $0xdd, Z19, Z3, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z16, Z14, Z21
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z18, Z14
+	VSHUFPS         $0xee, Z20, Z18, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z21, Z16
+	VSHUFPS         $0xdd, Z14, Z21, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, (R10)
+	VSHUFF64X2      $0x88, Z11, Z7, Z14
+	VSHUFF64X2      $0xdd, Z11, Z7, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z12, Z8, Z16
+	VSHUFF64X2      $0xdd, Z12, Z8, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z13, Z9, Z18
+	VSHUFF64X2      $0xdd, Z13, Z9, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z19, Z10, Z20
+	VSHUFF64X2      $0xdd, Z19, Z10, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z16, Z14, Z21
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z18, Z14
+	VSHUFPS         $0xee, Z20, Z18, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z21, Z16
+	VSHUFPS         $0xdd, Z14, Z21, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -6286,7 +5642,7 @@ axpyRowsF16G7AVX512_done:
 	RET
 
 // func scoresF32G7AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G7AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -6354,109 +5710,53 @@ scoresF32G7AVX512_col:
 	ADDQ            $0x00000020, R14
 	DECQ            R11
 	JNZ             scoresF32G7AVX512_col
-	VPXORD          Y17, Y17, Y17
-	VEXTRACTF64X4   $0x01, Z0, Y14
-	VEXTRACTF64X4   $0x01, Z1, Y15
-	VEXTRACTF64X4   $0x01, Z2, Y16
-	VEXTRACTF64X4   $0x01, Z3, Y18
-	VEXTRACTF64X4   $0x01, Z4, Y19
-	VEXTRACTF64X4   $0x01, Z5, Y20
-	VEXTRACTF64X4   $0x01, Z6, Y21
-	VSHUFF64X2      $0x00, Y4, Y0, Y22
-	VSHUFF64X2      $0x03, Y4, Y0, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFF64X2      $0x00, Y5, Y1, Y23
-	VSHUFF64X2      $0x03, Y5, Y1, Y24
-	VADDPS          Y24, Y23, Y23
-	VSHUFF64X2      $0x00, Y6, Y2, Y24
-	VSHUFF64X2      $0x03, Y6, Y2, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFF64X2      $0x00, Y17, Y3, Y25
-	VSHUFF64X2      $0x03, Y17, Y3, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFPS         $0x44, Y23, Y22, Y26
-	VSHUFPS         $0xee, Y23, Y22, Y22
-	VADDPS          Y22, Y26, Y26
-	VSHUFPS         $0x44, Y25, Y24, Y22
-	VSHUFPS         $0xee, Y25, Y24, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFPS         $0x88, Y22, Y26, Y23
-	VSHUFPS         $0xdd, Y22, Y26, Y22
-	VADDPS          Y22, Y23, Y23
-	VMOVUPS         Y23, (R10)
-	VSHUFF64X2      $0x00, Y19, Y14, Y22
-	VSHUFF64X2      $0x03, Y19, Y14, Y14
-	VADDPS          Y14, Y22, Y22
-	VSHUFF64X2      $0x00, Y20, Y15, Y14
-	VSHUFF64X2      $0x03, Y20, Y15, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFF64X2      $0x00, Y21, Y16, Y15
-	VSHUFF64X2      $0x03, Y21, Y16, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFF64X2      $0x00, Y17, Y18, Y16
-	VSHUFF64X2      $0x03, Y17, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y22, Y18
-	VSHUFPS         $0xee, Y14, Y22, Y14
-	VADDPS          Y14, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y15, Y14
-	VSHUFPS         $0xee, Y16, Y15, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFPS         $0x88, Y14, Y18, Y15
-	VSHUFPS         $0xdd, Y14, Y18, Y14
-	VADDPS          Y14, Y15, Y15
-	VMOVUPS         Y15, 32(R10)
-	VEXTRACTF64X4   $0x01, Z7, Y14
-	VEXTRACTF64X4   $0x01, Z8, Y15
-	VEXTRACTF64X4   $0x01, Z9, Y16
-	VEXTRACTF64X4   $0x01, Z10, Y18
-	VEXTRACTF64X4   $0x01, Z11, Y19
-	VEXTRACTF64X4   $0x01, Z12, Y20
-	VEXTRACTF64X4   $0x01, Z13, Y21
-	VSHUFF64X2      $0x00, Y11, Y7, Y22
-	VSHUFF64X2      $0x03, Y11, Y7, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFF64X2      $0x00, Y12, Y8, Y23
-	VSHUFF64X2      $0x03, Y12, Y8, Y24
-	VADDPS          Y24, Y23, Y23
-	VSHUFF64X2      $0x00, Y13, Y9, Y24
-	VSHUFF64X2      $0x03, Y13, Y9, Y25
-	VADDPS          Y25, Y24, Y24
-	VSHUFF64X2      $0x00, Y17, Y10, Y25
-	VSHUFF64X2      $0x03, Y17, Y10, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFPS         $0x44, Y23, Y22, Y26
-	VSHUFPS         $0xee, Y23, Y22, Y22
-	VADDPS          Y22, Y26, Y26
-	VSHUFPS         $0x44, Y25, Y24, Y22
-	VSHUFPS         $0xee, Y25, Y24, Y23
-	VADDPS          Y23, Y22, Y22
-	VSHUFPS         $0x88, Y22, Y26, Y23
-	VSHUFPS         $0xdd, Y22, Y26, Y22
-	VADDPS          Y22, Y23, Y23
-	VMOVUPS         Y23, 64(R10)
-	VSHUFF64X2      $0x00, Y19, Y14, Y22
-	VSHUFF64X2      $0x03, Y19, Y14, Y14
-	VADDPS          Y14, Y22, Y22
-	VSHUFF64X2      $0x00, Y20, Y15, Y14
-	VSHUFF64X2      $0x03, Y20, Y15, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFF64X2      $0x00, Y21, Y16, Y15
-	VSHUFF64X2      $0x03, Y21, Y16, Y16
-	VADDPS          Y16, Y15, Y15
-	VSHUFF64X2      $0x00, Y17, Y18, Y16
-	VSHUFF64X2      $0x03, Y17, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFPS         $0x44, Y14, Y22, Y18
-	VSHUFPS         $0xee, Y14, Y22, Y14
-	VADDPS          Y14, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y15, Y14
-	VSHUFPS         $0xee, Y16, Y15, Y15
-	VADDPS          Y15, Y14, Y14
-	VSHUFPS         $0x88, Y14, Y18, Y15
-	VSHUFPS         $0xdd, Y14, Y18, Y14
-	VADDPS          Y14, Y15, Y15
-	VMOVUPS         Y15, 96(R10)
+	VPXORD          Z17, Z17, Z17
+	VSHUFF64X2      $0x88, Z4, Z0, Z16
+	VSHUFF64X2      $0xdd, Z4, Z0, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z5, Z1, Z18
+	VSHUFF64X2      $0xdd, Z5, Z1, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFF64X2      $0x88, Z6, Z2, Z19
+	VSHUFF64X2      $0xdd, Z6, Z2, Z20
+	VADDPS          Z20, Z19, Z19
+	VSHUFF64X2      $0x88, Z17, Z3, Z20
+	VSHUFF64X2      $0xdd, Z17, Z3, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z18, Z16, Z21
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z19, Z16
+	VSHUFPS         $0xee, Z20, Z19, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z21, Z18
+	VSHUFPS         $0xdd, Z16, Z21, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, (R10)
+	VSHUFF64X2      $0x88, Z11, Z7, Z16
+	VSHUFF64X2      $0xdd, Z11, Z7, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z12, Z8, Z18
+	VSHUFF64X2      $0xdd, Z12, Z8, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFF64X2      $0x88, Z13, Z9, Z19
+	VSHUFF64X2      $0xdd, Z13, Z9, Z20
+	VADDPS          Z20, Z19, Z19
+	VSHUFF64X2      $0x88, Z17, Z10, Z20
+	VSHUFF64X2      $0xdd, Z17, Z10, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z18, Z16, Z21
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z19, Z16
+	VSHUFPS         $0xee, Z20, Z19, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z21, Z18
+	VSHUFPS         $0xdd, Z16, Z21, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -6995,111 +6295,53 @@ scoresF16G8AVX512_col:
 	ADDQ            $0x00000010, R14
 	DECQ            R11
 	JNZ             scoresF16G8AVX512_col
-	VPXORD          Y21, Y21, Y21
-	VEXTRACTF64X4   $0x01, Z0, Y16
-	VEXTRACTF64X4   $0x01, Z1, Y18
-	VEXTRACTF64X4   $0x01, Z2, Y20
-	VEXTRACTF64X4   $0x01, Z3, Y22
-	VEXTRACTF64X4   $0x01, Z4, Y23
-	VEXTRACTF64X4   $0x01, Z5, Y24
-	VEXTRACTF64X4   $0x01, Z6, Y25
-	VEXTRACTF64X4   $0x01, Z7, Y26
-	VSHUFF64X2      $0x00, Y4, Y0, Y27
-	VSHUFF64X2      $0x03, Y4, Y0, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFF64X2      $0x00, Y5, Y1, Y28
-	VSHUFF64X2      $0x03, Y5, Y1, Y29
-	VADDPS          Y29, Y28, Y28
-	VSHUFF64X2      $0x00, Y6, Y2, Y29
-	VSHUFF64X2      $0x03, Y6, Y2, Y30
-	VADDPS          Y30, Y29, Y29
-	VSHUFF64X2      $0x00, Y7, Y3, Y30
-	VSHUFF64X2      $0x03, Y7, Y3, Y31
-	VADDPS          Y31, Y30, Y30
-	VSHUFPS         $0x44, Y28, Y27, Y31
-	VSHUFPS         $0xee, Y28, Y27, Y27
-	VADDPS          Y27, Y31, Y31
-	VSHUFPS         $0x44, Y30, Y29, Y27
-	VSHUFPS         $0xee, Y30, Y29, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFPS         $0x88, Y27, Y31, Y28
-	VSHUFPS         $0xdd, Y27, Y31, Y27
-	VADDPS          Y27, Y28, Y28
-	VMOVUPS         Y28, (R10)
-	VSHUFF64X2      $0x00, Y23, Y16, Y27
-	VSHUFF64X2      $0x03, Y23, Y16, Y16
-	VADDPS          Y16, Y27, Y27
-	VSHUFF64X2      $0x00, Y24, Y18, Y16
-	VSHUFF64X2      $0x03, Y24, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFF64X2      $0x00, Y25, Y20, Y18
-	VSHUFF64X2      $0x03, Y25, Y20, Y20
-	VADDPS          Y20, Y18, Y18
-	VSHUFF64X2      $0x00, Y26, Y22, Y20
-	VSHUFF64X2      $0x03, Y26, Y22, Y22
-	VADDPS          Y22, Y20, Y20
-	VSHUFPS         $0x44, Y16, Y27, Y22
-	VSHUFPS         $0xee, Y16, Y27, Y16
-	VADDPS          Y16, Y22, Y22
-	VSHUFPS         $0x44, Y20, Y18, Y16
-	VSHUFPS         $0xee, Y20, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFPS         $0x88, Y16, Y22, Y18
-	VSHUFPS         $0xdd, Y16, Y22, Y16
-	VADDPS          Y16, Y18, Y18
-	VMOVUPS         Y18, 32(R10)
-	VEXTRACTF64X4   $0x01, Z8, Y16
-	VEXTRACTF64X4   $0x01, Z9, Y18
-	VEXTRACTF64X4   $0x01, Z10, Y20
-	VEXTRACTF64X4   $0x01, Z11, Y22
-	VEXTRACTF64X4   $0x01, Z12, Y23
-	VEXTRACTF64X4   $0x01, Z13, Y24
-	VEXTRACTF64X4   $0x01, Z14, Y25
-	VEXTRACTF64X4   $0x01, Z15, Y26
-	VSHUFF64X2      $0x00, Y12, Y8, Y27
-	VSHUFF64X2      $0x03, Y12, Y8, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFF64X2      $0x00, Y13, Y9, Y28
-	VSHUFF64X2      $0x03, Y13, Y9, Y29
-	VADDPS          Y29, Y28, Y28
-	VSHUFF64X2      $0x00, Y14, Y10, Y29
-	VSHUFF64X2      $0x03, Y14, Y10, Y30
-	VADDPS          Y30, Y29, Y29
-	VSHUFF64X2      $0x00, Y15, Y11, Y30
-	VSHUFF64X2      $0x03, Y15, Y11, Y31
-	VADDPS          Y31, Y30, Y30
-	VSHUFPS         $0x44, Y28, Y27, Y31
-	VSHUFPS         $0xee, Y28, Y27, Y27
-	VADDPS          Y27, Y31, Y31
-	VSHUFPS         $0x44, Y30, Y29, Y27
-	VSHUFPS         $0xee, Y30, Y29, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFPS         $0x88, Y27, Y31, Y28
-	VSHUFPS         $0xdd, Y27, Y31, Y27
-	VADDPS          Y27, Y28, Y28
-	VMOVUPS         Y28, 64(R10)
-	VSHUFF64X2      $0x00, Y23, Y16, Y27
-	VSHUFF64X2      $0x03, Y23, Y16, Y16
-	VADDPS          Y16, Y27, Y27
-	VSHUFF64X2      $0x00, Y24, Y18, Y16
-	VSHUFF64X2      $0x03, Y24, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFF64X2      $0x00, Y25, Y20, Y18
-	VSHUFF64X2      $0x03, Y25, Y20, Y20
-	VADDPS          Y20, Y18, Y18
-	VSHUFF64X2      $0x00, Y26, Y22, Y20
-	VSHUFF64X2      $0x03, Y26, Y22, Y22
-	VADDPS          Y22, Y20, Y20
-	VSHUFPS         $0x44, Y16, Y27, Y22
-	VSHUFPS         $0xee, Y16, Y27, Y16
-	VADDPS          Y16, Y22, Y22
-	VSHUFPS         $0x44, Y20, Y18, Y16
-	VSHUFPS         $0xee, Y20, Y18, Y18
-	VADDPS          Y18, Y16, Y16
-	VSHUFPS         $0x88, Y16, Y22, Y18
-	VSHUFPS         $0xdd, Y16, Y22, Y16
-	VADDPS          Y16, Y18, Y18
-	VMOVUPS         Y18, 96(R10)
+	VPXORD          Z21, Z21, Z21
+	VSHUFF64X2      $0x88, Z4, Z0, Z16
+	VSHUFF64X2      $0xdd, Z4, Z0, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z5, Z1, Z18
+	VSHUFF64X2      $0xdd, Z5, Z1, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z6, Z2, Z20
+	VSHUFF64X2      $0xdd, Z6, Z2, Z22
+	VADDPS          Z22, Z20, Z20
+	VSHUFF64X2      $0x88, Z7, Z3, Z22
+	VSHUFF64X2      $0xdd, Z7, Z3, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z18, Z16, Z23
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z20, Z16
+	VSHUFPS         $0xee, Z22, Z20, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z23, Z18
+	VSHUFPS         $0xdd, Z16, Z23, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, (R10)
+	VSHUFF64X2      $0x88, Z12, Z8, Z16
+	VSHUFF64X2      $0xdd, Z12, Z8, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z13, Z9, Z18
+	VSHUFF64X2      $0xdd, Z13, Z9, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z14, Z10, Z20
+	VSHUFF64X2      $0xdd, Z14, Z10, Z22
+	VADDPS          Z22, Z20, Z20
+	VSHUFF64X2      $0x88, Z15, Z11, Z22
+	VSHUFF64X2      $0xdd, Z15, Z11, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z18, Z16, Z23
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z20, Z16
+	VSHUFPS         $0xee, Z22, Z20, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z23, Z18
+	VSHUFPS         $0xdd, Z16, Z23, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9
@@ -7269,7 +6511,7 @@ axpyRowsF16G8AVX512_done:
 	RET
 
 // func scoresF32G8AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·scoresF32G8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -7342,111 +6584,53 @@ scoresF32G8AVX512_col:
 	ADDQ            $0x00000020, R14
 	DECQ            R11
 	JNZ             scoresF32G8AVX512_col
-	VPXORD          Y19, Y19, Y19
-	VEXTRACTF64X4   $0x01, Z0, Y16
-	VEXTRACTF64X4   $0x01, Z1, Y17
-	VEXTRACTF64X4   $0x01, Z2, Y18
-	VEXTRACTF64X4   $0x01, Z3, Y20
-	VEXTRACTF64X4   $0x01, Z4, Y21
-	VEXTRACTF64X4   $0x01, Z5, Y22
-	VEXTRACTF64X4   $0x01, Z6, Y23
-	VEXTRACTF64X4   $0x01, Z7, Y24
-	VSHUFF64X2      $0x00, Y4, Y0, Y25
-	VSHUFF64X2      $0x03, Y4, Y0, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFF64X2      $0x00, Y5, Y1, Y26
-	VSHUFF64X2      $0x03, Y5, Y1, Y27
-	VADDPS          Y27, Y26, Y26
-	VSHUFF64X2      $0x00, Y6, Y2, Y27
-	VSHUFF64X2      $0x03, Y6, Y2, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFF64X2      $0x00, Y7, Y3, Y28
-	VSHUFF64X2      $0x03, Y7, Y3, Y29
-	VADDPS          Y29, Y28, Y28
-	VSHUFPS         $0x44, Y26, Y25, Y29
-	VSHUFPS         $0xee, Y26, Y25, Y25
-	VADDPS          Y25, Y29, Y29
-	VSHUFPS         $0x44, Y28, Y27, Y25
-	VSHUFPS         $0xee, Y28, Y27, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFPS         $0x88, Y25, Y29, Y26
-	VSHUFPS         $0xdd, Y25, Y29, Y25
-	VADDPS          Y25, Y26, Y26
-	VMOVUPS         Y26, (R10)
-	VSHUFF64X2      $0x00, Y21, Y16, Y25
-	VSHUFF64X2      $0x03, Y21, Y16, Y16
-	VADDPS          Y16, Y25, Y25
-	VSHUFF64X2      $0x00, Y22, Y17, Y16
-	VSHUFF64X2      $0x03, Y22, Y17, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFF64X2      $0x00, Y23, Y18, Y17
-	VSHUFF64X2      $0x03, Y23, Y18, Y18
-	VADDPS          Y18, Y17, Y17
-	VSHUFF64X2      $0x00, Y24, Y20, Y18
-	VSHUFF64X2      $0x03, Y24, Y20, Y20
-	VADDPS          Y20, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y25, Y20
-	VSHUFPS         $0xee, Y16, Y25, Y16
-	VADDPS          Y16, Y20, Y20
-	VSHUFPS         $0x44, Y18, Y17, Y16
-	VSHUFPS         $0xee, Y18, Y17, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFPS         $0x88, Y16, Y20, Y17
-	VSHUFPS         $0xdd, Y16, Y20, Y16
-	VADDPS          Y16, Y17, Y17
-	VMOVUPS         Y17, 32(R10)
-	VEXTRACTF64X4   $0x01, Z8, Y16
-	VEXTRACTF64X4   $0x01, Z9, Y17
-	VEXTRACTF64X4   $0x01, Z10, Y18
-	VEXTRACTF64X4   $0x01, Z11, Y20
-	VEXTRACTF64X4   $0x01, Z12, Y21
-	VEXTRACTF64X4   $0x01, Z13, Y22
-	VEXTRACTF64X4   $0x01, Z14, Y23
-	VEXTRACTF64X4   $0x01, Z15, Y24
-	VSHUFF64X2      $0x00, Y12, Y8, Y25
-	VSHUFF64X2      $0x03, Y12, Y8, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFF64X2      $0x00, Y13, Y9, Y26
-	VSHUFF64X2      $0x03, Y13, Y9, Y27
-	VADDPS          Y27, Y26, Y26
-	VSHUFF64X2      $0x00, Y14, Y10, Y27
-	VSHUFF64X2      $0x03, Y14, Y10, Y28
-	VADDPS          Y28, Y27, Y27
-	VSHUFF64X2      $0x00, Y15, Y11, Y28
-	VSHUFF64X2      $0x03, Y15, Y11, Y29
-	VADDPS          Y29, Y28, Y28
-	VSHUFPS         $0x44, Y26, Y25, Y29
-	VSHUFPS         $0xee, Y26, Y25, Y25
-	VADDPS          Y25, Y29, Y29
-	VSHUFPS         $0x44, Y28, Y27, Y25
-	VSHUFPS         $0xee, Y28, Y27, Y26
-	VADDPS          Y26, Y25, Y25
-	VSHUFPS         $0x88, Y25, Y29, Y26
-	VSHUFPS         $0xdd, Y25, Y29, Y25
-	VADDPS          Y25, Y26, Y26
-	VMOVUPS         Y26, 64(R10)
-	VSHUFF64X2      $0x00, Y21, Y16, Y25
-	VSHUFF64X2      $0x03, Y21, Y16, Y16
-	VADDPS          Y16, Y25, Y25
-	VSHUFF64X2      $0x00, Y22, Y17, Y16
-	VSHUFF64X2      $0x03, Y22, Y17, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFF64X2      $0x00, Y23, Y18, Y17
-	VSHUFF64X2      $0x03, Y23, Y18, Y18
-	VADDPS          Y18, Y17, Y17
-	VSHUFF64X2      $0x00, Y24, Y20, Y18
-	VSHUFF64X2      $0x03, Y24, Y20, Y20
-	VADDPS          Y20, Y18, Y18
-	VSHUFPS         $0x44, Y16, Y25, Y20
-	VSHUFPS         $0xee, Y16, Y25, Y16
-	VADDPS          Y16, Y20, Y20
-	VSHUFPS         $0x44, Y18, Y17, Y16
-	VSHUFPS         $0xee, Y18, Y17, Y17
-	VADDPS          Y17, Y16, Y16
-	VSHUFPS         $0x88, Y16, Y20, Y17
-	VSHUFPS         $0xdd, Y16, Y20, Y16
-	VADDPS          Y16, Y17, Y17
-	VMOVUPS         Y17, 96(R10)
+	VPXORD          Z19, Z19, Z19
+	VSHUFF64X2      $0x88, Z4, Z0, Z18
+	VSHUFF64X2      $0xdd, Z4, Z0, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z5, Z1, Z20
+	VSHUFF64X2      $0xdd, Z5, Z1, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFF64X2      $0x88, Z6, Z2, Z21
+	VSHUFF64X2      $0xdd, Z6, Z2, Z22
+	VADDPS          Z22, Z21, Z21
+	VSHUFF64X2      $0x88, Z7, Z3, Z22
+	VSHUFF64X2      $0xdd, Z7, Z3, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z20, Z18, Z23
+	VSHUFPS         $0xee, Z20, Z18, Z18
+	VADDPS          Z18, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z21, Z18
+	VSHUFPS         $0xee, Z22, Z21, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFPS         $0x88, Z18, Z23, Z20
+	VSHUFPS         $0xdd, Z18, Z23, Z18
+	VADDPS          Z18, Z20, Z20
+	VSHUFF64X2      $0xd8, Z20, Z20, Z20
+	VMOVUPS         Z20, (R10)
+	VSHUFF64X2      $0x88, Z12, Z8, Z18
+	VSHUFF64X2      $0xdd, Z12, Z8, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z13, Z9, Z20
+	VSHUFF64X2      $0xdd, Z13, Z9, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFF64X2      $0x88, Z14, Z10, Z21
+	VSHUFF64X2      $0xdd, Z14, Z10, Z22
+	VADDPS          Z22, Z21, Z21
+	VSHUFF64X2      $0x88, Z15, Z11, Z22
+	VSHUFF64X2      $0xdd, Z15, Z11, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z20, Z18, Z23
+	VSHUFPS         $0xee, Z20, Z18, Z18
+	VADDPS          Z18, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z21, Z18
+	VSHUFPS         $0xee, Z22, Z21, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFPS         $0x88, Z18, Z23, Z20
+	VSHUFPS         $0xdd, Z18, Z23, Z18
+	VADDPS          Z18, Z20, Z20
+	VSHUFF64X2      $0xd8, Z20, Z20, Z20
+	VMOVUPS         Z20, 64(R10)
 	ADDQ            $0x00000080, R10
 	LEAQ            (SI)(DI*4), SI
 	DECQ            R9

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/minerva-llm/minerva/quant"
 )
 
 // The grouped kernels give every head exactly the bits of the one-head
@@ -134,5 +136,58 @@ func TestGroupedSoftmaxExact(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkGroupedAttention: one 128-row f16 tile of TinyLlama's shape
+// (eight heads of 64 per KV head, rows 256 halves apart) scored and
+// weighted by the grouped kernels and by eight calls of the one-head ones,
+// in each SIMD variant, in one run:
+//
+//	go test ./runtime/cpu/kern -run '^$' -bench GroupedAttention
+func BenchmarkGroupedAttention(b *testing.B) {
+	const G, hd, n, stride = 8, 64, 128, 256
+	k := make([]uint16, n*stride)
+	for i, x := range randRow(len(k), 1, 5) {
+		k[i] = quant.F32ToF16(x)
+	}
+	q := randRow(G*hd, 1, 6)
+	w := randRow(GroupLanes*n, 0.1, 7)
+	acc := make([]float32, G*hd)
+	out := make([]float32, GroupLanes*n)
+	one := make([]float32, n)
+	for _, v := range []string{"avx2", "avx512"} {
+		b.Run(v+"/scores/grouped", func(b *testing.B) {
+			useVariant(b, v)
+			ks := Current()
+			for b.Loop() {
+				ks.ScoresF16G(q, hd, hd, G, k, stride, out)
+			}
+		})
+		b.Run(v+"/scores/onehead", func(b *testing.B) {
+			useVariant(b, v)
+			ks := Current()
+			for b.Loop() {
+				for g := range G {
+					ks.ScoresF16(q[g*hd:(g+1)*hd], k, stride, one)
+				}
+			}
+		})
+		b.Run(v+"/values/grouped", func(b *testing.B) {
+			useVariant(b, v)
+			ks := Current()
+			for b.Loop() {
+				ks.AxpyRowsF16G(acc, hd, hd, G, w, k, stride)
+			}
+		})
+		b.Run(v+"/values/onehead", func(b *testing.B) {
+			useVariant(b, v)
+			ks := Current()
+			for b.Loop() {
+				for g := range G {
+					ks.AxpyRowsF16(acc[g*hd:(g+1)*hd], w[:n], k, stride)
+				}
+			}
+		})
 	}
 }

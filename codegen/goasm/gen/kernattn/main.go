@@ -416,7 +416,7 @@ func grouped(c *build.Context) {
 // accumulators: a ZMM holds one head's accumulators of two rows (row j in
 // the low half, j+1 in the high), four rows per pass, so a query vector
 // (broadcast to both halves) serves four rows and a row chunk all heads;
-// the halves are then summed exactly as reduce8. Weighted values are
+// the lanes are then summed exactly as reduce8, two rows at a time. Weighted values are
 // element-wise, so a ZMM holds sixteen consecutive elements of one head
 // and each weight is a broadcast memory operand of the FMA.
 
@@ -493,20 +493,17 @@ func scoresGZ(c *build.Context, name, kt string, G int, f16 bool) {
 	c.ADDQ(U32(uint64(unit)), ki)
 	c.DECQ(i)
 	c.JNZ(LabelRef(name + "_col"))
-	zero := c.YMM()
+	zero := c.ZMM()
 	c.VPXORD(zero, zero, zero)
 	for p := range acc {
-		var lo, hi [maxGroup]reg.VecVirtual
-		for g := range maxGroup {
-			lo[g], hi[g] = zero, zero
+		var a [maxGroup]reg.VecVirtual
+		for g := range a {
+			a[g] = zero
 			if g < G {
-				lo[g] = acc[p][g].AsY().(reg.VecVirtual)
-				hi[g] = c.YMM()
-				c.VEXTRACTF64X4(Imm(1), acc[p][g], hi[g])
+				a[g] = acc[p][g]
 			}
 		}
-		c.VMOVUPS(reduce8Z(c, lo), Mem{Base: op, Disp: 64 * p})
-		c.VMOVUPS(reduce8Z(c, hi), Mem{Base: op, Disp: 64*p + 32})
+		c.VMOVUPS(reduce8x2(c, a), Mem{Base: op, Disp: 64 * p})
 	}
 	c.ADDQ(U32(128), op)
 	c.LEAQ(Mem{Base: kp, Index: st, Scale: 4}, kp)
@@ -517,19 +514,20 @@ func scoresGZ(c *build.Context, name, kt string, G int, f16 bool) {
 	c.RET()
 }
 
-// reduce8Z is reduce8 in instructions that have EVEX forms (registers 16
-// to 31): VSHUFF64X2 for VPERM2F128, the same lanes added.
-func reduce8Z(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
+// reduce8x2 is reduce8 on accumulators of two rows each (row 0 in the low
+// 256 bits, row 1 in the high): the same additions on the same operands,
+// sixteen lanes at a time, giving row 0's eight sums then row 1's.
+func reduce8x2(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
 	var s [4]reg.VecVirtual
-	for i := range s {
-		lo, hi := c.YMM(), c.YMM()
-		c.VSHUFF64X2(Imm(0), a[i+4], a[i], lo) // a[i].lo, a[i+4].lo
-		c.VSHUFF64X2(Imm(3), a[i+4], a[i], hi) // a[i].hi, a[i+4].hi
+	for i := range s { // 128-bit lanes: a[i] row 0, row 1, a[i+4] row 0, row 1
+		lo, hi := c.ZMM(), c.ZMM()
+		c.VSHUFF64X2(Imm(0x88), a[i+4], a[i], lo) // lanes 0, 2 of each
+		c.VSHUFF64X2(Imm(0xDD), a[i+4], a[i], hi) // lanes 1, 3 of each
 		c.VADDPS(hi, lo, lo)
 		s[i] = lo
 	}
 	pair := func(x, y reg.VecVirtual, even, odd uint64) reg.VecVirtual {
-		e, o := c.YMM(), c.YMM()
+		e, o := c.ZMM(), c.ZMM()
 		c.VSHUFPS(Imm(even), y, x, e)
 		c.VSHUFPS(Imm(odd), y, x, o)
 		c.VADDPS(o, e, e)
@@ -537,7 +535,9 @@ func reduce8Z(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
 	}
 	x := pair(s[0], s[1], 0x44, 0xEE)
 	y := pair(s[2], s[3], 0x44, 0xEE)
-	return pair(x, y, 0x88, 0xDD)
+	f := pair(x, y, 0x88, 0xDD) // 128-bit lanes: g0-3 row 0, g0-3 row 1, g4-7 row 0, g4-7 row 1
+	c.VSHUFF64X2(Imm(0xD8), f, f, f)
+	return f
 }
 
 // axpyRowsGZ emits func name(acc []float32, as, d int, w []float32, v,
