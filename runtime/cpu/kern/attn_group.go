@@ -22,30 +22,21 @@ const GroupLanes = 8
 // for heads g < G (1 ≤ G ≤ 8) and rows j < len(out)/8, k an f16 cache;
 // lanes g ≥ G are set to 0.
 func (ks Kernels) ScoresF16G(q []float32, qs, d, G int, k []uint16, stride int, out []float32) {
-	n := len(out) / GroupLanes
-	if n == 0 {
-		return
-	}
-	_ = q[(G-1)*qs+d-1]
-	_ = k[(n-1)*stride+d-1]
-	if ks.vec() && d%8 == 0 && d > 0 {
-		n4 := 0
-		if ks.v.attnZMM {
-			n4 = n &^ 3
-			scoresF16GAVX512[G](q, qs, d, k, stride, out[:GroupLanes*n4])
-		}
-		if n4 < n {
-			scoresF16GAVX2[G](q, qs, d, k[n4*stride:], stride, out[GroupLanes*n4:GroupLanes*n])
-		}
-		return
-	}
-	scoresGrouped(G, n, out, func(g, j0 int, sc []float32) {
-		ks.ScoresF16(q[g*qs:g*qs+d], k[j0*stride:], stride, sc)
-	})
+	scoresG(ks, q, qs, d, G, k, stride, out, &scoresF16GAVX512, &scoresF16GAVX2, ks.ScoresF16)
 }
 
 // ScoresG is ScoresF16G over an f32 cache (Scores per head).
 func (ks Kernels) ScoresG(q []float32, qs, d, G int, k []float32, stride int, out []float32) {
+	scoresG(ks, q, qs, d, G, k, stride, out, &scoresF32GAVX512, &scoresF32GAVX2, ks.Scores)
+}
+
+// scoresG is ScoresF16G and ScoresG: the AVX-512 kernels (the avx512
+// variant) on whole groups of four rows, the AVX2 ones on the rest, or the
+// one-head kernel head by head, a block of rows at a time, spread into
+// out's lanes.
+func scoresG[T uint16 | float32](ks Kernels, q []float32, qs, d, G int, k []T, stride int, out []float32,
+	z, y *[GroupLanes + 1]func(q []float32, qs, d int, k []T, stride int, out []float32),
+	one func(q []float32, k []T, stride int, out []float32)) {
 	n := len(out) / GroupLanes
 	if n == 0 {
 		return
@@ -56,28 +47,19 @@ func (ks Kernels) ScoresG(q []float32, qs, d, G int, k []float32, stride int, ou
 		n4 := 0
 		if ks.v.attnZMM {
 			n4 = n &^ 3
-			scoresF32GAVX512[G](q, qs, d, k, stride, out[:GroupLanes*n4])
+			z[G](q, qs, d, k, stride, out[:GroupLanes*n4])
 		}
 		if n4 < n {
-			scoresF32GAVX2[G](q, qs, d, k[n4*stride:], stride, out[GroupLanes*n4:GroupLanes*n])
+			y[G](q, qs, d, k[n4*stride:], stride, out[GroupLanes*n4:GroupLanes*n])
 		}
 		return
 	}
-	scoresGrouped(G, n, out, func(g, j0 int, sc []float32) {
-		ks.Scores(q[g*qs:g*qs+d], k[j0*stride:], stride, sc)
-	})
-}
-
-// scoresGrouped is the grouped scores through a one-head kernel: head g's
-// scores of rows j0… into sc, a block of rows at a time, spread into out's
-// lanes.
-func scoresGrouped(G, n int, out []float32, one func(g, j0 int, sc []float32)) {
 	var sc [256]float32
 	for j0 := 0; j0 < n; j0 += len(sc) {
 		m := min(n-j0, len(sc))
 		for g := range GroupLanes {
 			if g < G {
-				one(g, j0, sc[:m])
+				one(q[g*qs:g*qs+d], k[j0*stride:], stride, sc[:m])
 			} else {
 				clear(sc[:m])
 			}
@@ -92,50 +74,35 @@ func scoresGrouped(G, n int, out []float32, one func(g, j0 int, sc []float32)) {
 // g·as+d] for heads g < G (1 ≤ G ≤ 8) and every row j < len(w)/8, rows in
 // order, v an f16 cache.
 func (ks Kernels) AxpyRowsF16G(acc []float32, as, d, G int, w []float32, v []uint16, stride int) {
-	n := len(w) / GroupLanes
-	if n == 0 {
-		return
-	}
-	_ = acc[(G-1)*as+d-1]
-	_ = v[(n-1)*stride+d-1]
-	if ks.vec() && d%16 == 0 && d > 0 && ks.v.attnZMM {
-		axpyRowsF16GAVX512[G](acc, as, d, w[:GroupLanes*n], v, stride)
-		return
-	}
-	if ks.vec() && d%8 == 0 && d > 0 {
-		axpyRowsF16GAVX2[G](acc, as, d, w[:GroupLanes*n], v, stride)
-		return
-	}
-	axpyGrouped(G, n, w, func(g, j0 int, wg []float32) {
-		ks.AxpyRowsF16(acc[g*as:g*as+d], wg, v[j0*stride:], stride)
-	})
+	axpyRowsG(ks, acc, as, d, G, w, v, stride, &axpyRowsF16GAVX512, &axpyRowsF16GAVX2, ks.AxpyRowsF16)
 }
 
 // AxpyRowsG is AxpyRowsF16G over an f32 cache (AxpyRows per head).
 func (ks Kernels) AxpyRowsG(acc []float32, as, d, G int, w []float32, v []float32, stride int) {
+	axpyRowsG(ks, acc, as, d, G, w, v, stride, &axpyRowsF32GAVX512, &axpyRowsF32GAVX2, ks.AxpyRows)
+}
+
+// axpyRowsG is AxpyRowsF16G and AxpyRowsG: the AVX-512 kernel (the avx512
+// variant, d a multiple of 16), the AVX2 one, or the one-head kernel head
+// by head with the head's weights gathered, a block of rows at a time in
+// row order.
+func axpyRowsG[T uint16 | float32](ks Kernels, acc []float32, as, d, G int, w []float32, v []T, stride int,
+	z, y *[GroupLanes + 1]func(acc []float32, as, d int, w []float32, v []T, stride int),
+	one func(acc, w []float32, v []T, stride int)) {
 	n := len(w) / GroupLanes
 	if n == 0 {
 		return
 	}
 	_ = acc[(G-1)*as+d-1]
 	_ = v[(n-1)*stride+d-1]
-	if ks.vec() && d%16 == 0 && d > 0 && ks.v.attnZMM {
-		axpyRowsF32GAVX512[G](acc, as, d, w[:GroupLanes*n], v, stride)
+	switch {
+	case ks.vec() && d%16 == 0 && d > 0 && ks.v.attnZMM:
+		z[G](acc, as, d, w[:GroupLanes*n], v, stride)
+		return
+	case ks.vec() && d%8 == 0 && d > 0:
+		y[G](acc, as, d, w[:GroupLanes*n], v, stride)
 		return
 	}
-	if ks.vec() && d%8 == 0 && d > 0 {
-		axpyRowsF32GAVX2[G](acc, as, d, w[:GroupLanes*n], v, stride)
-		return
-	}
-	axpyGrouped(G, n, w, func(g, j0 int, wg []float32) {
-		ks.AxpyRows(acc[g*as:g*as+d], wg, v[j0*stride:], stride)
-	})
-}
-
-// axpyGrouped is the grouped weighted values through a one-head kernel:
-// head g's weights of rows j0… gathered into wg, a block of rows at a time
-// in row order.
-func axpyGrouped(G, n int, w []float32, one func(g, j0 int, wg []float32)) {
 	var wg [256]float32
 	for g := range G {
 		for j0 := 0; j0 < n; j0 += len(wg) {
@@ -143,7 +110,7 @@ func axpyGrouped(G, n int, w []float32, one func(g, j0 int, wg []float32)) {
 			for j := range wg[:m] {
 				wg[j] = w[GroupLanes*(j0+j)+g]
 			}
-			one(g, j0, wg[:m])
+			one(acc[g*as:g*as+d], wg[:m], v[j0*stride:], stride)
 		}
 	}
 }

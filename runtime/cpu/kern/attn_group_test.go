@@ -156,38 +156,32 @@ func BenchmarkGroupedAttention(b *testing.B) {
 	acc := make([]float32, G*hd)
 	out := make([]float32, GroupLanes*n)
 	one := make([]float32, n)
+	cases := []struct {
+		name string
+		run  func(ks Kernels)
+	}{
+		{"scores/grouped", func(ks Kernels) { ks.ScoresF16G(q, hd, hd, G, k, stride, out) }},
+		{"scores/onehead", func(ks Kernels) {
+			for g := range G {
+				ks.ScoresF16(q[g*hd:(g+1)*hd], k, stride, one)
+			}
+		}},
+		{"values/grouped", func(ks Kernels) { ks.AxpyRowsF16G(acc, hd, hd, G, w, k, stride) }},
+		{"values/onehead", func(ks Kernels) {
+			for g := range G {
+				ks.AxpyRowsF16(acc[g*hd:(g+1)*hd], w[:n], k, stride)
+			}
+		}},
+	}
 	for _, v := range []string{"avx2", "avx512"} {
-		b.Run(v+"/scores/grouped", func(b *testing.B) {
-			useVariant(b, v)
-			ks := Current()
-			for b.Loop() {
-				ks.ScoresF16G(q, hd, hd, G, k, stride, out)
-			}
-		})
-		b.Run(v+"/scores/onehead", func(b *testing.B) {
-			useVariant(b, v)
-			ks := Current()
-			for b.Loop() {
-				for g := range G {
-					ks.ScoresF16(q[g*hd:(g+1)*hd], k, stride, one)
+		for _, c := range cases {
+			b.Run(v+"/"+c.name, func(b *testing.B) {
+				useVariant(b, v)
+				ks := Current()
+				for b.Loop() {
+					c.run(ks)
 				}
-			}
-		})
-		b.Run(v+"/values/grouped", func(b *testing.B) {
-			useVariant(b, v)
-			ks := Current()
-			for b.Loop() {
-				ks.AxpyRowsF16G(acc, hd, hd, G, w, k, stride)
-			}
-		})
-		b.Run(v+"/values/onehead", func(b *testing.B) {
-			useVariant(b, v)
-			ks := Current()
-			for b.Loop() {
-				for g := range G {
-					ks.AxpyRowsF16(acc[g*hd:(g+1)*hd], w[:n], k, stride)
-				}
-			}
-		})
+			})
+		}
 	}
 }

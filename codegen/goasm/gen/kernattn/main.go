@@ -4,7 +4,9 @@
 // axpyRowsF32). A tile's scores are one call (q against each cache row),
 // its weighted values another (the accumulator held in registers while the
 // rows stream past), so a row of K or V is read once per query head and
-// tile.
+// tile — or, with the grouped kernels (scoresF16G<n>AVX2 and the rest, and
+// their AVX512 forms), once per tile for up to eight query heads of one KV
+// head.
 //
 // Every kernel's order, which kern's Go loops emulate (attn.go):
 //
@@ -207,13 +209,47 @@ func headMem(b0, b3, s, s3 reg.Register, g, disp int) Mem {
 // headBases loads the stride parameter (floats) as bytes s, s3 = 3·s and
 // b3 = b0 + 3·s.
 func headBases(c *build.Context, param string, b0 reg.Register) (b3, s, s3 reg.Register) {
-	s = c.Load(c.Param(param), c.GP64())
-	c.SHLQ(Imm(2), s)
-	s3 = c.GP64()
-	c.LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+	s, s3 = strides(c, param, 2)
 	b3 = c.GP64()
 	c.LEAQ(Mem{Base: b0, Index: s3, Scale: 1}, b3)
 	return b3, s, s3
+}
+
+// strides loads the stride parameter as s = param << shift (bytes) and s3 =
+// 3·s.
+func strides(c *build.Context, param string, shift uint64) (s, s3 reg.Register) {
+	s = c.Load(c.Param(param), c.GP64())
+	c.SHLQ(Imm(shift), s)
+	s3 = c.GP64()
+	c.LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+	return s, s3
+}
+
+// groupedFunc begins a grouped kernel: name, its signature sig over the
+// cache element type kt (%s in sig), its doc lines.
+func groupedFunc(c *build.Context, name, sig, kt string, doc ...string) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr(fmt.Sprintf(sig, kt))
+	c.Doc(doc...)
+}
+
+const (
+	scoresSig = "func(q []float32, qs, d int, k []%s, stride int, out []float32)"
+	axpySig   = "func(acc []float32, as, d int, w []float32, v []%s, stride int)"
+)
+
+// cacheStride loads the stride parameter (cache elements) as bytes of f16
+// or f32 elements, and gives the bytes of eight elements.
+func cacheStride(c *build.Context, f16 bool) (st reg.Register, eight int) {
+	st = c.Load(c.Param("stride"), c.GP64())
+	if f16 {
+		c.SHLQ(Imm(1), st)
+		return st, 16
+	}
+	c.SHLQ(Imm(2), st)
+	return st, 32
 }
 
 // reduce8 sums the lanes of eight accumulators into one vector, lane g the
@@ -245,25 +281,15 @@ func reduce8(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
 // for j < len(out)/8, out[8j+g] = q[g·qs : g·qs+d] · row j of k for g < G
 // and 0 for the other lanes; d a positive multiple of 8.
 func scoresG(c *build.Context, name, kt string, G int, f16 bool) {
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr(fmt.Sprintf("func(q []float32, qs, d int, k []%s, stride int, out []float32)", kt))
-	c.Doc(fmt.Sprintf("%s sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < %d (0 beyond),", name, G),
+	groupedFunc(c, name, scoresSig, kt,
+		fmt.Sprintf("%s sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < %d (0 beyond),", name, G),
 		"j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.")
 	qp := c.Load(c.Param("q").Base(), c.GP64())
 	q3, qs, qs3 := headBases(c, "qs", qp)
 	nch := c.Load(c.Param("d"), c.GP64())
 	c.SHRQ(Imm(3), nch)
 	kp := c.Load(c.Param("k").Base(), c.GP64())
-	st := c.Load(c.Param("stride"), c.GP64())
-	unit := 32
-	if f16 {
-		c.SHLQ(Imm(1), st)
-		unit = 16
-	} else {
-		c.SHLQ(Imm(2), st)
-	}
+	st, unit := cacheStride(c, f16)
 	n := c.Load(c.Param("out").Len(), c.GP64())
 	c.SHRQ(Imm(3), n)
 	op := c.Load(c.Param("out").Base(), c.GP64())
@@ -305,109 +331,19 @@ func scoresG(c *build.Context, name, kt string, G int, f16 bool) {
 	c.RET()
 }
 
-// axpyRowsG emits func name(acc []float32, as, d int, w []float32, v,
-// stride): acc[g·as : g·as+d] += Σ_j w[8j+g]·row j of v for g < G, rows in
-// order with FMA, d a positive multiple of 8; each row's vectors are loaded
-// (and widened) once for all G heads, blk of them per pass over the rows.
-func axpyRowsG(c *build.Context, name, kt string, G int, f16 bool) {
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr(fmt.Sprintf("func(acc []float32, as, d int, w []float32, v []%s, stride int)", kt))
-	c.Doc(fmt.Sprintf("%s adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < %d and every", name, G),
-		"j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.")
-	ap := c.Load(c.Param("acc").Base(), c.GP64())
-	a3, as, as3 := headBases(c, "as", ap)
-	nch := c.Load(c.Param("d"), c.GP64())
-	c.SHRQ(Imm(3), nch)
-	wp0 := c.Load(c.Param("w").Base(), c.GP64())
-	n0 := c.Load(c.Param("w").Len(), c.GP64())
-	c.SHRQ(Imm(3), n0)
-	vp0 := c.Load(c.Param("v").Base(), c.GP64())
-	st := c.Load(c.Param("stride"), c.GP64())
-	unit := 32
-	if f16 {
-		c.SHLQ(Imm(1), st)
-		unit = 16
-	} else {
-		c.SHLQ(Imm(2), st)
-	}
-	blk := max(1, 13/(G+1)) // G·blk accumulators, blk row vectors, one weight
-	c.TESTQ(n0, n0)
-	c.JZ(LabelRef(name + "_done"))
-	c.Label(name + "_chunk")
-	c.TESTQ(nch, nch)
-	c.JZ(LabelRef(name + "_done"))
-	pass := func(label string, nv int) {
-		r := make([][]reg.VecVirtual, G)
-		for g := range r {
-			r[g] = make([]reg.VecVirtual, nv)
-			for k := range r[g] {
-				r[g][k] = c.YMM()
-				c.VMOVUPS(headMem(ap, a3, as, as3, g, 32*k), r[g][k])
-			}
-		}
-		n, wp, vp := c.GP64(), c.GP64(), c.GP64()
-		c.MOVQ(n0, n)
-		c.MOVQ(wp0, wp)
-		c.MOVQ(vp0, vp)
-		c.Label(label)
-		kv := make([]reg.VecVirtual, nv)
-		for k := range kv {
-			kv[k] = c.YMM()
-			if f16 {
-				c.VCVTPH2PS(Mem{Base: vp, Disp: unit * k}, kv[k])
-			} else {
-				c.VMOVUPS(Mem{Base: vp, Disp: unit * k}, kv[k])
-			}
-		}
-		for g := range r {
-			wv := c.YMM()
-			c.VBROADCASTSS(Mem{Base: wp, Disp: 4 * g}, wv)
-			for k := range kv {
-				c.VFMADD231PS(kv[k], wv, r[g][k])
-			}
-		}
-		c.ADDQ(U32(32), wp)
-		c.ADDQ(st, vp)
-		c.DECQ(n)
-		c.JNZ(LabelRef(label))
-		for g := range r {
-			for k := range r[g] {
-				c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, 32*k))
-			}
-		}
-		c.ADDQ(U32(uint64(32*nv)), ap)
-		c.ADDQ(U32(uint64(32*nv)), a3)
-		c.ADDQ(U32(uint64(unit*nv)), vp0)
-		c.SUBQ(Imm(uint64(nv)), nch)
-		c.JMP(LabelRef(name + "_chunk"))
-	}
-	if blk > 1 {
-		c.CMPQ(nch, Imm(uint64(blk)))
-		c.JL(LabelRef(name + "_small"))
-		pass(name+"_rows", blk)
-		c.Label(name + "_small")
-	}
-	pass(name+"_row1", 1)
-	c.Label(name + "_done")
-	c.VZEROUPPER()
-	c.RET()
-}
-
 // grouped emits the grouped kernels for G = 1..8 heads over f16 and f32
 // caches: scoresF16G<G>AVX2, axpyRowsF16G<G>AVX2, scoresF32G<G>AVX2,
 // axpyRowsF32G<G>AVX2 and their AVX512 forms.
 func grouped(c *build.Context) {
 	for G := 1; G <= maxGroup; G++ {
 		scoresG(c, fmt.Sprintf("scoresF16G%dAVX2", G), "uint16", G, true)
-		axpyRowsG(c, fmt.Sprintf("axpyRowsF16G%dAVX2", G), "uint16", G, true)
+		axpyRowsG(c, fmt.Sprintf("axpyRowsF16G%dAVX2", G), "uint16", G, true, false)
 		scoresG(c, fmt.Sprintf("scoresF32G%dAVX2", G), "float32", G, false)
-		axpyRowsG(c, fmt.Sprintf("axpyRowsF32G%dAVX2", G), "float32", G, false)
+		axpyRowsG(c, fmt.Sprintf("axpyRowsF32G%dAVX2", G), "float32", G, false, false)
 		scoresGZ(c, fmt.Sprintf("scoresF16G%dAVX512", G), "uint16", G, true)
-		axpyRowsGZ(c, fmt.Sprintf("axpyRowsF16G%dAVX512", G), "uint16", G, true)
+		axpyRowsG(c, fmt.Sprintf("axpyRowsF16G%dAVX512", G), "uint16", G, true, true)
 		scoresGZ(c, fmt.Sprintf("scoresF32G%dAVX512", G), "float32", G, false)
-		axpyRowsGZ(c, fmt.Sprintf("axpyRowsF32G%dAVX512", G), "float32", G, false)
+		axpyRowsG(c, fmt.Sprintf("axpyRowsF32G%dAVX512", G), "float32", G, false, true)
 	}
 }
 
@@ -423,29 +359,16 @@ func grouped(c *build.Context) {
 // scoresGZ emits func name(q []float32, qs, d int, k, stride, out
 // []float32) as scoresG, for len(out)/8 rows a multiple of four.
 func scoresGZ(c *build.Context, name, kt string, G int, f16 bool) {
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr(fmt.Sprintf("func(q []float32, qs, d int, k []%s, stride int, out []float32)", kt))
-	c.Doc(fmt.Sprintf("%s sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < %d (0 beyond),", name, G),
+	groupedFunc(c, name, scoresSig, kt,
+		fmt.Sprintf("%s sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < %d (0 beyond),", name, G),
 		"j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.",
 		"It needs AVX-512F and AVX-512VL.")
 	qp := c.Load(c.Param("q").Base(), c.GP64())
-	qs := c.Load(c.Param("qs"), c.GP64())
-	c.SHLQ(Imm(2), qs)
-	qs3 := c.GP64()
-	c.LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, qs3)
+	qs, qs3 := strides(c, "qs", 2)
 	nch := c.Load(c.Param("d"), c.GP64())
 	c.SHRQ(Imm(3), nch)
 	kp := c.Load(c.Param("k").Base(), c.GP64())
-	st := c.Load(c.Param("stride"), c.GP64())
-	unit := 32
-	if f16 {
-		c.SHLQ(Imm(1), st)
-		unit = 16
-	} else {
-		c.SHLQ(Imm(2), st)
-	}
+	st, unit := cacheStride(c, f16)
 	st3 := c.GP64()
 	c.LEAQ(Mem{Base: st, Index: st, Scale: 2}, st3)
 	n := c.Load(c.Param("out").Len(), c.GP64())
@@ -540,33 +463,36 @@ func reduce8x2(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
 	return f
 }
 
-// axpyRowsGZ emits func name(acc []float32, as, d int, w []float32, v,
-// stride) as axpyRowsG with sixteen elements of a head per ZMM, d a
-// positive multiple of 16, each weight a broadcast operand of its FMAs.
-func axpyRowsGZ(c *build.Context, name, kt string, G int, f16 bool) {
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr(fmt.Sprintf("func(acc []float32, as, d int, w []float32, v []%s, stride int)", kt))
-	c.Doc(fmt.Sprintf("%s adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < %d and every", name, G),
-		"j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.")
+// axpyRowsG emits func name(acc []float32, as, d int, w []float32, v,
+// stride): acc[g·as : g·as+d] += Σ_j w[8j+g]·row j of v for g < G, rows in
+// order with FMA; each row's vectors are loaded (and widened) once for all
+// G heads, blk of them per pass over the rows. AVX2: eight elements per
+// YMM, each weight broadcast to a register, d a positive multiple of 8;
+// zmm (AVX-512): sixteen per ZMM, the weight a broadcast operand of the
+// FMAs, d a positive multiple of 16.
+func axpyRowsG(c *build.Context, name, kt string, G int, f16, zmm bool) {
+	lanes, vec, blk, needs := 8, c.YMM, max(1, 13/(G+1)), "AVX2, FMA and F16C"
+	if zmm {
+		lanes, vec, blk, needs = 16, c.ZMM, min(4, 30/(G+1)), "AVX-512F"
+	}
+	groupedFunc(c, name, axpySig, kt,
+		fmt.Sprintf("%s adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < %d and every", name, G),
+		fmt.Sprintf("j < len(w)/8, in row order with FMA; d a positive multiple of %d. It needs %s.", lanes, needs))
 	ap := c.Load(c.Param("acc").Base(), c.GP64())
 	a3, as, as3 := headBases(c, "as", ap)
 	nch := c.Load(c.Param("d"), c.GP64())
-	c.SHRQ(Imm(4), nch)
+	shift := uint64(3) // a vector's elements, log2
+	if zmm {
+		shift = 4
+	}
+	c.SHRQ(Imm(shift), nch)
 	wp0 := c.Load(c.Param("w").Base(), c.GP64())
 	n0 := c.Load(c.Param("w").Len(), c.GP64())
 	c.SHRQ(Imm(3), n0)
 	vp0 := c.Load(c.Param("v").Base(), c.GP64())
-	st := c.Load(c.Param("stride"), c.GP64())
-	unit := 64
-	if f16 {
-		c.SHLQ(Imm(1), st)
-		unit = 32
-	} else {
-		c.SHLQ(Imm(2), st)
-	}
-	blk := min(4, 30/(G+1))
+	st, eight := cacheStride(c, f16)
+	unit := eight * lanes / 8 // a row vector's bytes
+	accBytes := 4 * lanes
 	c.TESTQ(n0, n0)
 	c.JZ(LabelRef(name + "_done"))
 	c.Label(name + "_chunk")
@@ -577,8 +503,8 @@ func axpyRowsGZ(c *build.Context, name, kt string, G int, f16 bool) {
 		for g := range r {
 			r[g] = make([]reg.VecVirtual, nv)
 			for k := range r[g] {
-				r[g][k] = c.ZMM()
-				c.VMOVUPS(headMem(ap, a3, as, as3, g, 64*k), r[g][k])
+				r[g][k] = vec()
+				c.VMOVUPS(headMem(ap, a3, as, as3, g, accBytes*k), r[g][k])
 			}
 		}
 		n, wp, vp := c.GP64(), c.GP64(), c.GP64()
@@ -588,7 +514,7 @@ func axpyRowsGZ(c *build.Context, name, kt string, G int, f16 bool) {
 		c.Label(label)
 		kv := make([]reg.VecVirtual, nv)
 		for k := range kv {
-			kv[k] = c.ZMM()
+			kv[k] = vec()
 			if f16 {
 				c.VCVTPH2PS(Mem{Base: vp, Disp: unit * k}, kv[k])
 			} else {
@@ -596,8 +522,17 @@ func axpyRowsGZ(c *build.Context, name, kt string, G int, f16 bool) {
 			}
 		}
 		for g := range r {
+			wm := Mem{Base: wp, Disp: 4 * g}
+			if zmm {
+				for k := range kv {
+					c.VFMADD231PS_BCST(wm, kv[k], r[g][k])
+				}
+				continue
+			}
+			wv := c.YMM()
+			c.VBROADCASTSS(wm, wv)
 			for k := range kv {
-				c.VFMADD231PS_BCST(Mem{Base: wp, Disp: 4 * g}, kv[k], r[g][k])
+				c.VFMADD231PS(kv[k], wv, r[g][k])
 			}
 		}
 		c.ADDQ(U32(32), wp)
@@ -606,11 +541,11 @@ func axpyRowsGZ(c *build.Context, name, kt string, G int, f16 bool) {
 		c.JNZ(LabelRef(label))
 		for g := range r {
 			for k := range r[g] {
-				c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, 64*k))
+				c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, accBytes*k))
 			}
 		}
-		c.ADDQ(U32(uint64(64*nv)), ap)
-		c.ADDQ(U32(uint64(64*nv)), a3)
+		c.ADDQ(U32(uint64(accBytes*nv)), ap)
+		c.ADDQ(U32(uint64(accBytes*nv)), a3)
 		c.ADDQ(U32(uint64(unit*nv)), vp0)
 		c.SUBQ(Imm(uint64(nv)), nch)
 		c.JMP(LabelRef(name + "_chunk"))

@@ -39,9 +39,9 @@ func run(dir string) error {
 	dotF32(c)
 	axpyF32(c)
 	siluMul(c)
-	expSub(c)
+	expSub(c, false)
 	scaleMax8(c)
-	expSubSum8(c)
+	expSub(c, true)
 	quantQ8_0(c)
 	for _, t := range []string{"F32", "F16", "BF16"} {
 		dotWeights(c, t)
@@ -235,34 +235,60 @@ func expInto(c *build.Context, k map[string]Mem, x reg.VecVirtual) reg.VecVirtua
 
 // expSub emits func expSubAVX2(dst, x []float32, m float32): dst[i] =
 // exp(x[i] − m) for i < len(dst)&^7 (the softmax weights of an attention
-// tile).
-func expSub(c *build.Context) {
-	c.Function("expSubAVX2")
+// tile); with sum, func expSubSum8AVX2(dst, x, m, l []float32): dst[8j+g]
+// = exp(x[8j+g] − m[g]), the same exp, added to l[g] row by row (the
+// running softmax sums of eight heads).
+func expSub(c *build.Context, sum bool) {
+	name, pre := "expSubAVX2", "expsub"
+	if sum {
+		name, pre = "expSubSum8AVX2", "expsum"
+	}
+	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
 	c.Pragma("noescape")
-	c.SignatureExpr("func(dst, x []float32, m float32)")
-	c.Doc("expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.")
+	if sum {
+		c.SignatureExpr("func(dst, x, m, l []float32)")
+		c.Doc("expSubSum8AVX2 sets dst[8j+g] = exp(x[8j+g]-m[g]) and adds it to l[g], rows j in order,",
+			"for j < len(dst)/8. It needs AVX2 and FMA.")
+	} else {
+		c.SignatureExpr("func(dst, x []float32, m float32)")
+		c.Doc("expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.")
+	}
 	k := expConsts(c)
 	n := c.Load(c.Param("dst").Len(), c.GP64())
 	d := c.Load(c.Param("dst").Base(), c.GP64())
 	xp := c.Load(c.Param("x").Base(), c.GP64())
-	ms := c.Load(c.Param("m"), c.XMM())
-	mv := c.YMM()
-	c.VBROADCASTSS(ms, mv)
+	mv, lv := c.YMM(), c.YMM()
+	var lp reg.Register
+	if sum {
+		mp := c.Load(c.Param("m").Base(), c.GP64())
+		lp = c.Load(c.Param("l").Base(), c.GP64())
+		c.VMOVUPS(Mem{Base: mp}, mv)
+		c.VMOVUPS(Mem{Base: lp}, lv)
+	} else {
+		ms := c.Load(c.Param("m"), c.XMM())
+		c.VBROADCASTSS(ms, mv)
+	}
 	c.SHRQ(Imm(3), n)
 	c.TESTQ(n, n)
-	c.JZ(LabelRef("expsub_done"))
-	c.Label("expsub_loop")
+	c.JZ(LabelRef(pre + "_done"))
+	c.Label(pre + "_loop")
 	x := c.YMM()
 	c.VMOVUPS(Mem{Base: xp}, x)
 	c.VSUBPS(mv, x, x)
 	y := expInto(c, k, x)
 	c.VMOVUPS(y, Mem{Base: d})
+	if sum {
+		c.VADDPS(y, lv, lv)
+	}
 	c.ADDQ(U32(32), d)
 	c.ADDQ(U32(32), xp)
 	c.DECQ(n)
-	c.JNZ(LabelRef("expsub_loop"))
-	c.Label("expsub_done")
+	c.JNZ(LabelRef(pre + "_loop"))
+	c.Label(pre + "_done")
+	if sum {
+		c.VMOVUPS(lv, Mem{Base: lp})
+	}
 	c.VZEROUPPER()
 	c.RET()
 }
@@ -601,45 +627,6 @@ func scaleMax8(c *build.Context) {
 	c.Label("smax_done")
 	c.VORPS(nan, m, m) // a NaN lane: all ones, a NaN
 	c.VMOVUPS(m, Mem{Base: mp})
-	c.VZEROUPPER()
-	c.RET()
-}
-
-// expSubSum8 emits func expSubSum8AVX2(dst, x, m, l []float32): dst[8j+g]
-// = exp(x[8j+g] − m[g]) as expSubAVX2 computes it, added to l[g] row by
-// row (the running softmax sums of eight heads).
-func expSubSum8(c *build.Context) {
-	c.Function("expSubSum8AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(dst, x, m, l []float32)")
-	c.Doc("expSubSum8AVX2 sets dst[8j+g] = exp(x[8j+g]-m[g]) and adds it to l[g], rows j in order,",
-		"for j < len(dst)/8. It needs AVX2 and FMA.")
-	k := expConsts(c)
-	n := c.Load(c.Param("dst").Len(), c.GP64())
-	d := c.Load(c.Param("dst").Base(), c.GP64())
-	xp := c.Load(c.Param("x").Base(), c.GP64())
-	mp := c.Load(c.Param("m").Base(), c.GP64())
-	lp := c.Load(c.Param("l").Base(), c.GP64())
-	mv, lv := c.YMM(), c.YMM()
-	c.VMOVUPS(Mem{Base: mp}, mv)
-	c.VMOVUPS(Mem{Base: lp}, lv)
-	c.SHRQ(Imm(3), n)
-	c.TESTQ(n, n)
-	c.JZ(LabelRef("expsum_done"))
-	c.Label("expsum_loop")
-	x := c.YMM()
-	c.VMOVUPS(Mem{Base: xp}, x)
-	c.VSUBPS(mv, x, x)
-	y := expInto(c, k, x)
-	c.VMOVUPS(y, Mem{Base: d})
-	c.VADDPS(y, lv, lv)
-	c.ADDQ(U32(32), d)
-	c.ADDQ(U32(32), xp)
-	c.DECQ(n)
-	c.JNZ(LabelRef("expsum_loop"))
-	c.Label("expsum_done")
-	c.VMOVUPS(lv, Mem{Base: lp})
 	c.VZEROUPPER()
 	c.RET()
 }
