@@ -49,7 +49,7 @@ func (e *exec) attention(nd *node) error {
 	stride := 2 + dv
 	p.part = growF32(p.part, items*stride)
 	part := p.part
-	if grouped := !oneHeadAttention && group > 1 && hd%8 == 0 && dv%8 == 0 && kst.q8 == nil && vst.q8 == nil; grouped {
+	if grouped := !oneHeadAttention && group > 1 && hd%8 == 0 && dv%8 == 0; grouped {
 		e.attentionGrouped(attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}, q, pos, kst, vst, part)
 	} else {
 		p.runChunked(items, func(w, it int) {
@@ -187,14 +187,15 @@ type attnShape struct {
 	scale                              float32
 }
 
-// attentionGrouped is attention's first pass for grouped-query attention
-// over f32 or f16 caches: one work item per (token, KV head, run of up to
+// attentionGrouped is attention's first pass for grouped-query attention:
+// one work item per (token, KV head, run of up to
 // kern.GroupLanes of its query heads, KV part) scores each tile's K rows
 // for all the run's heads in one kernel call and adds its V rows likewise,
 // so a row is read once per run instead of once per head. Each head keeps
 // its own tiles (tileKV rows from the part's start), lanes, FMA order and
 // online-softmax steps, so its partial (m, l, acc) has the bits the
-// one-head items give it.
+// one-head items give it. (q8_0 caches run the one-head kernels head by
+// head: the softmax steps are still shared.)
 func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst *state, part []float32) {
 	p := e.p
 	ks := p.ks
@@ -242,10 +243,13 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		for j0 := from; j0 < to; j0 += tileKV {
 			nj := min(j0+tileKV, to) - j0
 			koff := kbase + j0*kw + kh*hd
-			if kst.f32 != nil {
+			switch {
+			case kst.f32 != nil:
 				ks.ScoresG(qv, hd, hd, G, kst.f32[koff:], kw, sc[:L*nj])
-			} else {
+			case kst.f16 != nil:
 				ks.ScoresF16G(qv, hd, hd, G, kst.f16[koff:], kw, sc[:L*nj])
+			default:
+				ks.ScoresQ8G(qv, hd, hd, G, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:L*nj])
 			}
 			var tm [L]float32
 			ks.ScaleMax8(sc[:L*nj], sh.scale, &tm)
@@ -262,10 +266,13 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 			}
 			ks.ExpSubSum8(wt[:L*nj], sc[:L*nj], &m, &l)
 			voff := vbase + j0*vw + kh*dv
-			if vst.f32 != nil {
+			switch {
+			case vst.f32 != nil:
 				ks.AxpyRowsG(acc, hs, dv, G, wt[:L*nj], vst.f32[voff:], vw)
-			} else {
+			case vst.f16 != nil:
 				ks.AxpyRowsF16G(acc, hs, dv, G, wt[:L*nj], vst.f16[voff:], vw)
+			default:
+				ks.AxpyRowsQ8G(acc, hs, dv, G, wt[:L*nj], vst.q8[q8Bytes(voff):], q8Bytes(vw))
 			}
 		}
 		for g := range G {

@@ -90,11 +90,11 @@ func attnRun(t testing.TB, g *ir.Graph, w memWeights, threads int, steps []int) 
 
 // The grouped attention work items give every row exactly the bits of the
 // one-head ones: f32, f16 and q8_0 caches, groups of 8, 12 (a run of 8 and
-// one of 4) and 3 heads, a sliding window with sinks, plain attention
+// one of 4), 3 and 4 heads, sliding windows with sinks, plain attention
 // (tiles of 64 rows) and flash attention (tiles of 8192/head_dim rows in
 // four parts), prefill chunks crossing tiles, then decode steps.
 func TestAttentionGroupedExact(t *testing.T) {
-	shapes := []struct{ H, Hkv, hd, window int }{{32, 4, 64, 0}, {12, 1, 24, 0}, {6, 2, 16, 100}}
+	shapes := []struct{ H, Hkv, hd, window int }{{32, 4, 64, 0}, {12, 1, 24, 0}, {6, 2, 16, 100}, {8, 2, 32, 100}}
 	for _, cache := range []ir.DType{ir.F32, ir.F16, ir.Q8_0} {
 		for _, sh := range shapes {
 			if cache == ir.Q8_0 && sh.hd%32 != 0 {

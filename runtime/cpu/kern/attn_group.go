@@ -11,8 +11,8 @@ import "math"
 // of the one-head kernels (ScoresF16, Scores, AxpyRowsF16, AxpyRows,
 // ExpSub) over the same rows: the SIMD kernels (AVX2, and for the avx512
 // variant the same lanes in ZMM registers) keep their lanes, FMA order and
-// lane sums, and the generic variant calls the one-head kernels
-// (TestGroupedAttentionKernelsExact).
+// lane sums, and the generic variant, and q8_0 caches in every variant,
+// call the one-head kernels head by head (TestGroupedAttentionKernelsExact).
 
 // GroupLanes is the most heads a grouped kernel serves per call, and the
 // row width of its score and weight layout.
@@ -32,8 +32,7 @@ func (ks Kernels) ScoresG(q []float32, qs, d, G int, k []float32, stride int, ou
 
 // scoresG is ScoresF16G and ScoresG: the AVX-512 kernels (the avx512
 // variant) on whole groups of four rows, the AVX2 ones on the rest, or the
-// one-head kernel head by head, a block of rows at a time, spread into
-// out's lanes.
+// one-head kernel head by head.
 func scoresG[T uint16 | float32](ks Kernels, q []float32, qs, d, G int, k []T, stride int, out []float32,
 	z, y *[GroupLanes + 1]func(q []float32, qs, d int, k []T, stride int, out []float32),
 	one func(q []float32, k []T, stride int, out []float32)) {
@@ -54,6 +53,26 @@ func scoresG[T uint16 | float32](ks Kernels, q []float32, qs, d, G int, k []T, s
 		}
 		return
 	}
+	scoresOneHead(G, n, q, qs, d, k, stride, out, one)
+}
+
+// ScoresQ8G is ScoresF16G over a q8_0 cache (rows stride bytes apart),
+// ScoresQ8 head by head.
+func (ks Kernels) ScoresQ8G(q []float32, qs, d, G int, k []byte, stride int, out []float32) {
+	n := len(out) / GroupLanes
+	if n == 0 {
+		return
+	}
+	_ = q[(G-1)*qs+d-1]
+	_ = k[(n-1)*stride+d/Q8Block*Q8BlockBytes-1]
+	scoresOneHead(G, n, q, qs, d, k, stride, out, ks.ScoresQ8)
+}
+
+// scoresOneHead is the grouped scores of n rows through the one-head
+// kernel, head by head, a block of rows at a time, spread into out's
+// lanes (0 in lanes g ≥ G).
+func scoresOneHead[T uint16 | float32 | byte](G, n int, q []float32, qs, d int, k []T, stride int, out []float32,
+	one func(q []float32, k []T, stride int, out []float32)) {
 	var sc [256]float32
 	for j0 := 0; j0 < n; j0 += len(sc) {
 		m := min(n-j0, len(sc))
@@ -84,8 +103,7 @@ func (ks Kernels) AxpyRowsG(acc []float32, as, d, G int, w []float32, v []float3
 
 // axpyRowsG is AxpyRowsF16G and AxpyRowsG: the AVX-512 kernel (the avx512
 // variant, d a multiple of 16), the AVX2 one, or the one-head kernel head
-// by head with the head's weights gathered, a block of rows at a time in
-// row order.
+// by head.
 func axpyRowsG[T uint16 | float32](ks Kernels, acc []float32, as, d, G int, w []float32, v []T, stride int,
 	z, y *[GroupLanes + 1]func(acc []float32, as, d int, w []float32, v []T, stride int),
 	one func(acc, w []float32, v []T, stride int)) {
@@ -103,6 +121,26 @@ func axpyRowsG[T uint16 | float32](ks Kernels, acc []float32, as, d, G int, w []
 		y[G](acc, as, d, w[:GroupLanes*n], v, stride)
 		return
 	}
+	axpyOneHead(G, n, acc, as, d, w, v, stride, one)
+}
+
+// AxpyRowsQ8G is AxpyRowsF16G over a q8_0 cache (rows stride bytes
+// apart), AxpyRowsQ8 head by head.
+func (ks Kernels) AxpyRowsQ8G(acc []float32, as, d, G int, w []float32, v []byte, stride int) {
+	n := len(w) / GroupLanes
+	if n == 0 {
+		return
+	}
+	_ = acc[(G-1)*as+d-1]
+	_ = v[(n-1)*stride+d/Q8Block*Q8BlockBytes-1]
+	axpyOneHead(G, n, acc, as, d, w, v, stride, ks.AxpyRowsQ8)
+}
+
+// axpyOneHead is the grouped weighted values of n rows through the
+// one-head kernel, head by head with the head's weights gathered, a block
+// of rows at a time in row order.
+func axpyOneHead[T uint16 | float32 | byte](G, n int, acc []float32, as, d int, w []float32, v []T, stride int,
+	one func(acc, w []float32, v []T, stride int)) {
 	var wg [256]float32
 	for g := range G {
 		for j0 := 0; j0 < n; j0 += len(wg) {

@@ -14,6 +14,7 @@ import (
 // kernels over the same rows, in every variant, for every group size, odd
 // head sizes (the Go fallback), padded head and row strides, and tiles
 // longer than the generic variant's 256-row blocks; unused lanes score 0.
+// q8_0 caches (the one-head kernels head by head) likewise.
 func TestGroupedAttentionKernelsExact(t *testing.T) {
 	for _, v := range Variants() {
 		for _, hd := range []int{8, 12, 64, 96} {
@@ -68,6 +69,27 @@ func TestGroupedAttentionKernelsExact(t *testing.T) {
 							want = append(want[:0], acc0[g*as:g*as+hd]...)
 							ks.AxpyRows(want, wg, f32, c.f16Stride)
 							require.Equal(t, want, acc32[g*as:g*as+hd], "f32 values G=%d head %d", G, g)
+						}
+						if hd%Q8Block != 0 {
+							continue
+						}
+						got8 := make([]float32, GroupLanes*n)
+						ks.ScoresQ8G(q, qs, hd, G, c.q8, c.q8St, got8)
+						acc8 := append([]float32(nil), acc0...)
+						ks.AxpyRowsQ8G(acc8, as, hd, G, w, c.q8, c.q8St)
+						for g := range GroupLanes {
+							if g >= G {
+								require.Equal(t, acc0[g*as:], acc8[g*as:], "q8_0 G=%d head %d untouched", G, g)
+								continue
+							}
+							ks.ScoresQ8(q[g*qs:g*qs+hd], c.q8, c.q8St, one)
+							for j := range n {
+								require.Equal(t, one[j], got8[GroupLanes*j+g], "q8_0 G=%d head %d row %d", G, g, j)
+								wg[j] = w[GroupLanes*j+g]
+							}
+							want := append([]float32(nil), acc0[g*as:g*as+hd]...)
+							ks.AxpyRowsQ8(want, wg, c.q8, c.q8St)
+							require.Equal(t, want, acc8[g*as:g*as+hd], "q8_0 values G=%d head %d", G, g)
 						}
 					}
 				})
