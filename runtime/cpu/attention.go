@@ -73,7 +73,6 @@ func (e *exec) attention(nd *node) error {
 			sc, wt := buf[:tileKV], buf[tileKV:]
 			for j0 := from; j0 < to; j0 += tileKV {
 				j1 := min(j0+tileKV, to)
-				tm := float32(math.Inf(-1))
 				// The tile's scores in one kernel call (rows kw apart).
 				koff := kbase + j0*kw + kh*hd
 				switch {
@@ -84,10 +83,7 @@ func (e *exec) attention(nd *node) error {
 				default:
 					e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
 				}
-				for j := range sc[:j1-j0] {
-					sc[j] *= scale
-					tm = max(tm, sc[j])
-				}
+				tm := e.p.ks.ScaleMax(sc[:j1-j0], scale)
 				if tm > m {
 					r := float32(math.Exp(float64(m - tm)))
 					l *= r

@@ -171,6 +171,27 @@ func (ks Kernels) ScaleMax8(x []float32, scale float32, mx *[GroupLanes]float32)
 	}
 }
 
+// ScaleMax multiplies x by scale in place and returns the maximum of the
+// products as Go's max forms it, from −∞ (ScaleMax8's kernel on whole rows
+// of eight, max being independent of the order).
+func (ks Kernels) ScaleMax(x []float32, scale float32) float32 {
+	m := float32(math.Inf(-1))
+	i := 0
+	if ks.vec() && len(x) >= GroupLanes {
+		i = len(x) &^ (GroupLanes - 1)
+		var mx [GroupLanes]float32
+		scaleMax8AVX2(x[:i], scale, mx[:])
+		for _, v := range mx {
+			m = max(m, v)
+		}
+	}
+	for ; i < len(x); i++ {
+		x[i] *= scale
+		m = max(m, x[i])
+	}
+	return m
+}
+
 // ExpSubSum8 sets dst[8j+g] = exp(x[8j+g] − m[g]) and adds it to l[g],
 // rows j < len(dst)/8 in order: the weights of a tile of n = len(dst)/8
 // rows and the running sums, each head's exactly as ExpSub over its n

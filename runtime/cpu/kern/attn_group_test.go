@@ -98,8 +98,8 @@ func TestGroupedAttentionKernelsExact(t *testing.T) {
 	}
 }
 
-// ScaleMax8 and ExpSubSum8 give every lane what attention's one-head
-// softmax steps give it: the scaled scores, Go's max of them (+0 over −0,
+// ScaleMax8 and ExpSubSum8 give every lane (and ScaleMax a whole tile)
+// what attention's one-head softmax steps give it: the scaled scores, Go's max of them (+0 over −0,
 // NaN when one is NaN), ExpSub's weights over a tile of that length and
 // their sum in row order from the running sum.
 func TestGroupedSoftmaxExact(t *testing.T) {
@@ -139,6 +139,32 @@ func TestGroupedSoftmaxExact(t *testing.T) {
 					}
 					l0[g] = float32(g) + 0.25
 				}
+				// ScaleMax over the n·8 values as one tile, and over each
+				// lane alone (no NaN but in lane 6): Go's scale and max.
+				flat := append([]float32(nil), x...)
+				fm := ks.ScaleMax(flat, scale)
+				require.Equal(t, math.Float32bits(sc[0]), math.Float32bits(flat[0]))
+				require.True(t, fm != fm, "one NaN makes the tile's max NaN")
+				for _, g := range []int{0, 5, 7} {
+					lane := make([]float32, n)
+					want := float32(math.Inf(-1))
+					for j := range n {
+						lane[j] = x[GroupLanes*j+g]
+						want = max(want, lane[j]*scale)
+					}
+					got := ks.ScaleMax(lane, scale)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got), "ScaleMax lane %d", g)
+					for j := range n {
+						require.Equal(t, math.Float32bits(sc[GroupLanes*j+g]), math.Float32bits(lane[j]))
+					}
+				}
+				mixed := randRow(n*GroupLanes+5, 2, uint64(n)+99) // not a whole number of rows
+				want := float32(math.Inf(-1))
+				for _, v := range mixed {
+					want = max(want, v*scale)
+				}
+				require.Equal(t, math.Float32bits(want), math.Float32bits(ks.ScaleMax(mixed, scale)), "ScaleMax odd length")
+
 				sc[GroupLanes*(n/2)+6] = -1 // the weights' test wants numbers
 				wt := make([]float32, GroupLanes*n)
 				l := l0
