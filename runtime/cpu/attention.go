@@ -14,6 +14,8 @@ import (
 // a partial (m, l, acc). A second pass merges the parts of each (token,
 // head) in order. Decode (T = 1) thus spreads the KV range over the
 // workers; the split depends only on the op, never on the worker count.
+// With grouped-query attention the heads of a KV head share their items
+// (attentionGrouped), each head's partial keeping its bits.
 func (e *exec) attention(nd *node) error {
 	p := e.p
 	v := nd.v
