@@ -78,6 +78,12 @@ func scoresF32G1AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //go:noescape
 func axpyRowsF32G1AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
 
+// axpyRowsQ8G1AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 1
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G1AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
 // scoresF16G2AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 2 (0 beyond),
 // j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
 //
@@ -127,6 +133,12 @@ func scoresF32G2AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //
 //go:noescape
 func axpyRowsF32G2AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G2AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 2
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G2AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
 
 // scoresF16G3AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 3 (0 beyond),
 // j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
@@ -178,6 +190,12 @@ func scoresF32G3AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //go:noescape
 func axpyRowsF32G3AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
 
+// axpyRowsQ8G3AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 3
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G3AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
 // scoresF16G4AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 4 (0 beyond),
 // j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
 //
@@ -227,6 +245,12 @@ func scoresF32G4AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //
 //go:noescape
 func axpyRowsF32G4AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G4AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 4
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G4AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
 
 // scoresF16G5AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 5 (0 beyond),
 // j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
@@ -278,6 +302,12 @@ func scoresF32G5AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //go:noescape
 func axpyRowsF32G5AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
 
+// axpyRowsQ8G5AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 5
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G5AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
 // scoresF16G6AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 6 (0 beyond),
 // j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
 //
@@ -327,6 +357,12 @@ func scoresF32G6AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //
 //go:noescape
 func axpyRowsF32G6AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G6AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 6
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G6AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
 
 // scoresF16G7AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 7 (0 beyond),
 // j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
@@ -378,6 +414,12 @@ func scoresF32G7AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //go:noescape
 func axpyRowsF32G7AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
 
+// axpyRowsQ8G7AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 7
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G7AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
 // scoresF16G8AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 8 (0 beyond),
 // j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
 //
@@ -427,3 +469,9 @@ func scoresF32G8AVX512(q []float32, qs int, d int, k []float32, stride int, out 
 //
 //go:noescape
 func axpyRowsF32G8AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G8AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 8
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G8AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)

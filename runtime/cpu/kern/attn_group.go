@@ -11,8 +11,9 @@ import "math"
 // of the one-head kernels (ScoresF16, Scores, AxpyRowsF16, AxpyRows,
 // ExpSub) over the same rows: the SIMD kernels (AVX2, and for the avx512
 // variant the same lanes in ZMM registers) keep their lanes, FMA order and
-// lane sums, and the generic variant, and q8_0 caches in every variant,
-// call the one-head kernels head by head (TestGroupedAttentionKernelsExact).
+// lane sums, and the generic variant, and q8_0 caches (but for the
+// avx512 variant's weighted values), call the one-head kernels head by head
+// (TestGroupedAttentionKernelsExact).
 
 // GroupLanes is the most heads a grouped kernel serves per call, and the
 // row width of its score and weight layout.
@@ -125,7 +126,8 @@ func axpyRowsG[T uint16 | float32](ks Kernels, acc []float32, as, d, G int, w []
 }
 
 // AxpyRowsQ8G is AxpyRowsF16G over a q8_0 cache (rows stride bytes
-// apart), AxpyRowsQ8 head by head.
+// apart): the AVX-512 kernel in the avx512 variant, else AxpyRowsQ8 head by
+// head.
 func (ks Kernels) AxpyRowsQ8G(acc []float32, as, d, G int, w []float32, v []byte, stride int) {
 	n := len(w) / GroupLanes
 	if n == 0 {
@@ -133,6 +135,10 @@ func (ks Kernels) AxpyRowsQ8G(acc []float32, as, d, G int, w []float32, v []byte
 	}
 	_ = acc[(G-1)*as+d-1]
 	_ = v[(n-1)*stride+d/Q8Block*Q8BlockBytes-1]
+	if ks.vec() && ks.v.attnZMM && d%Q8Block == 0 && d > 0 {
+		axpyRowsQ8GAVX512[G](acc, as, d, w[:GroupLanes*n], v, stride)
+		return
+	}
 	axpyOneHead(G, n, acc, as, d, w, v, stride, ks.AxpyRowsQ8)
 }
 

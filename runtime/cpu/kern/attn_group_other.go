@@ -13,6 +13,7 @@ var (
 	axpyRowsF16GAVX512 [GroupLanes + 1]func(acc []float32, as, d int, w []float32, v []uint16, stride int)
 	scoresF32GAVX512   [GroupLanes + 1]func(q []float32, qs, d int, k []float32, stride int, out []float32)
 	axpyRowsF32GAVX512 [GroupLanes + 1]func(acc []float32, as, d int, w []float32, v []float32, stride int)
+	axpyRowsQ8GAVX512  [GroupLanes + 1]func(acc []float32, as, d int, w []float32, v []byte, stride int)
 )
 
 func scaleMax8AVX2(x []float32, scale float32, mx []float32) {

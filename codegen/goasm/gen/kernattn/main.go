@@ -333,7 +333,8 @@ func scoresG(c *build.Context, name, kt string, G int, f16 bool) {
 
 // grouped emits the grouped kernels for G = 1..8 heads over f16 and f32
 // caches: scoresF16G<G>AVX2, axpyRowsF16G<G>AVX2, scoresF32G<G>AVX2,
-// axpyRowsF32G<G>AVX2 and their AVX512 forms.
+// axpyRowsF32G<G>AVX2 and their AVX512 forms, and axpyRowsQ8G<G>AVX512
+// over q8_0 caches.
 func grouped(c *build.Context) {
 	for G := 1; G <= maxGroup; G++ {
 		scoresG(c, fmt.Sprintf("scoresF16G%dAVX2", G), "uint16", G, true)
@@ -344,6 +345,7 @@ func grouped(c *build.Context) {
 		axpyRowsG(c, fmt.Sprintf("axpyRowsF16G%dAVX512", G), "uint16", G, true, true)
 		scoresGZ(c, fmt.Sprintf("scoresF32G%dAVX512", G), "float32", G, false)
 		axpyRowsG(c, fmt.Sprintf("axpyRowsF32G%dAVX512", G), "float32", G, false, true)
+		axpyRowsQ8GZ(c, fmt.Sprintf("axpyRowsQ8G%dAVX512", G), G)
 	}
 }
 
@@ -557,6 +559,79 @@ func axpyRowsG(c *build.Context, name, kt string, G int, f16, zmm bool) {
 		c.Label(name + "_small")
 	}
 	pass(name+"_row1", 1)
+	c.Label(name + "_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// axpyRowsQ8GZ emits func name(acc []float32, as, d int, w []float32, v
+// []byte, stride int): acc[g·as : g·as+d] += Σ_j w[8j+g]·row j of the q8_0
+// cache v (rows stride bytes apart) for g < G, as axpyRowsQ8AVX2 computes
+// each head — per row and block wd = w[j]·d rounded, then acc = fma(q, wd,
+// acc) in row order — one block (two ZMM of sixteen) of every head per pass,
+// the block's values widened once for all heads; d a positive multiple of
+// 32.
+func axpyRowsQ8GZ(c *build.Context, name string, G int) {
+	groupedFunc(c, name, axpySig, "byte",
+		fmt.Sprintf("%s adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < %d", name, G),
+		"and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.")
+	ap := c.Load(c.Param("acc").Base(), c.GP64())
+	a3, as, as3 := headBases(c, "as", ap)
+	nb := c.Load(c.Param("d"), c.GP64())
+	c.SHRQ(Imm(5), nb)
+	wp0 := c.Load(c.Param("w").Base(), c.GP64())
+	n0 := c.Load(c.Param("w").Len(), c.GP64())
+	c.SHRQ(Imm(3), n0)
+	vp0 := c.Load(c.Param("v").Base(), c.GP64())
+	st := c.Load(c.Param("stride"), c.GP64())
+	c.TESTQ(n0, n0)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_block")
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(name + "_done"))
+	r := make([][2]reg.VecVirtual, G)
+	for g := range r {
+		for k := range r[g] {
+			r[g][k] = c.ZMM()
+			c.VMOVUPS(headMem(ap, a3, as, as3, g, 64*k), r[g][k])
+		}
+	}
+	n, wp, vp := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(n0, n)
+	c.MOVQ(wp0, wp)
+	c.MOVQ(vp0, vp)
+	c.Label(name + "_row")
+	h := c.XMM()
+	c.VCVTPH2PS(Mem{Base: vp}, h) // d and three values: lane 0 is d
+	dz := c.ZMM()
+	c.VBROADCASTSS(h, dz)
+	var kv [2]reg.VecVirtual
+	for k := range kv {
+		kv[k] = c.ZMM()
+		c.VPMOVSXBD(Mem{Base: vp, Disp: 2 + 16*k}, kv[k])
+		c.VCVTDQ2PS(kv[k], kv[k])
+	}
+	for g := range r {
+		wd := c.ZMM()
+		c.VMULPS_BCST(Mem{Base: wp, Disp: 4 * g}, dz, wd) // w·d, rounded
+		for k := range kv {
+			c.VFMADD231PS(kv[k], wd, r[g][k])
+		}
+	}
+	c.ADDQ(U32(32), wp)
+	c.ADDQ(st, vp)
+	c.DECQ(n)
+	c.JNZ(LabelRef(name + "_row"))
+	for g := range r {
+		for k := range r[g] {
+			c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, 64*k))
+		}
+	}
+	c.ADDQ(U32(128), ap)
+	c.ADDQ(U32(128), a3)
+	c.ADDQ(U32(34), vp0)
+	c.DECQ(nb)
+	c.JMP(LabelRef(name + "_block"))
 	c.Label(name + "_done")
 	c.VZEROUPPER()
 	c.RET()
