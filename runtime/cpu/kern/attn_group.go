@@ -65,7 +65,9 @@ func (ks Kernels) ScoresQ8G(q []float32, qs, d, G int, k []byte, stride int, out
 		return
 	}
 	_ = q[(G-1)*qs+d-1]
-	_ = k[(n-1)*stride+d/Q8Block*Q8BlockBytes-1]
+	if nb := d / Q8Block; nb > 0 {
+		_ = k[(n-1)*stride+nb*Q8BlockBytes-1]
+	}
 	scoresOneHead(G, n, q, qs, d, k, stride, out, ks.ScoresQ8)
 }
 
@@ -134,7 +136,9 @@ func (ks Kernels) AxpyRowsQ8G(acc []float32, as, d, G int, w []float32, v []byte
 		return
 	}
 	_ = acc[(G-1)*as+d-1]
-	_ = v[(n-1)*stride+d/Q8Block*Q8BlockBytes-1]
+	if nb := d / Q8Block; nb > 0 {
+		_ = v[(n-1)*stride+nb*Q8BlockBytes-1]
+	}
 	if ks.vec() && ks.v.attnZMM && d%Q8Block == 0 && d > 0 {
 		axpyRowsQ8GAVX512[G](acc, as, d, w[:GroupLanes*n], v, stride)
 		return
