@@ -14,6 +14,8 @@ import (
 // a partial (m, l, acc). A second pass merges the parts of each (token,
 // head) in order. Decode (T = 1) thus spreads the KV range over the
 // workers; the split depends only on the op, never on the worker count.
+// With grouped-query attention the heads of a KV head share their items
+// (attentionGrouped), each head's partial keeping its bits.
 func (e *exec) attention(nd *node) error {
 	p := e.p
 	v := nd.v
@@ -49,67 +51,67 @@ func (e *exec) attention(nd *node) error {
 	stride := 2 + dv
 	p.part = growF32(p.part, items*stride)
 	part := p.part
-	p.runChunked(items, func(w, it int) {
-		t, h, s := it/(nh*S), (it/S)%nh, it%S
-		kh := h / group
-		kbase, vbase := e.base(kst, t), e.base(vst, t)
-		pp := int(pos[t])
-		lo := 0
-		if window > 0 && pp-window+1 > lo {
-			lo = pp - window + 1
-		}
-		n := pp + 1 - lo
-		from, to := lo+n*s/S, lo+n*(s+1)/S
-		pr := part[it*stride : (it+1)*stride]
-		acc := pr[2:]
-		clear(acc)
-		m, l := float32(math.Inf(-1)), float32(0)
-		qv := q[t*nh*hd+h*hd : t*nh*hd+(h+1)*hd]
-		buf := growF32(p.scratch[w], 2*tileKV)
-		p.scratch[w] = buf
-		sc, wt := buf[:tileKV], buf[tileKV:]
-		for j0 := from; j0 < to; j0 += tileKV {
-			j1 := min(j0+tileKV, to)
-			tm := float32(math.Inf(-1))
-			// The tile's scores in one kernel call (rows kw apart).
-			koff := kbase + j0*kw + kh*hd
-			switch {
-			case kst.f32 != nil:
-				e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
-			case kst.f16 != nil:
-				e.p.ks.ScoresF16(qv, kst.f16[koff:], kw, sc[:j1-j0])
-			default:
-				e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
+	if grouped := !oneHeadAttention && group > 1 && hd%8 == 0 && dv%8 == 0; grouped {
+		e.attentionGrouped(attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}, q, pos, kst, vst, part)
+	} else {
+		p.runChunked(items, func(w, it int) {
+			t, h, s := it/(nh*S), (it/S)%nh, it%S
+			kh := h / group
+			kbase, vbase := e.base(kst, t), e.base(vst, t)
+			pp := int(pos[t])
+			lo := 0
+			if window > 0 && pp-window+1 > lo {
+				lo = pp - window + 1
 			}
-			for j := range sc[:j1-j0] {
-				sc[j] *= scale
-				tm = max(tm, sc[j])
-			}
-			if tm > m {
-				r := float32(math.Exp(float64(m - tm)))
-				l *= r
-				for d := range acc {
-					acc[d] *= r
+			n := pp + 1 - lo
+			from, to := lo+n*s/S, lo+n*(s+1)/S
+			pr := part[it*stride : (it+1)*stride]
+			acc := pr[2:]
+			clear(acc)
+			m, l := float32(math.Inf(-1)), float32(0)
+			qv := q[t*nh*hd+h*hd : t*nh*hd+(h+1)*hd]
+			buf := growF32(p.scratch[w], 2*tileKV)
+			p.scratch[w] = buf
+			sc, wt := buf[:tileKV], buf[tileKV:]
+			for j0 := from; j0 < to; j0 += tileKV {
+				j1 := min(j0+tileKV, to)
+				// The tile's scores in one kernel call (rows kw apart).
+				koff := kbase + j0*kw + kh*hd
+				switch {
+				case kst.f32 != nil:
+					e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
+				case kst.f16 != nil:
+					e.p.ks.ScoresF16(qv, kst.f16[koff:], kw, sc[:j1-j0])
+				default:
+					e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
 				}
-				m = tm
+				tm := e.p.ks.ScaleMax(sc[:j1-j0], scale)
+				if tm > m {
+					r := float32(math.Exp(float64(m - tm)))
+					l *= r
+					for d := range acc {
+						acc[d] *= r
+					}
+					m = tm
+				}
+				e.p.ks.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
+				for _, wgt := range wt[:j1-j0] {
+					l += wgt
+				}
+				// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
+				voff := vbase + j0*vw + kh*dv
+				switch {
+				case vst.f32 != nil:
+					e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
+				case vst.f16 != nil:
+					e.p.ks.AxpyRowsF16(acc, wt[:j1-j0], vst.f16[voff:], vw)
+				default:
+					e.p.ks.AxpyRowsQ8(acc, wt[:j1-j0], vst.q8[q8Bytes(voff):], q8Bytes(vw))
+				}
 			}
-			e.p.ks.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
-			for _, wgt := range wt[:j1-j0] {
-				l += wgt
-			}
-			// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-			voff := vbase + j0*vw + kh*dv
-			switch {
-			case vst.f32 != nil:
-				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
-			case vst.f16 != nil:
-				e.p.ks.AxpyRowsF16(acc, wt[:j1-j0], vst.f16[voff:], vw)
-			default:
-				e.p.ks.AxpyRowsQ8(acc, wt[:j1-j0], vst.q8[q8Bytes(voff):], q8Bytes(vw))
-			}
-		}
-		pr[0], pr[1] = m, l
-	})
+			pr[0], pr[1] = m, l
+		})
+	}
 	p.runChunked(T*nh, func(_, th int) {
 		t, h := th/nh, th%nh
 		m := math.Inf(-1)
@@ -172,3 +174,107 @@ const (
 // q8Bytes is the byte offset of element n (a whole number of blocks) of a
 // q8_0 cache.
 func q8Bytes(n int) int { return n / q8Block * q8BlockBytes }
+
+// oneHeadAttention forces the one-head work items everywhere: the tests'
+// and benchmarks' reference for the grouped ones.
+var oneHeadAttention bool
+
+// attnShape is what the attention work items share.
+type attnShape struct {
+	nh, nkv, hd, dv, S, tileKV, window int
+	scale                              float32
+}
+
+// attentionGrouped is attention's first pass for grouped-query attention:
+// one work item per (token, KV head, run of up to
+// kern.GroupLanes of its query heads, KV part) scores each tile's K rows
+// for all the run's heads in one kernel call and adds its V rows likewise,
+// so a row is read once per run instead of once per head. Each head keeps
+// its own tiles (tileKV rows from the part's start), lanes, FMA order and
+// online-softmax steps, so its partial (m, l, acc) has the bits the
+// one-head items give it. (q8_0 caches run the one-head kernels head by
+// head: the softmax steps are still shared.)
+func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst *state, part []float32) {
+	p := e.p
+	ks := p.ks
+	const L = kern.GroupLanes
+	nh, hd, dv, S, tileKV := sh.nh, sh.hd, sh.dv, sh.S, sh.tileKV
+	kw, vw := kst.info.Width, vst.info.Width
+	group := nh / sh.nkv
+	runs := (group + L - 1) / L
+	stride := 2 + dv
+	T := len(pos)
+	p.runChunked(T*sh.nkv*runs*S, func(w, it int) {
+		s := it % S
+		r := (it / S) % runs
+		kh := (it / (S * runs)) % sh.nkv
+		t := it / (S * runs * sh.nkv)
+		h0 := kh*group + r*L
+		G := min(L, group-r*L)
+		kbase, vbase := e.base(kst, t), e.base(vst, t)
+		pp := int(pos[t])
+		lo := 0
+		if sh.window > 0 && pp-sh.window+1 > lo {
+			lo = pp - sh.window + 1
+		}
+		n := pp + 1 - lo
+		from, to := lo+n*s/S, lo+n*(s+1)/S
+		// Head g's partial is part[(t·nh + h0+g)·S + s], hs floats after
+		// head g-1's.
+		hs := S * stride
+		pr := part[((t*nh+h0)*S+s)*stride:]
+		acc := pr[2:]
+		for g := range G {
+			clear(acc[g*hs : g*hs+dv])
+		}
+		var m, l [L]float32
+		for g := range m {
+			m[g] = float32(math.Inf(-1))
+		}
+		for g := G; g < L; g++ {
+			m[g] = 0 // unused lanes: scores 0, weights 1
+		}
+		qv := q[t*nh*hd+h0*hd : t*nh*hd+(h0+G)*hd]
+		buf := growF32(p.scratch[w], 2*L*tileKV)
+		p.scratch[w] = buf
+		sc, wt := buf[:L*tileKV], buf[L*tileKV:]
+		for j0 := from; j0 < to; j0 += tileKV {
+			nj := min(j0+tileKV, to) - j0
+			koff := kbase + j0*kw + kh*hd
+			switch {
+			case kst.f32 != nil:
+				ks.ScoresG(qv, hd, hd, G, kst.f32[koff:], kw, sc[:L*nj])
+			case kst.f16 != nil:
+				ks.ScoresF16G(qv, hd, hd, G, kst.f16[koff:], kw, sc[:L*nj])
+			default:
+				ks.ScoresQ8G(qv, hd, hd, G, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:L*nj])
+			}
+			var tm [L]float32
+			ks.ScaleMax8(sc[:L*nj], sh.scale, &tm)
+			for g := range G {
+				if tm[g] > m[g] {
+					rs := float32(math.Exp(float64(m[g] - tm[g])))
+					l[g] *= rs
+					a := acc[g*hs : g*hs+dv]
+					for d := range a {
+						a[d] *= rs
+					}
+					m[g] = tm[g]
+				}
+			}
+			ks.ExpSubSum8(wt[:L*nj], sc[:L*nj], &m, &l)
+			voff := vbase + j0*vw + kh*dv
+			switch {
+			case vst.f32 != nil:
+				ks.AxpyRowsG(acc, hs, dv, G, wt[:L*nj], vst.f32[voff:], vw)
+			case vst.f16 != nil:
+				ks.AxpyRowsF16G(acc, hs, dv, G, wt[:L*nj], vst.f16[voff:], vw)
+			default:
+				ks.AxpyRowsQ8G(acc, hs, dv, G, wt[:L*nj], vst.q8[q8Bytes(voff):], q8Bytes(vw))
+			}
+		}
+		for g := range G {
+			pr[g*hs], pr[g*hs+1] = m[g], l[g]
+		}
+	})
+}

@@ -16,3 +16,11 @@ func ActivationMemory(p runtime.Program) (arenaPerToken int64, own int) {
 	}
 	return pr.arenaPT, own
 }
+
+// SetOneHeadAttention forces (or not) attention's one-head work items
+// instead of the grouped ones, returning a function restoring the setting.
+func SetOneHeadAttention(on bool) (restore func()) {
+	old := oneHeadAttention
+	oneHeadAttention = on
+	return func() { oneHeadAttention = old }
+}

@@ -314,3 +314,7107 @@ aq8_row1:
 aq8_done:
 	VZEROUPPER
 	RET
+
+// func scoresF16G1AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x01, SI
+	MOVQ  out_len+80(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  out_base+72(FP), R8
+	TESTQ DI, DI
+	JZ    scoresF16G1AVX2_done
+
+scoresF16G1AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   DX, R9
+	MOVQ   AX, R10
+	MOVQ   CX, R11
+	MOVQ   BX, R12
+
+scoresF16G1AVX2_col:
+	VCVTPH2PS   (R12), Y8
+	VFMADD231PS (R10), Y8, Y0
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000010, R12
+	DECQ        R9
+	JNZ         scoresF16G1AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R8)
+	ADDQ        $0x00000020, R8
+	ADDQ        SI, BX
+	DECQ        DI
+	JNZ         scoresF16G1AVX2_row
+
+scoresF16G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G1AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x01, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF16G1AVX2_done
+
+axpyRowsF16G1AVX2_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF16G1AVX2_done
+	CMPQ    DX, $0x06
+	JL      axpyRowsF16G1AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX2_rows:
+	VCVTPH2PS    (R11), Y6
+	VCVTPH2PS    16(R11), Y7
+	VCVTPH2PS    32(R11), Y8
+	VCVTPH2PS    48(R11), Y9
+	VCVTPH2PS    64(R11), Y10
+	VCVTPH2PS    80(R11), Y11
+	VBROADCASTSS (R10), Y12
+	VFMADD231PS  Y6, Y12, Y0
+	VFMADD231PS  Y7, Y12, Y1
+	VFMADD231PS  Y8, Y12, Y2
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF16G1AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x000000c0, CX
+	ADDQ         $0x00000060, DI
+	SUBQ         $0x06, DX
+	JMP          axpyRowsF16G1AVX2_chunk
+
+axpyRowsF16G1AVX2_small:
+	VMOVUPS (AX), Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX2_row1:
+	VCVTPH2PS    (R11), Y1
+	VBROADCASTSS (R10), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF16G1AVX2_row1
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, DI
+	SUBQ         $0x01, DX
+	JMP          axpyRowsF16G1AVX2_chunk
+
+axpyRowsF16G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G1AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  out_len+80(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  out_base+72(FP), R8
+	TESTQ DI, DI
+	JZ    scoresF32G1AVX2_done
+
+scoresF32G1AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   DX, R9
+	MOVQ   AX, R10
+	MOVQ   CX, R11
+	MOVQ   BX, R12
+
+scoresF32G1AVX2_col:
+	VMOVUPS     (R12), Y8
+	VFMADD231PS (R10), Y8, Y0
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	DECQ        R9
+	JNZ         scoresF32G1AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R8)
+	ADDQ        $0x00000020, R8
+	ADDQ        SI, BX
+	DECQ        DI
+	JNZ         scoresF32G1AVX2_row
+
+scoresF32G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G1AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G1AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x02, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF32G1AVX2_done
+
+axpyRowsF32G1AVX2_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF32G1AVX2_done
+	CMPQ    DX, $0x06
+	JL      axpyRowsF32G1AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX2_rows:
+	VMOVUPS      (R11), Y6
+	VMOVUPS      32(R11), Y7
+	VMOVUPS      64(R11), Y8
+	VMOVUPS      96(R11), Y9
+	VMOVUPS      128(R11), Y10
+	VMOVUPS      160(R11), Y11
+	VBROADCASTSS (R10), Y12
+	VFMADD231PS  Y6, Y12, Y0
+	VFMADD231PS  Y7, Y12, Y1
+	VFMADD231PS  Y8, Y12, Y2
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF32G1AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x000000c0, CX
+	ADDQ         $0x000000c0, DI
+	SUBQ         $0x06, DX
+	JMP          axpyRowsF32G1AVX2_chunk
+
+axpyRowsF32G1AVX2_small:
+	VMOVUPS (AX), Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX2_row1:
+	VMOVUPS      (R11), Y1
+	VBROADCASTSS (R10), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF32G1AVX2_row1
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x01, DX
+	JMP          axpyRowsF32G1AVX2_chunk
+
+axpyRowsF32G1AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G1AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x01, SI
+	LEAQ  (SI)(SI*2), DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x05, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G1AVX512_done
+
+scoresF16G1AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   DX, R10
+	MOVQ   AX, R11
+	MOVQ   BX, R13
+
+scoresF16G1AVX512_col:
+	LEAQ            (R11)(CX*1), R12
+	VMOVDQU32       (R13), X3
+	VINSERTI32X4    $0x01, (R13)(SI*1), Y3, Y3
+	VCVTPH2PS       Y3, Z2
+	VMOVDQU32       (R13)(SI*2), X5
+	VINSERTI32X4    $0x01, (R13)(DI*1), Y5, Y5
+	VCVTPH2PS       Y5, Z4
+	VBROADCASTF64X4 (R11), Z6
+	VFMADD231PS     Z6, Z2, Z0
+	VFMADD231PS     Z6, Z4, Z1
+	ADDQ            $0x00000020, R11
+	ADDQ            $0x00000010, R13
+	DECQ            R10
+	JNZ             scoresF16G1AVX512_col
+	VPXORD          Z7, Z7, Z7
+	VSHUFF64X2      $0x88, Z7, Z0, Z2
+	VSHUFF64X2      $0xdd, Z7, Z0, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFF64X2      $0x88, Z7, Z7, Z4
+	VSHUFF64X2      $0xdd, Z7, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z7, Z7, Z6
+	VSHUFF64X2      $0xdd, Z7, Z7, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z7, Z8
+	VSHUFF64X2      $0xdd, Z7, Z7, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z4, Z2, Z9
+	VSHUFPS         $0xee, Z4, Z2, Z2
+	VADDPS          Z2, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z6, Z2
+	VSHUFPS         $0xee, Z8, Z6, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFPS         $0x88, Z2, Z9, Z4
+	VSHUFPS         $0xdd, Z2, Z9, Z2
+	VADDPS          Z2, Z4, Z4
+	VSHUFF64X2      $0xd8, Z4, Z4, Z4
+	VMOVUPS         Z4, (R9)
+	VSHUFF64X2      $0x88, Z7, Z1, Z2
+	VSHUFF64X2      $0xdd, Z7, Z1, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFF64X2      $0x88, Z7, Z7, Z4
+	VSHUFF64X2      $0xdd, Z7, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z7, Z7, Z6
+	VSHUFF64X2      $0xdd, Z7, Z7, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z7, Z8
+	VSHUFF64X2      $0xdd, Z7, Z7, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z4, Z2, Z9
+	VSHUFPS         $0xee, Z4, Z2, Z2
+	VADDPS          Z2, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z6, Z2
+	VSHUFPS         $0xee, Z8, Z6, Z4
+	VADDPS          Z4, Z2, Z2
+	VSHUFPS         $0x88, Z2, Z9, Z4
+	VSHUFPS         $0xdd, Z2, Z9, Z2
+	VADDPS          Z2, Z4, Z4
+	VSHUFF64X2      $0xd8, Z4, Z4, Z4
+	VMOVUPS         Z4, 64(R9)
+	ADDQ            $0x00000080, R9
+	LEAQ            (BX)(SI*4), BX
+	DECQ            R8
+	JNZ             scoresF16G1AVX512_rows
+
+scoresF16G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G1AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x04, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x01, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF16G1AVX512_done
+
+axpyRowsF16G1AVX512_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF16G1AVX512_done
+	CMPQ    DX, $0x04
+	JL      axpyRowsF16G1AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX512_rows:
+	VCVTPH2PS        (R11), Z4
+	VCVTPH2PS        32(R11), Z5
+	VCVTPH2PS        64(R11), Z6
+	VCVTPH2PS        96(R11), Z7
+	VFMADD231PS.BCST (R10), Z4, Z0
+	VFMADD231PS.BCST (R10), Z5, Z1
+	VFMADD231PS.BCST (R10), Z6, Z2
+	VFMADD231PS.BCST (R10), Z7, Z3
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF16G1AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, CX
+	ADDQ             $0x00000080, DI
+	SUBQ             $0x04, DX
+	JMP              axpyRowsF16G1AVX512_chunk
+
+axpyRowsF16G1AVX512_small:
+	VMOVUPS (AX), Z0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G1AVX512_row1:
+	VCVTPH2PS        (R11), Z1
+	VFMADD231PS.BCST (R10), Z1, Z0
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF16G1AVX512_row1
+	VMOVUPS          Z0, (AX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000020, DI
+	SUBQ             $0x01, DX
+	JMP              axpyRowsF16G1AVX512_chunk
+
+axpyRowsF16G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G1AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  k_base+40(FP), BX
+	MOVQ  stride+64(FP), SI
+	SHLQ  $0x02, SI
+	LEAQ  (SI)(SI*2), DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x05, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G1AVX512_done
+
+scoresF32G1AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   DX, R10
+	MOVQ   AX, R11
+	MOVQ   BX, R13
+
+scoresF32G1AVX512_col:
+	LEAQ            (R11)(CX*1), R12
+	VMOVUPS         (R13), Y2
+	VINSERTF64X4    $0x01, (R13)(SI*1), Z2, Z2
+	VMOVUPS         (R13)(SI*2), Y3
+	VINSERTF64X4    $0x01, (R13)(DI*1), Z3, Z3
+	VBROADCASTF64X4 (R11), Z4
+	VFMADD231PS     Z4, Z2, Z0
+	VFMADD231PS     Z4, Z3, Z1
+	ADDQ            $0x00000020, R11
+	ADDQ            $0x00000020, R13
+	DECQ            R10
+	JNZ             scoresF32G1AVX512_col
+	VPXORD          Z5, Z5, Z5
+	VSHUFF64X2      $0x88, Z5, Z0, Z4
+	VSHUFF64X2      $0xdd, Z5, Z0, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z5, Z5, Z6
+	VSHUFF64X2      $0xdd, Z5, Z5, Z7
+	VADDPS          Z7, Z6, Z6
+	VSHUFF64X2      $0x88, Z5, Z5, Z7
+	VSHUFF64X2      $0xdd, Z5, Z5, Z8
+	VADDPS          Z8, Z7, Z7
+	VSHUFF64X2      $0x88, Z5, Z5, Z8
+	VSHUFF64X2      $0xdd, Z5, Z5, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z6, Z4, Z9
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z7, Z4
+	VSHUFPS         $0xee, Z8, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z9, Z6
+	VSHUFPS         $0xdd, Z4, Z9, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, (R9)
+	VSHUFF64X2      $0x88, Z5, Z1, Z4
+	VSHUFF64X2      $0xdd, Z5, Z1, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z5, Z5, Z6
+	VSHUFF64X2      $0xdd, Z5, Z5, Z7
+	VADDPS          Z7, Z6, Z6
+	VSHUFF64X2      $0x88, Z5, Z5, Z7
+	VSHUFF64X2      $0xdd, Z5, Z5, Z8
+	VADDPS          Z8, Z7, Z7
+	VSHUFF64X2      $0x88, Z5, Z5, Z8
+	VSHUFF64X2      $0xdd, Z5, Z5, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFPS         $0x44, Z6, Z4, Z9
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z9, Z9
+	VSHUFPS         $0x44, Z8, Z7, Z4
+	VSHUFPS         $0xee, Z8, Z7, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z9, Z6
+	VSHUFPS         $0xdd, Z4, Z9, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, 64(R9)
+	ADDQ            $0x00000080, R9
+	LEAQ            (BX)(SI*4), BX
+	DECQ            R8
+	JNZ             scoresF32G1AVX512_rows
+
+scoresF32G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G1AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x04, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x02, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF32G1AVX512_done
+
+axpyRowsF32G1AVX512_chunk:
+	TESTQ   DX, DX
+	JZ      axpyRowsF32G1AVX512_done
+	CMPQ    DX, $0x04
+	JL      axpyRowsF32G1AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX512_rows:
+	VMOVUPS          (R11), Z4
+	VMOVUPS          64(R11), Z5
+	VMOVUPS          128(R11), Z6
+	VMOVUPS          192(R11), Z7
+	VFMADD231PS.BCST (R10), Z4, Z0
+	VFMADD231PS.BCST (R10), Z5, Z1
+	VFMADD231PS.BCST (R10), Z6, Z2
+	VFMADD231PS.BCST (R10), Z7, Z3
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF32G1AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, CX
+	ADDQ             $0x00000100, DI
+	SUBQ             $0x04, DX
+	JMP              axpyRowsF32G1AVX512_chunk
+
+axpyRowsF32G1AVX512_small:
+	VMOVUPS (AX), Z0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G1AVX512_row1:
+	VMOVUPS          (R11), Z1
+	VFMADD231PS.BCST (R10), Z1, Z0
+	ADDQ             $0x00000020, R10
+	ADDQ             R8, R11
+	DECQ             R9
+	JNZ              axpyRowsF32G1AVX512_row1
+	VMOVUPS          Z0, (AX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000040, DI
+	SUBQ             $0x01, DX
+	JMP              axpyRowsF32G1AVX512_chunk
+
+axpyRowsF32G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G1AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G1AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), CX
+	LEAQ  (AX)(CX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x05, DX
+	MOVQ  w_base+40(FP), BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	TESTQ SI, SI
+	JZ    axpyRowsQ8G1AVX512_done
+
+axpyRowsQ8G1AVX512_block:
+	TESTQ   DX, DX
+	JZ      axpyRowsQ8G1AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsQ8G1AVX512_row:
+	VCVTPH2PS    (R11), X2
+	VBROADCASTSS X2, Z2
+	VPMOVSXBD    2(R11), Z3
+	VCVTDQ2PS    Z3, Z3
+	VPMOVSXBD    18(R11), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (R10), Z2, Z2
+	VFMADD231PS  Z3, Z2, Z0
+	VFMADD231PS  Z4, Z2, Z1
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsQ8G1AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000022, DI
+	DECQ         DX
+	JMP          axpyRowsQ8G1AVX512_block
+
+axpyRowsQ8G1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G2AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G2AVX2_done
+
+scoresF16G2AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G2AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G2AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G2AVX2_row
+
+scoresF16G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G2AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G2AVX2_done
+
+axpyRowsF16G2AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G2AVX2_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G2AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS (AX)(CX*1), Y4
+	VMOVUPS 32(AX)(CX*1), Y5
+	VMOVUPS 64(AX)(CX*1), Y6
+	VMOVUPS 96(AX)(CX*1), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX2_rows:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VCVTPH2PS    32(R12), Y10
+	VCVTPH2PS    48(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G2AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, (AX)(CX*1)
+	VMOVUPS      Y5, 32(AX)(CX*1)
+	VMOVUPS      Y6, 64(AX)(CX*1)
+	VMOVUPS      Y7, 96(AX)(CX*1)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x04, BX
+	JMP          axpyRowsF16G2AVX2_chunk
+
+axpyRowsF16G2AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX2_row1:
+	VCVTPH2PS    (R12), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G2AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G2AVX2_chunk
+
+axpyRowsF16G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G2AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G2AVX2_done
+
+scoresF32G2AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G2AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G2AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G2AVX2_row
+
+scoresF32G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G2AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G2AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G2AVX2_done
+
+axpyRowsF32G2AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G2AVX2_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G2AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS (AX)(CX*1), Y4
+	VMOVUPS 32(AX)(CX*1), Y5
+	VMOVUPS 64(AX)(CX*1), Y6
+	VMOVUPS 96(AX)(CX*1), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX2_rows:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VMOVUPS      64(R12), Y10
+	VMOVUPS      96(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G2AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, (AX)(CX*1)
+	VMOVUPS      Y5, 32(AX)(CX*1)
+	VMOVUPS      Y6, 64(AX)(CX*1)
+	VMOVUPS      Y7, 96(AX)(CX*1)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000080, R8
+	SUBQ         $0x04, BX
+	JMP          axpyRowsF32G2AVX2_chunk
+
+axpyRowsF32G2AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX2_row1:
+	VMOVUPS      (R12), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G2AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G2AVX2_chunk
+
+axpyRowsF32G2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G2AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G2AVX512_done
+
+scoresF16G2AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G2AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X5
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y5, Y5
+	VCVTPH2PS       Y5, Z4
+	VMOVDQU32       (R14)(DI*2), X7
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y7, Y7
+	VCVTPH2PS       Y7, Z6
+	VBROADCASTF64X4 (R12), Z8
+	VFMADD231PS     Z8, Z4, Z0
+	VFMADD231PS     Z8, Z6, Z2
+	VBROADCASTF64X4 (R12)(CX*1), Z8
+	VFMADD231PS     Z8, Z4, Z1
+	VFMADD231PS     Z8, Z6, Z3
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G2AVX512_col
+	VPXORD          Z9, Z9, Z9
+	VSHUFF64X2      $0x88, Z9, Z0, Z4
+	VSHUFF64X2      $0xdd, Z9, Z0, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z9, Z1, Z6
+	VSHUFF64X2      $0xdd, Z9, Z1, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z9, Z9, Z8
+	VSHUFF64X2      $0xdd, Z9, Z9, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z9, Z10
+	VSHUFF64X2      $0xdd, Z9, Z9, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z6, Z4, Z11
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z8, Z4
+	VSHUFPS         $0xee, Z10, Z8, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z11, Z6
+	VSHUFPS         $0xdd, Z4, Z11, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, (R10)
+	VSHUFF64X2      $0x88, Z9, Z2, Z4
+	VSHUFF64X2      $0xdd, Z9, Z2, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFF64X2      $0x88, Z9, Z3, Z6
+	VSHUFF64X2      $0xdd, Z9, Z3, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z9, Z9, Z8
+	VSHUFF64X2      $0xdd, Z9, Z9, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z9, Z10
+	VSHUFF64X2      $0xdd, Z9, Z9, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z6, Z4, Z11
+	VSHUFPS         $0xee, Z6, Z4, Z4
+	VADDPS          Z4, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z8, Z4
+	VSHUFPS         $0xee, Z10, Z8, Z6
+	VADDPS          Z6, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z11, Z6
+	VSHUFPS         $0xdd, Z4, Z11, Z4
+	VADDPS          Z4, Z6, Z6
+	VSHUFF64X2      $0xd8, Z6, Z6, Z6
+	VMOVUPS         Z6, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G2AVX512_rows
+
+scoresF16G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G2AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G2AVX512_done
+
+axpyRowsF16G2AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G2AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G2AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX512_rows:
+	VCVTPH2PS        (R12), Z8
+	VCVTPH2PS        32(R12), Z9
+	VCVTPH2PS        64(R12), Z10
+	VCVTPH2PS        96(R12), Z11
+	VFMADD231PS.BCST (R11), Z8, Z0
+	VFMADD231PS.BCST (R11), Z9, Z1
+	VFMADD231PS.BCST (R11), Z10, Z2
+	VFMADD231PS.BCST (R11), Z11, Z3
+	VFMADD231PS.BCST 4(R11), Z8, Z4
+	VFMADD231PS.BCST 4(R11), Z9, Z5
+	VFMADD231PS.BCST 4(R11), Z10, Z6
+	VFMADD231PS.BCST 4(R11), Z11, Z7
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G2AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G2AVX512_chunk
+
+axpyRowsF16G2AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G2AVX512_row1:
+	VCVTPH2PS        (R12), Z2
+	VFMADD231PS.BCST (R11), Z2, Z0
+	VFMADD231PS.BCST 4(R11), Z2, Z1
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G2AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G2AVX512_chunk
+
+axpyRowsF16G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G2AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G2AVX512_done
+
+scoresF32G2AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G2AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y4
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z4, Z4
+	VMOVUPS         (R14)(DI*2), Y5
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z5, Z5
+	VBROADCASTF64X4 (R12), Z6
+	VFMADD231PS     Z6, Z4, Z0
+	VFMADD231PS     Z6, Z5, Z2
+	VBROADCASTF64X4 (R12)(CX*1), Z6
+	VFMADD231PS     Z6, Z4, Z1
+	VFMADD231PS     Z6, Z5, Z3
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G2AVX512_col
+	VPXORD          Z7, Z7, Z7
+	VSHUFF64X2      $0x88, Z7, Z0, Z6
+	VSHUFF64X2      $0xdd, Z7, Z0, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z1, Z8
+	VSHUFF64X2      $0xdd, Z7, Z1, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFF64X2      $0x88, Z7, Z7, Z9
+	VSHUFF64X2      $0xdd, Z7, Z7, Z10
+	VADDPS          Z10, Z9, Z9
+	VSHUFF64X2      $0x88, Z7, Z7, Z10
+	VSHUFF64X2      $0xdd, Z7, Z7, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z8, Z6, Z11
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z9, Z6
+	VSHUFPS         $0xee, Z10, Z9, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z11, Z8
+	VSHUFPS         $0xdd, Z6, Z11, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, (R10)
+	VSHUFF64X2      $0x88, Z7, Z2, Z6
+	VSHUFF64X2      $0xdd, Z7, Z2, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z7, Z3, Z8
+	VSHUFF64X2      $0xdd, Z7, Z3, Z9
+	VADDPS          Z9, Z8, Z8
+	VSHUFF64X2      $0x88, Z7, Z7, Z9
+	VSHUFF64X2      $0xdd, Z7, Z7, Z10
+	VADDPS          Z10, Z9, Z9
+	VSHUFF64X2      $0x88, Z7, Z7, Z10
+	VSHUFF64X2      $0xdd, Z7, Z7, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFPS         $0x44, Z8, Z6, Z11
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z11, Z11
+	VSHUFPS         $0x44, Z10, Z9, Z6
+	VSHUFPS         $0xee, Z10, Z9, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z11, Z8
+	VSHUFPS         $0xdd, Z6, Z11, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G2AVX512_rows
+
+scoresF32G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G2AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G2AVX512_done
+
+axpyRowsF32G2AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G2AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G2AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX512_rows:
+	VMOVUPS          (R12), Z8
+	VMOVUPS          64(R12), Z9
+	VMOVUPS          128(R12), Z10
+	VMOVUPS          192(R12), Z11
+	VFMADD231PS.BCST (R11), Z8, Z0
+	VFMADD231PS.BCST (R11), Z9, Z1
+	VFMADD231PS.BCST (R11), Z10, Z2
+	VFMADD231PS.BCST (R11), Z11, Z3
+	VFMADD231PS.BCST 4(R11), Z8, Z4
+	VFMADD231PS.BCST 4(R11), Z9, Z5
+	VFMADD231PS.BCST 4(R11), Z10, Z6
+	VFMADD231PS.BCST 4(R11), Z11, Z7
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G2AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G2AVX512_chunk
+
+axpyRowsF32G2AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G2AVX512_row1:
+	VMOVUPS          (R12), Z2
+	VFMADD231PS.BCST (R11), Z2, Z0
+	VFMADD231PS.BCST 4(R11), Z2, Z1
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G2AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G2AVX512_chunk
+
+axpyRowsF32G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G2AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G2AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x05, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	TESTQ DI, DI
+	JZ    axpyRowsQ8G2AVX512_done
+
+axpyRowsQ8G2AVX512_block:
+	TESTQ   BX, BX
+	JZ      axpyRowsQ8G2AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (AX)(CX*1), Z2
+	VMOVUPS 64(AX)(CX*1), Z3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsQ8G2AVX512_row:
+	VCVTPH2PS    (R12), X4
+	VBROADCASTSS X4, Z4
+	VPMOVSXBD    2(R12), Z5
+	VCVTDQ2PS    Z5, Z5
+	VPMOVSXBD    18(R12), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (R11), Z4, Z7
+	VFMADD231PS  Z5, Z7, Z0
+	VFMADD231PS  Z6, Z7, Z1
+	VMULPS.BCST  4(R11), Z4, Z4
+	VFMADD231PS  Z5, Z4, Z2
+	VFMADD231PS  Z6, Z4, Z3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsQ8G2AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, (AX)(CX*1)
+	VMOVUPS      Z3, 64(AX)(CX*1)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000022, R8
+	DECQ         BX
+	JMP          axpyRowsQ8G2AVX512_block
+
+axpyRowsQ8G2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G3AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G3AVX2_done
+
+scoresF16G3AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G3AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G3AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G3AVX2_row
+
+scoresF16G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G3AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G3AVX2_done
+
+axpyRowsF16G3AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G3AVX2_done
+	CMPQ    BX, $0x03
+	JL      axpyRowsF16G3AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS (AX)(CX*1), Y3
+	VMOVUPS 32(AX)(CX*1), Y4
+	VMOVUPS 64(AX)(CX*1), Y5
+	VMOVUPS (AX)(CX*2), Y6
+	VMOVUPS 32(AX)(CX*2), Y7
+	VMOVUPS 64(AX)(CX*2), Y8
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX2_rows:
+	VCVTPH2PS    (R12), Y9
+	VCVTPH2PS    16(R12), Y10
+	VCVTPH2PS    32(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G3AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, (AX)(CX*1)
+	VMOVUPS      Y4, 32(AX)(CX*1)
+	VMOVUPS      Y5, 64(AX)(CX*1)
+	VMOVUPS      Y6, (AX)(CX*2)
+	VMOVUPS      Y7, 32(AX)(CX*2)
+	VMOVUPS      Y8, 64(AX)(CX*2)
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000060, DX
+	ADDQ         $0x00000030, R8
+	SUBQ         $0x03, BX
+	JMP          axpyRowsF16G3AVX2_chunk
+
+axpyRowsF16G3AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX2_row1:
+	VCVTPH2PS    (R12), Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS 4(R11), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS 8(R11), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G3AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G3AVX2_chunk
+
+axpyRowsF16G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G3AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G3AVX2_done
+
+scoresF32G3AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G3AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G3AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G3AVX2_row
+
+scoresF32G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G3AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G3AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G3AVX2_done
+
+axpyRowsF32G3AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G3AVX2_done
+	CMPQ    BX, $0x03
+	JL      axpyRowsF32G3AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS (AX)(CX*1), Y3
+	VMOVUPS 32(AX)(CX*1), Y4
+	VMOVUPS 64(AX)(CX*1), Y5
+	VMOVUPS (AX)(CX*2), Y6
+	VMOVUPS 32(AX)(CX*2), Y7
+	VMOVUPS 64(AX)(CX*2), Y8
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX2_rows:
+	VMOVUPS      (R12), Y9
+	VMOVUPS      32(R12), Y10
+	VMOVUPS      64(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G3AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, (AX)(CX*1)
+	VMOVUPS      Y4, 32(AX)(CX*1)
+	VMOVUPS      Y5, 64(AX)(CX*1)
+	VMOVUPS      Y6, (AX)(CX*2)
+	VMOVUPS      Y7, 32(AX)(CX*2)
+	VMOVUPS      Y8, 64(AX)(CX*2)
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000060, DX
+	ADDQ         $0x00000060, R8
+	SUBQ         $0x03, BX
+	JMP          axpyRowsF32G3AVX2_chunk
+
+axpyRowsF32G3AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX2_row1:
+	VMOVUPS      (R12), Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS 4(R11), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS 8(R11), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G3AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G3AVX2_chunk
+
+axpyRowsF32G3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G3AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G3AVX512_done
+
+scoresF16G3AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G3AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X7
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y7, Y7
+	VCVTPH2PS       Y7, Z6
+	VMOVDQU32       (R14)(DI*2), X9
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y9, Y9
+	VCVTPH2PS       Y9, Z8
+	VBROADCASTF64X4 (R12), Z10
+	VFMADD231PS     Z10, Z6, Z0
+	VFMADD231PS     Z10, Z8, Z3
+	VBROADCASTF64X4 (R12)(CX*1), Z10
+	VFMADD231PS     Z10, Z6, Z1
+	VFMADD231PS     Z10, Z8, Z4
+	VBROADCASTF64X4 (R12)(CX*2), Z10
+	VFMADD231PS     Z10, Z6, Z2
+	VFMADD231PS     Z10, Z8, Z5
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G3AVX512_col
+	VPXORD          Z11, Z11, Z11
+	VSHUFF64X2      $0x88, Z11, Z0, Z6
+	VSHUFF64X2      $0xdd, Z11, Z0, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z11, Z1, Z8
+	VSHUFF64X2      $0xdd, Z11, Z1, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z11, Z2, Z10
+	VSHUFF64X2      $0xdd, Z11, Z2, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z11, Z12
+	VSHUFF64X2      $0xdd, Z11, Z11, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z8, Z6, Z13
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z10, Z6
+	VSHUFPS         $0xee, Z12, Z10, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z13, Z8
+	VSHUFPS         $0xdd, Z6, Z13, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, (R10)
+	VSHUFF64X2      $0x88, Z11, Z3, Z6
+	VSHUFF64X2      $0xdd, Z11, Z3, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFF64X2      $0x88, Z11, Z4, Z8
+	VSHUFF64X2      $0xdd, Z11, Z4, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z11, Z5, Z10
+	VSHUFF64X2      $0xdd, Z11, Z5, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z11, Z12
+	VSHUFF64X2      $0xdd, Z11, Z11, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z8, Z6, Z13
+	VSHUFPS         $0xee, Z8, Z6, Z6
+	VADDPS          Z6, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z10, Z6
+	VSHUFPS         $0xee, Z12, Z10, Z8
+	VADDPS          Z8, Z6, Z6
+	VSHUFPS         $0x88, Z6, Z13, Z8
+	VSHUFPS         $0xdd, Z6, Z13, Z6
+	VADDPS          Z6, Z8, Z8
+	VSHUFF64X2      $0xd8, Z8, Z8, Z8
+	VMOVUPS         Z8, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G3AVX512_rows
+
+scoresF16G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G3AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G3AVX512_done
+
+axpyRowsF16G3AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G3AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G3AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX512_rows:
+	VCVTPH2PS        (R12), Z12
+	VCVTPH2PS        32(R12), Z13
+	VCVTPH2PS        64(R12), Z14
+	VCVTPH2PS        96(R12), Z15
+	VFMADD231PS.BCST (R11), Z12, Z0
+	VFMADD231PS.BCST (R11), Z13, Z1
+	VFMADD231PS.BCST (R11), Z14, Z2
+	VFMADD231PS.BCST (R11), Z15, Z3
+	VFMADD231PS.BCST 4(R11), Z12, Z4
+	VFMADD231PS.BCST 4(R11), Z13, Z5
+	VFMADD231PS.BCST 4(R11), Z14, Z6
+	VFMADD231PS.BCST 4(R11), Z15, Z7
+	VFMADD231PS.BCST 8(R11), Z12, Z8
+	VFMADD231PS.BCST 8(R11), Z13, Z9
+	VFMADD231PS.BCST 8(R11), Z14, Z10
+	VFMADD231PS.BCST 8(R11), Z15, Z11
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G3AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G3AVX512_chunk
+
+axpyRowsF16G3AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G3AVX512_row1:
+	VCVTPH2PS        (R12), Z3
+	VFMADD231PS.BCST (R11), Z3, Z0
+	VFMADD231PS.BCST 4(R11), Z3, Z1
+	VFMADD231PS.BCST 8(R11), Z3, Z2
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G3AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G3AVX512_chunk
+
+axpyRowsF16G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G3AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G3AVX512_done
+
+scoresF32G3AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G3AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y6
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z6, Z6
+	VMOVUPS         (R14)(DI*2), Y7
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z7, Z7
+	VBROADCASTF64X4 (R12), Z8
+	VFMADD231PS     Z8, Z6, Z0
+	VFMADD231PS     Z8, Z7, Z3
+	VBROADCASTF64X4 (R12)(CX*1), Z8
+	VFMADD231PS     Z8, Z6, Z1
+	VFMADD231PS     Z8, Z7, Z4
+	VBROADCASTF64X4 (R12)(CX*2), Z8
+	VFMADD231PS     Z8, Z6, Z2
+	VFMADD231PS     Z8, Z7, Z5
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G3AVX512_col
+	VPXORD          Z9, Z9, Z9
+	VSHUFF64X2      $0x88, Z9, Z0, Z8
+	VSHUFF64X2      $0xdd, Z9, Z0, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z1, Z10
+	VSHUFF64X2      $0xdd, Z9, Z1, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFF64X2      $0x88, Z9, Z2, Z11
+	VSHUFF64X2      $0xdd, Z9, Z2, Z12
+	VADDPS          Z12, Z11, Z11
+	VSHUFF64X2      $0x88, Z9, Z9, Z12
+	VSHUFF64X2      $0xdd, Z9, Z9, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z10, Z8, Z13
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z11, Z8
+	VSHUFPS         $0xee, Z12, Z11, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z13, Z10
+	VSHUFPS         $0xdd, Z8, Z13, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, (R10)
+	VSHUFF64X2      $0x88, Z9, Z3, Z8
+	VSHUFF64X2      $0xdd, Z9, Z3, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z9, Z4, Z10
+	VSHUFF64X2      $0xdd, Z9, Z4, Z11
+	VADDPS          Z11, Z10, Z10
+	VSHUFF64X2      $0x88, Z9, Z5, Z11
+	VSHUFF64X2      $0xdd, Z9, Z5, Z12
+	VADDPS          Z12, Z11, Z11
+	VSHUFF64X2      $0x88, Z9, Z9, Z12
+	VSHUFF64X2      $0xdd, Z9, Z9, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFPS         $0x44, Z10, Z8, Z13
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z13, Z13
+	VSHUFPS         $0x44, Z12, Z11, Z8
+	VSHUFPS         $0xee, Z12, Z11, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z13, Z10
+	VSHUFPS         $0xdd, Z8, Z13, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G3AVX512_rows
+
+scoresF32G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G3AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G3AVX512_done
+
+axpyRowsF32G3AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G3AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G3AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX512_rows:
+	VMOVUPS          (R12), Z12
+	VMOVUPS          64(R12), Z13
+	VMOVUPS          128(R12), Z14
+	VMOVUPS          192(R12), Z15
+	VFMADD231PS.BCST (R11), Z12, Z0
+	VFMADD231PS.BCST (R11), Z13, Z1
+	VFMADD231PS.BCST (R11), Z14, Z2
+	VFMADD231PS.BCST (R11), Z15, Z3
+	VFMADD231PS.BCST 4(R11), Z12, Z4
+	VFMADD231PS.BCST 4(R11), Z13, Z5
+	VFMADD231PS.BCST 4(R11), Z14, Z6
+	VFMADD231PS.BCST 4(R11), Z15, Z7
+	VFMADD231PS.BCST 8(R11), Z12, Z8
+	VFMADD231PS.BCST 8(R11), Z13, Z9
+	VFMADD231PS.BCST 8(R11), Z14, Z10
+	VFMADD231PS.BCST 8(R11), Z15, Z11
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G3AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G3AVX512_chunk
+
+axpyRowsF32G3AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G3AVX512_row1:
+	VMOVUPS          (R12), Z3
+	VFMADD231PS.BCST (R11), Z3, Z0
+	VFMADD231PS.BCST 4(R11), Z3, Z1
+	VFMADD231PS.BCST 8(R11), Z3, Z2
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G3AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G3AVX512_chunk
+
+axpyRowsF32G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G3AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G3AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x05, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	TESTQ DI, DI
+	JZ    axpyRowsQ8G3AVX512_done
+
+axpyRowsQ8G3AVX512_block:
+	TESTQ   BX, BX
+	JZ      axpyRowsQ8G3AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (AX)(CX*1), Z2
+	VMOVUPS 64(AX)(CX*1), Z3
+	VMOVUPS (AX)(CX*2), Z4
+	VMOVUPS 64(AX)(CX*2), Z5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsQ8G3AVX512_row:
+	VCVTPH2PS    (R12), X6
+	VBROADCASTSS X6, Z6
+	VPMOVSXBD    2(R12), Z7
+	VCVTDQ2PS    Z7, Z7
+	VPMOVSXBD    18(R12), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  (R11), Z6, Z9
+	VFMADD231PS  Z7, Z9, Z0
+	VFMADD231PS  Z8, Z9, Z1
+	VMULPS.BCST  4(R11), Z6, Z9
+	VFMADD231PS  Z7, Z9, Z2
+	VFMADD231PS  Z8, Z9, Z3
+	VMULPS.BCST  8(R11), Z6, Z6
+	VFMADD231PS  Z7, Z6, Z4
+	VFMADD231PS  Z8, Z6, Z5
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsQ8G3AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, (AX)(CX*1)
+	VMOVUPS      Z3, 64(AX)(CX*1)
+	VMOVUPS      Z4, (AX)(CX*2)
+	VMOVUPS      Z5, 64(AX)(CX*2)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000022, R8
+	DECQ         BX
+	JMP          axpyRowsQ8G3AVX512_block
+
+axpyRowsQ8G3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G4AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G4AVX2_done
+
+scoresF16G4AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G4AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G4AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G4AVX2_row
+
+scoresF16G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G4AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G4AVX2_done
+
+axpyRowsF16G4AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G4AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G4AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX2_rows:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G4AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G4AVX2_chunk
+
+axpyRowsF16G4AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX2_row1:
+	VCVTPH2PS    (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G4AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G4AVX2_chunk
+
+axpyRowsF16G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G4AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G4AVX2_done
+
+scoresF32G4AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G4AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G4AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G4AVX2_row
+
+scoresF32G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G4AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G4AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G4AVX2_done
+
+axpyRowsF32G4AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G4AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G4AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX2_rows:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G4AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G4AVX2_chunk
+
+axpyRowsF32G4AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX2_row1:
+	VMOVUPS      (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G4AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G4AVX2_chunk
+
+axpyRowsF32G4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G4AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G4AVX512_done
+
+scoresF16G4AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G4AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X9
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y9, Y9
+	VCVTPH2PS       Y9, Z8
+	VMOVDQU32       (R14)(DI*2), X11
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y11, Y11
+	VCVTPH2PS       Y11, Z10
+	VBROADCASTF64X4 (R12), Z12
+	VFMADD231PS     Z12, Z8, Z0
+	VFMADD231PS     Z12, Z10, Z4
+	VBROADCASTF64X4 (R12)(CX*1), Z12
+	VFMADD231PS     Z12, Z8, Z1
+	VFMADD231PS     Z12, Z10, Z5
+	VBROADCASTF64X4 (R12)(CX*2), Z12
+	VFMADD231PS     Z12, Z8, Z2
+	VFMADD231PS     Z12, Z10, Z6
+	VBROADCASTF64X4 (R13), Z12
+	VFMADD231PS     Z12, Z8, Z3
+	VFMADD231PS     Z12, Z10, Z7
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G4AVX512_col
+	VPXORD          Z13, Z13, Z13
+	VSHUFF64X2      $0x88, Z13, Z0, Z8
+	VSHUFF64X2      $0xdd, Z13, Z0, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z13, Z1, Z10
+	VSHUFF64X2      $0xdd, Z13, Z1, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z13, Z2, Z12
+	VSHUFF64X2      $0xdd, Z13, Z2, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z3, Z14
+	VSHUFF64X2      $0xdd, Z13, Z3, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z10, Z8, Z15
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z12, Z8
+	VSHUFPS         $0xee, Z14, Z12, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z15, Z10
+	VSHUFPS         $0xdd, Z8, Z15, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, (R10)
+	VSHUFF64X2      $0x88, Z13, Z4, Z8
+	VSHUFF64X2      $0xdd, Z13, Z4, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFF64X2      $0x88, Z13, Z5, Z10
+	VSHUFF64X2      $0xdd, Z13, Z5, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z13, Z6, Z12
+	VSHUFF64X2      $0xdd, Z13, Z6, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z7, Z14
+	VSHUFF64X2      $0xdd, Z13, Z7, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z10, Z8, Z15
+	VSHUFPS         $0xee, Z10, Z8, Z8
+	VADDPS          Z8, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z12, Z8
+	VSHUFPS         $0xee, Z14, Z12, Z10
+	VADDPS          Z10, Z8, Z8
+	VSHUFPS         $0x88, Z8, Z15, Z10
+	VSHUFPS         $0xdd, Z8, Z15, Z8
+	VADDPS          Z8, Z10, Z10
+	VSHUFF64X2      $0xd8, Z10, Z10, Z10
+	VMOVUPS         Z10, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G4AVX512_rows
+
+scoresF16G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G4AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G4AVX512_done
+
+axpyRowsF16G4AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G4AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G4AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX512_rows:
+	VCVTPH2PS        (R12), Z16
+	VCVTPH2PS        32(R12), Z17
+	VCVTPH2PS        64(R12), Z18
+	VCVTPH2PS        96(R12), Z19
+	VFMADD231PS.BCST (R11), Z16, Z0
+	VFMADD231PS.BCST (R11), Z17, Z1
+	VFMADD231PS.BCST (R11), Z18, Z2
+	VFMADD231PS.BCST (R11), Z19, Z3
+	VFMADD231PS.BCST 4(R11), Z16, Z4
+	VFMADD231PS.BCST 4(R11), Z17, Z5
+	VFMADD231PS.BCST 4(R11), Z18, Z6
+	VFMADD231PS.BCST 4(R11), Z19, Z7
+	VFMADD231PS.BCST 8(R11), Z16, Z8
+	VFMADD231PS.BCST 8(R11), Z17, Z9
+	VFMADD231PS.BCST 8(R11), Z18, Z10
+	VFMADD231PS.BCST 8(R11), Z19, Z11
+	VFMADD231PS.BCST 12(R11), Z16, Z12
+	VFMADD231PS.BCST 12(R11), Z17, Z13
+	VFMADD231PS.BCST 12(R11), Z18, Z14
+	VFMADD231PS.BCST 12(R11), Z19, Z15
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G4AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G4AVX512_chunk
+
+axpyRowsF16G4AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G4AVX512_row1:
+	VCVTPH2PS        (R12), Z4
+	VFMADD231PS.BCST (R11), Z4, Z0
+	VFMADD231PS.BCST 4(R11), Z4, Z1
+	VFMADD231PS.BCST 8(R11), Z4, Z2
+	VFMADD231PS.BCST 12(R11), Z4, Z3
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G4AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G4AVX512_chunk
+
+axpyRowsF16G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G4AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G4AVX512_done
+
+scoresF32G4AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G4AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y8
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z8, Z8
+	VMOVUPS         (R14)(DI*2), Y9
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z9, Z9
+	VBROADCASTF64X4 (R12), Z10
+	VFMADD231PS     Z10, Z8, Z0
+	VFMADD231PS     Z10, Z9, Z4
+	VBROADCASTF64X4 (R12)(CX*1), Z10
+	VFMADD231PS     Z10, Z8, Z1
+	VFMADD231PS     Z10, Z9, Z5
+	VBROADCASTF64X4 (R12)(CX*2), Z10
+	VFMADD231PS     Z10, Z8, Z2
+	VFMADD231PS     Z10, Z9, Z6
+	VBROADCASTF64X4 (R13), Z10
+	VFMADD231PS     Z10, Z8, Z3
+	VFMADD231PS     Z10, Z9, Z7
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G4AVX512_col
+	VPXORD          Z11, Z11, Z11
+	VSHUFF64X2      $0x88, Z11, Z0, Z10
+	VSHUFF64X2      $0xdd, Z11, Z0, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z1, Z12
+	VSHUFF64X2      $0xdd, Z11, Z1, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFF64X2      $0x88, Z11, Z2, Z13
+	VSHUFF64X2      $0xdd, Z11, Z2, Z14
+	VADDPS          Z14, Z13, Z13
+	VSHUFF64X2      $0x88, Z11, Z3, Z14
+	VSHUFF64X2      $0xdd, Z11, Z3, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z12, Z10, Z15
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z13, Z10
+	VSHUFPS         $0xee, Z14, Z13, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z15, Z12
+	VSHUFPS         $0xdd, Z10, Z15, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, (R10)
+	VSHUFF64X2      $0x88, Z11, Z4, Z10
+	VSHUFF64X2      $0xdd, Z11, Z4, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z11, Z5, Z12
+	VSHUFF64X2      $0xdd, Z11, Z5, Z13
+	VADDPS          Z13, Z12, Z12
+	VSHUFF64X2      $0x88, Z11, Z6, Z13
+	VSHUFF64X2      $0xdd, Z11, Z6, Z14
+	VADDPS          Z14, Z13, Z13
+	VSHUFF64X2      $0x88, Z11, Z7, Z14
+	VSHUFF64X2      $0xdd, Z11, Z7, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFPS         $0x44, Z12, Z10, Z15
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z15, Z15
+	VSHUFPS         $0x44, Z14, Z13, Z10
+	VSHUFPS         $0xee, Z14, Z13, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z15, Z12
+	VSHUFPS         $0xdd, Z10, Z15, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G4AVX512_rows
+
+scoresF32G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G4AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G4AVX512_done
+
+axpyRowsF32G4AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G4AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G4AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX512_rows:
+	VMOVUPS          (R12), Z16
+	VMOVUPS          64(R12), Z17
+	VMOVUPS          128(R12), Z18
+	VMOVUPS          192(R12), Z19
+	VFMADD231PS.BCST (R11), Z16, Z0
+	VFMADD231PS.BCST (R11), Z17, Z1
+	VFMADD231PS.BCST (R11), Z18, Z2
+	VFMADD231PS.BCST (R11), Z19, Z3
+	VFMADD231PS.BCST 4(R11), Z16, Z4
+	VFMADD231PS.BCST 4(R11), Z17, Z5
+	VFMADD231PS.BCST 4(R11), Z18, Z6
+	VFMADD231PS.BCST 4(R11), Z19, Z7
+	VFMADD231PS.BCST 8(R11), Z16, Z8
+	VFMADD231PS.BCST 8(R11), Z17, Z9
+	VFMADD231PS.BCST 8(R11), Z18, Z10
+	VFMADD231PS.BCST 8(R11), Z19, Z11
+	VFMADD231PS.BCST 12(R11), Z16, Z12
+	VFMADD231PS.BCST 12(R11), Z17, Z13
+	VFMADD231PS.BCST 12(R11), Z18, Z14
+	VFMADD231PS.BCST 12(R11), Z19, Z15
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G4AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G4AVX512_chunk
+
+axpyRowsF32G4AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G4AVX512_row1:
+	VMOVUPS          (R12), Z4
+	VFMADD231PS.BCST (R11), Z4, Z0
+	VFMADD231PS.BCST 4(R11), Z4, Z1
+	VFMADD231PS.BCST 8(R11), Z4, Z2
+	VFMADD231PS.BCST 12(R11), Z4, Z3
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G4AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G4AVX512_chunk
+
+axpyRowsF32G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G4AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G4AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x05, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	TESTQ DI, DI
+	JZ    axpyRowsQ8G4AVX512_done
+
+axpyRowsQ8G4AVX512_block:
+	TESTQ   BX, BX
+	JZ      axpyRowsQ8G4AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (AX)(CX*1), Z2
+	VMOVUPS 64(AX)(CX*1), Z3
+	VMOVUPS (AX)(CX*2), Z4
+	VMOVUPS 64(AX)(CX*2), Z5
+	VMOVUPS (DX), Z6
+	VMOVUPS 64(DX), Z7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsQ8G4AVX512_row:
+	VCVTPH2PS    (R12), X8
+	VBROADCASTSS X8, Z8
+	VPMOVSXBD    2(R12), Z9
+	VCVTDQ2PS    Z9, Z9
+	VPMOVSXBD    18(R12), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (R11), Z8, Z11
+	VFMADD231PS  Z9, Z11, Z0
+	VFMADD231PS  Z10, Z11, Z1
+	VMULPS.BCST  4(R11), Z8, Z11
+	VFMADD231PS  Z9, Z11, Z2
+	VFMADD231PS  Z10, Z11, Z3
+	VMULPS.BCST  8(R11), Z8, Z11
+	VFMADD231PS  Z9, Z11, Z4
+	VFMADD231PS  Z10, Z11, Z5
+	VMULPS.BCST  12(R11), Z8, Z8
+	VFMADD231PS  Z9, Z8, Z6
+	VFMADD231PS  Z10, Z8, Z7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsQ8G4AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, (AX)(CX*1)
+	VMOVUPS      Z3, 64(AX)(CX*1)
+	VMOVUPS      Z4, (AX)(CX*2)
+	VMOVUPS      Z5, 64(AX)(CX*2)
+	VMOVUPS      Z6, (DX)
+	VMOVUPS      Z7, 64(DX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000022, R8
+	DECQ         BX
+	JMP          axpyRowsQ8G4AVX512_block
+
+axpyRowsQ8G4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G5AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G5AVX2_done
+
+scoresF16G5AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G5AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G5AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G5AVX2_row
+
+scoresF16G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G5AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G5AVX2_done
+
+axpyRowsF16G5AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G5AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G5AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	VMOVUPS (AX)(CX*4), Y8
+	VMOVUPS 32(AX)(CX*4), Y9
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX2_rows:
+	VCVTPH2PS    (R12), Y10
+	VCVTPH2PS    16(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y10, Y12, Y0
+	VFMADD231PS  Y11, Y12, Y1
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 12(R11), Y12
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	VBROADCASTSS 16(R11), Y12
+	VFMADD231PS  Y10, Y12, Y8
+	VFMADD231PS  Y11, Y12, Y9
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G5AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	VMOVUPS      Y8, (AX)(CX*4)
+	VMOVUPS      Y9, 32(AX)(CX*4)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G5AVX2_chunk
+
+axpyRowsF16G5AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX2_row1:
+	VCVTPH2PS    (R12), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y5, Y6, Y0
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(R11), Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VBROADCASTSS 12(R11), Y6
+	VFMADD231PS  Y5, Y6, Y3
+	VBROADCASTSS 16(R11), Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G5AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G5AVX2_chunk
+
+axpyRowsF16G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G5AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G5AVX2_done
+
+scoresF32G5AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G5AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G5AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G5AVX2_row
+
+scoresF32G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G5AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G5AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G5AVX2_done
+
+axpyRowsF32G5AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G5AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G5AVX2_small
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	VMOVUPS (AX)(CX*4), Y8
+	VMOVUPS 32(AX)(CX*4), Y9
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX2_rows:
+	VMOVUPS      (R12), Y10
+	VMOVUPS      32(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y10, Y12, Y0
+	VFMADD231PS  Y11, Y12, Y1
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 12(R11), Y12
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	VBROADCASTSS 16(R11), Y12
+	VFMADD231PS  Y10, Y12, Y8
+	VFMADD231PS  Y11, Y12, Y9
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G5AVX2_rows
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	VMOVUPS      Y8, (AX)(CX*4)
+	VMOVUPS      Y9, 32(AX)(CX*4)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G5AVX2_chunk
+
+axpyRowsF32G5AVX2_small:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX2_row1:
+	VMOVUPS      (R12), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y5, Y6, Y0
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(R11), Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VBROADCASTSS 12(R11), Y6
+	VFMADD231PS  Y5, Y6, Y3
+	VBROADCASTSS 16(R11), Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G5AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G5AVX2_chunk
+
+axpyRowsF32G5AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G5AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G5AVX512_done
+
+scoresF16G5AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G5AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X11
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y11, Y11
+	VCVTPH2PS       Y11, Z10
+	VMOVDQU32       (R14)(DI*2), X13
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y13, Y13
+	VCVTPH2PS       Y13, Z12
+	VBROADCASTF64X4 (R12), Z14
+	VFMADD231PS     Z14, Z10, Z0
+	VFMADD231PS     Z14, Z12, Z5
+	VBROADCASTF64X4 (R12)(CX*1), Z14
+	VFMADD231PS     Z14, Z10, Z1
+	VFMADD231PS     Z14, Z12, Z6
+	VBROADCASTF64X4 (R12)(CX*2), Z14
+	VFMADD231PS     Z14, Z10, Z2
+	VFMADD231PS     Z14, Z12, Z7
+	VBROADCASTF64X4 (R13), Z14
+	VFMADD231PS     Z14, Z10, Z3
+	VFMADD231PS     Z14, Z12, Z8
+	VBROADCASTF64X4 (R12)(CX*4), Z14
+	VFMADD231PS     Z14, Z10, Z4
+	VFMADD231PS     Z14, Z12, Z9
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G5AVX512_col
+	VPXORD          Z15, Z15, Z15
+	VSHUFF64X2      $0x88, Z4, Z0, Z10
+	VSHUFF64X2      $0xdd, Z4, Z0, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z15, Z1, Z12
+	VSHUFF64X2      $0xdd, Z15, Z1, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z15, Z2, Z14
+	VSHUFF64X2      $0xdd, Z15, Z2, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z15, Z3, Z16
+	VSHUFF64X2      $0xdd, Z15, Z3, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z12, Z10, Z17
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z14, Z10
+	VSHUFPS         $0xee, Z16, Z14, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z17, Z12
+	VSHUFPS         $0xdd, Z10, Z17, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, (R10)
+	VSHUFF64X2      $0x88, Z9, Z5, Z10
+	VSHUFF64X2      $0xdd, Z9, Z5, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFF64X2      $0x88, Z15, Z6, Z12
+	VSHUFF64X2      $0xdd, Z15, Z6, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z15, Z7, Z14
+	VSHUFF64X2      $0xdd, Z15, Z7, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z15, Z8, Z16
+	VSHUFF64X2      $0xdd, Z15, Z8, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z12, Z10, Z17
+	VSHUFPS         $0xee, Z12, Z10, Z10
+	VADDPS          Z10, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z14, Z10
+	VSHUFPS         $0xee, Z16, Z14, Z12
+	VADDPS          Z12, Z10, Z10
+	VSHUFPS         $0x88, Z10, Z17, Z12
+	VSHUFPS         $0xdd, Z10, Z17, Z10
+	VADDPS          Z10, Z12, Z12
+	VSHUFF64X2      $0xd8, Z12, Z12, Z12
+	VMOVUPS         Z12, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G5AVX512_rows
+
+scoresF16G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G5AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G5AVX512_done
+
+axpyRowsF16G5AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G5AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G5AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX512_rows:
+	VCVTPH2PS        (R12), Z20
+	VCVTPH2PS        32(R12), Z21
+	VCVTPH2PS        64(R12), Z22
+	VCVTPH2PS        96(R12), Z23
+	VFMADD231PS.BCST (R11), Z20, Z0
+	VFMADD231PS.BCST (R11), Z21, Z1
+	VFMADD231PS.BCST (R11), Z22, Z2
+	VFMADD231PS.BCST (R11), Z23, Z3
+	VFMADD231PS.BCST 4(R11), Z20, Z4
+	VFMADD231PS.BCST 4(R11), Z21, Z5
+	VFMADD231PS.BCST 4(R11), Z22, Z6
+	VFMADD231PS.BCST 4(R11), Z23, Z7
+	VFMADD231PS.BCST 8(R11), Z20, Z8
+	VFMADD231PS.BCST 8(R11), Z21, Z9
+	VFMADD231PS.BCST 8(R11), Z22, Z10
+	VFMADD231PS.BCST 8(R11), Z23, Z11
+	VFMADD231PS.BCST 12(R11), Z20, Z12
+	VFMADD231PS.BCST 12(R11), Z21, Z13
+	VFMADD231PS.BCST 12(R11), Z22, Z14
+	VFMADD231PS.BCST 12(R11), Z23, Z15
+	VFMADD231PS.BCST 16(R11), Z20, Z16
+	VFMADD231PS.BCST 16(R11), Z21, Z17
+	VFMADD231PS.BCST 16(R11), Z22, Z18
+	VFMADD231PS.BCST 16(R11), Z23, Z19
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G5AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G5AVX512_chunk
+
+axpyRowsF16G5AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G5AVX512_row1:
+	VCVTPH2PS        (R12), Z5
+	VFMADD231PS.BCST (R11), Z5, Z0
+	VFMADD231PS.BCST 4(R11), Z5, Z1
+	VFMADD231PS.BCST 8(R11), Z5, Z2
+	VFMADD231PS.BCST 12(R11), Z5, Z3
+	VFMADD231PS.BCST 16(R11), Z5, Z4
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G5AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G5AVX512_chunk
+
+axpyRowsF16G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G5AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G5AVX512_done
+
+scoresF32G5AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G5AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y10
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z10, Z10
+	VMOVUPS         (R14)(DI*2), Y11
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z11, Z11
+	VBROADCASTF64X4 (R12), Z12
+	VFMADD231PS     Z12, Z10, Z0
+	VFMADD231PS     Z12, Z11, Z5
+	VBROADCASTF64X4 (R12)(CX*1), Z12
+	VFMADD231PS     Z12, Z10, Z1
+	VFMADD231PS     Z12, Z11, Z6
+	VBROADCASTF64X4 (R12)(CX*2), Z12
+	VFMADD231PS     Z12, Z10, Z2
+	VFMADD231PS     Z12, Z11, Z7
+	VBROADCASTF64X4 (R13), Z12
+	VFMADD231PS     Z12, Z10, Z3
+	VFMADD231PS     Z12, Z11, Z8
+	VBROADCASTF64X4 (R12)(CX*4), Z12
+	VFMADD231PS     Z12, Z10, Z4
+	VFMADD231PS     Z12, Z11, Z9
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G5AVX512_col
+	VPXORD          Z13, Z13, Z13
+	VSHUFF64X2      $0x88, Z4, Z0, Z12
+	VSHUFF64X2      $0xdd, Z4, Z0, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z1, Z14
+	VSHUFF64X2      $0xdd, Z13, Z1, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFF64X2      $0x88, Z13, Z2, Z15
+	VSHUFF64X2      $0xdd, Z13, Z2, Z16
+	VADDPS          Z16, Z15, Z15
+	VSHUFF64X2      $0x88, Z13, Z3, Z16
+	VSHUFF64X2      $0xdd, Z13, Z3, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z14, Z12, Z17
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z15, Z12
+	VSHUFPS         $0xee, Z16, Z15, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z17, Z14
+	VSHUFPS         $0xdd, Z12, Z17, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, (R10)
+	VSHUFF64X2      $0x88, Z9, Z5, Z12
+	VSHUFF64X2      $0xdd, Z9, Z5, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z13, Z6, Z14
+	VSHUFF64X2      $0xdd, Z13, Z6, Z15
+	VADDPS          Z15, Z14, Z14
+	VSHUFF64X2      $0x88, Z13, Z7, Z15
+	VSHUFF64X2      $0xdd, Z13, Z7, Z16
+	VADDPS          Z16, Z15, Z15
+	VSHUFF64X2      $0x88, Z13, Z8, Z16
+	VSHUFF64X2      $0xdd, Z13, Z8, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFPS         $0x44, Z14, Z12, Z17
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z17, Z17
+	VSHUFPS         $0x44, Z16, Z15, Z12
+	VSHUFPS         $0xee, Z16, Z15, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z17, Z14
+	VSHUFPS         $0xdd, Z12, Z17, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G5AVX512_rows
+
+scoresF32G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G5AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G5AVX512_done
+
+axpyRowsF32G5AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G5AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G5AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX512_rows:
+	VMOVUPS          (R12), Z20
+	VMOVUPS          64(R12), Z21
+	VMOVUPS          128(R12), Z22
+	VMOVUPS          192(R12), Z23
+	VFMADD231PS.BCST (R11), Z20, Z0
+	VFMADD231PS.BCST (R11), Z21, Z1
+	VFMADD231PS.BCST (R11), Z22, Z2
+	VFMADD231PS.BCST (R11), Z23, Z3
+	VFMADD231PS.BCST 4(R11), Z20, Z4
+	VFMADD231PS.BCST 4(R11), Z21, Z5
+	VFMADD231PS.BCST 4(R11), Z22, Z6
+	VFMADD231PS.BCST 4(R11), Z23, Z7
+	VFMADD231PS.BCST 8(R11), Z20, Z8
+	VFMADD231PS.BCST 8(R11), Z21, Z9
+	VFMADD231PS.BCST 8(R11), Z22, Z10
+	VFMADD231PS.BCST 8(R11), Z23, Z11
+	VFMADD231PS.BCST 12(R11), Z20, Z12
+	VFMADD231PS.BCST 12(R11), Z21, Z13
+	VFMADD231PS.BCST 12(R11), Z22, Z14
+	VFMADD231PS.BCST 12(R11), Z23, Z15
+	VFMADD231PS.BCST 16(R11), Z20, Z16
+	VFMADD231PS.BCST 16(R11), Z21, Z17
+	VFMADD231PS.BCST 16(R11), Z22, Z18
+	VFMADD231PS.BCST 16(R11), Z23, Z19
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G5AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G5AVX512_chunk
+
+axpyRowsF32G5AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G5AVX512_row1:
+	VMOVUPS          (R12), Z5
+	VFMADD231PS.BCST (R11), Z5, Z0
+	VFMADD231PS.BCST 4(R11), Z5, Z1
+	VFMADD231PS.BCST 8(R11), Z5, Z2
+	VFMADD231PS.BCST 12(R11), Z5, Z3
+	VFMADD231PS.BCST 16(R11), Z5, Z4
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G5AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G5AVX512_chunk
+
+axpyRowsF32G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G5AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G5AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x05, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	TESTQ DI, DI
+	JZ    axpyRowsQ8G5AVX512_done
+
+axpyRowsQ8G5AVX512_block:
+	TESTQ   BX, BX
+	JZ      axpyRowsQ8G5AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (AX)(CX*1), Z2
+	VMOVUPS 64(AX)(CX*1), Z3
+	VMOVUPS (AX)(CX*2), Z4
+	VMOVUPS 64(AX)(CX*2), Z5
+	VMOVUPS (DX), Z6
+	VMOVUPS 64(DX), Z7
+	VMOVUPS (AX)(CX*4), Z8
+	VMOVUPS 64(AX)(CX*4), Z9
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsQ8G5AVX512_row:
+	VCVTPH2PS    (R12), X10
+	VBROADCASTSS X10, Z10
+	VPMOVSXBD    2(R12), Z11
+	VCVTDQ2PS    Z11, Z11
+	VPMOVSXBD    18(R12), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS.BCST  (R11), Z10, Z13
+	VFMADD231PS  Z11, Z13, Z0
+	VFMADD231PS  Z12, Z13, Z1
+	VMULPS.BCST  4(R11), Z10, Z13
+	VFMADD231PS  Z11, Z13, Z2
+	VFMADD231PS  Z12, Z13, Z3
+	VMULPS.BCST  8(R11), Z10, Z13
+	VFMADD231PS  Z11, Z13, Z4
+	VFMADD231PS  Z12, Z13, Z5
+	VMULPS.BCST  12(R11), Z10, Z13
+	VFMADD231PS  Z11, Z13, Z6
+	VFMADD231PS  Z12, Z13, Z7
+	VMULPS.BCST  16(R11), Z10, Z10
+	VFMADD231PS  Z11, Z10, Z8
+	VFMADD231PS  Z12, Z10, Z9
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsQ8G5AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, (AX)(CX*1)
+	VMOVUPS      Z3, 64(AX)(CX*1)
+	VMOVUPS      Z4, (AX)(CX*2)
+	VMOVUPS      Z5, 64(AX)(CX*2)
+	VMOVUPS      Z6, (DX)
+	VMOVUPS      Z7, 64(DX)
+	VMOVUPS      Z8, (AX)(CX*4)
+	VMOVUPS      Z9, 64(AX)(CX*4)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000022, R8
+	DECQ         BX
+	JMP          axpyRowsQ8G5AVX512_block
+
+axpyRowsQ8G5AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G6AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF16G6AVX2_done
+
+scoresF16G6AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF16G6AVX2_col:
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	VFMADD231PS (R12)(CX*2), Y8, Y5
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
+	JNZ         scoresF16G6AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF16G6AVX2_row
+
+scoresF16G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G6AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G6AVX2_done
+
+axpyRowsF16G6AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G6AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (DX)(CX*2), Y5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX2_row1:
+	VCVTPH2PS    (R12), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G6AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (DX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G6AVX2_chunk
+
+axpyRowsF16G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G6AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  out_len+80(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  out_base+72(FP), R9
+	TESTQ R8, R8
+	JZ    scoresF32G6AVX2_done
+
+scoresF32G6AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R10
+	MOVQ   AX, R11
+	MOVQ   DX, R12
+	MOVQ   SI, R13
+
+scoresF32G6AVX2_col:
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS (R11)(CX*1), Y8, Y1
+	VFMADD231PS (R11)(CX*2), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS (R11)(CX*4), Y8, Y4
+	VFMADD231PS (R12)(CX*2), Y8, Y5
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	DECQ        R10
+	JNZ         scoresF32G6AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R9)
+	ADDQ        $0x00000020, R9
+	ADDQ        DI, SI
+	DECQ        R8
+	JNZ         scoresF32G6AVX2_row
+
+scoresF32G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G6AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G6AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G6AVX2_done
+
+axpyRowsF32G6AVX2_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G6AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (DX)(CX*2), Y5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX2_row1:
+	VMOVUPS      (R12), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G6AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (DX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G6AVX2_chunk
+
+axpyRowsF32G6AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G6AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G6AVX512_done
+
+scoresF16G6AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G6AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X13
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y13, Y13
+	VCVTPH2PS       Y13, Z12
+	VMOVDQU32       (R14)(DI*2), X15
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y15, Y15
+	VCVTPH2PS       Y15, Z14
+	VBROADCASTF64X4 (R12), Z16
+	VFMADD231PS     Z16, Z12, Z0
+	VFMADD231PS     Z16, Z14, Z6
+	VBROADCASTF64X4 (R12)(CX*1), Z16
+	VFMADD231PS     Z16, Z12, Z1
+	VFMADD231PS     Z16, Z14, Z7
+	VBROADCASTF64X4 (R12)(CX*2), Z16
+	VFMADD231PS     Z16, Z12, Z2
+	VFMADD231PS     Z16, Z14, Z8
+	VBROADCASTF64X4 (R13), Z16
+	VFMADD231PS     Z16, Z12, Z3
+	VFMADD231PS     Z16, Z14, Z9
+	VBROADCASTF64X4 (R12)(CX*4), Z16
+	VFMADD231PS     Z16, Z12, Z4
+	VFMADD231PS     Z16, Z14, Z10
+	VBROADCASTF64X4 (R13)(CX*2), Z16
+	VFMADD231PS     Z16, Z12, Z5
+	VFMADD231PS     Z16, Z14, Z11
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G6AVX512_col
+	VPXORD          Z17, Z17, Z17
+	VSHUFF64X2      $0x88, Z4, Z0, Z12
+	VSHUFF64X2      $0xdd, Z4, Z0, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z5, Z1, Z14
+	VSHUFF64X2      $0xdd, Z5, Z1, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z17, Z2, Z16
+	VSHUFF64X2      $0xdd, Z17, Z2, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z17, Z3, Z18
+	VSHUFF64X2      $0xdd, Z17, Z3, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z14, Z12, Z19
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z16, Z12
+	VSHUFPS         $0xee, Z18, Z16, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z19, Z14
+	VSHUFPS         $0xdd, Z12, Z19, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, (R10)
+	VSHUFF64X2      $0x88, Z10, Z6, Z12
+	VSHUFF64X2      $0xdd, Z10, Z6, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFF64X2      $0x88, Z11, Z7, Z14
+	VSHUFF64X2      $0xdd, Z11, Z7, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z17, Z8, Z16
+	VSHUFF64X2      $0xdd, Z17, Z8, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z17, Z9, Z18
+	VSHUFF64X2      $0xdd, Z17, Z9, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z14, Z12, Z19
+	VSHUFPS         $0xee, Z14, Z12, Z12
+	VADDPS          Z12, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z16, Z12
+	VSHUFPS         $0xee, Z18, Z16, Z14
+	VADDPS          Z14, Z12, Z12
+	VSHUFPS         $0x88, Z12, Z19, Z14
+	VSHUFPS         $0xdd, Z12, Z19, Z12
+	VADDPS          Z12, Z14, Z14
+	VSHUFF64X2      $0xd8, Z14, Z14, Z14
+	VMOVUPS         Z14, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G6AVX512_rows
+
+scoresF16G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G6AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G6AVX512_done
+
+axpyRowsF16G6AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G6AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G6AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	VMOVUPS (DX)(CX*2), Z20
+	VMOVUPS 64(DX)(CX*2), Z21
+	VMOVUPS 128(DX)(CX*2), Z22
+	VMOVUPS 192(DX)(CX*2), Z23
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX512_rows:
+	VCVTPH2PS        (R12), Z24
+	VCVTPH2PS        32(R12), Z25
+	VCVTPH2PS        64(R12), Z26
+	VCVTPH2PS        96(R12), Z27
+	VFMADD231PS.BCST (R11), Z24, Z0
+	VFMADD231PS.BCST (R11), Z25, Z1
+	VFMADD231PS.BCST (R11), Z26, Z2
+	VFMADD231PS.BCST (R11), Z27, Z3
+	VFMADD231PS.BCST 4(R11), Z24, Z4
+	VFMADD231PS.BCST 4(R11), Z25, Z5
+	VFMADD231PS.BCST 4(R11), Z26, Z6
+	VFMADD231PS.BCST 4(R11), Z27, Z7
+	VFMADD231PS.BCST 8(R11), Z24, Z8
+	VFMADD231PS.BCST 8(R11), Z25, Z9
+	VFMADD231PS.BCST 8(R11), Z26, Z10
+	VFMADD231PS.BCST 8(R11), Z27, Z11
+	VFMADD231PS.BCST 12(R11), Z24, Z12
+	VFMADD231PS.BCST 12(R11), Z25, Z13
+	VFMADD231PS.BCST 12(R11), Z26, Z14
+	VFMADD231PS.BCST 12(R11), Z27, Z15
+	VFMADD231PS.BCST 16(R11), Z24, Z16
+	VFMADD231PS.BCST 16(R11), Z25, Z17
+	VFMADD231PS.BCST 16(R11), Z26, Z18
+	VFMADD231PS.BCST 16(R11), Z27, Z19
+	VFMADD231PS.BCST 20(R11), Z24, Z20
+	VFMADD231PS.BCST 20(R11), Z25, Z21
+	VFMADD231PS.BCST 20(R11), Z26, Z22
+	VFMADD231PS.BCST 20(R11), Z27, Z23
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G6AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	VMOVUPS          Z20, (DX)(CX*2)
+	VMOVUPS          Z21, 64(DX)(CX*2)
+	VMOVUPS          Z22, 128(DX)(CX*2)
+	VMOVUPS          Z23, 192(DX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000080, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF16G6AVX512_chunk
+
+axpyRowsF16G6AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (DX)(CX*2), Z5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX512_row1:
+	VCVTPH2PS        (R12), Z6
+	VFMADD231PS.BCST (R11), Z6, Z0
+	VFMADD231PS.BCST 4(R11), Z6, Z1
+	VFMADD231PS.BCST 8(R11), Z6, Z2
+	VFMADD231PS.BCST 12(R11), Z6, Z3
+	VFMADD231PS.BCST 16(R11), Z6, Z4
+	VFMADD231PS.BCST 20(R11), Z6, Z5
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF16G6AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (DX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000020, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF16G6AVX512_chunk
+
+axpyRowsF16G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G6AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G6AVX512_done
+
+scoresF32G6AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G6AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y12
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z12, Z12
+	VMOVUPS         (R14)(DI*2), Y13
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z13, Z13
+	VBROADCASTF64X4 (R12), Z14
+	VFMADD231PS     Z14, Z12, Z0
+	VFMADD231PS     Z14, Z13, Z6
+	VBROADCASTF64X4 (R12)(CX*1), Z14
+	VFMADD231PS     Z14, Z12, Z1
+	VFMADD231PS     Z14, Z13, Z7
+	VBROADCASTF64X4 (R12)(CX*2), Z14
+	VFMADD231PS     Z14, Z12, Z2
+	VFMADD231PS     Z14, Z13, Z8
+	VBROADCASTF64X4 (R13), Z14
+	VFMADD231PS     Z14, Z12, Z3
+	VFMADD231PS     Z14, Z13, Z9
+	VBROADCASTF64X4 (R12)(CX*4), Z14
+	VFMADD231PS     Z14, Z12, Z4
+	VFMADD231PS     Z14, Z13, Z10
+	VBROADCASTF64X4 (R13)(CX*2), Z14
+	VFMADD231PS     Z14, Z12, Z5
+	VFMADD231PS     Z14, Z13, Z11
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G6AVX512_col
+	VPXORD          Z15, Z15, Z15
+	VSHUFF64X2      $0x88, Z4, Z0, Z14
+	VSHUFF64X2      $0xdd, Z4, Z0, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z5, Z1, Z16
+	VSHUFF64X2      $0xdd, Z5, Z1, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFF64X2      $0x88, Z15, Z2, Z17
+	VSHUFF64X2      $0xdd, Z15, Z2, Z18
+	VADDPS          Z18, Z17, Z17
+	VSHUFF64X2      $0x88, Z15, Z3, Z18
+	VSHUFF64X2      $0xdd, Z15, Z3, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z16, Z14, Z19
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z17, Z14
+	VSHUFPS         $0xee, Z18, Z17, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z19, Z16
+	VSHUFPS         $0xdd, Z14, Z19, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, (R10)
+	VSHUFF64X2      $0x88, Z10, Z6, Z14
+	VSHUFF64X2      $0xdd, Z10, Z6, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z11, Z7, Z16
+	VSHUFF64X2      $0xdd, Z11, Z7, Z17
+	VADDPS          Z17, Z16, Z16
+	VSHUFF64X2      $0x88, Z15, Z8, Z17
+	VSHUFF64X2      $0xdd, Z15, Z8, Z18
+	VADDPS          Z18, Z17, Z17
+	VSHUFF64X2      $0x88, Z15, Z9, Z18
+	VSHUFF64X2      $0xdd, Z15, Z9, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFPS         $0x44, Z16, Z14, Z19
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z19, Z19
+	VSHUFPS         $0x44, Z18, Z17, Z14
+	VSHUFPS         $0xee, Z18, Z17, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z19, Z16
+	VSHUFPS         $0xdd, Z14, Z19, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G6AVX512_rows
+
+scoresF32G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G6AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x04, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G6AVX512_done
+
+axpyRowsF32G6AVX512_chunk:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G6AVX512_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G6AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS (AX)(CX*1), Z4
+	VMOVUPS 64(AX)(CX*1), Z5
+	VMOVUPS 128(AX)(CX*1), Z6
+	VMOVUPS 192(AX)(CX*1), Z7
+	VMOVUPS (AX)(CX*2), Z8
+	VMOVUPS 64(AX)(CX*2), Z9
+	VMOVUPS 128(AX)(CX*2), Z10
+	VMOVUPS 192(AX)(CX*2), Z11
+	VMOVUPS (DX), Z12
+	VMOVUPS 64(DX), Z13
+	VMOVUPS 128(DX), Z14
+	VMOVUPS 192(DX), Z15
+	VMOVUPS (AX)(CX*4), Z16
+	VMOVUPS 64(AX)(CX*4), Z17
+	VMOVUPS 128(AX)(CX*4), Z18
+	VMOVUPS 192(AX)(CX*4), Z19
+	VMOVUPS (DX)(CX*2), Z20
+	VMOVUPS 64(DX)(CX*2), Z21
+	VMOVUPS 128(DX)(CX*2), Z22
+	VMOVUPS 192(DX)(CX*2), Z23
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX512_rows:
+	VMOVUPS          (R12), Z24
+	VMOVUPS          64(R12), Z25
+	VMOVUPS          128(R12), Z26
+	VMOVUPS          192(R12), Z27
+	VFMADD231PS.BCST (R11), Z24, Z0
+	VFMADD231PS.BCST (R11), Z25, Z1
+	VFMADD231PS.BCST (R11), Z26, Z2
+	VFMADD231PS.BCST (R11), Z27, Z3
+	VFMADD231PS.BCST 4(R11), Z24, Z4
+	VFMADD231PS.BCST 4(R11), Z25, Z5
+	VFMADD231PS.BCST 4(R11), Z26, Z6
+	VFMADD231PS.BCST 4(R11), Z27, Z7
+	VFMADD231PS.BCST 8(R11), Z24, Z8
+	VFMADD231PS.BCST 8(R11), Z25, Z9
+	VFMADD231PS.BCST 8(R11), Z26, Z10
+	VFMADD231PS.BCST 8(R11), Z27, Z11
+	VFMADD231PS.BCST 12(R11), Z24, Z12
+	VFMADD231PS.BCST 12(R11), Z25, Z13
+	VFMADD231PS.BCST 12(R11), Z26, Z14
+	VFMADD231PS.BCST 12(R11), Z27, Z15
+	VFMADD231PS.BCST 16(R11), Z24, Z16
+	VFMADD231PS.BCST 16(R11), Z25, Z17
+	VFMADD231PS.BCST 16(R11), Z26, Z18
+	VFMADD231PS.BCST 16(R11), Z27, Z19
+	VFMADD231PS.BCST 20(R11), Z24, Z20
+	VFMADD231PS.BCST 20(R11), Z25, Z21
+	VFMADD231PS.BCST 20(R11), Z26, Z22
+	VFMADD231PS.BCST 20(R11), Z27, Z23
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G6AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, 192(AX)
+	VMOVUPS          Z4, (AX)(CX*1)
+	VMOVUPS          Z5, 64(AX)(CX*1)
+	VMOVUPS          Z6, 128(AX)(CX*1)
+	VMOVUPS          Z7, 192(AX)(CX*1)
+	VMOVUPS          Z8, (AX)(CX*2)
+	VMOVUPS          Z9, 64(AX)(CX*2)
+	VMOVUPS          Z10, 128(AX)(CX*2)
+	VMOVUPS          Z11, 192(AX)(CX*2)
+	VMOVUPS          Z12, (DX)
+	VMOVUPS          Z13, 64(DX)
+	VMOVUPS          Z14, 128(DX)
+	VMOVUPS          Z15, 192(DX)
+	VMOVUPS          Z16, (AX)(CX*4)
+	VMOVUPS          Z17, 64(AX)(CX*4)
+	VMOVUPS          Z18, 128(AX)(CX*4)
+	VMOVUPS          Z19, 192(AX)(CX*4)
+	VMOVUPS          Z20, (DX)(CX*2)
+	VMOVUPS          Z21, 64(DX)(CX*2)
+	VMOVUPS          Z22, 128(DX)(CX*2)
+	VMOVUPS          Z23, 192(DX)(CX*2)
+	ADDQ             $0x00000100, AX
+	ADDQ             $0x00000100, DX
+	ADDQ             $0x00000100, R8
+	SUBQ             $0x04, BX
+	JMP              axpyRowsF32G6AVX512_chunk
+
+axpyRowsF32G6AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (DX)(CX*2), Z5
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX512_row1:
+	VMOVUPS          (R12), Z6
+	VFMADD231PS.BCST (R11), Z6, Z0
+	VFMADD231PS.BCST 4(R11), Z6, Z1
+	VFMADD231PS.BCST 8(R11), Z6, Z2
+	VFMADD231PS.BCST 12(R11), Z6, Z3
+	VFMADD231PS.BCST 16(R11), Z6, Z4
+	VFMADD231PS.BCST 20(R11), Z6, Z5
+	ADDQ             $0x00000020, R11
+	ADDQ             R9, R12
+	DECQ             R10
+	JNZ              axpyRowsF32G6AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (DX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (DX)(CX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, DX
+	ADDQ             $0x00000040, R8
+	SUBQ             $0x01, BX
+	JMP              axpyRowsF32G6AVX512_chunk
+
+axpyRowsF32G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G6AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G6AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x05, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	TESTQ DI, DI
+	JZ    axpyRowsQ8G6AVX512_done
+
+axpyRowsQ8G6AVX512_block:
+	TESTQ   BX, BX
+	JZ      axpyRowsQ8G6AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (AX)(CX*1), Z2
+	VMOVUPS 64(AX)(CX*1), Z3
+	VMOVUPS (AX)(CX*2), Z4
+	VMOVUPS 64(AX)(CX*2), Z5
+	VMOVUPS (DX), Z6
+	VMOVUPS 64(DX), Z7
+	VMOVUPS (AX)(CX*4), Z8
+	VMOVUPS 64(AX)(CX*4), Z9
+	VMOVUPS (DX)(CX*2), Z10
+	VMOVUPS 64(DX)(CX*2), Z11
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsQ8G6AVX512_row:
+	VCVTPH2PS    (R12), X12
+	VBROADCASTSS X12, Z12
+	VPMOVSXBD    2(R12), Z13
+	VCVTDQ2PS    Z13, Z13
+	VPMOVSXBD    18(R12), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  (R11), Z12, Z15
+	VFMADD231PS  Z13, Z15, Z0
+	VFMADD231PS  Z14, Z15, Z1
+	VMULPS.BCST  4(R11), Z12, Z15
+	VFMADD231PS  Z13, Z15, Z2
+	VFMADD231PS  Z14, Z15, Z3
+	VMULPS.BCST  8(R11), Z12, Z15
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VMULPS.BCST  12(R11), Z12, Z15
+	VFMADD231PS  Z13, Z15, Z6
+	VFMADD231PS  Z14, Z15, Z7
+	VMULPS.BCST  16(R11), Z12, Z15
+	VFMADD231PS  Z13, Z15, Z8
+	VFMADD231PS  Z14, Z15, Z9
+	VMULPS.BCST  20(R11), Z12, Z12
+	VFMADD231PS  Z13, Z12, Z10
+	VFMADD231PS  Z14, Z12, Z11
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsQ8G6AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, (AX)(CX*1)
+	VMOVUPS      Z3, 64(AX)(CX*1)
+	VMOVUPS      Z4, (AX)(CX*2)
+	VMOVUPS      Z5, 64(AX)(CX*2)
+	VMOVUPS      Z6, (DX)
+	VMOVUPS      Z7, 64(DX)
+	VMOVUPS      Z8, (AX)(CX*4)
+	VMOVUPS      Z9, 64(AX)(CX*4)
+	VMOVUPS      Z10, (DX)(CX*2)
+	VMOVUPS      Z11, 64(DX)(CX*2)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000022, R8
+	DECQ         BX
+	JMP          axpyRowsQ8G6AVX512_block
+
+axpyRowsQ8G6AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G7AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x01, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G7AVX2_done
+
+scoresF16G7AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF16G7AVX2_col:
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
+	JNZ         scoresF16G7AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF16G7AVX2_row
+
+scoresF16G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G7AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G7AVX2_done
+
+axpyRowsF16G7AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G7AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G7AVX2_row1:
+	VCVTPH2PS    (R13), Y7
+	VBROADCASTSS (R12), Y8
+	VFMADD231PS  Y7, Y8, Y0
+	VBROADCASTSS 4(R12), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS 8(R12), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 12(R12), Y8
+	VFMADD231PS  Y7, Y8, Y3
+	VBROADCASTSS 16(R12), Y8
+	VFMADD231PS  Y7, Y8, Y4
+	VBROADCASTSS 20(R12), Y8
+	VFMADD231PS  Y7, Y8, Y5
+	VBROADCASTSS 24(R12), Y8
+	VFMADD231PS  Y7, Y8, Y6
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF16G7AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000010, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF16G7AVX2_chunk
+
+axpyRowsF16G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G7AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x02, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G7AVX2_done
+
+scoresF32G7AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF32G7AVX2_col:
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000020, R14
+	DECQ        R11
+	JNZ         scoresF32G7AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF32G7AVX2_row
+
+scoresF32G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G7AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G7AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G7AVX2_done
+
+axpyRowsF32G7AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G7AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G7AVX2_row1:
+	VMOVUPS      (R13), Y7
+	VBROADCASTSS (R12), Y8
+	VFMADD231PS  Y7, Y8, Y0
+	VBROADCASTSS 4(R12), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS 8(R12), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 12(R12), Y8
+	VFMADD231PS  Y7, Y8, Y3
+	VBROADCASTSS 16(R12), Y8
+	VFMADD231PS  Y7, Y8, Y4
+	VBROADCASTSS 20(R12), Y8
+	VFMADD231PS  Y7, Y8, Y5
+	VBROADCASTSS 24(R12), Y8
+	VFMADD231PS  Y7, Y8, Y6
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF32G7AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF32G7AVX2_chunk
+
+axpyRowsF32G7AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G7AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G7AVX512_done
+
+scoresF16G7AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G7AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X15
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y15, Y15
+	VCVTPH2PS       Y15, Z14
+	VMOVDQU32       (R14)(DI*2), X17
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y17, Y17
+	VCVTPH2PS       Y17, Z16
+	VBROADCASTF64X4 (R12), Z18
+	VFMADD231PS     Z18, Z14, Z0
+	VFMADD231PS     Z18, Z16, Z7
+	VBROADCASTF64X4 (R12)(CX*1), Z18
+	VFMADD231PS     Z18, Z14, Z1
+	VFMADD231PS     Z18, Z16, Z8
+	VBROADCASTF64X4 (R12)(CX*2), Z18
+	VFMADD231PS     Z18, Z14, Z2
+	VFMADD231PS     Z18, Z16, Z9
+	VBROADCASTF64X4 (R13), Z18
+	VFMADD231PS     Z18, Z14, Z3
+	VFMADD231PS     Z18, Z16, Z10
+	VBROADCASTF64X4 (R12)(CX*4), Z18
+	VFMADD231PS     Z18, Z14, Z4
+	VFMADD231PS     Z18, Z16, Z11
+	VBROADCASTF64X4 (R13)(CX*2), Z18
+	VFMADD231PS     Z18, Z14, Z5
+	VFMADD231PS     Z18, Z16, Z12
+	VBROADCASTF64X4 (R12)(DX*2), Z18
+	VFMADD231PS     Z18, Z14, Z6
+	VFMADD231PS     Z18, Z16, Z13
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G7AVX512_col
+	VPXORD          Z19, Z19, Z19
+	VSHUFF64X2      $0x88, Z4, Z0, Z14
+	VSHUFF64X2      $0xdd, Z4, Z0, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z5, Z1, Z16
+	VSHUFF64X2      $0xdd, Z5, Z1, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z6, Z2, Z18
+	VSHUFF64X2      $0xdd, Z6, Z2, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z19, Z3, Z20
+	VSHUFF64X2      $0xdd, Z19, Z3, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z16, Z14, Z21
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z18, Z14
+	VSHUFPS         $0xee, Z20, Z18, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z21, Z16
+	VSHUFPS         $0xdd, Z14, Z21, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, (R10)
+	VSHUFF64X2      $0x88, Z11, Z7, Z14
+	VSHUFF64X2      $0xdd, Z11, Z7, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFF64X2      $0x88, Z12, Z8, Z16
+	VSHUFF64X2      $0xdd, Z12, Z8, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z13, Z9, Z18
+	VSHUFF64X2      $0xdd, Z13, Z9, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z19, Z10, Z20
+	VSHUFF64X2      $0xdd, Z19, Z10, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z16, Z14, Z21
+	VSHUFPS         $0xee, Z16, Z14, Z14
+	VADDPS          Z14, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z18, Z14
+	VSHUFPS         $0xee, Z20, Z18, Z16
+	VADDPS          Z16, Z14, Z14
+	VSHUFPS         $0x88, Z14, Z21, Z16
+	VSHUFPS         $0xdd, Z14, Z21, Z14
+	VADDPS          Z14, Z16, Z16
+	VSHUFF64X2      $0xd8, Z16, Z16, Z16
+	VMOVUPS         Z16, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G7AVX512_rows
+
+scoresF16G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G7AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G7AVX512_done
+
+axpyRowsF16G7AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G7AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF16G7AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G7AVX512_rows:
+	VCVTPH2PS        (R13), Z21
+	VCVTPH2PS        32(R13), Z22
+	VCVTPH2PS        64(R13), Z23
+	VFMADD231PS.BCST (R12), Z21, Z0
+	VFMADD231PS.BCST (R12), Z22, Z1
+	VFMADD231PS.BCST (R12), Z23, Z2
+	VFMADD231PS.BCST 4(R12), Z21, Z3
+	VFMADD231PS.BCST 4(R12), Z22, Z4
+	VFMADD231PS.BCST 4(R12), Z23, Z5
+	VFMADD231PS.BCST 8(R12), Z21, Z6
+	VFMADD231PS.BCST 8(R12), Z22, Z7
+	VFMADD231PS.BCST 8(R12), Z23, Z8
+	VFMADD231PS.BCST 12(R12), Z21, Z9
+	VFMADD231PS.BCST 12(R12), Z22, Z10
+	VFMADD231PS.BCST 12(R12), Z23, Z11
+	VFMADD231PS.BCST 16(R12), Z21, Z12
+	VFMADD231PS.BCST 16(R12), Z22, Z13
+	VFMADD231PS.BCST 16(R12), Z23, Z14
+	VFMADD231PS.BCST 20(R12), Z21, Z15
+	VFMADD231PS.BCST 20(R12), Z22, Z16
+	VFMADD231PS.BCST 20(R12), Z23, Z17
+	VFMADD231PS.BCST 24(R12), Z21, Z18
+	VFMADD231PS.BCST 24(R12), Z22, Z19
+	VFMADD231PS.BCST 24(R12), Z23, Z20
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G7AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x00000060, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF16G7AVX512_chunk
+
+axpyRowsF16G7AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G7AVX512_row1:
+	VCVTPH2PS        (R13), Z7
+	VFMADD231PS.BCST (R12), Z7, Z0
+	VFMADD231PS.BCST 4(R12), Z7, Z1
+	VFMADD231PS.BCST 8(R12), Z7, Z2
+	VFMADD231PS.BCST 12(R12), Z7, Z3
+	VFMADD231PS.BCST 16(R12), Z7, Z4
+	VFMADD231PS.BCST 20(R12), Z7, Z5
+	VFMADD231PS.BCST 24(R12), Z7, Z6
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G7AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000020, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF16G7AVX512_chunk
+
+axpyRowsF16G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G7AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G7AVX512_done
+
+scoresF32G7AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G7AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y14
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z14, Z14
+	VMOVUPS         (R14)(DI*2), Y15
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z15, Z15
+	VBROADCASTF64X4 (R12), Z16
+	VFMADD231PS     Z16, Z14, Z0
+	VFMADD231PS     Z16, Z15, Z7
+	VBROADCASTF64X4 (R12)(CX*1), Z16
+	VFMADD231PS     Z16, Z14, Z1
+	VFMADD231PS     Z16, Z15, Z8
+	VBROADCASTF64X4 (R12)(CX*2), Z16
+	VFMADD231PS     Z16, Z14, Z2
+	VFMADD231PS     Z16, Z15, Z9
+	VBROADCASTF64X4 (R13), Z16
+	VFMADD231PS     Z16, Z14, Z3
+	VFMADD231PS     Z16, Z15, Z10
+	VBROADCASTF64X4 (R12)(CX*4), Z16
+	VFMADD231PS     Z16, Z14, Z4
+	VFMADD231PS     Z16, Z15, Z11
+	VBROADCASTF64X4 (R13)(CX*2), Z16
+	VFMADD231PS     Z16, Z14, Z5
+	VFMADD231PS     Z16, Z15, Z12
+	VBROADCASTF64X4 (R12)(DX*2), Z16
+	VFMADD231PS     Z16, Z14, Z6
+	VFMADD231PS     Z16, Z15, Z13
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G7AVX512_col
+	VPXORD          Z17, Z17, Z17
+	VSHUFF64X2      $0x88, Z4, Z0, Z16
+	VSHUFF64X2      $0xdd, Z4, Z0, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z5, Z1, Z18
+	VSHUFF64X2      $0xdd, Z5, Z1, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFF64X2      $0x88, Z6, Z2, Z19
+	VSHUFF64X2      $0xdd, Z6, Z2, Z20
+	VADDPS          Z20, Z19, Z19
+	VSHUFF64X2      $0x88, Z17, Z3, Z20
+	VSHUFF64X2      $0xdd, Z17, Z3, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z18, Z16, Z21
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z19, Z16
+	VSHUFPS         $0xee, Z20, Z19, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z21, Z18
+	VSHUFPS         $0xdd, Z16, Z21, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, (R10)
+	VSHUFF64X2      $0x88, Z11, Z7, Z16
+	VSHUFF64X2      $0xdd, Z11, Z7, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z12, Z8, Z18
+	VSHUFF64X2      $0xdd, Z12, Z8, Z19
+	VADDPS          Z19, Z18, Z18
+	VSHUFF64X2      $0x88, Z13, Z9, Z19
+	VSHUFF64X2      $0xdd, Z13, Z9, Z20
+	VADDPS          Z20, Z19, Z19
+	VSHUFF64X2      $0x88, Z17, Z10, Z20
+	VSHUFF64X2      $0xdd, Z17, Z10, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFPS         $0x44, Z18, Z16, Z21
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z21, Z21
+	VSHUFPS         $0x44, Z20, Z19, Z16
+	VSHUFPS         $0xee, Z20, Z19, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z21, Z18
+	VSHUFPS         $0xdd, Z16, Z21, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G7AVX512_rows
+
+scoresF32G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G7AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G7AVX512_done
+
+axpyRowsF32G7AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G7AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF32G7AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G7AVX512_rows:
+	VMOVUPS          (R13), Z21
+	VMOVUPS          64(R13), Z22
+	VMOVUPS          128(R13), Z23
+	VFMADD231PS.BCST (R12), Z21, Z0
+	VFMADD231PS.BCST (R12), Z22, Z1
+	VFMADD231PS.BCST (R12), Z23, Z2
+	VFMADD231PS.BCST 4(R12), Z21, Z3
+	VFMADD231PS.BCST 4(R12), Z22, Z4
+	VFMADD231PS.BCST 4(R12), Z23, Z5
+	VFMADD231PS.BCST 8(R12), Z21, Z6
+	VFMADD231PS.BCST 8(R12), Z22, Z7
+	VFMADD231PS.BCST 8(R12), Z23, Z8
+	VFMADD231PS.BCST 12(R12), Z21, Z9
+	VFMADD231PS.BCST 12(R12), Z22, Z10
+	VFMADD231PS.BCST 12(R12), Z23, Z11
+	VFMADD231PS.BCST 16(R12), Z21, Z12
+	VFMADD231PS.BCST 16(R12), Z22, Z13
+	VFMADD231PS.BCST 16(R12), Z23, Z14
+	VFMADD231PS.BCST 20(R12), Z21, Z15
+	VFMADD231PS.BCST 20(R12), Z22, Z16
+	VFMADD231PS.BCST 20(R12), Z23, Z17
+	VFMADD231PS.BCST 24(R12), Z21, Z18
+	VFMADD231PS.BCST 24(R12), Z22, Z19
+	VFMADD231PS.BCST 24(R12), Z23, Z20
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G7AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x000000c0, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF32G7AVX512_chunk
+
+axpyRowsF32G7AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G7AVX512_row1:
+	VMOVUPS          (R13), Z7
+	VFMADD231PS.BCST (R12), Z7, Z0
+	VFMADD231PS.BCST 4(R12), Z7, Z1
+	VFMADD231PS.BCST 8(R12), Z7, Z2
+	VFMADD231PS.BCST 12(R12), Z7, Z3
+	VFMADD231PS.BCST 16(R12), Z7, Z4
+	VFMADD231PS.BCST 20(R12), Z7, Z5
+	VFMADD231PS.BCST 24(R12), Z7, Z6
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G7AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF32G7AVX512_chunk
+
+axpyRowsF32G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G7AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G7AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x05, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	TESTQ R8, R8
+	JZ    axpyRowsQ8G7AVX512_done
+
+axpyRowsQ8G7AVX512_block:
+	TESTQ   SI, SI
+	JZ      axpyRowsQ8G7AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (AX)(CX*1), Z2
+	VMOVUPS 64(AX)(CX*1), Z3
+	VMOVUPS (AX)(CX*2), Z4
+	VMOVUPS 64(AX)(CX*2), Z5
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS (AX)(CX*4), Z8
+	VMOVUPS 64(AX)(CX*4), Z9
+	VMOVUPS (BX)(CX*2), Z10
+	VMOVUPS 64(BX)(CX*2), Z11
+	VMOVUPS (AX)(DX*2), Z12
+	VMOVUPS 64(AX)(DX*2), Z13
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsQ8G7AVX512_row:
+	VCVTPH2PS    (R13), X14
+	VBROADCASTSS X14, Z14
+	VPMOVSXBD    2(R13), Z15
+	VCVTDQ2PS    Z15, Z15
+	VPMOVSXBD    18(R13), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS.BCST  (R12), Z14, Z17
+	VFMADD231PS  Z15, Z17, Z0
+	VFMADD231PS  Z16, Z17, Z1
+	VMULPS.BCST  4(R12), Z14, Z17
+	VFMADD231PS  Z15, Z17, Z2
+	VFMADD231PS  Z16, Z17, Z3
+	VMULPS.BCST  8(R12), Z14, Z17
+	VFMADD231PS  Z15, Z17, Z4
+	VFMADD231PS  Z16, Z17, Z5
+	VMULPS.BCST  12(R12), Z14, Z17
+	VFMADD231PS  Z15, Z17, Z6
+	VFMADD231PS  Z16, Z17, Z7
+	VMULPS.BCST  16(R12), Z14, Z17
+	VFMADD231PS  Z15, Z17, Z8
+	VFMADD231PS  Z16, Z17, Z9
+	VMULPS.BCST  20(R12), Z14, Z17
+	VFMADD231PS  Z15, Z17, Z10
+	VFMADD231PS  Z16, Z17, Z11
+	VMULPS.BCST  24(R12), Z14, Z14
+	VFMADD231PS  Z15, Z14, Z12
+	VFMADD231PS  Z16, Z14, Z13
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsQ8G7AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, (AX)(CX*1)
+	VMOVUPS      Z3, 64(AX)(CX*1)
+	VMOVUPS      Z4, (AX)(CX*2)
+	VMOVUPS      Z5, 64(AX)(CX*2)
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, (AX)(CX*4)
+	VMOVUPS      Z9, 64(AX)(CX*4)
+	VMOVUPS      Z10, (BX)(CX*2)
+	VMOVUPS      Z11, 64(BX)(CX*2)
+	VMOVUPS      Z12, (AX)(DX*2)
+	VMOVUPS      Z13, 64(AX)(DX*2)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000022, R9
+	DECQ         SI
+	JMP          axpyRowsQ8G7AVX512_block
+
+axpyRowsQ8G7AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G8AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·scoresF16G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x01, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G8AVX2_done
+
+scoresF16G8AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF16G8AVX2_col:
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	VFMADD231PS (R13)(CX*4), Y8, Y7
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
+	JNZ         scoresF16G8AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF16G8AVX2_row
+
+scoresF16G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G8AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·axpyRowsF16G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G8AVX2_done
+
+axpyRowsF16G8AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G8AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	VMOVUPS (BX)(CX*4), Y7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G8AVX2_row1:
+	VCVTPH2PS    (R13), Y8
+	VBROADCASTSS (R12), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	VBROADCASTSS 4(R12), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VBROADCASTSS 8(R12), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VBROADCASTSS 12(R12), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VBROADCASTSS 16(R12), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	VBROADCASTSS 20(R12), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	VBROADCASTSS 24(R12), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	VBROADCASTSS 28(R12), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF16G8AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	VMOVUPS      Y7, (BX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000010, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF16G8AVX2_chunk
+
+axpyRowsF16G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G8AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, FMA3
+TEXT ·scoresF32G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  k_base+40(FP), DI
+	MOVQ  stride+64(FP), R8
+	SHLQ  $0x02, R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x03, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G8AVX2_done
+
+scoresF32G8AVX2_row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	MOVQ   DI, R14
+
+scoresF32G8AVX2_col:
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
+	VFMADD231PS (R12)(DX*2), Y8, Y6
+	VFMADD231PS (R13)(CX*4), Y8, Y7
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000020, R14
+	DECQ        R11
+	JNZ         scoresF32G8AVX2_col
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y8, Y3
+	VSHUFPS     $0xee, Y0, Y8, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x44, Y2, Y1, Y0
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y0, Y3, Y1
+	VSHUFPS     $0xdd, Y0, Y3, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     Y1, (R10)
+	ADDQ        $0x00000020, R10
+	ADDQ        R8, DI
+	DECQ        R9
+	JNZ         scoresF32G8AVX2_row
+
+scoresF32G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G8AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·axpyRowsF32G8AVX2(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G8AVX2_done
+
+axpyRowsF32G8AVX2_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G8AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (BX), Y3
+	VMOVUPS (AX)(CX*4), Y4
+	VMOVUPS (BX)(CX*2), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	VMOVUPS (BX)(CX*4), Y7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G8AVX2_row1:
+	VMOVUPS      (R13), Y8
+	VBROADCASTSS (R12), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	VBROADCASTSS 4(R12), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VBROADCASTSS 8(R12), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VBROADCASTSS 12(R12), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VBROADCASTSS 16(R12), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	VBROADCASTSS 20(R12), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	VBROADCASTSS 24(R12), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	VBROADCASTSS 28(R12), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsF32G8AVX2_row1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, (AX)(CX*4)
+	VMOVUPS      Y5, (BX)(CX*2)
+	VMOVUPS      Y6, (AX)(DX*2)
+	VMOVUPS      Y7, (BX)(CX*4)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, R9
+	SUBQ         $0x01, SI
+	JMP          axpyRowsF32G8AVX2_chunk
+
+axpyRowsF32G8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresF16G8AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresF16G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x01, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF16G8AVX512_done
+
+scoresF16G8AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF16G8AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVDQU32       (R14), X17
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y17, Y17
+	VCVTPH2PS       Y17, Z16
+	VMOVDQU32       (R14)(DI*2), X19
+	VINSERTI32X4    $0x01, (R14)(R8*1), Y19, Y19
+	VCVTPH2PS       Y19, Z18
+	VBROADCASTF64X4 (R12), Z20
+	VFMADD231PS     Z20, Z16, Z0
+	VFMADD231PS     Z20, Z18, Z8
+	VBROADCASTF64X4 (R12)(CX*1), Z20
+	VFMADD231PS     Z20, Z16, Z1
+	VFMADD231PS     Z20, Z18, Z9
+	VBROADCASTF64X4 (R12)(CX*2), Z20
+	VFMADD231PS     Z20, Z16, Z2
+	VFMADD231PS     Z20, Z18, Z10
+	VBROADCASTF64X4 (R13), Z20
+	VFMADD231PS     Z20, Z16, Z3
+	VFMADD231PS     Z20, Z18, Z11
+	VBROADCASTF64X4 (R12)(CX*4), Z20
+	VFMADD231PS     Z20, Z16, Z4
+	VFMADD231PS     Z20, Z18, Z12
+	VBROADCASTF64X4 (R13)(CX*2), Z20
+	VFMADD231PS     Z20, Z16, Z5
+	VFMADD231PS     Z20, Z18, Z13
+	VBROADCASTF64X4 (R12)(DX*2), Z20
+	VFMADD231PS     Z20, Z16, Z6
+	VFMADD231PS     Z20, Z18, Z14
+	VBROADCASTF64X4 (R13)(CX*4), Z20
+	VFMADD231PS     Z20, Z16, Z7
+	VFMADD231PS     Z20, Z18, Z15
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
+	JNZ             scoresF16G8AVX512_col
+	VPXORD          Z21, Z21, Z21
+	VSHUFF64X2      $0x88, Z4, Z0, Z16
+	VSHUFF64X2      $0xdd, Z4, Z0, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z5, Z1, Z18
+	VSHUFF64X2      $0xdd, Z5, Z1, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z6, Z2, Z20
+	VSHUFF64X2      $0xdd, Z6, Z2, Z22
+	VADDPS          Z22, Z20, Z20
+	VSHUFF64X2      $0x88, Z7, Z3, Z22
+	VSHUFF64X2      $0xdd, Z7, Z3, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z18, Z16, Z23
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z20, Z16
+	VSHUFPS         $0xee, Z22, Z20, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z23, Z18
+	VSHUFPS         $0xdd, Z16, Z23, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, (R10)
+	VSHUFF64X2      $0x88, Z12, Z8, Z16
+	VSHUFF64X2      $0xdd, Z12, Z8, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFF64X2      $0x88, Z13, Z9, Z18
+	VSHUFF64X2      $0xdd, Z13, Z9, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z14, Z10, Z20
+	VSHUFF64X2      $0xdd, Z14, Z10, Z22
+	VADDPS          Z22, Z20, Z20
+	VSHUFF64X2      $0x88, Z15, Z11, Z22
+	VSHUFF64X2      $0xdd, Z15, Z11, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z18, Z16, Z23
+	VSHUFPS         $0xee, Z18, Z16, Z16
+	VADDPS          Z16, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z20, Z16
+	VSHUFPS         $0xee, Z22, Z20, Z18
+	VADDPS          Z18, Z16, Z16
+	VSHUFPS         $0x88, Z16, Z23, Z18
+	VSHUFPS         $0xdd, Z16, Z23, Z16
+	VADDPS          Z16, Z18, Z18
+	VSHUFF64X2      $0xd8, Z18, Z18, Z18
+	VMOVUPS         Z18, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF16G8AVX512_rows
+
+scoresF16G8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16G8AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF16G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x01, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF16G8AVX512_done
+
+axpyRowsF16G8AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF16G8AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF16G8AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	VMOVUPS (BX)(CX*4), Z21
+	VMOVUPS 64(BX)(CX*4), Z22
+	VMOVUPS 128(BX)(CX*4), Z23
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G8AVX512_rows:
+	VCVTPH2PS        (R13), Z24
+	VCVTPH2PS        32(R13), Z25
+	VCVTPH2PS        64(R13), Z26
+	VFMADD231PS.BCST (R12), Z24, Z0
+	VFMADD231PS.BCST (R12), Z25, Z1
+	VFMADD231PS.BCST (R12), Z26, Z2
+	VFMADD231PS.BCST 4(R12), Z24, Z3
+	VFMADD231PS.BCST 4(R12), Z25, Z4
+	VFMADD231PS.BCST 4(R12), Z26, Z5
+	VFMADD231PS.BCST 8(R12), Z24, Z6
+	VFMADD231PS.BCST 8(R12), Z25, Z7
+	VFMADD231PS.BCST 8(R12), Z26, Z8
+	VFMADD231PS.BCST 12(R12), Z24, Z9
+	VFMADD231PS.BCST 12(R12), Z25, Z10
+	VFMADD231PS.BCST 12(R12), Z26, Z11
+	VFMADD231PS.BCST 16(R12), Z24, Z12
+	VFMADD231PS.BCST 16(R12), Z25, Z13
+	VFMADD231PS.BCST 16(R12), Z26, Z14
+	VFMADD231PS.BCST 20(R12), Z24, Z15
+	VFMADD231PS.BCST 20(R12), Z25, Z16
+	VFMADD231PS.BCST 20(R12), Z26, Z17
+	VFMADD231PS.BCST 24(R12), Z24, Z18
+	VFMADD231PS.BCST 24(R12), Z25, Z19
+	VFMADD231PS.BCST 24(R12), Z26, Z20
+	VFMADD231PS.BCST 28(R12), Z24, Z21
+	VFMADD231PS.BCST 28(R12), Z25, Z22
+	VFMADD231PS.BCST 28(R12), Z26, Z23
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G8AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	VMOVUPS          Z21, (BX)(CX*4)
+	VMOVUPS          Z22, 64(BX)(CX*4)
+	VMOVUPS          Z23, 128(BX)(CX*4)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x00000060, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF16G8AVX512_chunk
+
+axpyRowsF16G8AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	VMOVUPS (BX)(CX*4), Z7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF16G8AVX512_row1:
+	VCVTPH2PS        (R13), Z8
+	VFMADD231PS.BCST (R12), Z8, Z0
+	VFMADD231PS.BCST 4(R12), Z8, Z1
+	VFMADD231PS.BCST 8(R12), Z8, Z2
+	VFMADD231PS.BCST 12(R12), Z8, Z3
+	VFMADD231PS.BCST 16(R12), Z8, Z4
+	VFMADD231PS.BCST 20(R12), Z8, Z5
+	VFMADD231PS.BCST 24(R12), Z8, Z6
+	VFMADD231PS.BCST 28(R12), Z8, Z7
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF16G8AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	VMOVUPS          Z7, (BX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000020, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF16G8AVX512_chunk
+
+axpyRowsF16G8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresF32G8AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+// Requires: AVX, AVX512F
+TEXT ·scoresF32G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  q_base+0(FP), AX
+	MOVQ  qs+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  k_base+40(FP), SI
+	MOVQ  stride+64(FP), DI
+	SHLQ  $0x02, DI
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  out_len+80(FP), R9
+	SHRQ  $0x05, R9
+	MOVQ  out_base+72(FP), R10
+	TESTQ R9, R9
+	JZ    scoresF32G8AVX512_done
+
+scoresF32G8AVX512_rows:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   BX, R11
+	MOVQ   AX, R12
+	MOVQ   SI, R14
+
+scoresF32G8AVX512_col:
+	LEAQ            (R12)(DX*1), R13
+	VMOVUPS         (R14), Y16
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z16, Z16
+	VMOVUPS         (R14)(DI*2), Y17
+	VINSERTF64X4    $0x01, (R14)(R8*1), Z17, Z17
+	VBROADCASTF64X4 (R12), Z18
+	VFMADD231PS     Z18, Z16, Z0
+	VFMADD231PS     Z18, Z17, Z8
+	VBROADCASTF64X4 (R12)(CX*1), Z18
+	VFMADD231PS     Z18, Z16, Z1
+	VFMADD231PS     Z18, Z17, Z9
+	VBROADCASTF64X4 (R12)(CX*2), Z18
+	VFMADD231PS     Z18, Z16, Z2
+	VFMADD231PS     Z18, Z17, Z10
+	VBROADCASTF64X4 (R13), Z18
+	VFMADD231PS     Z18, Z16, Z3
+	VFMADD231PS     Z18, Z17, Z11
+	VBROADCASTF64X4 (R12)(CX*4), Z18
+	VFMADD231PS     Z18, Z16, Z4
+	VFMADD231PS     Z18, Z17, Z12
+	VBROADCASTF64X4 (R13)(CX*2), Z18
+	VFMADD231PS     Z18, Z16, Z5
+	VFMADD231PS     Z18, Z17, Z13
+	VBROADCASTF64X4 (R12)(DX*2), Z18
+	VFMADD231PS     Z18, Z16, Z6
+	VFMADD231PS     Z18, Z17, Z14
+	VBROADCASTF64X4 (R13)(CX*4), Z18
+	VFMADD231PS     Z18, Z16, Z7
+	VFMADD231PS     Z18, Z17, Z15
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
+	JNZ             scoresF32G8AVX512_col
+	VPXORD          Z19, Z19, Z19
+	VSHUFF64X2      $0x88, Z4, Z0, Z18
+	VSHUFF64X2      $0xdd, Z4, Z0, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z5, Z1, Z20
+	VSHUFF64X2      $0xdd, Z5, Z1, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFF64X2      $0x88, Z6, Z2, Z21
+	VSHUFF64X2      $0xdd, Z6, Z2, Z22
+	VADDPS          Z22, Z21, Z21
+	VSHUFF64X2      $0x88, Z7, Z3, Z22
+	VSHUFF64X2      $0xdd, Z7, Z3, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z20, Z18, Z23
+	VSHUFPS         $0xee, Z20, Z18, Z18
+	VADDPS          Z18, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z21, Z18
+	VSHUFPS         $0xee, Z22, Z21, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFPS         $0x88, Z18, Z23, Z20
+	VSHUFPS         $0xdd, Z18, Z23, Z18
+	VADDPS          Z18, Z20, Z20
+	VSHUFF64X2      $0xd8, Z20, Z20, Z20
+	VMOVUPS         Z20, (R10)
+	VSHUFF64X2      $0x88, Z12, Z8, Z18
+	VSHUFF64X2      $0xdd, Z12, Z8, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFF64X2      $0x88, Z13, Z9, Z20
+	VSHUFF64X2      $0xdd, Z13, Z9, Z21
+	VADDPS          Z21, Z20, Z20
+	VSHUFF64X2      $0x88, Z14, Z10, Z21
+	VSHUFF64X2      $0xdd, Z14, Z10, Z22
+	VADDPS          Z22, Z21, Z21
+	VSHUFF64X2      $0x88, Z15, Z11, Z22
+	VSHUFF64X2      $0xdd, Z15, Z11, Z23
+	VADDPS          Z23, Z22, Z22
+	VSHUFPS         $0x44, Z20, Z18, Z23
+	VSHUFPS         $0xee, Z20, Z18, Z18
+	VADDPS          Z18, Z23, Z23
+	VSHUFPS         $0x44, Z22, Z21, Z18
+	VSHUFPS         $0xee, Z22, Z21, Z20
+	VADDPS          Z20, Z18, Z18
+	VSHUFPS         $0x88, Z18, Z23, Z20
+	VSHUFPS         $0xdd, Z18, Z23, Z18
+	VADDPS          Z18, Z20, Z20
+	VSHUFF64X2      $0xd8, Z20, Z20, Z20
+	VMOVUPS         Z20, 64(R10)
+	ADDQ            $0x00000080, R10
+	LEAQ            (SI)(DI*4), SI
+	DECQ            R9
+	JNZ             scoresF32G8AVX512_rows
+
+scoresF32G8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32G8AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·axpyRowsF32G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x04, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	SHLQ  $0x02, R10
+	TESTQ R8, R8
+	JZ    axpyRowsF32G8AVX512_done
+
+axpyRowsF32G8AVX512_chunk:
+	TESTQ   SI, SI
+	JZ      axpyRowsF32G8AVX512_done
+	CMPQ    SI, $0x03
+	JL      axpyRowsF32G8AVX512_small
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS (AX)(CX*1), Z3
+	VMOVUPS 64(AX)(CX*1), Z4
+	VMOVUPS 128(AX)(CX*1), Z5
+	VMOVUPS (AX)(CX*2), Z6
+	VMOVUPS 64(AX)(CX*2), Z7
+	VMOVUPS 128(AX)(CX*2), Z8
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	VMOVUPS (AX)(CX*4), Z12
+	VMOVUPS 64(AX)(CX*4), Z13
+	VMOVUPS 128(AX)(CX*4), Z14
+	VMOVUPS (BX)(CX*2), Z15
+	VMOVUPS 64(BX)(CX*2), Z16
+	VMOVUPS 128(BX)(CX*2), Z17
+	VMOVUPS (AX)(DX*2), Z18
+	VMOVUPS 64(AX)(DX*2), Z19
+	VMOVUPS 128(AX)(DX*2), Z20
+	VMOVUPS (BX)(CX*4), Z21
+	VMOVUPS 64(BX)(CX*4), Z22
+	VMOVUPS 128(BX)(CX*4), Z23
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G8AVX512_rows:
+	VMOVUPS          (R13), Z24
+	VMOVUPS          64(R13), Z25
+	VMOVUPS          128(R13), Z26
+	VFMADD231PS.BCST (R12), Z24, Z0
+	VFMADD231PS.BCST (R12), Z25, Z1
+	VFMADD231PS.BCST (R12), Z26, Z2
+	VFMADD231PS.BCST 4(R12), Z24, Z3
+	VFMADD231PS.BCST 4(R12), Z25, Z4
+	VFMADD231PS.BCST 4(R12), Z26, Z5
+	VFMADD231PS.BCST 8(R12), Z24, Z6
+	VFMADD231PS.BCST 8(R12), Z25, Z7
+	VFMADD231PS.BCST 8(R12), Z26, Z8
+	VFMADD231PS.BCST 12(R12), Z24, Z9
+	VFMADD231PS.BCST 12(R12), Z25, Z10
+	VFMADD231PS.BCST 12(R12), Z26, Z11
+	VFMADD231PS.BCST 16(R12), Z24, Z12
+	VFMADD231PS.BCST 16(R12), Z25, Z13
+	VFMADD231PS.BCST 16(R12), Z26, Z14
+	VFMADD231PS.BCST 20(R12), Z24, Z15
+	VFMADD231PS.BCST 20(R12), Z25, Z16
+	VFMADD231PS.BCST 20(R12), Z26, Z17
+	VFMADD231PS.BCST 24(R12), Z24, Z18
+	VFMADD231PS.BCST 24(R12), Z25, Z19
+	VFMADD231PS.BCST 24(R12), Z26, Z20
+	VFMADD231PS.BCST 28(R12), Z24, Z21
+	VFMADD231PS.BCST 28(R12), Z25, Z22
+	VFMADD231PS.BCST 28(R12), Z26, Z23
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G8AVX512_rows
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          Z3, (AX)(CX*1)
+	VMOVUPS          Z4, 64(AX)(CX*1)
+	VMOVUPS          Z5, 128(AX)(CX*1)
+	VMOVUPS          Z6, (AX)(CX*2)
+	VMOVUPS          Z7, 64(AX)(CX*2)
+	VMOVUPS          Z8, 128(AX)(CX*2)
+	VMOVUPS          Z9, (BX)
+	VMOVUPS          Z10, 64(BX)
+	VMOVUPS          Z11, 128(BX)
+	VMOVUPS          Z12, (AX)(CX*4)
+	VMOVUPS          Z13, 64(AX)(CX*4)
+	VMOVUPS          Z14, 128(AX)(CX*4)
+	VMOVUPS          Z15, (BX)(CX*2)
+	VMOVUPS          Z16, 64(BX)(CX*2)
+	VMOVUPS          Z17, 128(BX)(CX*2)
+	VMOVUPS          Z18, (AX)(DX*2)
+	VMOVUPS          Z19, 64(AX)(DX*2)
+	VMOVUPS          Z20, 128(AX)(DX*2)
+	VMOVUPS          Z21, (BX)(CX*4)
+	VMOVUPS          Z22, 64(BX)(CX*4)
+	VMOVUPS          Z23, 128(BX)(CX*4)
+	ADDQ             $0x000000c0, AX
+	ADDQ             $0x000000c0, BX
+	ADDQ             $0x000000c0, R9
+	SUBQ             $0x03, SI
+	JMP              axpyRowsF32G8AVX512_chunk
+
+axpyRowsF32G8AVX512_small:
+	VMOVUPS (AX), Z0
+	VMOVUPS (AX)(CX*1), Z1
+	VMOVUPS (AX)(CX*2), Z2
+	VMOVUPS (BX), Z3
+	VMOVUPS (AX)(CX*4), Z4
+	VMOVUPS (BX)(CX*2), Z5
+	VMOVUPS (AX)(DX*2), Z6
+	VMOVUPS (BX)(CX*4), Z7
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsF32G8AVX512_row1:
+	VMOVUPS          (R13), Z8
+	VFMADD231PS.BCST (R12), Z8, Z0
+	VFMADD231PS.BCST 4(R12), Z8, Z1
+	VFMADD231PS.BCST 8(R12), Z8, Z2
+	VFMADD231PS.BCST 12(R12), Z8, Z3
+	VFMADD231PS.BCST 16(R12), Z8, Z4
+	VFMADD231PS.BCST 20(R12), Z8, Z5
+	VFMADD231PS.BCST 24(R12), Z8, Z6
+	VFMADD231PS.BCST 28(R12), Z8, Z7
+	ADDQ             $0x00000020, R12
+	ADDQ             R10, R13
+	DECQ             R11
+	JNZ              axpyRowsF32G8AVX512_row1
+	VMOVUPS          Z0, (AX)
+	VMOVUPS          Z1, (AX)(CX*1)
+	VMOVUPS          Z2, (AX)(CX*2)
+	VMOVUPS          Z3, (BX)
+	VMOVUPS          Z4, (AX)(CX*4)
+	VMOVUPS          Z5, (BX)(CX*2)
+	VMOVUPS          Z6, (AX)(DX*2)
+	VMOVUPS          Z7, (BX)(CX*4)
+	ADDQ             $0x00000040, AX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, R9
+	SUBQ             $0x01, SI
+	JMP              axpyRowsF32G8AVX512_chunk
+
+axpyRowsF32G8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsQ8G8AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·axpyRowsQ8G8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(DX*1), BX
+	MOVQ  d+32(FP), SI
+	SHRQ  $0x05, SI
+	MOVQ  w_base+40(FP), DI
+	MOVQ  w_len+48(FP), R8
+	SHRQ  $0x03, R8
+	MOVQ  v_base+64(FP), R9
+	MOVQ  stride+88(FP), R10
+	TESTQ R8, R8
+	JZ    axpyRowsQ8G8AVX512_done
+
+axpyRowsQ8G8AVX512_block:
+	TESTQ   SI, SI
+	JZ      axpyRowsQ8G8AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (AX)(CX*1), Z2
+	VMOVUPS 64(AX)(CX*1), Z3
+	VMOVUPS (AX)(CX*2), Z4
+	VMOVUPS 64(AX)(CX*2), Z5
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS (AX)(CX*4), Z8
+	VMOVUPS 64(AX)(CX*4), Z9
+	VMOVUPS (BX)(CX*2), Z10
+	VMOVUPS 64(BX)(CX*2), Z11
+	VMOVUPS (AX)(DX*2), Z12
+	VMOVUPS 64(AX)(DX*2), Z13
+	VMOVUPS (BX)(CX*4), Z14
+	VMOVUPS 64(BX)(CX*4), Z15
+	MOVQ    R8, R11
+	MOVQ    DI, R12
+	MOVQ    R9, R13
+
+axpyRowsQ8G8AVX512_row:
+	VCVTPH2PS    (R13), X16
+	VBROADCASTSS X16, Z16
+	VPMOVSXBD    2(R13), Z17
+	VCVTDQ2PS    Z17, Z17
+	VPMOVSXBD    18(R13), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS.BCST  (R12), Z16, Z19
+	VFMADD231PS  Z17, Z19, Z0
+	VFMADD231PS  Z18, Z19, Z1
+	VMULPS.BCST  4(R12), Z16, Z19
+	VFMADD231PS  Z17, Z19, Z2
+	VFMADD231PS  Z18, Z19, Z3
+	VMULPS.BCST  8(R12), Z16, Z19
+	VFMADD231PS  Z17, Z19, Z4
+	VFMADD231PS  Z18, Z19, Z5
+	VMULPS.BCST  12(R12), Z16, Z19
+	VFMADD231PS  Z17, Z19, Z6
+	VFMADD231PS  Z18, Z19, Z7
+	VMULPS.BCST  16(R12), Z16, Z19
+	VFMADD231PS  Z17, Z19, Z8
+	VFMADD231PS  Z18, Z19, Z9
+	VMULPS.BCST  20(R12), Z16, Z19
+	VFMADD231PS  Z17, Z19, Z10
+	VFMADD231PS  Z18, Z19, Z11
+	VMULPS.BCST  24(R12), Z16, Z19
+	VFMADD231PS  Z17, Z19, Z12
+	VFMADD231PS  Z18, Z19, Z13
+	VMULPS.BCST  28(R12), Z16, Z16
+	VFMADD231PS  Z17, Z16, Z14
+	VFMADD231PS  Z18, Z16, Z15
+	ADDQ         $0x00000020, R12
+	ADDQ         R10, R13
+	DECQ         R11
+	JNZ          axpyRowsQ8G8AVX512_row
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, (AX)(CX*1)
+	VMOVUPS      Z3, 64(AX)(CX*1)
+	VMOVUPS      Z4, (AX)(CX*2)
+	VMOVUPS      Z5, 64(AX)(CX*2)
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, (AX)(CX*4)
+	VMOVUPS      Z9, 64(AX)(CX*4)
+	VMOVUPS      Z10, (BX)(CX*2)
+	VMOVUPS      Z11, 64(BX)(CX*2)
+	VMOVUPS      Z12, (AX)(DX*2)
+	VMOVUPS      Z13, 64(AX)(DX*2)
+	VMOVUPS      Z14, (BX)(CX*4)
+	VMOVUPS      Z15, 64(BX)(CX*4)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000022, R9
+	DECQ         SI
+	JMP          axpyRowsQ8G8AVX512_block
+
+axpyRowsQ8G8AVX512_done:
+	VZEROUPPER
+	RET

@@ -27,3 +27,451 @@ func scoresQ8AVX2(q []float32, k []byte, stride int, out []float32)
 //
 //go:noescape
 func axpyRowsQ8AVX2(acc []float32, w []float32, v []byte, stride int)
+
+// scoresF16G1AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 1 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G1AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G1AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 1 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G1AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G1AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 1 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G1AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G1AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 1 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G1AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G1AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 1 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G1AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G1AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 1 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G1AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G1AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 1 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G1AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G1AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 1 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G1AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G1AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 1
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G1AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
+// scoresF16G2AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 2 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G2AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G2AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 2 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G2AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G2AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 2 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G2AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G2AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 2 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G2AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G2AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 2 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G2AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G2AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 2 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G2AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G2AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 2 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G2AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G2AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 2 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G2AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G2AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 2
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G2AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
+// scoresF16G3AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 3 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G3AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G3AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 3 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G3AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G3AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 3 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G3AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G3AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 3 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G3AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G3AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 3 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G3AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G3AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 3 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G3AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G3AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 3 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G3AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G3AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 3 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G3AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G3AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 3
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G3AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
+// scoresF16G4AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 4 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G4AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G4AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 4 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G4AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G4AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 4 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G4AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G4AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 4 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G4AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G4AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 4 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G4AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G4AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 4 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G4AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G4AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 4 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G4AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G4AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 4 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G4AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G4AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 4
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G4AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
+// scoresF16G5AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 5 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G5AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G5AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 5 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G5AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G5AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 5 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G5AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G5AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 5 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G5AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G5AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 5 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G5AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G5AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 5 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G5AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G5AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 5 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G5AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G5AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 5 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G5AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G5AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 5
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G5AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
+// scoresF16G6AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 6 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G6AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G6AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 6 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G6AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G6AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 6 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G6AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G6AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 6 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G6AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G6AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 6 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G6AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G6AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 6 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G6AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G6AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 6 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G6AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G6AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 6 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G6AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G6AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 6
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G6AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
+// scoresF16G7AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 7 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G7AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G7AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 7 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G7AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G7AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 7 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G7AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G7AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 7 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G7AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G7AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 7 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G7AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G7AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 7 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G7AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G7AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 7 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G7AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G7AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 7 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G7AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G7AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 7
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G7AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)
+
+// scoresF16G8AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 8 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF16G8AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G8AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 8 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF16G8AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G8AVX2 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 8 (0 beyond),
+// j < len(out)/8, one row load for every head; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func scoresF32G8AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G8AVX2 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 8 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 8. It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func axpyRowsF32G8AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// scoresF16G8AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 8 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF16G8AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
+
+// axpyRowsF16G8AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 8 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF16G8AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
+
+// scoresF32G8AVX512 sets out[8j+g] to q[g*qs:g*qs+d]·(row j of k) for g < 8 (0 beyond),
+// j < len(out)/8 (a multiple of 4), as the AVX2 kernel does; d a positive multiple of 8.
+// It needs AVX-512F and AVX-512VL.
+//
+//go:noescape
+func scoresF32G8AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
+
+// axpyRowsF32G8AVX512 adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < 8 and every
+// j < len(w)/8, in row order with FMA; d a positive multiple of 16. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsF32G8AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
+
+// axpyRowsQ8G8AVX512 adds w[8j+g]·(row j of the q8_0 cache v) to acc[g*as:g*as+d] for g < 8
+// and every j < len(w)/8, in row order with FMA; d a positive multiple of 32. It needs AVX-512F.
+//
+//go:noescape
+func axpyRowsQ8G8AVX512(acc []float32, as int, d int, w []float32, v []byte, stride int)

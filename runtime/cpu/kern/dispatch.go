@@ -40,6 +40,8 @@ type variant struct {
 	// kqDot is one row of those kernels (nb super-blocks of the k-quant wt
 	// that has one), called directly so that its result stays on the stack.
 	kqDot func(wt ir.DType, nb int, w, a []byte) float32
+	// attnZMM: the grouped attention kernels' AVX-512 forms.
+	attnZMM bool
 	// unsignedQ8: the group kernels take packed Q8_0 weights as w+128.
 	unsignedQ8 bool
 	// Eight-activation-row group kernels (nil: the four-row ones serve).

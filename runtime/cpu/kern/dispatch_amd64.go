@@ -39,6 +39,7 @@ func archVariants() {
 				v.pairQ8_0 = pairKernels{gemmQ8_0x16x4VNNI, gemmQ8_0x16x8VNNI}
 			}
 			v.unsignedQ8 = true
+			v.attnZMM = true
 			// The MLX kernels in ZMM registers: the AVX2 ones' lanes
 			// and order, so the same results.
 			v.mlx = [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32AVX512, dotMLXQ4G64AVX512,

@@ -314,6 +314,97 @@ expsub_done:
 	VZEROUPPER
 	RET
 
+// func scaleMax8AVX2(x []float32, scale float32, mx []float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·scaleMax8AVX2(SB), NOSPLIT, $0-56
+	MOVQ         x_len+8(FP), AX
+	MOVQ         x_base+0(FP), CX
+	MOVQ         mx_base+32(FP), DX
+	MOVSS        scale+24(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVUPS      negInf<>+0(SB), Y1
+	VXORPS       Y2, Y2, Y2
+	SHRQ         $0x03, AX
+	TESTQ        AX, AX
+	JZ           smax_done
+
+smax_loop:
+	VMULPS  (CX), Y0, Y3
+	VMOVUPS Y3, (CX)
+	VMAXPS  Y1, Y3, Y4
+	VMAXPS  Y3, Y1, Y1
+	VANDPS  Y1, Y4, Y1
+	VCMPPS  $0x03, Y3, Y3, Y3
+	VORPS   Y3, Y2, Y2
+	ADDQ    $0x00000020, CX
+	DECQ    AX
+	JNZ     smax_loop
+
+smax_done:
+	VORPS   Y2, Y1, Y1
+	VMOVUPS Y1, (DX)
+	VZEROUPPER
+	RET
+
+DATA negInf<>+0(SB)/4, $0xff800000
+DATA negInf<>+4(SB)/4, $0xff800000
+DATA negInf<>+8(SB)/4, $0xff800000
+DATA negInf<>+12(SB)/4, $0xff800000
+DATA negInf<>+16(SB)/4, $0xff800000
+DATA negInf<>+20(SB)/4, $0xff800000
+DATA negInf<>+24(SB)/4, $0xff800000
+DATA negInf<>+28(SB)/4, $0xff800000
+GLOBL negInf<>(SB), RODATA|NOPTR, $32
+
+// func expSubSum8AVX2(dst []float32, x []float32, m []float32, l []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·expSubSum8AVX2(SB), NOSPLIT, $0-96
+	MOVQ    dst_len+8(FP), AX
+	MOVQ    dst_base+0(FP), CX
+	MOVQ    x_base+24(FP), DX
+	MOVQ    m_base+48(FP), BX
+	MOVQ    l_base+72(FP), SI
+	VMOVUPS (BX), Y0
+	VMOVUPS (SI), Y1
+	SHRQ    $0x03, AX
+	TESTQ   AX, AX
+	JZ      expsum_done
+
+expsum_loop:
+	VMOVUPS      (DX), Y2
+	VSUBPS       Y0, Y2, Y2
+	VMINPS       expHi<>+0(SB), Y2, Y2
+	VMAXPS       expLo<>+0(SB), Y2, Y2
+	VMOVAPS      expHalf<>+0(SB), Y3
+	VFMADD231PS  expLog2e<>+0(SB), Y2, Y3
+	VROUNDPS     $0x01, Y3, Y3
+	VFNMADD231PS expC1<>+0(SB), Y3, Y2
+	VFNMADD231PS expC2<>+0(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVAPS      expP0<>+0(SB), Y5
+	VFMADD213PS  expP1<>+0(SB), Y2, Y5
+	VFMADD213PS  expP2<>+0(SB), Y2, Y5
+	VFMADD213PS  expP3<>+0(SB), Y2, Y5
+	VFMADD213PS  expP4<>+0(SB), Y2, Y5
+	VFMADD213PS  expP5<>+0(SB), Y2, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       expOne<>+0(SB), Y5, Y5
+	VCVTTPS2DQ   Y3, Y2
+	VPADDD       expBias<>+0(SB), Y2, Y2
+	VPSLLD       $0x17, Y2, Y2
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      Y5, (CX)
+	VADDPS       Y5, Y1, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, DX
+	DECQ         AX
+	JNZ          expsum_loop
+
+expsum_done:
+	VMOVUPS Y1, (SI)
+	VZEROUPPER
+	RET
+
 // func quantQ8_0AVX2(x []float32, dst []byte, side []byte)
 // Requires: AVX, AVX2, F16C
 TEXT ·quantQ8_0AVX2(SB), NOSPLIT, $0-72

@@ -24,6 +24,18 @@ func siluMulAVX2(dst []float32, g []float32, u []float32)
 //go:noescape
 func expSubAVX2(dst []float32, x []float32, m float32)
 
+// scaleMax8AVX2 scales x (len a multiple of 8) by scale in place and sets mx[g] to the
+// maximum of lane g (Go's max: +0 over -0, NaN if any lane value is NaN). It needs AVX2.
+//
+//go:noescape
+func scaleMax8AVX2(x []float32, scale float32, mx []float32)
+
+// expSubSum8AVX2 sets dst[8j+g] = exp(x[8j+g]-m[g]) and adds it to l[g], rows j in order,
+// for j < len(dst)/8. It needs AVX2 and FMA.
+//
+//go:noescape
+func expSubSum8AVX2(dst []float32, x []float32, m []float32, l []float32)
+
 // quantQ8_0AVX2 is quantize_row_q8_0_ref on x (len a multiple of 32) into dst,
 // plus {8Σq, f16(d)} per block into side unless side is empty. It needs AVX2, FMA, F16C.
 //

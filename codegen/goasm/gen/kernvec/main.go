@@ -39,7 +39,9 @@ func run(dir string) error {
 	dotF32(c)
 	axpyF32(c)
 	siluMul(c)
-	expSub(c)
+	expSub(c, false)
+	scaleMax8(c)
+	expSub(c, true)
 	quantQ8_0(c)
 	quantQ8_K(c)
 	for _, t := range []string{"F32", "F16", "BF16"} {
@@ -234,34 +236,60 @@ func expInto(c *build.Context, k map[string]Mem, x reg.VecVirtual) reg.VecVirtua
 
 // expSub emits func expSubAVX2(dst, x []float32, m float32): dst[i] =
 // exp(x[i] − m) for i < len(dst)&^7 (the softmax weights of an attention
-// tile).
-func expSub(c *build.Context) {
-	c.Function("expSubAVX2")
+// tile); with sum, func expSubSum8AVX2(dst, x, m, l []float32): dst[8j+g]
+// = exp(x[8j+g] − m[g]), the same exp, added to l[g] row by row (the
+// running softmax sums of eight heads).
+func expSub(c *build.Context, sum bool) {
+	name, pre := "expSubAVX2", "expsub"
+	if sum {
+		name, pre = "expSubSum8AVX2", "expsum"
+	}
+	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
 	c.Pragma("noescape")
-	c.SignatureExpr("func(dst, x []float32, m float32)")
-	c.Doc("expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.")
+	if sum {
+		c.SignatureExpr("func(dst, x, m, l []float32)")
+		c.Doc("expSubSum8AVX2 sets dst[8j+g] = exp(x[8j+g]-m[g]) and adds it to l[g], rows j in order,",
+			"for j < len(dst)/8. It needs AVX2 and FMA.")
+	} else {
+		c.SignatureExpr("func(dst, x []float32, m float32)")
+		c.Doc("expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.")
+	}
 	k := expConsts(c)
 	n := c.Load(c.Param("dst").Len(), c.GP64())
 	d := c.Load(c.Param("dst").Base(), c.GP64())
 	xp := c.Load(c.Param("x").Base(), c.GP64())
-	ms := c.Load(c.Param("m"), c.XMM())
-	mv := c.YMM()
-	c.VBROADCASTSS(ms, mv)
+	mv, lv := c.YMM(), c.YMM()
+	var lp reg.Register
+	if sum {
+		mp := c.Load(c.Param("m").Base(), c.GP64())
+		lp = c.Load(c.Param("l").Base(), c.GP64())
+		c.VMOVUPS(Mem{Base: mp}, mv)
+		c.VMOVUPS(Mem{Base: lp}, lv)
+	} else {
+		ms := c.Load(c.Param("m"), c.XMM())
+		c.VBROADCASTSS(ms, mv)
+	}
 	c.SHRQ(Imm(3), n)
 	c.TESTQ(n, n)
-	c.JZ(LabelRef("expsub_done"))
-	c.Label("expsub_loop")
+	c.JZ(LabelRef(pre + "_done"))
+	c.Label(pre + "_loop")
 	x := c.YMM()
 	c.VMOVUPS(Mem{Base: xp}, x)
 	c.VSUBPS(mv, x, x)
 	y := expInto(c, k, x)
 	c.VMOVUPS(y, Mem{Base: d})
+	if sum {
+		c.VADDPS(y, lv, lv)
+	}
 	c.ADDQ(U32(32), d)
 	c.ADDQ(U32(32), xp)
 	c.DECQ(n)
-	c.JNZ(LabelRef("expsub_loop"))
-	c.Label("expsub_done")
+	c.JNZ(LabelRef(pre + "_loop"))
+	c.Label(pre + "_done")
+	if sum {
+		c.VMOVUPS(lv, Mem{Base: lp})
+	}
 	c.VZEROUPPER()
 	c.RET()
 }
@@ -701,6 +729,49 @@ func quantQ8_K(c *build.Context) {
 	c.DECQ(n)
 	c.JNZ(LabelRef("q8k_block"))
 	c.Label("q8k_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// scaleMax8 emits func scaleMax8AVX2(x []float32, scale float32, mx
+// []float32): for the tile of eight heads laid out row by row (x[8j+g]),
+// x *= scale and mx[g] = the largest x[8j+g] as Go's max forms it (+0 over
+// −0; NaN if any is NaN), starting from −∞.
+func scaleMax8(c *build.Context) {
+	c.Function("scaleMax8AVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(x []float32, scale float32, mx []float32)")
+	c.Doc("scaleMax8AVX2 scales x (len a multiple of 8) by scale in place and sets mx[g] to the",
+		"maximum of lane g (Go's max: +0 over -0, NaN if any lane value is NaN). It needs AVX2.")
+	n := c.Load(c.Param("x").Len(), c.GP64())
+	xp := c.Load(c.Param("x").Base(), c.GP64())
+	mp := c.Load(c.Param("mx").Base(), c.GP64())
+	ss := c.Load(c.Param("scale"), c.XMM())
+	sv := c.YMM()
+	c.VBROADCASTSS(ss, sv)
+	m, nan := c.YMM(), c.YMM()
+	c.VMOVUPS(f32Const(c, "negInf", float32(math.Inf(-1))), m)
+	c.VXORPS(nan, nan, nan)
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("smax_done"))
+	c.Label("smax_loop")
+	x := c.YMM()
+	c.VMULPS(Mem{Base: xp}, sv, x)
+	c.VMOVUPS(x, Mem{Base: xp})
+	a, b, u := c.YMM(), c.YMM(), c.YMM()
+	c.VMAXPS(m, x, a) // x > m ? x : m
+	c.VMAXPS(x, m, b) // m > x ? m : x
+	c.VANDPS(b, a, m) // equal zeros: +0 wins
+	c.VCMPPS(Imm(3), x, x, u)
+	c.VORPS(u, nan, nan)
+	c.ADDQ(U32(32), xp)
+	c.DECQ(n)
+	c.JNZ(LabelRef("smax_loop"))
+	c.Label("smax_done")
+	c.VORPS(nan, m, m) // a NaN lane: all ones, a NaN
+	c.VMOVUPS(m, Mem{Base: mp})
 	c.VZEROUPPER()
 	c.RET()
 }
