@@ -36,7 +36,7 @@ type variant struct {
 	groupQ4_Kx8  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	groupQ4_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 	// Q6_K against four activation rows (one weight row).
-	q6_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)
+	q6_Kx4, q5_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)
 	// kqDot is one row of those kernels (nb super-blocks of the k-quant wt
 	// that has one), called directly so that its result stays on the stack.
 	kqDot func(wt ir.DType, nb int, w, a []byte) float32

@@ -250,6 +250,11 @@ func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []flo
 				nb >>= 3
 				x4, w = v.q6_Kx4, w[:nb*210]
 			}
+		case ir.Q5_K:
+			if n&255 == 0 {
+				nb >>= 3
+				x4, w = v.q5_Kx4, w[:nb*176]
+			}
 		}
 		if x4 != nil {
 			for ; r+4 <= R; r += 4 {

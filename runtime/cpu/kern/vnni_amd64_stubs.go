@@ -93,6 +93,13 @@ func gemvQ6_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func dotQ6_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
 
+// dotQ5_Kx4VNNI sets dst[r] to the Q5_K row w times activation row r (a[r*stride:],
+// Q8_K) for r < 4, bit for bit gemvQ5_KVNNI's, unpacking each weight super-block once.
+// It needs AVX-512 F, BW and VNNI.
+//
+//go:noescape
+func dotQ5_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
 // gemvQ4_Kx8VNNI multiplies a packed group of eight Q4_K rows by 1 Q8_K
 // activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
 // AVX-512 VNNI and VL, FMA and F16C.

@@ -30,6 +30,7 @@ var kq512 struct {
 	shufSc   Mem // 32 bytes: byte r of each 128-bit lane into dword r, zero-extended
 	shufMn   Mem // 32 bytes: byte r into both words of dword r
 	zero     Mem // 32 zero bytes
+	ones16   Mem // 32 bytes: the word 1 sixteen times
 	// For the 16-row group kernel: 64 zero bytes, and shufSc and shufMn
 	// twice (one copy per 256-bit half).
 	zero64, shufSc64, shufMn64 Mem
@@ -96,6 +97,7 @@ func kquantConsts(c *build.Context) {
 	// byte r is the same byte after vpbroadcastq).
 	kq512.shufSc = ymmConst(c, "kq512ShufSc", func(r int) uint32 { return uint32(r) | 0x80808000 })
 	kq512.zero = ymmConst(c, "kq512Zero", func(int) uint32 { return 0 })
+	kq512.ones16 = ymmConst(c, "kq512Ones16", func(int) uint32 { return 0x00010001 })
 	kq512.shufMn = ymmConst(c, "kq512ShufMn", func(r int) uint32 { return uint32(r) | 0x80<<8 | uint32(r)<<16 | 0x80<<24 })
 	kq512.zero64 = zConst(c, "kq512Zero64", func(int) uint64 { return 0 })
 	kq512.shufSc64 = zConst(c, "kq512ShufSc64", func(i int) uint64 { r := uint64(2 * (i % 4)); return r | 0x80808000 | (r+1)<<32 | 0x80808000<<32 })
@@ -138,6 +140,7 @@ func kquants(c *build.Context) {
 		}
 	}
 	q6KRows4(c)
+	q5KRows4(c)
 }
 
 // scaled adds the int16 pairs of p times the scales s into the int32
@@ -171,68 +174,175 @@ func dotQ4K512(c *build.Context, x, y reg.GPVirtual, acc, accm reg.VecVirtual) f
 }
 
 // dotQK512 is the Q4_K super-block body (dotQ4K512), or with q5 the Q5_K
-// one: quants at 48, and qh (32 bytes at 16, bit s of byte l the high bit
-// of element 32s+l), copied into both 256-bit halves, shifted per half
-// (vpsllvw for chunk 0's sub-blocks 0..3, vpsrlvw for chunk 1's 4..7) and
-// or'ed in at bit 4.
+// one: the weights unpacked (qk512Weights), then the activation row's
+// products (qk512Row).
 func dotQK512(c *build.Context, q5 bool, x, y reg.GPVirtual, acc, accm reg.VecVirtual) func() {
-	m3f, m03, m0f := avoutil.KQ4Masks(c)
-	nib := c.ZMM()
-	c.VMOVDQU64(kq512.nib, nib)
-	var m10 reg.VecVirtual
-	shift := make([]reg.VecVirtual, 4)
-	qsOff := 16
-	if q5 {
-		qsOff = 48
-		m10 = c.ZMM()
-		c.VMOVDQU64(kq512.m10, m10)
-		for v := range shift {
-			shift[v] = c.ZMM()
-			c.VMOVDQU64(kq512.shiftQ5.Offset(64*v), shift[v])
-		}
-	}
+	k := newQK512(c, q5)
 	return func() {
-		scales, mins := avoutil.KQScalesMinsK4(c, x, m3f, m03, m0f)
-		dd := avoutil.KQMinima(c, x, y, mins, accm)
-		all := c.ZMM()
-		c.VSHUFI32X4(Imm(0), scales.AsZ(), scales.AsZ(), all) // sc0..7 in every 128-bit lane
-		var qh reg.VecVirtual
-		if q5 {
-			qh = c.ZMM()
-			c.VBROADCASTI64X4(Mem{Base: x, Disp: 16}, qh)
-		}
-		var sumi reg.VecVirtual
-		for h := 0; h < 2; h++ {
-			bits, lo, hi := c.ZMM(), c.ZMM(), c.ZMM()
-			c.VMOVDQU64(Mem{Base: x, Disp: qsOff + 64*h}, bits)
-			c.VPANDD(nib, bits, lo)
-			c.VPSRLW(Imm(4), bits, hi)
-			c.VPANDD(nib, hi, hi)
-			if q5 {
-				for part, v := range []reg.VecVirtual{lo, hi} {
-					t := c.ZMM()
-					if h == 0 {
-						c.VPSLLVW(shift[2*h+part], qh, t)
-					} else {
-						c.VPSRLVW(shift[2*h+part], qh, t)
-					}
-					c.VPTERNLOGD(Imm(0xf8), m10, t, v) // v | t&0x10
-				}
-			}
-			for j, imm := range []uint64{0x44, 0xee} {
-				q, p, s := c.ZMM(), c.ZMM(), c.ZMM()
-				c.VSHUFI64X2(Imm(imm), hi, lo, q) // sub-blocks 4h+2j, 4h+2j+1
-				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*h + 64*j}, q, p)
-				c.VPSHUFB(kq512.shufK4.Offset(64*(2*h+j)), all, s)
-				sumi = scaled(c, sumi, s, p)
-			}
-		}
-		f := sumHalves(c, sumi)
-		c.VCVTDQ2PS(f, f)
-		d := c.YMM()
-		c.VBROADCASTSS(dd, d)
-		c.VFMADD231PS(f, d, acc)
+		w := k.weights(x)
+		k.row(w, x, y, acc, accm)
 	}
+}
+
+// qk512 holds the Q4_K/Q5_K kernels' constants: masks in general
+// registers, the nibble mask and (Q5_K) the 0x10 mask and qh shifts.
+type qk512 struct {
+	c             *build.Context
+	q5            bool
+	m3f, m03, m0f reg.GPVirtual
+	nib, m10      reg.VecVirtual
+	shift         []reg.VecVirtual
+	qsOff         int
+}
+
+func newQK512(c *build.Context, q5 bool) *qk512 {
+	k := &qk512{c: c, q5: q5, qsOff: 16}
+	k.m3f, k.m03, k.m0f = avoutil.KQ4Masks(c)
+	k.nib = c.ZMM()
+	c.VMOVDQU64(kq512.nib, k.nib)
+	if q5 {
+		k.qsOff = 48
+		k.m10 = c.ZMM()
+		c.VMOVDQU64(kq512.m10, k.m10)
+		k.shift = make([]reg.VecVirtual, 4)
+		for v := range k.shift {
+			k.shift[v] = c.ZMM()
+			c.VMOVDQU64(kq512.shiftQ5.Offset(64*v), k.shift[v])
+		}
+	}
+	return k
+}
+
+// qk512Block is a super-block's unpacked weights: quant vector i holds
+// sub-blocks 2i and 2i+1 (the activations' order at 4+64i of a Q8_K
+// block), s[i] their scales as words, mins the minima.
+type qk512Block struct {
+	q, s [4]reg.VecVirtual
+	mins reg.VecVirtual
+}
+
+// weights unpacks the super-block at x. The 128 quant bytes load as two
+// 64-byte chunks h; chunk h's low nibbles are sub-blocks 4h and 4h+2 (one
+// per 256-bit half), its high nibbles 4h+1 and 4h+3, so a 128-bit lane
+// shuffle pairs them as [4h, 4h+1] and [4h+2, 4h+3]. For Q5_K, qh (32
+// bytes at 16, bit s of byte l the high bit of element 32s+l) is copied
+// into both 256-bit halves, shifted per half (vpsllvw for chunk 0's
+// sub-blocks 0..3, vpsrlvw for chunk 1's 4..7) and or'ed in at bit 4.
+func (k *qk512) weights(x reg.GPVirtual) qk512Block {
+	c := k.c
+	var b qk512Block
+	var scales reg.VecVirtual
+	scales, b.mins = avoutil.KQScalesMinsK4(c, x, k.m3f, k.m03, k.m0f)
+	all := c.ZMM()
+	c.VSHUFI32X4(Imm(0), scales.AsZ(), scales.AsZ(), all) // sc0..7 in every 128-bit lane
+	var qh reg.VecVirtual
+	if k.q5 {
+		qh = c.ZMM()
+		c.VBROADCASTI64X4(Mem{Base: x, Disp: 16}, qh)
+	}
+	for h := 0; h < 2; h++ {
+		bits, lo, hi := c.ZMM(), c.ZMM(), c.ZMM()
+		c.VMOVDQU64(Mem{Base: x, Disp: k.qsOff + 64*h}, bits)
+		c.VPANDD(k.nib, bits, lo)
+		c.VPSRLW(Imm(4), bits, hi)
+		c.VPANDD(k.nib, hi, hi)
+		if k.q5 {
+			for part, v := range []reg.VecVirtual{lo, hi} {
+				t := c.ZMM()
+				if h == 0 {
+					c.VPSLLVW(k.shift[2*h+part], qh, t)
+				} else {
+					c.VPSRLVW(k.shift[2*h+part], qh, t)
+				}
+				c.VPTERNLOGD(Imm(0xf8), k.m10, t, v) // v | t&0x10
+			}
+		}
+		for j, imm := range []uint64{0x44, 0xee} {
+			i := 2*h + j
+			b.q[i], b.s[i] = c.ZMM(), c.ZMM()
+			c.VSHUFI64X2(Imm(imm), hi, lo, b.q[i]) // sub-blocks 4h+2j, 4h+2j+1
+			c.VPSHUFB(kq512.shufK4.Offset(64*i), all, b.s[i])
+		}
+	}
+	return b
+}
+
+// row adds the super-block's products with the Q8_K block at y: the minima
+// term into accm (avoutil.KQMinima), d_y·d_w·Σ into acc.
+func (k *qk512) row(b qk512Block, x, y reg.GPVirtual, acc, accm reg.VecVirtual) {
+	c := k.c
+	dd := minima512(c, x, y, b.mins, accm)
+	var sumi reg.VecVirtual
+	for i := range b.q {
+		p := c.ZMM()
+		c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 64*i}, b.q[i], p)
+		sumi = scaled(c, sumi, b.s[i], p)
+	}
+	f := sumHalves(c, sumi)
+	c.VCVTDQ2PS(f, f)
+	d := c.YMM()
+	c.VBROADCASTSS(dd, d)
+	c.VFMADD231PS(f, d, acc)
+}
+
+// minima512 is avoutil.KQMinima in EVEX encodings, so that its registers
+// may be any of the 32 (the four-row kernel holds more than 16 live): the
+// activation block sums' adjacent pairs (≤ 2·2032 in magnitude, so no
+// word wraps) come from vpmaddwd with ones and vpmovdw, not vphaddw, which
+// has no EVEX form; the integers and the float steps are KQMinima's.
+func minima512(c *build.Context, x, y reg.GPVirtual, mins, accm reg.VecVirtual) reg.VecVirtual {
+	dd, yd := c.XMM(), c.XMM()
+	c.VCVTPH2PS(Mem{Base: x}, dd) // d_w, dmin_w, (scale bytes)
+	c.VBROADCASTSS(Mem{Base: y}, yd)
+	c.VMULPS(dd, yd, dd)
+	bs, pairs := c.YMM(), c.XMM()
+	c.VMOVDQU16(Mem{Base: y, Disp: 260}, bs)
+	c.VPMADDWD(kq512.ones16, bs, bs)
+	c.VPMOVDW(bs, pairs)
+	c.VPMADDWD(pairs, mins, pairs)
+	c.VCVTDQ2PS(pairs, pairs)
+	dmin := c.XMM()
+	c.VSHUFPS(Imm(0x55), dd, dd, dmin)
+	c.VFNMADD231PS(pairs, dmin, accm)
+	return dd
+}
+
+// q5KRows4 emits dotQ5_Kx4VNNI: one Q5_K row against four activation rows,
+// each super-block unpacked once (prefill); per row the float steps of
+// gemvQ5_KVNNI, so its results bit for bit.
+func q5KRows4(c *build.Context) {
+	c.Function("dotQ5_Kx4VNNI")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(nb int, w, a []byte, stride int, dst *[4]float32)")
+	c.Doc("dotQ5_Kx4VNNI sets dst[r] to the Q5_K row w times activation row r (a[r*stride:],",
+		"Q8_K) for r < 4, bit for bit gemvQ5_KVNNI's, unpacking each weight super-block once.",
+		"It needs AVX-512 F, BW and VNNI.")
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64()).(reg.GPVirtual)
+	y := avoutil.RowPointers(c, 4)
+	k := newQK512(c, true)
+	acc := zeroYMMs(c, 4)
+	accm := make([]reg.VecVirtual, 4)
+	for r := range accm {
+		accm[r] = c.XMM()
+		c.VMOVDQU32(kq512.zero.Offset(0), accm[r])
+	}
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef("Q5_Kx4_done"))
+	c.Label("Q5_Kx4_block")
+	b := k.weights(x)
+	for r := range acc {
+		k.row(b, x, y[r].(reg.GPVirtual), acc[r], accm[r])
+	}
+	avoutil.NextKQBlock(c, x, 176, y, nb, "Q5_Kx4_block", "Q5_Kx4_done")
+	dst := c.Load(c.Param("dst"), c.GP64())
+	for r := range acc {
+		sum := avoutil.KQRowSum(c, acc[r], accm[r])
+		c.VMOVSS(sum, Mem{Base: dst, Disp: 4 * r})
+	}
+	c.VZEROUPPER()
+	c.RET()
 }
 
 // dotQ6K512 is the Q6_K super-block body. Block (210 bytes): ql[128] at 0,

@@ -58,14 +58,11 @@ func KQRows(c *build.Context, name string, wBytes int, mins bool, body KQBody) {
 	c.Label(name + "_block")
 	block()
 	NextKQBlock(c, x, wBytes, []reg.Register{y}, n, name+"_block", name+"_sum")
-	r := HSumFloat8(c, acc)
+	var r reg.VecVirtual
 	if mins {
-		h := c.XMM()
-		c.VMOVHLPS(accm, accm, h)
-		c.VADDPS(h, accm, accm) // m0+m2, m1+m3
-		c.VMOVSHDUP(accm, h)
-		c.VADDSS(h, accm, accm) // (m0+m2) + (m1+m3)
-		c.VADDSS(accm, r, r)
+		r = KQRowSum(c, acc, accm)
+	} else {
+		r = HSumFloat8(c, acc)
 	}
 	c.VMOVSS(r, Mem{Base: dst})
 	c.ADDQ(Imm(4), dst)
@@ -74,6 +71,20 @@ func KQRows(c *build.Context, name string, wBytes int, mins bool, body KQBody) {
 	c.Label(name + "_done")
 	c.VZEROUPPER()
 	c.RET()
+}
+
+// KQRowSum returns a Q4_K/Q5_K row's dot in the low lane of an XMM
+// register: acc's eight lanes summed as HSumFloat8, plus the four minima
+// lanes of accm summed as (m0+m2) + (m1+m3).
+func KQRowSum(c *build.Context, acc, accm reg.VecVirtual) reg.VecVirtual {
+	r := HSumFloat8(c, acc)
+	h := c.XMM()
+	c.VMOVHLPS(accm, accm, h)
+	c.VADDPS(h, accm, accm) // m0+m2, m1+m3
+	c.VMOVSHDUP(accm, h)
+	c.VADDSS(h, accm, accm) // (m0+m2) + (m1+m3)
+	c.VADDSS(accm, r, r)
+	return r
 }
 
 // KQScalesMinsK4 decodes the scales and minima of the Q4_K/Q5_K block at x
