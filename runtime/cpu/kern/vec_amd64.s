@@ -694,7 +694,7 @@ q8k_found:
 	VDIVSS       X1, X0, X0
 	VMOVSS       X0, (DX)
 	VBROADCASTSS X1, Y0
-	VMOVDQU      q8kPerm<>+0(SB), Y1
+	VMOVDQU      q8Perm<>+0(SB), Y1
 	VMULPS       (CX), Y0, Y2
 	VADDPS       q8kMagic<>+0(SB), Y2, Y2
 	VPAND        q8kMant<>+0(SB), Y2, Y2
@@ -1077,16 +1077,6 @@ DATA q8k127<>+20(SB)/4, $0x0000007f
 DATA q8k127<>+24(SB)/4, $0x0000007f
 DATA q8k127<>+28(SB)/4, $0x0000007f
 GLOBL q8k127<>(SB), RODATA|NOPTR, $32
-
-DATA q8kPerm<>+0(SB)/4, $0x00000000
-DATA q8kPerm<>+4(SB)/4, $0x00000004
-DATA q8kPerm<>+8(SB)/4, $0x00000001
-DATA q8kPerm<>+12(SB)/4, $0x00000005
-DATA q8kPerm<>+16(SB)/4, $0x00000002
-DATA q8kPerm<>+20(SB)/4, $0x00000006
-DATA q8kPerm<>+24(SB)/4, $0x00000003
-DATA q8kPerm<>+28(SB)/4, $0x00000007
-GLOBL q8kPerm<>(SB), RODATA|NOPTR, $32
 
 // func dotF32BytesAVX2(n int, w []byte, a []byte) float32
 // Requires: AVX, FMA3, SSE

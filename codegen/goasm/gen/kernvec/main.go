@@ -311,11 +311,7 @@ func quantQ8_0(c *build.Context) {
 	signMask := u32Const(c, "q8SignMask", 0x80000000)
 	half := f32Const(c, "q8Half", 0.5)
 	one := f32Const(c, "q8One", 1)
-	perm := c.StaticGlobal("q8Perm")
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-		c.AddDatum(4*i, U32(v))
-	}
+	perm := packPerm(c)
 	n := c.Load(c.Param("x").Len(), c.GP64())
 	xp := c.Load(c.Param("x").Base(), c.GP64())
 	dp := c.Load(c.Param("dst").Base(), c.GP64())
@@ -589,6 +585,23 @@ func axpyRowsF32(c *build.Context) {
 	c.RET()
 }
 
+// packPerm returns the dword permutation {0, 4, 1, 5, 2, 6, 3, 7} that puts
+// the bytes vpackssdw/vpacksswb left in 128-bit-lane order back in element
+// order, defined once for the quantizers that need it.
+func packPerm(c *build.Context) Mem {
+	if packPermTable == nil {
+		m := c.StaticGlobal("q8Perm")
+		c.DataAttributes(attr.RODATA | attr.NOPTR)
+		for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+			c.AddDatum(4*i, U32(v))
+		}
+		packPermTable = &m
+	}
+	return *packPermTable
+}
+
+var packPermTable *Mem
+
 // quantQ8_K emits func quantQ8_KAVX2(x []float32, dst []byte): kern's
 // quantQ8_K (quantize_row_q8_K_ref) on len(x)/256 blocks, byte for byte:
 // amax over |x| (NaNs skipped, as the scalar loop's a > amax skips them),
@@ -608,11 +621,7 @@ func quantQ8_K(c *build.Context) {
 	mant := u32Const(c, "q8kMant", 0x007fffff)
 	off := u32Const(c, "q8kOff", 0x00400000)
 	c127 := u32Const(c, "q8k127", 127)
-	perm := c.StaticGlobal("q8kPerm")
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-		c.AddDatum(4*i, U32(v))
-	}
+	perm := packPerm(c)
 	n := c.Load(c.Param("x").Len(), c.GP64())
 	xp := c.Load(c.Param("x").Base(), c.GP64())
 	dp := c.Load(c.Param("dst").Base(), c.GP64())

@@ -737,17 +737,7 @@ func q4KGroupWide(c *build.Context, groups int) {
 		c.VMOVUPS(a, acc.Offset(width*r))
 	}
 	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
-	dst := c.Load(c.Param("dst").Base(), c.GP64())
-	ld := c.Load(c.Param("ld"), c.GP64())
-	c.SHLQ(Imm(2), ld)
-	for r := 0; r < rows; r++ {
-		if r > 0 {
-			c.ADDQ(ld, dst)
-		}
-		v := vec()
-		c.VMOVUPS(acc.Offset(width*r), v)
-		c.VMOVUPS(v, Mem{Base: dst})
-	}
+	storeStackRows(c, acc, width, rows, vec)
 	c.VZEROUPPER()
 	c.RET()
 }

@@ -277,17 +277,7 @@ func gemm8(c *build.Context, typ string, mask Mem) {
 	c.DECQ(nb)
 	c.JNZ(LabelRef(lbl("block")))
 	c.Label(lbl("done"))
-	dst := c.Load(c.Param("dst").Base(), c.GP64())
-	ld := c.Load(c.Param("ld"), c.GP64())
-	c.SHLQ(Imm(2), ld)
-	for r := 0; r < rows; r++ {
-		if r > 0 {
-			c.ADDQ(ld, dst)
-		}
-		v := c.YMM()
-		c.VMOVUPS(acc.Offset(32*r), v)
-		c.VMOVUPS(v, Mem{Base: dst})
-	}
+	storeStackRows(c, acc, 32, rows, c.YMM)
 	c.VZEROUPPER()
 	c.RET()
 }
@@ -483,4 +473,21 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
+}
+
+// storeStackRows copies rows accumulators of width bytes from the stack
+// frame (acc) to dst[r*ld:] (parameters "dst" and "ld"), through a vector
+// register vec gives.
+func storeStackRows(c *build.Context, acc Mem, width, rows int, vec func() reg.VecVirtual) {
+	dst := c.Load(c.Param("dst").Base(), c.GP64())
+	ld := c.Load(c.Param("ld"), c.GP64())
+	c.SHLQ(Imm(2), ld)
+	for r := 0; r < rows; r++ {
+		if r > 0 {
+			c.ADDQ(ld, dst)
+		}
+		v := vec()
+		c.VMOVUPS(acc.Offset(width*r), v)
+		c.VMOVUPS(v, Mem{Base: dst})
+	}
 }
