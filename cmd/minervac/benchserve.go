@@ -121,7 +121,7 @@ func (c *benchServeCmd) Run(bo *runtime.Options) error {
 
 // serveHere serves the model file on a loopback port for the run.
 func (c *benchServeCmd) serveHere(bo *runtime.Options, clients int) (string, func(), error) {
-	sc := &serveCmd{Model: c.Target, Parallel: c.Parallel, Ctx: c.Ctx, Chunk: c.Chunk, Target: c.Target2, cacheFlags: cacheFlags{CacheType: "f32"}}
+	sc := &serveCmd{Model: c.Target, Parallel: c.Parallel, Ctx: c.Ctx, Chunk: c.Chunk, Target: c.Target2}
 	if sc.Parallel == 0 {
 		sc.Parallel = clients
 	}
