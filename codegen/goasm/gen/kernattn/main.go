@@ -257,16 +257,27 @@ func cacheStride(c *build.Context, f16 bool) (st reg.Register, eight int) {
 // l3+l7), then (r0+r2) and (r1+r3), then those two — the same additions on
 // the same operands, done for all eight at once by a transpose.
 func reduce8(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
-	var s [4]reg.VecVirtual
-	for i := range s { // s[i]: lanes 0-3 from a[i], 4-7 from a[i+4]
-		lo, hi := c.YMM(), c.YMM()
+	return transposeSum(c, a, c.YMM, func(hi, lo reg.VecVirtual, i int) {
+		// s[i]: lanes 0-3 from a[i], 4-7 from a[i+4]
 		c.VPERM2F128(Imm(0x20), a[i+4], a[i], lo)
 		c.VPERM2F128(Imm(0x31), a[i+4], a[i], hi)
+	})
+}
+
+// transposeSum is reduce8's body for vectors vec makes: split(hi, lo, i)
+// sets lo and hi to the halves of a[i] and a[i+4] that are added first,
+// then the lanes are paired as (r0+r2, r1+r3) and summed within each
+// 128-bit lane.
+func transposeSum(c *build.Context, a [maxGroup]reg.VecVirtual, vec func() reg.VecVirtual, split func(hi, lo reg.VecVirtual, i int)) reg.VecVirtual {
+	var s [4]reg.VecVirtual
+	for i := range s {
+		lo, hi := vec(), vec()
+		split(hi, lo, i)
 		c.VADDPS(hi, lo, lo)
 		s[i] = lo
 	}
 	pair := func(x, y reg.VecVirtual, even, odd uint64) reg.VecVirtual {
-		e, o := c.YMM(), c.YMM()
+		e, o := vec(), vec()
 		c.VSHUFPS(Imm(even), y, x, e)
 		c.VSHUFPS(Imm(odd), y, x, o)
 		c.VADDPS(o, e, e)
@@ -443,24 +454,12 @@ func scoresGZ(c *build.Context, name, kt string, G int, f16 bool) {
 // 256 bits, row 1 in the high): the same additions on the same operands,
 // sixteen lanes at a time, giving row 0's eight sums then row 1's.
 func reduce8x2(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
-	var s [4]reg.VecVirtual
-	for i := range s { // 128-bit lanes: a[i] row 0, row 1, a[i+4] row 0, row 1
-		lo, hi := c.ZMM(), c.ZMM()
+	f := transposeSum(c, a, c.ZMM, func(hi, lo reg.VecVirtual, i int) {
+		// 128-bit lanes: a[i] row 0, row 1, a[i+4] row 0, row 1
 		c.VSHUFF64X2(Imm(0x88), a[i+4], a[i], lo) // lanes 0, 2 of each
 		c.VSHUFF64X2(Imm(0xDD), a[i+4], a[i], hi) // lanes 1, 3 of each
-		c.VADDPS(hi, lo, lo)
-		s[i] = lo
-	}
-	pair := func(x, y reg.VecVirtual, even, odd uint64) reg.VecVirtual {
-		e, o := c.ZMM(), c.ZMM()
-		c.VSHUFPS(Imm(even), y, x, e)
-		c.VSHUFPS(Imm(odd), y, x, o)
-		c.VADDPS(o, e, e)
-		return e
-	}
-	x := pair(s[0], s[1], 0x44, 0xEE)
-	y := pair(s[2], s[3], 0x44, 0xEE)
-	f := pair(x, y, 0x88, 0xDD) // 128-bit lanes: g0-3 row 0, g0-3 row 1, g4-7 row 0, g4-7 row 1
+	})
+	// 128-bit lanes: g0-3 row 0, g0-3 row 1, g4-7 row 0, g4-7 row 1
 	c.VSHUFF64X2(Imm(0xD8), f, f, f)
 	return f
 }
