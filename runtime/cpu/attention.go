@@ -58,13 +58,7 @@ func (e *exec) attention(nd *node) error {
 			t, h, s := it/(nh*S), (it/S)%nh, it%S
 			kh := h / group
 			kbase, vbase := e.base(kst, t), e.base(vst, t)
-			pp := int(pos[t])
-			lo := 0
-			if window > 0 && pp-window+1 > lo {
-				lo = pp - window + 1
-			}
-			n := pp + 1 - lo
-			from, to := lo+n*s/S, lo+n*(s+1)/S
+			from, to := kvPart(int(pos[t]), window, s, S)
 			pr := part[it*stride : (it+1)*stride]
 			acc := pr[2:]
 			clear(acc)
@@ -179,6 +173,18 @@ func q8Bytes(n int) int { return n / q8Block * q8BlockBytes }
 // and benchmarks' reference for the grouped ones.
 var oneHeadAttention bool
 
+// kvPart returns the cache rows [from, to) that KV part s of S covers for a
+// query at position pp: the positions it attends to (the last window of
+// them when window > 0, else all up to pp), cut into S near-equal parts.
+func kvPart(pp, window, s, S int) (from, to int) {
+	lo := 0
+	if window > 0 && pp-window+1 > lo {
+		lo = pp - window + 1
+	}
+	n := pp + 1 - lo
+	return lo + n*s/S, lo + n*(s+1)/S
+}
+
 // attnShape is what the attention work items share.
 type attnShape struct {
 	nh, nkv, hd, dv, S, tileKV, window int
@@ -212,13 +218,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		h0 := kh*group + r*L
 		G := min(L, group-r*L)
 		kbase, vbase := e.base(kst, t), e.base(vst, t)
-		pp := int(pos[t])
-		lo := 0
-		if sh.window > 0 && pp-sh.window+1 > lo {
-			lo = pp - sh.window + 1
-		}
-		n := pp + 1 - lo
-		from, to := lo+n*s/S, lo+n*(s+1)/S
+		from, to := kvPart(int(pos[t]), sh.window, s, S)
 		// Head g's partial is part[(t·nh + h0+g)·S + s], hs floats after
 		// head g-1's.
 		hs := S * stride
