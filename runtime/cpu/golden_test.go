@@ -22,13 +22,7 @@ import (
 // compiled loads a model file and runs the pass pipeline on its graph.
 func compiled(t testing.TB, path string) *arch.Model {
 	t.Helper()
-	return compiledWith(t, path, arch.Options{})
-}
-
-// compiledWith is compiled with frontend options (the KV cache types).
-func compiledWith(t testing.TB, path string, opts arch.Options) *arch.Model {
-	t.Helper()
-	m := loadWith(t, path, opts)
+	m := loadWith(t, path, arch.Options{})
 	fuse(t, m.Graph)
 	return m
 }
@@ -112,12 +106,13 @@ func TestGoldenE2E(t *testing.T) {
 		for _, c := range golden.Cases(t, "index.json") {
 			t.Run(cache.String()+"/"+c.Name, func(t *testing.T) {
 				opts := arch.Options{CacheType: cache}
-				if m := loadWith(t, c.ModelPath, opts); cache == ir.Q8_0 && m.Config.HeadDim%32 != 0 {
+				m := loadWith(t, c.ModelPath, opts)
+				if cache == ir.Q8_0 && m.Config.HeadDim%32 != 0 {
 					_, err := backend.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 8})
 					require.ErrorContains(t, err, "32", "a q8_0 cache needs whole blocks per head")
 					return
 				}
-				m := compiledWith(t, c.ModelPath, opts)
+				fuse(t, m.Graph)
 				tol := tolerance(c)
 				ctx := len(c.PromptTokens) + c.NGen + 1
 				kind := cache.String() + " cache, " + strings.Join(c.ModelInfo.MatrixTypes, "+")
