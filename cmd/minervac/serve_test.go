@@ -19,14 +19,16 @@ import (
 )
 
 // startServe runs `minervac serve` on a free loopback port and returns its
-// URL once /health says ok, with the process and the rest of its stderr.
-func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Builder) {
+// URL once /health says ok, with the process and a channel that delivers the
+// rest of its stderr when the process closes it (at exit). Read that channel
+// before cmd.Wait: Wait closes the pipe and would cut the copy short.
+func startServe(t *testing.T, args ...string) (string, *exec.Cmd, <-chan string) {
 	t.Helper()
 	return startServeBin(t, minervacBin, args...)
 }
 
 // startServeBin is startServe of another minervac binary (an app).
-func startServeBin(t *testing.T, bin string, args ...string) (string, *exec.Cmd, *strings.Builder) {
+func startServeBin(t *testing.T, bin string, args ...string) (string, *exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -39,12 +41,14 @@ func startServeBin(t *testing.T, bin string, args ...string) (string, *exec.Cmd,
 	m := regexp.MustCompile(`serving \S+ on (http://\S+) \(loading\)`).FindStringSubmatch(line)
 	require.NotNil(t, m, "first line %q", line)
 	url := m[1]
-	var rest strings.Builder
 	ready := make(chan string, 1)
+	rest := make(chan string, 1)
 	go func() {
 		l, _ := rd.ReadString('\n')
 		ready <- l
-		io.Copy(&rest, rd)
+		var b strings.Builder
+		io.Copy(&b, rd)
+		rest <- b.String()
 	}()
 	// The server answers while it loads: 503 until the model is in.
 	l := <-ready
@@ -53,7 +57,7 @@ func startServeBin(t *testing.T, bin string, args ...string) (string, *exec.Cmd,
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
-	return url, cmd, &rest
+	return url, cmd, rest
 }
 
 // The server's greedy text for stories260K is byte for byte what `minervac
@@ -69,16 +73,15 @@ func TestServeMatchesRun(t *testing.T) {
 		require.Equal(t, strings.TrimSuffix(want, "\n"), greedyCompletion(t, url, p, 64), "prompt %q", p)
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var log string
 	select {
-	case err := <-done:
-		require.NoError(t, err, "exit status after SIGTERM")
+	case log = <-stderr:
 	case <-time.After(60 * time.Second):
 		t.Fatal("no exit within a minute of SIGTERM")
 	}
-	require.Contains(t, stderr.String(), "minervac: shutting down")
-	require.Contains(t, stderr.String(), "msg=request method=POST path=/v1/completions status=200")
+	require.NoError(t, cmd.Wait(), "exit status after SIGTERM")
+	require.Contains(t, log, "minervac: shutting down")
+	require.Contains(t, log, "msg=request method=POST path=/v1/completions status=200")
 }
 
 // greedyCompletion asks the server at url for maxTokens greedy tokens after
