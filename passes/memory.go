@@ -58,17 +58,22 @@ func memIsStateResult(v *ir.Value) bool {
 // "tokens" and "pos", weights and states), constants (ir.ConstValues: merged
 // or rescaled weights live with the weights), the results of state-writing
 // ops that are the state buffer itself (kvwrite), and reshapes of any of
-// these (a view of a buffer outside the arena). A reshape of an activation
+// these (a view of a buffer outside the arena), and the "logits" output: a
+// step computes and returns only the logits rows it is asked for (a prompt
+// step, the last one), so a backend sizes that buffer by those rows — in
+// the arena, a [T, 32000] logits value took 94% of a llama's bytes per
+// token for rows nobody computes. A reshape of an activation
 // is a view of its operand's buffer and takes its operand's size whatever
 // its own shape; every other activation must have type [T, n...] with
 // constant n, or the plan cannot be expressed per token and an error names
 // the value.
 func memActivations(g *ir.Graph) (map[*ir.Value]int64, error) {
 	consts := ir.ConstValues(g)
+	logits := g.Output("logits")
 	acts := make(map[*ir.Value]int64)
 	for _, v := range g.Values {
 		switch {
-		case v.Op.IsLeaf(), consts[v], memIsStateResult(v):
+		case v.Op.IsLeaf(), consts[v], memIsStateResult(v), v == logits && v.Op != ir.OpReshape:
 			continue
 		case v.Op == ir.OpReshape:
 			if n, ok := acts[v.Args[0]]; ok {

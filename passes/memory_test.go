@@ -153,14 +153,17 @@ func TestPlanMemoryCases(t *testing.T) {
 	}
 }
 
-// TestPlanMemoryWhatIsAnActivation: leaves, constants (merged weights) and
-// kvwrite results get no offset; qkv_rope's q does; views share.
+// TestPlanMemoryWhatIsAnActivation: leaves, constants (merged weights),
+// kvwrite results and the logits (sized by the rows a step asks for) get no
+// offset; qkv_rope's q does; views share.
 func TestPlanMemoryWhatIsAnActivation(t *testing.T) {
 	g := memPlanned(t, "llama-fused")
+	logits := g.Output("logits")
+	require.NotNil(t, logits)
 	for _, v := range g.Values {
 		_, has := v.Attrs[memAttrOffset]
-		switch v.Op {
-		case ir.OpInput, ir.OpWeight, ir.OpState, ir.OpConcat:
+		switch {
+		case v.Op == ir.OpInput, v.Op == ir.OpWeight, v.Op == ir.OpState, v.Op == ir.OpConcat, v == logits:
 			require.False(t, has, "%v (%s) has an offset", v, v.Op)
 		default:
 			require.True(t, has, "%v (%s) has no offset", v, v.Op)

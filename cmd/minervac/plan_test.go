@@ -171,7 +171,7 @@ func TestCompileRunInspectPlan(t *testing.T) {
 	}
 	stdout, _, code := minervac(t, "inspect", ref)
 	require.Equal(t, 0, code)
-	for _, want := range []string{"target reference", "referenced from " + model, "activation arena 2304 bytes per token", "qkv_rope 5", "model file present, with the size and header SHA-256"} {
+	for _, want := range []string{"target reference", "referenced from " + model, "activation arena 1200 bytes per token", "qkv_rope 5", "model file present, with the size and header SHA-256"} {
 		require.Contains(t, stdout, want)
 	}
 	stdout, _, _ = minervac(t, "inspect", emb)

@@ -306,7 +306,7 @@ func TestLogitsOnlyAskedRows(t *testing.T) {
 }
 
 // A compiled (fused, memory-planned) graph keeps every activation of a step
-// in one arena of T × the plan's bytes per token, the same for 2 and 6
+// but the logits in one arena of T × the plan's bytes per token, the same for 2 and 6
 // layers: activation memory grows with the step's tokens, not the depth of
 // the model. An unplanned graph gives each value a buffer of its own.
 func TestActivationsInArena(t *testing.T) {
@@ -323,7 +323,7 @@ func TestActivationsInArena(t *testing.T) {
 		require.NoError(t, err)
 		arena, own := cpu.ActivationMemory(p)
 		require.Equal(t, am.Graph.Attrs.Int("arena_bytes_per_token", 0), 4*arena)
-		require.Zero(t, own, "%d layers: every activation is in the arena", layers)
+		require.Equal(t, 1, own, "%d layers: every activation but the logits (a buffer of the rows a step asks for) is in the arena", layers)
 		require.Less(t, 4*arena, am.Graph.Attrs.Int("naive_bytes_per_token", 0))
 		per[layers] = arena
 		require.NoError(t, p.Close())
