@@ -29,6 +29,7 @@ type benchCmd struct {
 	Verbose     bool   `short:"v" help:"Print load and compile times on stderr."`
 	KernelTimes bool   `name:"kernel-times" help:"On a GPU target, also time each kernel family in a decode step and in a prefill step of -p tokens (device events around every launch)."`
 	CPUProfile  string `name:"cpuprofile" help:"Write a pprof CPU profile of the prefill and decode steps to this file." type:"path"`
+	MemProfile  string `name:"memprofile" help:"Write a pprof heap profile (what is live, and every allocation since the start) to this file after the run." type:"path"`
 }
 
 // benchReport is the --json output.
@@ -127,6 +128,9 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	stopProfile()
 	// Peak RSS before the bandwidth buffer is allocated.
 	rss := bench.PeakRSS()
+	if err := writeHeapProfile(c.MemProfile); err != nil {
+		return err
+	}
 	cpus := goruntime.NumCPU()
 	var bw float64
 	device := ""
@@ -218,6 +222,23 @@ func round(x float64, digits int) float64 {
 		p *= 10
 	}
 	return float64(int64(x*p+0.5)) / p
+}
+
+// writeHeapProfile writes the heap profile to path (nothing when path is
+// empty).
+func writeHeapProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	return f.Close()
 }
 
 // startCPUProfile starts a pprof CPU profile into path (none when path is
