@@ -359,10 +359,6 @@ func (a actRows8) advance(rows int) {
 // (AVX-512 has 32). Each lane computes what the eight-lane kernels compute
 // for its row, in the same order, so results are theirs bit for bit.
 func gemm16(c *build.Context, typ string, rows int, mask Mem) {
-	groupBlockBytes, vectors := 144, 4
-	if typ == "Q8_0" {
-		groupBlockBytes, vectors = 272, 8
-	}
 	name := fmt.Sprintf("gemm%sx16x%dVNNI", typ, rows)
 	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
@@ -386,9 +382,37 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 		acc[r] = c.ZMM()
 		c.VPXORD(acc[r], acc[r], acc[r])
 	}
+	zero := c.ZMM()
+	c.VPXORD(zero, zero, zero)
+	// The loop runs in two parts that differ in what they prefetch
+	// (pairBlock): all but the last prefetchBlocks blocks, then those.
+	c.CMPQ(nb, U32(prefetchBlocks))
+	c.JLE(LabelRef(lbl("tail")))
+	c.Label(lbl("block"))
+	pairBlock(c, typ, rows, false, x, g, m, zero, act, acc)
+	c.DECQ(nb)
+	c.CMPQ(nb, U32(prefetchBlocks))
+	c.JG(LabelRef(lbl("block")))
+	c.Label(lbl("tail"))
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
-	c.Label(lbl("block"))
+	c.Label(lbl("tailblock"))
+	pairBlock(c, typ, rows, true, x, g, m, zero, act, acc)
+	c.DECQ(nb)
+	c.JNZ(LabelRef(lbl("tailblock")))
+	c.Label(lbl("done"))
+	avoutil.StoreGroupRows(c, acc)
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// pairBlock emits one block of gemm16's loop; tail says it is one of the
+// last prefetchBlocks blocks.
+func pairBlock(c *build.Context, typ string, rows int, tail bool, x, g reg.Register, m, zero reg.VecVirtual, act actRows8, acc []reg.VecVirtual) {
+	groupBlockBytes, vectors := 144, 4
+	if typ == "Q8_0" {
+		groupBlockBytes, vectors = 272, 8
+	}
 	// With fewer rows, each row's block sum is split over parts partial
 	// sums (integer adds are exact): a chain of dependent vpdpbusd would
 	// otherwise bound the loop.
@@ -398,8 +422,12 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 	for r := range part {
 		part[r] = make([]reg.VecVirtual, parts)
 		for i := range part[r] {
+			// Zeroed as zero ^ zero, not part ^ part: avo takes the
+			// latter for a read of part, which would then be live from
+			// the function's entry through the other copy of the loop,
+			// and the registers run out.
 			part[r][i] = c.ZMM()
-			c.VPXORD(part[r][i], part[r][i], part[r][i])
+			c.VPXORD(zero, zero, part[r][i])
 		}
 	}
 	dp := func(r, disp int, q reg.VecVirtual) {
@@ -409,18 +437,27 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 	// load16 loads 32 bytes at disp of both groups' blocks into one vector.
 	load16 := func(disp int) reg.VecVirtual {
 		v := c.ZMM()
-		c.VMOVDQU32(Mem{Base: x, Disp: disp}, v.AsY())
+		movLow(c, Mem{Base: x, Disp: disp}, v.AsY(), v)
 		c.VINSERTI64X4(Imm(1), Mem{Base: x, Index: g, Scale: 1, Disp: disp}, v, v)
 		return v
 	}
 	// Prefetch both groups' blocks prefetchBlocks ahead: in a serving
 	// step the weights stream from memory once for all activation rows,
 	// and two interleaved streams left the hardware prefetchers behind.
-	for _, idx := range []reg.Register{nil, g} {
+	// The last prefetchBlocks blocks (tail) prefetch the next pair's first
+	// blocks instead (the groups at w+2·gstride and w+3·gstride, where the
+	// next tile of a work item lies), not past the end of the first group
+	// into the second's start, read already: otherwise each tile's first
+	// blocks would wait on memory. Prefetches past the matrix are hints
+	// and never fault.
+	for scale := range 2 {
+		if tail {
+			scale++
+		}
 		for off := 0; off < groupBlockBytes; off += 64 {
 			m := Mem{Base: x, Disp: prefetchBlocks*groupBlockBytes + off}
-			if idx != nil {
-				m.Index, m.Scale = idx, 1
+			if scale > 0 {
+				m.Index, m.Scale = g, uint8(scale)
 			}
 			c.PREFETCHT0(m)
 		}
@@ -444,7 +481,7 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 		}
 	}
 	h, dw := c.YMM(), c.ZMM()
-	c.VMOVDQU32(Mem{Base: x}, h.AsX())
+	movLow(c, Mem{Base: x}, h.AsX(), h)
 	c.VINSERTI32X4(Imm(1), Mem{Base: x, Index: g, Scale: 1}, h, h)
 	c.VCVTPH2PS(h, dw)
 	for r := 0; r < rows; r++ {
@@ -467,12 +504,21 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 	}
 	c.ADDQ(U32(groupBlockBytes), x)
 	act.advance(rows)
-	c.DECQ(nb)
-	c.JNZ(LabelRef(lbl("block")))
-	c.Label(lbl("done"))
-	avoutil.StoreGroupRows(c, acc)
-	c.VZEROUPPER()
-	c.RET()
+}
+
+// movLow emits VMOVDQU32 m, low, where low is the low part of full, and
+// tells avo that it writes all of full (a VEX or EVEX load zeroes the bits
+// above low). Otherwise avo takes full's high bits for never written, and
+// full for live from the function's entry: with two copies of a loop the
+// registers run out.
+func movLow(c *build.Context, m Mem, low reg.Register, full reg.VecVirtual) {
+	c.Instruction(&ir.Instruction{
+		Opcode:   "VMOVDQU32",
+		Operands: []Op{m, low},
+		Inputs:   []Op{m},
+		Outputs:  []Op{full},
+		ISA:      []string{"AVX512F", "AVX512VL"},
+	})
 }
 
 // storeStackRows copies rows accumulators of width bytes from the stack
