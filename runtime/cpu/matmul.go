@@ -208,17 +208,16 @@ func (e *exec) matmul(nd *node) error {
 			if bias == nil && res == nil {
 				return
 			}
+			// (o + bias) + res, each addition as Axpy with α = 1: the
+			// product 1·x is exact, so each is one rounded sum, as a
+			// scalar loop gives it.
 			for r := 0; r < R; r++ {
 				o := out[r*N+j0:][:cnt]
-				for j := range o {
-					s := o[j]
-					if bias != nil {
-						s += bias[j0+j]
-					}
-					if res != nil {
-						s += res[r*N+j0+j]
-					}
-					o[j] = s
+				if bias != nil {
+					p.ks.Axpy(o, 1, bias[j0:j0+cnt])
+				}
+				if res != nil {
+					p.ks.Axpy(o, 1, res[r*N+j0:][:cnt])
 				}
 			}
 		})
