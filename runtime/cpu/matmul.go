@@ -169,22 +169,30 @@ func (e *exec) matmul(nd *node) error {
 	if nd.idx == p.logits {
 		p.logitRowsDone += int64(R)
 	}
+	var gain, xn []float32
 	if parts.Norm {
-		var gain []float32
 		if parts.Gain != nil {
 			gain = e.f32(p.index[parts.Gain])
 		}
 		p.xnorm = growF32(p.xnorm, R*K)
-		xn := p.xnorm
-		p.pool.run(R, func(_, r int) { rmsnormRow(x[r*K:(r+1)*K], xn[r*K:(r+1)*K], parts.Eps, gain) })
-		x = xn
+		xn = p.xnorm
 	}
 	ab := wr.actBytes()
 	if cap(p.acts) < R*ab {
 		p.acts = alignedBytes(R * ab)
 	}
 	acts := p.acts[:R*ab]
-	p.pool.run(R, func(_, r int) { p.encodeActs(wr, x[r*K:(r+1)*K], acts[r*ab:(r+1)*ab]) })
+	// Each row normalized (when the matmul is fused with an rmsnorm) and
+	// encoded in one work item: one pass over the workers, not two (a
+	// serving step of eight rows had some 270 of them).
+	p.pool.run(R, func(_, r int) {
+		xr := x[r*K : (r+1)*K]
+		if xn != nil {
+			rmsnormRow(xr, xn[r*K:(r+1)*K], parts.Eps, gain)
+			xr = xn[r*K : (r+1)*K]
+		}
+		p.encodeActs(wr, xr, acts[r*ab:(r+1)*ab])
+	})
 	var bias []float32
 	if parts.Bias != nil {
 		bias = e.f32(p.index[parts.Bias])
