@@ -51,8 +51,45 @@ func (e *exec) attention(nd *node) error {
 	stride := 2 + dv
 	p.part = growF32(p.part, items*stride)
 	part := p.part
+	// merge combines the S partials of (token, head) th into its output.
+	merge := func(th int) {
+		t, h := th/nh, th%nh
+		m := math.Inf(-1)
+		for s := 0; s < S; s++ {
+			pr := part[(th*S+s)*stride:]
+			if pr[1] > 0 {
+				m = math.Max(m, float64(pr[0]))
+			}
+		}
+		var sink float64
+		if sinks != nil {
+			sink = float64(sinks[h])
+			m = math.Max(m, sink)
+		}
+		o := out[t*nh*dv+h*dv : t*nh*dv+(h+1)*dv]
+		clear(o)
+		var l float64
+		for s := 0; s < S; s++ {
+			pr := part[(th*S+s)*stride : (th*S+s+1)*stride]
+			if pr[1] == 0 {
+				continue
+			}
+			r := float32(math.Exp(float64(pr[0]) - m))
+			l += float64(pr[1] * r)
+			e.p.ks.Axpy(o, r, pr[2:])
+		}
+		if sinks != nil {
+			l += math.Exp(sink - m)
+		}
+		inv := float32(1 / l)
+		for d := range o {
+			o[d] *= inv
+		}
+	}
 	if grouped := !oneHeadAttention && group > 1 && hd%8 == 0 && dv%8 == 0; grouped {
-		e.attentionGrouped(attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}, q, pos, kst, vst, part)
+		if e.attentionGrouped(attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}, q, pos, kst, vst, part, merge) {
+			return nil
+		}
 	} else {
 		p.runChunked(items, func(w, it int) {
 			t, h, s := it/(nh*S), (it/S)%nh, it%S
@@ -106,40 +143,7 @@ func (e *exec) attention(nd *node) error {
 			pr[0], pr[1] = m, l
 		})
 	}
-	p.runChunked(T*nh, func(_, th int) {
-		t, h := th/nh, th%nh
-		m := math.Inf(-1)
-		for s := 0; s < S; s++ {
-			pr := part[(th*S+s)*stride:]
-			if pr[1] > 0 {
-				m = math.Max(m, float64(pr[0]))
-			}
-		}
-		var sink float64
-		if sinks != nil {
-			sink = float64(sinks[h])
-			m = math.Max(m, sink)
-		}
-		o := out[t*nh*dv+h*dv : t*nh*dv+(h+1)*dv]
-		clear(o)
-		var l float64
-		for s := 0; s < S; s++ {
-			pr := part[(th*S+s)*stride : (th*S+s+1)*stride]
-			if pr[1] == 0 {
-				continue
-			}
-			r := float32(math.Exp(float64(pr[0]) - m))
-			l += float64(pr[1] * r)
-			e.p.ks.Axpy(o, r, pr[2:])
-		}
-		if sinks != nil {
-			l += math.Exp(sink - m)
-		}
-		inv := float32(1 / l)
-		for d := range o {
-			o[d] *= inv
-		}
-	})
+	p.runChunked(T*nh, func(_, th int) { merge(th) })
 	return nil
 }
 
@@ -200,7 +204,13 @@ type attnShape struct {
 // online-softmax steps, so its partial (m, l, acc) has the bits the
 // one-head items give it. (q8_0 caches run the one-head kernels head by
 // head: the softmax steps are still shared.)
-func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst *state, part []float32) {
+//
+// When there are enough (token, KV head, run) items to share out without
+// the KV split (a batch of decode rows, a prompt), each such item computes
+// its S parts in turn and then merges its heads' partials (merge), and it
+// reports true: one pass over the workers instead of two, the same
+// arithmetic. Otherwise the caller merges.
+func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst *state, part []float32, merge func(th int)) bool {
 	p := e.p
 	ks := p.ks
 	const L = kern.GroupLanes
@@ -210,7 +220,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 	runs := (group + L - 1) / L
 	stride := 2 + dv
 	T := len(pos)
-	p.runChunked(T*sh.nkv*runs*S, func(w, it int) {
+	item := func(w, it int) {
 		s := it % S
 		r := (it / S) % runs
 		kh := (it / (S * runs)) % sh.nkv
@@ -276,5 +286,20 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		for g := range G {
 			pr[g*hs], pr[g*hs+1] = m[g], l[g]
 		}
-	})
+	}
+	if runsAll := T * sh.nkv * runs; S == 1 || runsAll >= 4*p.pool.n {
+		p.runChunked(runsAll, func(w, it int) {
+			for s := range S {
+				item(w, it*S+s)
+			}
+			r := it % runs
+			th0 := (it/runs)*group + r*L // t·nh + the run's first head
+			for g := range min(L, group-r*L) {
+				merge(th0 + g)
+			}
+		})
+		return true
+	}
+	p.runChunked(T*sh.nkv*runs*S, item)
+	return false
 }
