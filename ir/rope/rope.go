@@ -11,6 +11,7 @@ package rope
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/minerva-llm/minerva/ir"
 )
@@ -27,6 +28,12 @@ type Params struct {
 	// rope_freqs tensor of Llama 3.1 files); nil means all ones.
 	Factors []float64
 	corr    [2]float64
+}
+
+// Equal reports whether p and q rotate alike.
+func (p Params) Equal(q Params) bool {
+	return p.NRot == q.NRot && p.Base == q.Base && p.FreqScale == q.FreqScale && p.ExtFactor == q.ExtFactor &&
+		p.AttnFactor == q.AttnFactor && p.Neox == q.Neox && slices.Equal(p.Factors, q.Factors) && p.corr == q.corr
 }
 
 // FromAttrs reads an op's rope attributes. YaRN needs a positive

@@ -71,3 +71,25 @@ func TestFreqFactors(t *testing.T) {
 	_, err = FromAttrs(ir.Attrs{"n_rot": int64(4), "freq_factors": []float64{math.NaN(), 1}})
 	require.ErrorContains(t, err, "freq_factors[0] = NaN")
 }
+
+// Equal tells rotations apart by every parameter, the frequency factors
+// included, and takes two readings of the same attributes for equal.
+func TestParamsEqual(t *testing.T) {
+	base := ir.Attrs{"n_rot": int64(6), "base": 500000.0, "freq_factors": []float64{1, 2, 4}}
+	p, err := FromAttrs(base)
+	require.NoError(t, err)
+	q, err := FromAttrs(base)
+	require.NoError(t, err)
+	require.True(t, p.Equal(q))
+	for name, a := range map[string]ir.Attrs{
+		"base":    {"n_rot": int64(6), "base": 10000.0, "freq_factors": []float64{1, 2, 4}},
+		"n_rot":   {"n_rot": int64(4), "base": 500000.0, "freq_factors": []float64{1, 2}},
+		"factors": {"n_rot": int64(6), "base": 500000.0, "freq_factors": []float64{1, 2, 8}},
+		"none":    {"n_rot": int64(6), "base": 500000.0},
+		"neox":    {"n_rot": int64(6), "base": 500000.0, "freq_factors": []float64{1, 2, 4}, "mode": "neox"},
+	} {
+		r, err := FromAttrs(a)
+		require.NoError(t, err, name)
+		require.False(t, p.Equal(r), name)
+	}
+}

@@ -264,7 +264,7 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	kst := e.cache(p.stOf[p.index[parts.KCache]])
 	vst := e.cache(p.stOf[p.index[parts.VCache]])
 	kw := kst.info.Width
-	rt, err := newRope(a, pos)
+	rt, err := e.ropeTable(a, pos)
 	if err != nil {
 		return err
 	}
