@@ -202,7 +202,8 @@ const (
 // container's memory, and at most one copy of each: the matrices fusion
 // concatenates at load, the CPU backend's interleaved groups), every slot's
 // KV cache, the activation arena of the widest step (a row per slot and a
-// chunk of prompt), and serveRuntime.
+// chunk of prompt), and serveRuntime (which also covers the logits, outside
+// the arena: a row of vocabulary × 4 bytes per slot, under a MiB each).
 func serveMemory(m plan.Memory, ctx, parallel, chunk int) int64 {
 	return 2*m.WeightBytes + int64(parallel)*int64(ctx)*m.KVBytesPerPosition +
 		int64(parallel+chunk)*m.ArenaBytesPerToken + serveRuntime
