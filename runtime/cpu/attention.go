@@ -12,8 +12,10 @@ import (
 // attention's kv_splits; 1 for plain attention); each (token, head, part) is
 // one work item walking its rows in tiles with an online softmax and keeping
 // a partial (m, l, acc). A second pass merges the parts of each (token,
-// head) in order. Decode (T = 1) thus spreads the KV range over the
-// workers; the split depends only on the op, never on the worker count.
+// head) in order (attentionPasses; with enough work items, each item does
+// its parts and merges them in one). Decode (T = 1) thus spreads the KV
+// range over the workers; the split depends only on the op, never on the
+// worker count.
 // With grouped-query attention the heads of a KV head share their items
 // (attentionGrouped), each head's partial keeping its bits.
 func (e *exec) attention(nd *node) error {
@@ -46,17 +48,14 @@ func (e *exec) attention(nd *node) error {
 	group := nh / nkv
 	T := len(pos)
 	out := e.out(nd)
-	items := T * nh * S
-	// partials: per item m, l, then acc[dv]
+	// A partial is m, l, then acc[dv].
 	stride := 2 + dv
-	p.part = growF32(p.part, items*stride)
-	part := p.part
-	// merge combines the S partials of (token, head) th into its output.
-	merge := func(th int) {
+	// merge combines the S partials pp of (token, head) th into its output.
+	merge := func(th int, pp []float32) {
 		t, h := th/nh, th%nh
 		m := math.Inf(-1)
 		for s := 0; s < S; s++ {
-			pr := part[(th*S+s)*stride:]
+			pr := pp[s*stride:]
 			if pr[1] > 0 {
 				m = math.Max(m, float64(pr[0]))
 			}
@@ -70,7 +69,7 @@ func (e *exec) attention(nd *node) error {
 		clear(o)
 		var l float64
 		for s := 0; s < S; s++ {
-			pr := part[(th*S+s)*stride : (th*S+s+1)*stride]
+			pr := pp[s*stride : (s+1)*stride]
 			if pr[1] == 0 {
 				continue
 			}
@@ -86,65 +85,108 @@ func (e *exec) attention(nd *node) error {
 			o[d] *= inv
 		}
 	}
+	sh := attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}
 	if grouped := !oneHeadAttention && group > 1 && hd%8 == 0 && dv%8 == 0; grouped {
-		if e.attentionGrouped(attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}, q, pos, kst, vst, part, merge) {
-			return nil
-		}
-	} else {
-		p.runChunked(items, func(w, it int) {
-			t, h, s := it/(nh*S), (it/S)%nh, it%S
-			kh := h / group
-			kbase, vbase := e.base(kst, t), e.base(vst, t)
-			from, to := kvPart(int(pos[t]), window, s, S)
-			pr := part[it*stride : (it+1)*stride]
-			acc := pr[2:]
-			clear(acc)
-			m, l := float32(math.Inf(-1)), float32(0)
-			qv := q[t*nh*hd+h*hd : t*nh*hd+(h+1)*hd]
-			buf := growF32(p.scratch[w], 2*tileKV)
-			p.scratch[w] = buf
-			sc, wt := buf[:tileKV], buf[tileKV:]
-			for j0 := from; j0 < to; j0 += tileKV {
-				j1 := min(j0+tileKV, to)
-				// The tile's scores in one kernel call (rows kw apart).
-				koff := kbase + j0*kw + kh*hd
-				switch {
-				case kst.f32 != nil:
-					e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
-				case kst.f16 != nil:
-					e.p.ks.ScoresF16(qv, kst.f16[koff:], kw, sc[:j1-j0])
-				default:
-					e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
-				}
-				tm := e.p.ks.ScaleMax(sc[:j1-j0], scale)
-				if tm > m {
-					r := float32(math.Exp(float64(m - tm)))
-					l *= r
-					for d := range acc {
-						acc[d] *= r
-					}
-					m = tm
-				}
-				e.p.ks.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
-				for _, wgt := range wt[:j1-j0] {
-					l += wgt
-				}
-				// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-				voff := vbase + j0*vw + kh*dv
-				switch {
-				case vst.f32 != nil:
-					e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
-				case vst.f16 != nil:
-					e.p.ks.AxpyRowsF16(acc, wt[:j1-j0], vst.f16[voff:], vw)
-				default:
-					e.p.ks.AxpyRowsQ8(acc, wt[:j1-j0], vst.q8[q8Bytes(voff):], q8Bytes(vw))
-				}
-			}
-			pr[0], pr[1] = m, l
-		})
+		e.attentionGrouped(sh, q, pos, kst, vst, merge)
+		return nil
 	}
-	p.runChunked(T*nh, func(_, th int) { merge(th) })
+	// item computes partial it = (t·nh + h)·S + s into pr.
+	item := func(w, it int, pr []float32) {
+		t, h, s := it/(nh*S), (it/S)%nh, it%S
+		kh := h / group
+		kbase, vbase := e.base(kst, t), e.base(vst, t)
+		from, to := kvPart(int(pos[t]), window, s, S)
+		acc := pr[2:]
+		clear(acc)
+		m, l := float32(math.Inf(-1)), float32(0)
+		qv := q[t*nh*hd+h*hd : t*nh*hd+(h+1)*hd]
+		buf := growF32(p.scratch[w], 2*tileKV)
+		p.scratch[w] = buf
+		sc, wt := buf[:tileKV], buf[tileKV:]
+		for j0 := from; j0 < to; j0 += tileKV {
+			j1 := min(j0+tileKV, to)
+			// The tile's scores in one kernel call (rows kw apart).
+			koff := kbase + j0*kw + kh*hd
+			switch {
+			case kst.f32 != nil:
+				e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
+			case kst.f16 != nil:
+				e.p.ks.ScoresF16(qv, kst.f16[koff:], kw, sc[:j1-j0])
+			default:
+				e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
+			}
+			tm := e.p.ks.ScaleMax(sc[:j1-j0], scale)
+			if tm > m {
+				r := float32(math.Exp(float64(m - tm)))
+				l *= r
+				for d := range acc {
+					acc[d] *= r
+				}
+				m = tm
+			}
+			e.p.ks.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
+			for _, wgt := range wt[:j1-j0] {
+				l += wgt
+			}
+			// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
+			voff := vbase + j0*vw + kh*dv
+			switch {
+			case vst.f32 != nil:
+				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
+			case vst.f16 != nil:
+				e.p.ks.AxpyRowsF16(acc, wt[:j1-j0], vst.f16[voff:], vw)
+			default:
+				e.p.ks.AxpyRowsQ8(acc, wt[:j1-j0], vst.q8[q8Bytes(voff):], q8Bytes(vw))
+			}
+		}
+		pr[0], pr[1] = m, l
+	}
+	oneHead := func(i int) (int, int) { return i, 1 }
+	e.attentionPasses(sh, T, T*nh, oneHead, func(w, it int, pp []float32) { item(w, it, pp[it%S*stride:][:stride]) }, merge)
 	return nil
+}
+
+// attentionPasses runs the two passes of attention over n work items of
+// S parts each. Item i covers the G (token, head) pairs th0..th0+G-1 that
+// heads(i) returns; item(w, i·S+s, pp) writes part s of them, head g's
+// at pp[(g·S+s)·stride:], and merge(th, pp) combines (token, head) th's S
+// partials pp into its output.
+//
+// When there are enough items to share out without the KV split (a batch
+// of decode rows, a prompt), each item computes its S parts in turn into
+// its worker's own buffer and merges its heads at once: one pass over the
+// workers instead of two, and no buffer of T·heads·S partials (a
+// 512-token chunk of TinyLlama's had 17 MB), with the same arithmetic.
+// Decode at depth keeps the split across the workers.
+func (e *exec) attentionPasses(sh attnShape, T, n int, heads func(i int) (th0, G int), item func(w, it int, pp []float32), merge func(th int, pp []float32)) {
+	p := e.p
+	S, stride := sh.S, 2+sh.dv
+	hs := S * stride // one head's partials
+	if S == 1 || n >= 4*p.pool.n {
+		if len(p.attnPart) < p.pool.n {
+			p.attnPart = make([][]float32, p.pool.n)
+		}
+		p.runChunked(n, func(w, i int) {
+			th0, G := heads(i)
+			pp := growF32(p.attnPart[w], G*hs)
+			p.attnPart[w] = pp
+			for s := range S {
+				item(w, i*S+s, pp)
+			}
+			for g := range G {
+				merge(th0+g, pp[g*hs:(g+1)*hs])
+			}
+		})
+		return
+	}
+	pairs := T * sh.nh
+	p.part = growF32(p.part, pairs*hs)
+	part := p.part
+	p.runChunked(n*S, func(w, it int) {
+		th0, G := heads(it / S)
+		item(w, it, part[th0*hs:(th0+G)*hs])
+	})
+	p.runChunked(pairs, func(_, th int) { merge(th, part[th*hs:(th+1)*hs]) })
 }
 
 // runChunked is pool.run for many small items: they are handed out in runs
@@ -204,13 +246,8 @@ type attnShape struct {
 // online-softmax steps, so its partial (m, l, acc) has the bits the
 // one-head items give it. (q8_0 caches run the one-head kernels head by
 // head: the softmax steps are still shared.)
-//
-// When there are enough (token, KV head, run) items to share out without
-// the KV split (a batch of decode rows, a prompt), each such item computes
-// its S parts in turn and then merges its heads' partials (merge), and it
-// reports true: one pass over the workers instead of two, the same
-// arithmetic. Otherwise the caller merges.
-func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst *state, part []float32, merge func(th int)) bool {
+// The passes and the merge are attentionPasses'.
+func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst *state, merge func(th int, pp []float32)) {
 	p := e.p
 	ks := p.ks
 	const L = kern.GroupLanes
@@ -220,7 +257,13 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 	runs := (group + L - 1) / L
 	stride := 2 + dv
 	T := len(pos)
-	item := func(w, it int) {
+	// Item i is the run i%runs of KV head (i/runs)%nkv of token
+	// i/(runs·nkv): its heads are (token, head) pairs th0.. in order.
+	heads := func(i int) (th0, G int) {
+		r := i % runs
+		return (i/runs)*group + r*L, min(L, group-r*L)
+	}
+	item := func(w, it int, pp []float32) {
 		s := it % S
 		r := (it / S) % runs
 		kh := (it / (S * runs)) % sh.nkv
@@ -229,10 +272,10 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		G := min(L, group-r*L)
 		kbase, vbase := e.base(kst, t), e.base(vst, t)
 		from, to := kvPart(int(pos[t]), sh.window, s, S)
-		// Head g's partial is part[(t·nh + h0+g)·S + s], hs floats after
+		// Head g's partial is pp[(g·S + s)·stride:], hs floats after
 		// head g-1's.
 		hs := S * stride
-		pr := part[((t*nh+h0)*S+s)*stride:]
+		pr := pp[s*stride:]
 		acc := pr[2:]
 		for g := range G {
 			clear(acc[g*hs : g*hs+dv])
@@ -287,19 +330,5 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 			pr[g*hs], pr[g*hs+1] = m[g], l[g]
 		}
 	}
-	if runsAll := T * sh.nkv * runs; S == 1 || runsAll >= 4*p.pool.n {
-		p.runChunked(runsAll, func(w, it int) {
-			for s := range S {
-				item(w, it*S+s)
-			}
-			r := it % runs
-			th0 := (it/runs)*group + r*L // t·nh + the run's first head
-			for g := range min(L, group-r*L) {
-				merge(th0 + g)
-			}
-		})
-		return true
-	}
-	p.runChunked(T*sh.nkv*runs*S, item)
-	return false
+	e.attentionPasses(sh, T, T*sh.nkv*runs, heads, item, merge)
 }

@@ -139,7 +139,8 @@ type program struct {
 	// program's life (tests: a prompt step asking for its last row
 	// computes one).
 	logitRowsDone int64
-	part          []float32
+	part          []float32   // attention's partials when split across the workers
+	attnPart      [][]float32 // per worker: one attention item's partials
 	moeBuf        *moeBuffers
 	// q82: round Q8_0 activations with ik_llama.cpp's Q8_2 recipe (the
 	// graph's act_rounding attribute; refround.go).
