@@ -289,9 +289,7 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 			for r := 0; r < R; r++ {
 				hv := all[r*rows+(h-h0)*hd:][:hd]
 				if bias != nil {
-					for j := range hv {
-						hv[j] += bias[h*hd+j]
-					}
+					p.ks.Axpy(hv, 1, bias[h*hd:(h+1)*hd]) // hv + bias, as above
 				}
 				switch {
 				case h < H:
