@@ -31,8 +31,8 @@ func (c *synthCmd) dtype(gptoss bool) (ir.DType, error) {
 	name := c.Quant
 	if name == "" {
 		name = map[string]string{"gguf": "q4_0", "hf": "bf16", "mlx": "mlx_q4_g64"}[c.Format]
-		if gptoss && c.Format == "mlx" {
-			name = "mxfp4"
+		if gptoss && c.Format != "hf" {
+			name = "mxfp4" // the experts of the real files, as --quant says
 		}
 	}
 	dt, ok := ir.ParseDType(name)
