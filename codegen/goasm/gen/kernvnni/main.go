@@ -89,6 +89,15 @@ func vnniBcst(c *build.Context, op string, m Mem, q, acc reg.VecVirtual) {
 	})
 }
 
+// groupLayout returns the bytes of a packed group's block of typ (Q4_0 or
+// Q8_0) and how many 32-byte weight vectors follow its eight f16 scales.
+func groupLayout(typ string) (blockBytes, vectors int) {
+	if typ == "Q8_0" {
+		return 272, 8
+	}
+	return 144, 4
+}
+
 // prefetchBlocks is how many blocks ahead the pair kernels prefetch.
 const prefetchBlocks = 8
 
@@ -98,10 +107,7 @@ const (
 )
 
 func gemv(c *build.Context, typ string, rows int, mask Mem) {
-	groupBlockBytes, vectors := 144, 4
-	if typ == "Q8_0" {
-		groupBlockBytes, vectors = 272, 8
-	}
+	groupBlockBytes, vectors := groupLayout(typ)
 	name := "gemv" + typ + "x8VNNI"
 	sig := "func(nb int, w, a []byte, dst []float32)"
 	if rows > 1 {
@@ -206,10 +212,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 // theirs bit for bit.
 func gemm8(c *build.Context, typ string, mask Mem) {
 	const rows = 8
-	groupBlockBytes, vectors := 144, 4
-	if typ == "Q8_0" {
-		groupBlockBytes, vectors = 272, 8
-	}
+	groupBlockBytes, vectors := groupLayout(typ)
 	name := fmt.Sprintf("gemm%sx8x8VNNI", typ)
 	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
@@ -409,10 +412,7 @@ func gemm16(c *build.Context, typ string, rows int, mask Mem) {
 // pairBlock emits one block of gemm16's loop; tail says it is one of the
 // last prefetchBlocks blocks.
 func pairBlock(c *build.Context, typ string, rows int, tail bool, x, g reg.Register, m, zero reg.VecVirtual, act actRows8, acc []reg.VecVirtual) {
-	groupBlockBytes, vectors := 144, 4
-	if typ == "Q8_0" {
-		groupBlockBytes, vectors = 272, 8
-	}
+	groupBlockBytes, vectors := groupLayout(typ)
 	// With fewer rows, each row's block sum is split over parts partial
 	// sums (integer adds are exact): a chain of dependent vpdpbusd would
 	// otherwise bound the loop.
