@@ -326,10 +326,8 @@ func softmaxRow(in, out []float32) {
 // computed in float64 exactly as the interpreter does.
 type ropeTab struct {
 	params rope.Params
-	pos    []int32 // the step's positions it was made for
-	nrot   int
-	neox   bool
-	cs     []float64 // [T][nrot/2][2]
+	pos    []int32   // the step's positions it was made for
+	cs     []float64 // [T][NRot/2][2]
 }
 
 // ropeTable returns the table of the rope attributes a at positions pos,
@@ -352,7 +350,7 @@ func (e *exec) ropeTable(a ir.Attrs, pos []int32) (*ropeTab, error) {
 func newRope(rp rope.Params, pos []int32) *ropeTab {
 	nrot := rp.NRot
 	mscale := rp.MScale()
-	r := &ropeTab{params: rp, pos: pos, nrot: nrot, neox: rp.Neox, cs: make([]float64, len(pos)*nrot)}
+	r := &ropeTab{params: rp, pos: pos, cs: make([]float64, len(pos)*nrot)}
 	for t, p := range pos {
 		for i := 0; i < nrot/2; i++ {
 			theta := rp.Theta(p, i)
@@ -365,12 +363,13 @@ func newRope(rp rope.Params, pos []int32) *ropeTab {
 
 // apply rotates one head of token t in place.
 func (r *ropeTab) apply(t int, row []float32) {
-	cs := r.cs[t*r.nrot : (t+1)*r.nrot]
-	half := r.nrot / 2
+	nrot := r.params.NRot
+	cs := r.cs[t*nrot : (t+1)*nrot]
+	half := nrot / 2
 	for i := 0; i < half; i++ {
 		c, s := cs[2*i], cs[2*i+1]
 		j0, j1 := 2*i, 2*i+1
-		if r.neox {
+		if r.params.Neox {
 			j0, j1 = i, i+half
 		}
 		x0, x1 := float64(row[j0]), float64(row[j1])
