@@ -163,9 +163,6 @@ func (e *exec) attentionPasses(sh attnShape, T, n int, heads func(i int) (th0, G
 	S, stride := sh.S, 2+sh.dv
 	hs := S * stride // one head's partials
 	if S == 1 || n >= 4*p.pool.n {
-		if len(p.attnPart) < p.pool.n {
-			p.attnPart = make([][]float32, p.pool.n)
-		}
 		p.runChunked(n, func(w, i int) {
 			th0, G := heads(i)
 			pp := growF32(p.attnPart[w], G*hs)

@@ -258,6 +258,7 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 	}
 	p.pool = newPool(b.threads(cfg.Options))
 	p.scratch = make([][]float32, p.pool.n)
+	p.attnPart = make([][]float32, p.pool.n)
 	goruntime.AddCleanup(p, func(pl *pool) { pl.stop() }, p.pool)
 	return p, nil
 }
