@@ -30,7 +30,9 @@ synthOne() {
   *) $B/minervac synth --preset $preset --quant ${q:-q4_0} -o /tmp/$1.gguf ;;
   esac
 }
-( for p in $BENCH; do synthOne $p || true; done ) >"$OUT/synth.log" 2>&1 &
+# Each model is benchmarked as soon as its file is written (a .done marker),
+# so a slow large synth does not hold back the small ones.
+( for p in $BENCH; do synthOne $p || true; touch /tmp/$p.done; done ) >"$OUT/synth.log" 2>&1 &
 synth=$!
 
 say "smoke: stories260K through -t cuda against its golden text"
@@ -50,8 +52,16 @@ say "program and golden cases (TestDevice*)"
 echo "rc=$?" >>"$S"
 grep -E '(--- FAIL|^FAIL|^ok|^PASS|worst logits|greedy tokens equal)' "$OUT/golden.log" | head -80 >>"$S"
 
-wait $synth
 for p in $BENCH; do
+  for i in $(seq ${STIME:-300}); do [ -e /tmp/$p.done ] && break; sleep 1; done
+  # With .dev/base-minervac.gz (another commit's binary), that binary's
+  # run of the same file first, on the same machine, for an A/B.
+  if [ -e .dev/base-minervac.gz ]; then
+    [ -x $B/base-minervac ] || { gunzip -c .dev/base-minervac.gz >$B/base-minervac && chmod +x $B/base-minervac; }
+    say "bench $p (base)"
+    timeout ${BTIME:-90} $B/base-minervac bench /tmp/$p.gguf -t cuda --json --kernel-times -p 512 -n 128 >>"$OUT/bench-base.json" 2>>"$S"
+    echo "rc=$?" >>"$S"
+  fi
   say "bench $p"
   timeout ${BTIME:-90} $B/minervac bench /tmp/$p.gguf -t cuda --json --kernel-times -p 512 -n 128 -v >>"$OUT/bench.json" 2>>"$S"
   echo "rc=$?" >>"$S"
