@@ -92,50 +92,12 @@ func matVec(p *gpu.Params, wdt ir.DType, moe bool) {
 		return
 	}
 	p.Vec = planVecLoad(wdt, p.Unit, p.NU, p.RowBytes)
-	if p.Q8 = planQ8(p, wdt); p.Q8.On {
-		p.NW, p.Threads = mvWarps, 32*mvWarps
-		return
-	}
 	for _, nw := range []int{mvWarps, nwarps} {
 		p.NW, p.Threads = nw, 32*nw
 		if p.XS = planXStage(p); p.XS.On {
 			break
 		}
 	}
-}
-
-// q8Dots are the weight dtypes whose matrix-vector kernels round the
-// activation row to Q8_0 and multiply in integers (dq8_* in the prelude):
-// what ggml does for them (its vec_dot_type is Q8_0), at a quarter of the
-// float path's instructions per weight, which on an H100 kept that path
-// below half the memory bandwidth (issue 20's first device run: 0.9–1.3
-// TB/s of 3.0 in the Q4_0 decode kernels).
-var q8Dots = map[ir.DType]bool{ir.Q4_0: true, ir.Q8_0: true}
-
-// RoundsActivations reports whether a step of T tokens multiplies weights
-// of dtype dt with activations rounded to Q8_0: the matrix-vector kernels
-// of q8Dots dtypes do, and they run the per-token products of one-token
-// steps (prefill steps take the tiled kernels, which multiply float
-// activations). A product with no tiled kernel (the logits of the rows
-// asked for) keeps its matrix-vector kernel, and rounds, at every T; the
-// emulation cases have none at T > 1.
-func RoundsActivations(dt ir.DType, T int) bool { return q8Dots[dt] && T == 1 }
-
-// planQ8 stages the activation row as Q8_0 blocks (gpu.Q8Stage) for a
-// q8Dots weight when the stage fits beside the weight stage.
-func planQ8(p *gpu.Params, wdt ir.DType) gpu.Q8Stage {
-	if !q8Dots[wdt] || p.K%32 != 0 {
-		return gpu.Q8Stage{}
-	}
-	blocks := p.K / 32
-	bytes := 4*9*blocks + 4*blocks + 4*mvWarps
-	if p.Vec.On {
-		bytes += mvWarps * p.Vec.Bytes
-	}
-	if bytes > staticShared {
-		return gpu.Q8Stage{}
-	}
-	return gpu.Q8Stage{On: true, Blocks: blocks}
 }
 
 // planXStage stages the activation row in shared memory when it fits

@@ -23,9 +23,8 @@ import (
 // matrix-vector kernels (qkv_rope's included), a prefill step the tiled
 // ones and rope_kv.
 var target = gputest.Target{
-	Emit:             cuda.Emit,
-	Schedule:         gputest.Schedule{MatVec: []string{"matvec", "swiglu", "qkv_rope"}, Prefill: []string{"rope_kv"}},
-	RoundActivations: cuda.RoundsActivations,
+	Emit:     cuda.Emit,
+	Schedule: gputest.Schedule{MatVec: []string{"matvec", "swiglu", "qkv_rope"}, Prefill: []string{"rope_kv"}},
 }
 
 func clangxxOrSkip(t *testing.T) string {

@@ -97,47 +97,6 @@ __device__ __forceinline__ float warp_max(float v) {
     }
     return __shfl_sync(0xffffffffu, v, 0);
 }
-
-// dp4a is c plus the dot of a's and b's four signed bytes (dp4a.s32.s32).
-__device__ __forceinline__ int dp4a(int a, int b, int c) {
-#ifdef MINERVA_CUDA_EMU
-    for (int i = 0; i < 4; ++i) {
-        c += int((signed char)(a >> (8 * i))) * int((signed char)(b >> (8 * i)));
-    }
-    return c;
-#else
-    int d;
-    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-#endif
-}
-
-// dq8_q4_0 and dq8_q8_0 multiply unit u (one 32-element block) of a weight
-// row with a Q8_0 activation block (xb: 8 words of values, then their sum;
-// xd its scale) as ggml's vec_dot_q4_0_q8_0 and vec_dot_q8_0_q8_0 do: the
-// integer dot, then times the product of the two scales. A block is 2-byte
-// aligned (18 or 34 bytes), so its words are read as halves.
-__device__ __forceinline__ float dq8_q4_0(const u8* row, u32 u, const int* xb, float xd) {
-    const u16* h = (const u16*)(row + u * 18u);
-    int s = 0;
-#pragma unroll
-    for (u32 i = 0; i < 4u; ++i) {
-        const u32 q = u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16);
-        s = dp4a(int(q & 0x0F0F0F0Fu), xb[i], s);
-        s = dp4a(int((q >> 4) & 0x0F0F0F0Fu), xb[4 + i], s);
-    }
-    return float(s - 8 * xb[8]) * (h2f(h[0]) * xd);
-}
-
-__device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, float xd) {
-    const u16* h = (const u16*)(row + u * 34u);
-    int s = 0;
-#pragma unroll
-    for (u32 i = 0; i < 8u; ++i) {
-        s = dp4a(int(u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16)), xb[i], s);
-    }
-    return float(s) * (h2f(h[0]) * xd);
-}
 ` + mmaPrelude
 
 const dqTemplate = `
@@ -160,7 +119,7 @@ const extraParams = `
 {{- end}}`
 
 // normPrologue computes the RMSNorm scale of row xr with the warp.
-const normPrologue = `{{if .Q8.On}}` + q8StageSource + `{{else if .XS.On}}` + xStageSource + `{{else}}{{if .Norm}}
+const normPrologue = `{{if .XS.On}}` + xStageSource + `{{else}}{{if .Norm}}
     // RMSNorm prologue: every warp reduces the row itself (K is small
     // beside the weight rows it then streams), so no shared memory.
     float ss = 0.0f;
@@ -169,60 +128,6 @@ const normPrologue = `{{if .Q8.On}}` + q8StageSource + `{{else if .XS.On}}` + xS
     }
     ss = warp_sum(ss);
     const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}{{end}}`
-
-// q8StageSource rounds the activation row{{if .Norm}}, normalised{{end}}{{if .Gain}}
-// times the gain{{end}}, to Q8_0 blocks in shared memory once per block, as
-// ggml's quantize_row_q8_0 does (scale amax/127 kept as f16, values
-// roundf(x/scale)): thread b rounds block b. xq holds a block's 32 values
-// as 8 words, then their sum (Q4_0's offset of 8 needs it), 9 words per
-// block so that lanes reading consecutive blocks hit distinct banks; xd
-// the scales. The RMSNorm scale is applied before rounding, so the
-// epilogue does not scale again.
-const q8StageSource = `
-    __shared__ int xq[{{.Q8.Blocks}} * 9];
-    __shared__ float xd[{{.Q8.Blocks}}];{{if .Norm}}
-    __shared__ float xss[{{.NW}}];
-    float ss = 0.0f;
-    for (u32 i = tid; i < {{.K}}u; i += {{.Threads}}u) {
-        const float xv = xr[i];
-        ss += xv * xv;
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) {
-        xss[warp] = ss;
-    }
-    __syncthreads();
-    ss = 0.0f;
-#pragma unroll
-    for (u32 i = 0; i < {{.NW}}u; ++i) {
-        ss += xss[i];
-    }
-    const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}
-    for (u32 b = tid; b < {{.Q8.Blocks}}u; b += {{.Threads}}u) {
-        float v[32];
-        float amax = 0.0f;
-#pragma unroll
-        for (u32 k = 0; k < 32u; ++k) {
-            v[k] = xr[b * 32u + k]{{if .Norm}} * scale{{end}}{{if .Gain}} * ldf(gain[b * 32u + k]){{end}};
-            amax = fmaxf(amax, fmaxf(v[k], -v[k]));
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8u; ++k) {
-            u32 word = 0;
-#pragma unroll
-            for (u32 n = 0; n < 4u; ++n) {
-                const int q = int(roundf(v[4 * k + n] * id));
-                sum += q;
-                word |= (u32(q) & 0xffu) << (8 * n);
-            }
-            xq[b * 9u + k] = int(word);
-        }
-        xq[b * 9u + 8u] = sum;
-        xd[b] = h2f(f2h(d));
-    }
-    __syncthreads();`
 
 // xStageSource copies the activation row (times the gain) into shared memory
 // once per block, with one float of padding after every unit (see
@@ -267,29 +172,12 @@ const stageDecl = `
 // chunk before it is whole or overwrites one still being decoded); the
 // remaining units, or all of them on the direct path, are decoded straight
 // from global memory, lanes striding over units.
-const dotLoop = `{{define "hoist"}}{{if and $.Q8.On $.Vec.On}}
-    // The first {{$.Vec.Depth}} chunk{{if gt $.Vec.Depth 1}}s{{end}} of the warp's first row are loaded before the
-    // activation row is rounded, so that their latency overlaps the stage's.
-    v16 pf0[{{$.Vec.Depth}}][{{$.Vec.Rounds}}];
-    if ({{.Cond}}) {
-        const v16* wr = (const v16*)(w + (u64)({{.Row}}) * {{$.RowBytes}}u);
-#pragma unroll
-        for (u32 d = 0; d < {{$.Vec.Depth}}u; ++d) {
-#pragma unroll
-            for (u32 i = 0; i < {{$.Vec.Rounds}}u; ++i) {
-                if (i * 32 + lane < {{$.Vec.Words}}u) {
-                    pf0[d][i] = ld_nc16(wr + d * {{$.Vec.Words}}u + i * 32 + lane);
-                }
-            }
-        }
-    }{{end}}{{end}}{{define "dot"}}{{if $.Vec.On}}
+const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
         {
             const v16* wr = (const v16*)(w + (u64)({{.Row}}) * {{$.RowBytes}}u);
             v16* sw = stage + warp * {{$.Vec.Words}}u;
             // The next {{$.Vec.Depth}} chunk{{if gt $.Vec.Depth 1}}s{{end}} of the row are in flight in registers
-            // (pf[0] the oldest) while the stage's chunk is decoded.{{if and .First $.Q8.On}} The first ones
-            // were loaded before the activation stage (pf0).
-            v16 (&pf)[{{$.Vec.Depth}}][{{$.Vec.Rounds}}] = pf0;{{else}}
+            // (pf[0] the oldest) while the stage's chunk is decoded.
             v16 pf[{{$.Vec.Depth}}][{{$.Vec.Rounds}}];
 #pragma unroll
             for (u32 d = 0; d < {{$.Vec.Depth}}u; ++d) {
@@ -299,7 +187,7 @@ const dotLoop = `{{define "hoist"}}{{if and $.Q8.On $.Vec.On}}
                         pf[d][i] = ld_nc16(wr + d * {{$.Vec.Words}}u + i * 32 + lane);
                     }
                 }
-            }{{end}}
+            }
             for (u32 c = 0; c < {{$.Vec.Chunks}}u; ++c) {
 #pragma unroll
                 for (u32 i = 0; i < {{$.Vec.Rounds}}u; ++i) {
@@ -326,29 +214,23 @@ const dotLoop = `{{define "hoist"}}{{if and $.Q8.On $.Vec.On}}
 #pragma unroll
                 for (u32 s = 0; s < {{$.Vec.Per}}u; ++s) {
                     const u32 u = s * 32 + lane, e = (c * {{$.Vec.Units}}u + u) * {{$.Unit}}u;
-{{- if $.Q8.On}}
-                    const u32 b = c * {{$.Vec.Units}}u + u;
-                    (void)e;
-                    {{.Acc}} += dq8_{{$.DT}}((const u8*)sw, u, xq + b * 9u, xd[b]);{{else}}
                     float wv[{{$.Unit}}];
                     dq_{{$.DT}}((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < {{$.Unit}}u; ++k) {
                         {{.Acc}} += wv[k] * {{if $.XS.On}}xs[e{{if $.XS.Pad}} + c * {{$.Vec.Units}}u + u{{end}} + k]{{else}}xr[e + k]{{if $.Gain}} * ldf(gain[e + k]){{end}}{{end}};
-                    }{{end}}
+                    }
                 }
                 __syncwarp();
             }
         }{{end}}{{if or (not $.Vec.On) $.Vec.Tail}}
         for (u32 u = {{if $.Vec.On}}{{$.Vec.TailFrom}}u + {{end}}lane; u < {{$.NU}}u; u += 32) {
-{{- if $.Q8.On}}
-            {{.Acc}} += dq8_{{$.DT}}(w + (u64)({{.Row}}) * {{$.RowBytes}}u, u, xq + u * 9u, xd[u]);{{else}}
             float wv[{{$.Unit}}];
             dq_{{$.DT}}(w + (u64)({{.Row}}) * {{$.RowBytes}}u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < {{$.Unit}}u; ++k) {
                 {{.Acc}} += wv[k] * {{if $.XS.On}}xs[u * {{$.Unit}}u{{if $.XS.Pad}} + u{{end}} + k]{{else}}xr[u * {{$.Unit}}u + k]{{if $.Gain}} * ldf(gain[u * {{$.Unit}}u + k]){{end}}{{end}};
-            }{{end}}
+            }
         }{{end}}{{end}}`
 
 // ropeFreqs, ropePair, ropeRotate and ropeWrite are the RoPE pieces of the
@@ -445,13 +327,13 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     float* __restrict__ out,
     const u32 T) {` + ids + stageDecl + `
     const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
-    const float* xr = x + (u64)r * {{.K}}u;{{template "hoist" (hoist . "j" (printf "j < %du" .N))}}` + normPrologue + `
+    const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
     float acc = 0.0f;
-    if (j < {{.N}}u) {{"{"}}{{template "dot" (dotFirst . "j" "acc")}}
+    if (j < {{.N}}u) {{"{"}}{{template "dot" (dotArgs . "j" "acc")}}
     }
     acc = warp_sum(acc);
     if (j < {{.N}}u && lane == 0) {
-        out[(u64)r * {{.N}}u + j] = {{if and .Norm (not .Q8.On)}}acc * scale{{else}}acc{{end}}{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)r * {{.N}}u + j]{{end}};
+        out[(u64)r * {{.N}}u + j] = {{if .Norm}}acc * scale{{else}}acc{{end}}{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)r * {{.N}}u + j]{{end}};
     }
 }
 `,
@@ -464,13 +346,13 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     float* __restrict__ out,
     const u32 T) {` + ids + stageDecl + `
     const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
-    const float* xr = x + (u64)r * {{.K}}u;{{template "hoist" (hoist . "j" (printf "j < %du" .F))}}` + normPrologue + `
+    const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
     float g = 0.0f, up = 0.0f;
-    if (j < {{.F}}u) {{"{"}}{{template "dot" (dotFirst . "j" "g")}}{{template "dot" (dotArgs . .UpRow "up")}}
+    if (j < {{.F}}u) {{"{"}}{{template "dot" (dotArgs . "j" "g")}}{{template "dot" (dotArgs . .UpRow "up")}}
     }
     g = warp_sum(g);
     up = warp_sum(up);
-    if (j < {{.F}}u && lane == 0) {{"{"}}{{if and .Norm (not .Q8.On)}}
+    if (j < {{.F}}u && lane == 0) {{"{"}}{{if .Norm}}
         g *= scale;
         up *= scale;{{end}}
         out[(u64)r * {{.F}}u + j] = g / (1.0f + expf(-g)) * up;
@@ -494,14 +376,14 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     float* __restrict__ out,
     const u32 T) {` + ids + stageDecl + `
     const u32 t = blockIdx.y, p = blockIdx.x * {{.NW}}u + warp;
-    const float* xr = x + (u64)t * {{.K}}u;
-` + ropePair + `{{template "hoist" (hoist . "c0" (printf "p < %du" .Pairs))}}` + normPrologue + `
+    const float* xr = x + (u64)t * {{.K}}u;` + normPrologue + `
+` + ropePair + `
     float a0 = 0.0f, a1 = 0.0f;
-    if (p < {{.Pairs}}u) {{"{"}}{{template "dot" (dotFirst . "c0" "a0")}}{{template "dot" (dotArgs . "c1" "a1")}}
+    if (p < {{.Pairs}}u) {{"{"}}{{template "dot" (dotArgs . "c0" "a0")}}{{template "dot" (dotArgs . "c1" "a1")}}
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
-    if (p < {{.Pairs}}u && lane == 0) {{"{"}}{{if and .Norm (not .Q8.On)}}
+    if (p < {{.Pairs}}u && lane == 0) {{"{"}}{{if .Norm}}
         a0 *= scale;
         a1 *= scale;{{end}}{{if .Bias}}
         a0 += ldf(bias[c0]);

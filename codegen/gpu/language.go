@@ -104,17 +104,10 @@ func Compile(sets ...map[string]string) map[string]*template.Template {
 type DotCall struct {
 	*Params
 	Row, Acc string
-	// Cond is the condition under which Row is a row of the matrix
-	// ("hoist"); First says the call is the one whose first chunks were
-	// hoisted (CUDA: loaded before the activation stage).
-	Cond  string
-	First bool
 }
 
 var funcs = template.FuncMap{
-	"dotArgs":  func(p *Params, row, acc string) DotCall { return DotCall{Params: p, Row: row, Acc: acc} },
-	"dotFirst": func(p *Params, row, acc string) DotCall { return DotCall{Params: p, Row: row, Acc: acc, First: true} },
-	"hoist":    func(p *Params, row, cond string) DotCall { return DotCall{Params: p, Row: row, Cond: cond} },
+	"dotArgs": func(p *Params, row, acc string) DotCall { return DotCall{p, row, acc} },
 }
 
 // AffineUnit is the geometry of one 32-element unit of an MLX affine

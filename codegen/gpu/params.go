@@ -18,7 +18,6 @@ type Params struct {
 	UpRow            string
 	Vec              VecLoad // CUDA: the matrix-vector weight read path
 	XS               XStage  // CUDA: the activation row in shared memory
-	Q8               Q8Stage // CUDA: the activation row as Q8_0 blocks in shared memory
 	TileN, TileT     int64   // tiled kernels: tile sizes, K chunk, weight units per chunk
 	TileK, UPC       int64
 
@@ -89,13 +88,4 @@ type XStage struct {
 	On     bool
 	Pad    bool
 	Floats int64
-}
-
-// Q8Stage is a CUDA matrix-vector kernel's activation row rounded to Q8_0
-// blocks in shared memory (codegen/cuda's planQ8): the weights' blocks are
-// multiplied with it in integers (dp4a), as the reference engines multiply
-// Q4_0 and Q8_0 weights. Blocks is K/32.
-type Q8Stage struct {
-	On     bool
-	Blocks int64
 }

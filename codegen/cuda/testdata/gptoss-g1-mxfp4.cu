@@ -78,47 +78,6 @@ __device__ __forceinline__ float warp_max(float v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
-// dp4a is c plus the dot of a's and b's four signed bytes (dp4a.s32.s32).
-__device__ __forceinline__ int dp4a(int a, int b, int c) {
-#ifdef MINERVA_CUDA_EMU
-    for (int i = 0; i < 4; ++i) {
-        c += int((signed char)(a >> (8 * i))) * int((signed char)(b >> (8 * i)));
-    }
-    return c;
-#else
-    int d;
-    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-#endif
-}
-
-// dq8_q4_0 and dq8_q8_0 multiply unit u (one 32-element block) of a weight
-// row with a Q8_0 activation block (xb: 8 words of values, then their sum;
-// xd its scale) as ggml's vec_dot_q4_0_q8_0 and vec_dot_q8_0_q8_0 do: the
-// integer dot, then times the product of the two scales. A block is 2-byte
-// aligned (18 or 34 bytes), so its words are read as halves.
-__device__ __forceinline__ float dq8_q4_0(const u8* row, u32 u, const int* xb, float xd) {
-    const u16* h = (const u16*)(row + u * 18u);
-    int s = 0;
-#pragma unroll
-    for (u32 i = 0; i < 4u; ++i) {
-        const u32 q = u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16);
-        s = dp4a(int(q & 0x0F0F0F0Fu), xb[i], s);
-        s = dp4a(int((q >> 4) & 0x0F0F0F0Fu), xb[4 + i], s);
-    }
-    return float(s - 8 * xb[8]) * (h2f(h[0]) * xd);
-}
-
-__device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, float xd) {
-    const u16* h = (const u16*)(row + u * 34u);
-    int s = 0;
-#pragma unroll
-    for (u32 i = 0; i < 8u; ++i) {
-        s = dp4a(int(u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16)), xb[i], s);
-    }
-    return float(s) * (h2f(h[0]) * xd);
-}
-
 // mma_16816 is D = A·B + C on the tensor cores: A 16×16 f16 (row-major), B
 // 16×8 f16 (col-major), C and D 16×8 f32, each lane holding the fragments
 // the PTX ISA lays out for mma.m16n8k16 (section 9.7.14.5.8); c is C in and
@@ -147,15 +106,8 @@ __device__ __forceinline__ void st_f16x2_split(u32* hi, u32* lo, u32 at, float v
     lo[at] = u32(f2h(v0 - h2f(h0))) | (u32(f2h(v1 - h2f(h1))) << 16);
 }
 
-// kv_mxfp4 is ggml's kvalues_mxfp4[c] (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12): twice the E2M1 value of
-// code c (the scale is halved). The magnitude m = c & 7 is m below 2, else (2 + (m & 1)) << ((m >> 1) - 1);
-// c & 8 is the sign. Computed, not read from a table: a warp's lanes decode different codes, and a __constant__
-// table serialises divergent reads (the first H100 run measured the MXFP4 expert kernels at 0.15 TB/s).
-__device__ __forceinline__ float kv_mxfp4(u32 c) {
-    const u32 m = c & 7u;
-    const u32 mag = m < 2u ? m : (2u + (m & 1u)) << ((m >> 1) - 1u);
-    return (c & 8u) != 0u && mag != 0u ? -float(mag) : float(mag);
-}
+// kv_mxfp4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code (the scale is halved).
+__constant__ float kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 // dq_f32 decodes unit u (1 elements) of a f32 row into registers.
 __device__ __forceinline__ void dq_f32(const u8* row, u32 u, float* w) {
@@ -180,8 +132,8 @@ __device__ __forceinline__ void dq_mxfp4(const u8* row, u32 u, float* w) {
     const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-        w[j]      = kv_mxfp4(b[1 + j] & 15u) * d;
-        w[j + 16] = kv_mxfp4(b[1 + j] >> 4) * d;
+        w[j]      = kv_mxfp4[b[1 + j] & 15] * d;
+        w[j + 16] = kv_mxfp4[b[1 + j] >> 4] * d;
     }
 }
 
@@ -236,16 +188,6 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
     __shared__ v16 stage[8 * 32]; // 512 bytes per warp
     const u32 t = blockIdx.y, p = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)t * 128u;
-
-    // Pair p: head p / 32, index i inside it; columns c0, c1 of h.
-    const u32 head = p / 32u, i = p % 32u;
-    u32 c0 = 2 * i, c1 = 2 * i + 1;
-    if (i < 32u) {
-        c0 = i;
-        c1 = i + 32u;
-    }
-    c0 += head * 64u;
-    c1 += head * 64u;
     // The activation row, staged once per block.
     __shared__ float xs[128];
     __shared__ float xss[8];
@@ -266,6 +208,16 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 128.0f + 1e-05f);
+
+    // Pair p: head p / 32, index i inside it; columns c0, c1 of h.
+    const u32 head = p / 32u, i = p % 32u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;
+    if (i < 32u) {
+        c0 = i;
+        c1 = i + 32u;
+    }
+    c0 += head * 64u;
+    c1 += head * 64u;
     float a0 = 0.0f, a1 = 0.0f;
     if (p < 384u) {
         {
@@ -1467,13 +1419,16 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50
     // direct loads: a q8_0 row is 136 bytes, not a multiple of 16, so its chunks are not 16-byte aligned.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 128u;
-    __shared__ int xq[4 * 9];
-    __shared__ float xd[4];
+    // The activation row times the gain, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[132];
     __shared__ float xss[8];
     float ss = 0.0f;
     for (u32 i = tid; i < 128u; i += 256u) {
         const float xv = xr[i];
         ss += xv * xv;
+        xs[i + i / 32u] = xv * ldf(gain[i]);
     }
     ss = warp_sum(ss);
     if (lane == 0) {
@@ -1486,40 +1441,20 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 128.0f + 1e-05f);
-    for (u32 b = tid; b < 4u; b += 256u) {
-        float v[32];
-        float amax = 0.0f;
-#pragma unroll
-        for (u32 k = 0; k < 32u; ++k) {
-            v[k] = xr[b * 32u + k] * scale * ldf(gain[b * 32u + k]);
-            amax = fmaxf(amax, fmaxf(v[k], -v[k]));
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8u; ++k) {
-            u32 word = 0;
-#pragma unroll
-            for (u32 n = 0; n < 4u; ++n) {
-                const int q = int(roundf(v[4 * k + n] * id));
-                sum += q;
-                word |= (u32(q) & 0xffu) << (8 * n);
-            }
-            xq[b * 9u + k] = int(word);
-        }
-        xq[b * 9u + 8u] = sum;
-        xd[b] = h2f(f2h(d));
-    }
-    __syncthreads();
     float acc = 0.0f;
     if (j < 50257u) {
         for (u32 u = lane; u < 4u; u += 32) {
-            acc += dq8_q8_0(w + (u64)(j) * 136u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q8_0(w + (u64)(j) * 136u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                acc += wv[k] * xs[u * 32u + u + k];
+            }
         }
     }
     acc = warp_sum(acc);
     if (j < 50257u && lane == 0) {
-        out[(u64)r * 50257u + j] = acc;
+        out[(u64)r * 50257u + j] = acc * scale;
     }
 }
 

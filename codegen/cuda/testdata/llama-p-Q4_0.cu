@@ -78,47 +78,6 @@ __device__ __forceinline__ float warp_max(float v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
-// dp4a is c plus the dot of a's and b's four signed bytes (dp4a.s32.s32).
-__device__ __forceinline__ int dp4a(int a, int b, int c) {
-#ifdef MINERVA_CUDA_EMU
-    for (int i = 0; i < 4; ++i) {
-        c += int((signed char)(a >> (8 * i))) * int((signed char)(b >> (8 * i)));
-    }
-    return c;
-#else
-    int d;
-    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-#endif
-}
-
-// dq8_q4_0 and dq8_q8_0 multiply unit u (one 32-element block) of a weight
-// row with a Q8_0 activation block (xb: 8 words of values, then their sum;
-// xd its scale) as ggml's vec_dot_q4_0_q8_0 and vec_dot_q8_0_q8_0 do: the
-// integer dot, then times the product of the two scales. A block is 2-byte
-// aligned (18 or 34 bytes), so its words are read as halves.
-__device__ __forceinline__ float dq8_q4_0(const u8* row, u32 u, const int* xb, float xd) {
-    const u16* h = (const u16*)(row + u * 18u);
-    int s = 0;
-#pragma unroll
-    for (u32 i = 0; i < 4u; ++i) {
-        const u32 q = u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16);
-        s = dp4a(int(q & 0x0F0F0F0Fu), xb[i], s);
-        s = dp4a(int((q >> 4) & 0x0F0F0F0Fu), xb[4 + i], s);
-    }
-    return float(s - 8 * xb[8]) * (h2f(h[0]) * xd);
-}
-
-__device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, float xd) {
-    const u16* h = (const u16*)(row + u * 34u);
-    int s = 0;
-#pragma unroll
-    for (u32 i = 0; i < 8u; ++i) {
-        s = dp4a(int(u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16)), xb[i], s);
-    }
-    return float(s) * (h2f(h[0]) * xd);
-}
-
 // mma_16816 is D = A·B + C on the tensor cores: A 16×16 f16 (row-major), B
 // 16×8 f16 (col-major), C and D 16×8 f32, each lane holding the fragments
 // the PTX ISA lays out for mma.m16n8k16 (section 9.7.14.5.8); c is C in and
@@ -208,19 +167,16 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 t = blockIdx.y, p = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)t * 256u;
-
-    // Pair p: head p / 16, index i inside it; columns c0, c1 of h.
-    const u32 head = p / 16u, i = p % 16u;
-    u32 c0 = 2 * i, c1 = 2 * i + 1;
-    c0 += head * 32u;
-    c1 += head * 32u;
-    __shared__ int xq[8 * 9];
-    __shared__ float xd[8];
+    // The activation row times the gain, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[264];
     __shared__ float xss[8];
     float ss = 0.0f;
     for (u32 i = tid; i < 256u; i += 256u) {
         const float xv = xr[i];
         ss += xv * xv;
+        xs[i + i / 32u] = xv * ldf(gain[i]);
     }
     ss = warp_sum(ss);
     if (lane == 0) {
@@ -233,43 +189,36 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 256.0f + 1e-05f);
-    for (u32 b = tid; b < 8u; b += 256u) {
-        float v[32];
-        float amax = 0.0f;
-#pragma unroll
-        for (u32 k = 0; k < 32u; ++k) {
-            v[k] = xr[b * 32u + k] * scale * ldf(gain[b * 32u + k]);
-            amax = fmaxf(amax, fmaxf(v[k], -v[k]));
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8u; ++k) {
-            u32 word = 0;
-#pragma unroll
-            for (u32 n = 0; n < 4u; ++n) {
-                const int q = int(roundf(v[4 * k + n] * id));
-                sum += q;
-                word |= (u32(q) & 0xffu) << (8 * n);
-            }
-            xq[b * 9u + k] = int(word);
-        }
-        xq[b * 9u + 8u] = sum;
-        xd[b] = h2f(f2h(d));
-    }
-    __syncthreads();
+
+    // Pair p: head p / 16, index i inside it; columns c0, c1 of h.
+    const u32 head = p / 16u, i = p % 16u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;
+    c0 += head * 32u;
+    c1 += head * 32u;
     float a0 = 0.0f, a1 = 0.0f;
     if (p < 256u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            a0 += dq8_q4_0(w + (u64)(c0) * 144u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q4_0(w + (u64)(c0) * 144u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                a0 += wv[k] * xs[u * 32u + u + k];
+            }
         }
         for (u32 u = lane; u < 8u; u += 32) {
-            a1 += dq8_q4_0(w + (u64)(c1) * 144u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q4_0(w + (u64)(c1) * 144u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                a1 += wv[k] * xs[u * 32u + u + k];
+            }
         }
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
     if (p < 256u && lane == 0) {
+        a0 *= scale;
+        a1 *= scale;
 
         const int ps = pos[t];
         if (c0 < 384u && i < 16u) {
@@ -613,37 +562,24 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x256(
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 256u;
-    __shared__ int xq[8 * 9];
-    __shared__ float xd[8];
-    for (u32 b = tid; b < 8u; b += 256u) {
-        float v[32];
-        float amax = 0.0f;
-#pragma unroll
-        for (u32 k = 0; k < 32u; ++k) {
-            v[k] = xr[b * 32u + k];
-            amax = fmaxf(amax, fmaxf(v[k], -v[k]));
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8u; ++k) {
-            u32 word = 0;
-#pragma unroll
-            for (u32 n = 0; n < 4u; ++n) {
-                const int q = int(roundf(v[4 * k + n] * id));
-                sum += q;
-                word |= (u32(q) & 0xffu) << (8 * n);
-            }
-            xq[b * 9u + k] = int(word);
-        }
-        xq[b * 9u + 8u] = sum;
-        xd[b] = h2f(f2h(d));
+    // The activation row, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[264];
+    for (u32 i = tid; i < 256u; i += 256u) {
+        const float xv = xr[i];
+        xs[i + i / 32u] = xv;
     }
     __syncthreads();
     float acc = 0.0f;
     if (j < 256u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            acc += dq8_q4_0(w + (u64)(j) * 144u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q4_0(w + (u64)(j) * 144u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                acc += wv[k] * xs[u * 32u + u + k];
+            }
         }
     }
     acc = warp_sum(acc);
@@ -805,13 +741,16 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_norm_gain_q4_0_1024x256
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 256u;
-    __shared__ int xq[8 * 9];
-    __shared__ float xd[8];
+    // The activation row times the gain, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[264];
     __shared__ float xss[8];
     float ss = 0.0f;
     for (u32 i = tid; i < 256u; i += 256u) {
         const float xv = xr[i];
         ss += xv * xv;
+        xs[i + i / 32u] = xv * ldf(gain[i]);
     }
     ss = warp_sum(ss);
     if (lane == 0) {
@@ -824,43 +763,30 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_norm_gain_q4_0_1024x256
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 256.0f + 1e-05f);
-    for (u32 b = tid; b < 8u; b += 256u) {
-        float v[32];
-        float amax = 0.0f;
-#pragma unroll
-        for (u32 k = 0; k < 32u; ++k) {
-            v[k] = xr[b * 32u + k] * scale * ldf(gain[b * 32u + k]);
-            amax = fmaxf(amax, fmaxf(v[k], -v[k]));
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8u; ++k) {
-            u32 word = 0;
-#pragma unroll
-            for (u32 n = 0; n < 4u; ++n) {
-                const int q = int(roundf(v[4 * k + n] * id));
-                sum += q;
-                word |= (u32(q) & 0xffu) << (8 * n);
-            }
-            xq[b * 9u + k] = int(word);
-        }
-        xq[b * 9u + 8u] = sum;
-        xd[b] = h2f(f2h(d));
-    }
-    __syncthreads();
     float g = 0.0f, up = 0.0f;
     if (j < 512u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            g += dq8_q4_0(w + (u64)(j) * 144u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q4_0(w + (u64)(j) * 144u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                g += wv[k] * xs[u * 32u + u + k];
+            }
         }
         for (u32 u = lane; u < 8u; u += 32) {
-            up += dq8_q4_0(w + (u64)(j + 512u) * 144u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q4_0(w + (u64)(j + 512u) * 144u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                up += wv[k] * xs[u * 32u + u + k];
+            }
         }
     }
     g = warp_sum(g);
     up = warp_sum(up);
     if (j < 512u && lane == 0) {
+        g *= scale;
+        up *= scale;
         out[(u64)r * 512u + j] = g / (1.0f + expf(-g)) * up;
     }
 }
@@ -1036,37 +962,24 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x512(
     // direct loads: a row of 16 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 512u;
-    __shared__ int xq[16 * 9];
-    __shared__ float xd[16];
-    for (u32 b = tid; b < 16u; b += 256u) {
-        float v[32];
-        float amax = 0.0f;
-#pragma unroll
-        for (u32 k = 0; k < 32u; ++k) {
-            v[k] = xr[b * 32u + k];
-            amax = fmaxf(amax, fmaxf(v[k], -v[k]));
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8u; ++k) {
-            u32 word = 0;
-#pragma unroll
-            for (u32 n = 0; n < 4u; ++n) {
-                const int q = int(roundf(v[4 * k + n] * id));
-                sum += q;
-                word |= (u32(q) & 0xffu) << (8 * n);
-            }
-            xq[b * 9u + k] = int(word);
-        }
-        xq[b * 9u + 8u] = sum;
-        xd[b] = h2f(f2h(d));
+    // The activation row, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[528];
+    for (u32 i = tid; i < 512u; i += 256u) {
+        const float xv = xr[i];
+        xs[i + i / 32u] = xv;
     }
     __syncthreads();
     float acc = 0.0f;
     if (j < 256u) {
         for (u32 u = lane; u < 16u; u += 32) {
-            acc += dq8_q4_0(w + (u64)(j) * 288u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q4_0(w + (u64)(j) * 288u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                acc += wv[k] * xs[u * 32u + u + k];
+            }
         }
     }
     acc = warp_sum(acc);
@@ -1228,13 +1141,16 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q4_0_51
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 256u;
-    __shared__ int xq[8 * 9];
-    __shared__ float xd[8];
+    // The activation row times the gain, staged once per block with a float of
+    // padding per 32-element unit: lanes decode consecutive units, so their
+    // reads of element k of their units fall in 32 distinct banks.
+    __shared__ float xs[264];
     __shared__ float xss[8];
     float ss = 0.0f;
     for (u32 i = tid; i < 256u; i += 256u) {
         const float xv = xr[i];
         ss += xv * xv;
+        xs[i + i / 32u] = xv * ldf(gain[i]);
     }
     ss = warp_sum(ss);
     if (lane == 0) {
@@ -1247,40 +1163,20 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q4_0_51
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 256.0f + 1e-05f);
-    for (u32 b = tid; b < 8u; b += 256u) {
-        float v[32];
-        float amax = 0.0f;
-#pragma unroll
-        for (u32 k = 0; k < 32u; ++k) {
-            v[k] = xr[b * 32u + k] * scale * ldf(gain[b * 32u + k]);
-            amax = fmaxf(amax, fmaxf(v[k], -v[k]));
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8u; ++k) {
-            u32 word = 0;
-#pragma unroll
-            for (u32 n = 0; n < 4u; ++n) {
-                const int q = int(roundf(v[4 * k + n] * id));
-                sum += q;
-                word |= (u32(q) & 0xffu) << (8 * n);
-            }
-            xq[b * 9u + k] = int(word);
-        }
-        xq[b * 9u + 8u] = sum;
-        xd[b] = h2f(f2h(d));
-    }
-    __syncthreads();
     float acc = 0.0f;
     if (j < 512u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            acc += dq8_q4_0(w + (u64)(j) * 144u, u, xq + u * 9u, xd[u]);
+            float wv[32];
+            dq_q4_0(w + (u64)(j) * 144u, u, wv);
+#pragma unroll
+            for (u32 k = 0; k < 32u; ++k) {
+                acc += wv[k] * xs[u * 32u + u + k];
+            }
         }
     }
     acc = warp_sum(acc);
     if (j < 512u && lane == 0) {
-        out[(u64)r * 512u + j] = acc;
+        out[(u64)r * 512u + j] = acc * scale;
     }
 }
 
