@@ -35,6 +35,9 @@ synthOne() {
 ( for p in $BENCH; do synthOne $p || true; touch /tmp/$p.done; done ) >"$OUT/synth.log" 2>&1 &
 synth=$!
 
+# BENCH_ONLY=1 skips the smoke, kernel and golden steps (a rerun that only
+# measures).
+if [ -z "${BENCH_ONLY-}" ]; then
 say "smoke: stories260K through -t cuda against its golden text"
 want=$(python3 -c 'import json; print(json.load(open("../shared/golden/e2e/stories260K__once_upon_a_time/case.json"))["gen_text"])')
 got=$(timeout 60 $B/minervac run ../shared/models/gguf/stories260K.gguf -t cuda --prompt "Once upon a time" -n 64 -v 2>>"$S")
@@ -51,6 +54,7 @@ say "program and golden cases (TestDevice*)"
 (cd runtime/cuda && timeout ${GTIME:-180} $B/rtcuda.test -test.run 'TestDevice' -test.v) >"$OUT/golden.log" 2>&1
 echo "rc=$?" >>"$S"
 grep -E '(--- FAIL|^FAIL|^ok|^PASS|worst logits|greedy tokens equal)' "$OUT/golden.log" | head -80 >>"$S"
+fi
 
 for p in $BENCH; do
   for i in $(seq ${STIME:-300}); do [ -e /tmp/$p.done ] && break; sleep 1; done

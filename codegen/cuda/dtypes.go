@@ -68,8 +68,8 @@ var decoders = map[ir.DType]gpu.Decoder{
     const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-        w[j]      = kv_mxfp4[b[1 + j] & 15] * d;
-        w[j + 16] = kv_mxfp4[b[1 + j] >> 4] * d;
+        w[j]      = kv_mxfp4(b[1 + j] & 15u) * d;
+        w[j + 16] = kv_mxfp4(b[1 + j] >> 4) * d;
     }`},
 	ir.Q2_K: {Name: "q2_k", Unit: 32, Body: `
     const u8* b = row + (u / 8) * 84;
@@ -166,8 +166,15 @@ __device__ __forceinline__ u32 ld_u32(const u8* p) {
 }
 `,
 	"kv_mxfp4": `
-// kv_mxfp4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code (the scale is halved).
-__constant__ float kv_mxfp4[16] = {` + quant.MXFP4ValuesC() + `};
+// kv_mxfp4 is ggml's kvalues_mxfp4[c] (` + quant.MXFP4ValuesC() + `): twice the E2M1 value of
+// code c (the scale is halved). The magnitude m = c & 7 is m below 2, else (2 + (m & 1)) << ((m >> 1) - 1);
+// c & 8 is the sign. Computed, not read from a table: a warp's lanes decode different codes, and a __constant__
+// table serialises divergent reads (the first H100 run measured the MXFP4 expert kernels at 0.15 TB/s).
+__device__ __forceinline__ float kv_mxfp4(u32 c) {
+    const u32 m = c & 7u;
+    const u32 mag = m < 2u ? m : (2u + (m & 1u)) << ((m >> 1) - 1u);
+    return (c & 8u) != 0u && mag != 0u ? -float(mag) : float(mag);
+}
 `,
 	"q3_scale": `
 // q3_scale is the unsigned 6-bit scale j of a Q3_K block: low 4 bits from nibbles of s[0:8], high 2 from s[8:12].

@@ -242,7 +242,7 @@ func vecEmuCases(seeds *gputest.Seeds) []gputest.Case {
 	for _, c := range []struct {
 		dt   ir.DType
 		T, F int
-	}{{ir.F16, 1, 9}, {ir.Q4_0, 2, 6}, {ir.Q4_K, 1, 9}, {ir.Q6_K, 1, 5}, {ir.MXFP4, 1, 6}} {
+	}{{ir.F16, 1, 9}, {ir.Q4_0, 2, 6}, {ir.Q4_K, 1, 9}, {ir.Q6_K, 1, 5}, {ir.MXFP4, 1, 6}, {ir.Q8_0, 1, 7}} {
 		K, _ := vecK(c.dt)
 		sws = append(sws, gputest.SwiGLU{Name: fmt.Sprintf("vec/swiglu/%s/T=%d,F=%d", c.dt, c.T, c.F), DT: c.dt, T: c.T, F: c.F, K: K, GainDT: ir.F16, Check: vec})
 	}
@@ -252,7 +252,7 @@ func vecEmuCases(seeds *gputest.Seeds) []gputest.Case {
 		dt, cache ir.DType
 		mode      string
 		bias      bool
-	}{{ir.Q4_K, ir.F16, "neox", true}, {ir.Q5_0, ir.F32, "normal", false}, {ir.F32, ir.F32, "normal", true}} {
+	}{{ir.Q4_K, ir.F16, "neox", true}, {ir.Q5_0, ir.F32, "normal", false}, {ir.F32, ir.F32, "normal", true}, {ir.Q4_0, ir.F32, "neox", true}} {
 		q := gputest.RoPE(c.dt, c.cache, c.mode, 16, c.bias)
 		q.Name = fmt.Sprintf("vec/qkv_rope/%s/%s/cache=%s", c.dt, c.mode, c.cache)
 		q.K, _ = vecK(c.dt)

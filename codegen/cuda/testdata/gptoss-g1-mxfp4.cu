@@ -106,8 +106,15 @@ __device__ __forceinline__ void st_f16x2_split(u32* hi, u32* lo, u32 at, float v
     lo[at] = u32(f2h(v0 - h2f(h0))) | (u32(f2h(v1 - h2f(h1))) << 16);
 }
 
-// kv_mxfp4 is ggml's kvalues_mxfp4: twice the E2M1 value of each code (the scale is halved).
-__constant__ float kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// kv_mxfp4 is ggml's kvalues_mxfp4[c] (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12): twice the E2M1 value of
+// code c (the scale is halved). The magnitude m = c & 7 is m below 2, else (2 + (m & 1)) << ((m >> 1) - 1);
+// c & 8 is the sign. Computed, not read from a table: a warp's lanes decode different codes, and a __constant__
+// table serialises divergent reads (the first H100 run measured the MXFP4 expert kernels at 0.15 TB/s).
+__device__ __forceinline__ float kv_mxfp4(u32 c) {
+    const u32 m = c & 7u;
+    const u32 mag = m < 2u ? m : (2u + (m & 1u)) << ((m >> 1) - 1u);
+    return (c & 8u) != 0u && mag != 0u ? -float(mag) : float(mag);
+}
 
 // dq_f32 decodes unit u (1 elements) of a f32 row into registers.
 __device__ __forceinline__ void dq_f32(const u8* row, u32 u, float* w) {
@@ -132,8 +139,8 @@ __device__ __forceinline__ void dq_mxfp4(const u8* row, u32 u, float* w) {
     const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-        w[j]      = kv_mxfp4[b[1 + j] & 15] * d;
-        w[j + 16] = kv_mxfp4[b[1 + j] >> 4] * d;
+        w[j]      = kv_mxfp4(b[1 + j] & 15u) * d;
+        w[j + 16] = kv_mxfp4(b[1 + j] >> 4) * d;
     }
 }
 
