@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
+	"github.com/minerva-llm/minerva/quant"
 	"os"
 
 	"github.com/mmcloughlin/avo/attr"
@@ -51,6 +52,11 @@ func run(dir string) error {
 	for i := 0; i < 4; i++ {
 		c.AddDatum(8*i, U64(0x0f0f0f0f0f0f0f0f))
 	}
+	mxfp4Consts(c)
+	// MXFP4 (the gpt-oss experts): the group kernels for one and four
+	// activation rows only; a MoE step gives an expert few rows.
+	gemv(c, "MXFP4", 1, mask)
+	gemv(c, "MXFP4", 4, mask)
 	for _, typ := range []string{"Q4_0", "Q8_0"} {
 		gemv(c, typ, 1, mask)
 		gemv(c, typ, 4, mask)
@@ -89,13 +95,65 @@ func vnniBcst(c *build.Context, op string, m Mem, q, acc reg.VecVirtual) {
 	})
 }
 
-// groupLayout returns the bytes of a packed group's block of typ (Q4_0 or
-// Q8_0) and how many 32-byte weight vectors follow its eight f16 scales.
+// groupLayout returns the bytes of a packed group's block of typ (Q4_0,
+// Q8_0 or MXFP4) and how many 32-byte weight vectors follow its eight
+// scales (f16, or MXFP4's E8M0 bytes: groupHead).
 func groupLayout(typ string) (blockBytes, vectors int) {
-	if typ == "Q8_0" {
+	switch typ {
+	case "Q8_0":
 		return 272, 8
+	case "MXFP4":
+		return 136, 4
 	}
 	return 144, 4
+}
+
+// groupHead is the bytes of a group block's eight scales.
+func groupHead(typ string) int {
+	if typ == "MXFP4" {
+		return 8
+	}
+	return 16
+}
+
+// mxfp4Consts defines the MXFP4 group kernels' constants: ggml's
+// kvalues_mxfp4 plus 12 (so that vpdpbusd, whose weight operand is
+// unsigned, takes them: Σ(kv+12)·q − 12·Σq is the dot), twice for the two
+// 128-bit lanes of vpshufb; and the dwords 1 and 2^-128's bits (0x00200000)
+// for the E8M0 scale.
+func mxfp4Consts(c *build.Context) {
+	c.StaticGlobal("vnniMXFP4Plus12")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for lane := 0; lane < 2; lane++ {
+		for i, v := range quant.MXFP4Values {
+			c.AddDatum(16*lane+i, U8(uint8(int(v)+12)))
+		}
+	}
+	c.StaticGlobal("vnniOnes32")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i := 0; i < 8; i++ {
+		c.AddDatum(4*i, U32(1))
+	}
+	c.StaticGlobal("vnniE8M0Tiny")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i := 0; i < 8; i++ {
+		c.AddDatum(4*i, U32(0x00200000))
+	}
+}
+
+// e8m0Half sets d to the eight rows' ggml_e8m0_to_fp32_half(e) = 2^(e-128)
+// from the E8M0 bytes at m: the float bits (e-1)<<23 for e ≥ 2, and the
+// subnormals 0x00200000<<e for e = 0, 1 (quant's e8m0Half).
+func e8m0Half(c *build.Context, m Mem, d reg.VecVirtual) {
+	e, norm, tiny, big := c.YMM(), c.YMM(), c.YMM(), c.YMM()
+	c.VPMOVZXBD(m, e)
+	ones := Mem{Symbol: Symbol{Name: "vnniOnes32", Static: true}}
+	c.VPSUBD(ones, e, norm)
+	c.VPSLLD(Imm(23), norm, norm)
+	c.VMOVDQU(Mem{Symbol: Symbol{Name: "vnniE8M0Tiny", Static: true}}, tiny)
+	c.VPSLLVD(e, tiny, tiny)
+	c.VPCMPGTD(ones, e, big) // e > 1
+	c.VPBLENDVB(big, norm, tiny, d)
 }
 
 // prefetchBlocks is how many blocks ahead the pair kernels prefetch.
@@ -149,8 +207,27 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 		vpdpbusdBcst(c, m, q, part[r][n[r]%parts])
 		n[r]++
 	}
+	var lut reg.VecVirtual
+	if typ == "MXFP4" {
+		lut = c.YMM()
+		c.VMOVDQU(Mem{Symbol: Symbol{Name: "vnniMXFP4Plus12", Static: true}}, lut)
+	}
 	for t := 0; t < vectors; t++ {
-		if typ == "Q4_0" {
+		if typ == "MXFP4" {
+			// Low nibbles are elements 4t.., high ones 16+4t..: their
+			// codes become kv+12 through the table.
+			lo, hi := c.YMM(), c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 8 + 32*t}, lo)
+			c.VPSRLW(Imm(4), lo, hi)
+			c.VPAND(mask, lo, lo)
+			c.VPAND(mask, hi, hi)
+			c.VPSHUFB(lo, lut, lo)
+			c.VPSHUFB(hi, lut, hi)
+			for r := range rows {
+				dp(r, Mem{Base: y[r], Disp: 2 + 4*t}, lo)
+				dp(r, Mem{Base: y[r], Disp: 18 + 4*t}, hi)
+			}
+		} else if typ == "Q4_0" {
 			v, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
 			c.VPAND(mask, v, lo)
@@ -176,13 +253,22 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 		}
 		corr := c.YMM()
 		c.VPBROADCASTD(Mem{Base: side[r]}, corr) // 8Σq
-		if typ == "Q8_0" {
+		switch typ {
+		case "Q8_0":
 			c.VPSLLD(Imm(4), corr, corr) // 128Σq
+		case "MXFP4":
+			half := c.YMM()
+			c.VPSRAD(Imm(1), corr, half) // 4Σq (8Σq is a multiple of 8)
+			c.VPADDD(half, corr, corr)   // 12Σq
 		}
 		c.VPSUBD(corr, sum[r], sum[r])
 	}
 	dw := c.YMM()
-	c.VCVTPH2PS(Mem{Base: x}, dw)
+	if typ == "MXFP4" {
+		e8m0Half(c, Mem{Base: x}, dw)
+	} else {
+		c.VCVTPH2PS(Mem{Base: x}, dw)
+	}
 	for r := range rows {
 		s := sum[r]
 		c.VCVTDQ2PS(s, s)
