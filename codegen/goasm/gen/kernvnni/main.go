@@ -122,24 +122,27 @@ func groupHead(typ string) int {
 // 128-bit lanes of vpshufb; and the dwords 1 and 2^-128's bits (0x00200000)
 // for the E8M0 scale.
 func mxfp4Consts(c *build.Context) {
-	c.StaticGlobal("vnniMXFP4Plus12")
+	mx.lut = c.StaticGlobal("vnniMXFP4Plus12")
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
 	for lane := 0; lane < 2; lane++ {
 		for i, v := range quant.MXFP4Values {
 			c.AddDatum(16*lane+i, U8(uint8(int(v)+12)))
 		}
 	}
-	c.StaticGlobal("vnniOnes32")
+	mx.ones = c.StaticGlobal("vnniOnes32")
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
 	for i := 0; i < 8; i++ {
 		c.AddDatum(4*i, U32(1))
 	}
-	c.StaticGlobal("vnniE8M0Tiny")
+	mx.tiny = c.StaticGlobal("vnniE8M0Tiny")
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
 	for i := 0; i < 8; i++ {
 		c.AddDatum(4*i, U32(0x00200000))
 	}
 }
+
+// mx holds the MXFP4 constants' addresses (mxfp4Consts).
+var mx struct{ lut, ones, tiny Mem }
 
 // e8m0Half sets d to the eight rows' ggml_e8m0_to_fp32_half(e) = 2^(e-128)
 // from the E8M0 bytes at m: the float bits (e-1)<<23 for e ≥ 2, and the
@@ -147,10 +150,10 @@ func mxfp4Consts(c *build.Context) {
 func e8m0Half(c *build.Context, m Mem, d reg.VecVirtual) {
 	e, norm, tiny, big := c.YMM(), c.YMM(), c.YMM(), c.YMM()
 	c.VPMOVZXBD(m, e)
-	ones := Mem{Symbol: Symbol{Name: "vnniOnes32", Static: true}}
+	ones := mx.ones
 	c.VPSUBD(ones, e, norm)
 	c.VPSLLD(Imm(23), norm, norm)
-	c.VMOVDQU(Mem{Symbol: Symbol{Name: "vnniE8M0Tiny", Static: true}}, tiny)
+	c.VMOVDQU(mx.tiny, tiny)
 	c.VPSLLVD(e, tiny, tiny)
 	c.VPCMPGTD(ones, e, big) // e > 1
 	c.VPBLENDVB(big, norm, tiny, d)
@@ -210,7 +213,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	var lut reg.VecVirtual
 	if typ == "MXFP4" {
 		lut = c.YMM()
-		c.VMOVDQU(Mem{Symbol: Symbol{Name: "vnniMXFP4Plus12", Static: true}}, lut)
+		c.VMOVDQU(mx.lut, lut)
 	}
 	for t := 0; t < vectors; t++ {
 		if typ == "MXFP4" {
