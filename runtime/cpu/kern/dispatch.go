@@ -25,6 +25,9 @@ type variant struct {
 	// Group kernels over eight interleaved rows (see Packed).
 	gemvQ4_0, gemvQ8_0     func(nb int, w, a []byte, dst []float32)
 	gemmQ4_0x4, gemmQ8_0x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	// MXFP4 group kernels (VNNI only): one and four activation rows.
+	gemvMXFP4   func(nb int, w, a []byte, dst []float32)
+	gemmMXFP4x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	// K-quant weights against Q8_K activations: dst[r] = row r of w (rows
 	// rows of nb super-blocks of 256, one after another) · a.
 	gemvQ4_K, gemvQ5_K, gemvQ6_K func(rows, nb int, w, a []byte, dst []float32)

@@ -34,6 +34,7 @@ func archVariants() {
 			v.gemvQ4_0, v.gemmQ4_0x4 = gemvQ4_0x8VNNI, gemmQ4_0x8x4VNNI
 			v.gemvQ8_0, v.gemmQ8_0x4 = gemvQ8_0x8VNNI, gemmQ8_0x8x4VNNI
 			v.gemmQ4_0x8, v.gemmQ8_0x8 = gemmQ4_0x8x8VNNI, gemmQ8_0x8x8VNNI
+			v.gemvMXFP4, v.gemmMXFP4x4 = gemvMXFP4x8VNNI, gemmMXFP4x8x4VNNI
 			if cpu.X86.HasAVX512BW {
 				v.pairQ4_0 = pairKernels{gemmQ4_0x16x4VNNI, gemmQ4_0x16x8VNNI}
 				v.pairQ8_0 = pairKernels{gemmQ8_0x16x4VNNI, gemmQ8_0x16x8VNNI}

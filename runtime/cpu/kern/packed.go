@@ -50,6 +50,8 @@ func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []floa
 		return v.gemvQ8_0, v.gemmQ8_0x4
 	case ir.Q4_K:
 		return v.groupQ4_K, v.groupQ4_Kx4
+	case ir.MXFP4:
+		return v.gemvMXFP4, v.gemmMXFP4x4
 	}
 	return nil, nil
 }
@@ -78,8 +80,11 @@ func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 	}
 	g := n / 8
 	gbb := 8 * bb // a group's block
-	if wt == ir.Q4_K {
+	switch wt {
+	case ir.Q4_K:
 		gbb = q4KGroupBytes
+	case ir.MXFP4:
+		gbb = mxfp4GroupBytes
 	}
 	// The groups live outside the Go heap, on huge pages where the OS has
 	// them: fewer page faults while packing, fewer TLB misses while
@@ -114,8 +119,12 @@ func (ks Kernels) Pack(wt ir.DType, n, k int, data []byte) *Packed {
 			for gi := w * g / workers; gi < (w+1)*g/workers; gi++ {
 				dst := p.groups[gi*nb*gbb:][:nb*gbb]
 				src := data[gi*8*rb:][:8*rb]
-				if wt == ir.Q4_K {
+				switch wt {
+				case ir.Q4_K:
 					packGroupQ4K(dst, src, nb, rb)
+					continue
+				case ir.MXFP4:
+					packGroupMXFP4(dst, src, nb, rb)
 					continue
 				}
 				packGroup(dst, src, nb, bb, rb)
@@ -146,6 +155,26 @@ func packGroup(dst, src []byte, nb, bb, rb int) {
 			*(*uint16)(unsafe.Add(d, 2*r)) = *(*uint16)(s)
 			for t := 0; t < vecs; t++ {
 				*(*uint32)(unsafe.Add(d, 16+32*t+4*r)) = *(*uint32)(unsafe.Add(s, 2+4*t))
+			}
+		}
+	}
+}
+
+// mxfp4GroupBytes is a packed MXFP4 group's block: the eight rows' E8M0
+// scale bytes, then their 16 quant bytes four per row in turn (Q4_0's
+// interleave).
+const mxfp4GroupBytes = 8 + 8*16
+
+// packGroupMXFP4 interleaves eight MXFP4 rows (rb bytes each, nb blocks of
+// {u8 e; u8 qs[16]}) into dst.
+func packGroupMXFP4(dst, src []byte, nb, rb int) {
+	for b := 0; b < nb; b++ {
+		d := dst[b*mxfp4GroupBytes:][:mxfp4GroupBytes]
+		for r := 0; r < 8; r++ {
+			x := src[r*rb+b*17:][:17]
+			d[r] = x[0]
+			for t := 0; t < 4; t++ {
+				copy(d[8+32*t+4*r:][:4], x[1+4*t:])
 			}
 		}
 	}

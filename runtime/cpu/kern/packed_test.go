@@ -46,7 +46,10 @@ func TestPacked(t *testing.T) {
 
 func testPacked(t *testing.T, variant string) {
 	useVariant(t, variant)
-	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.MXFP4} {
+		if wt == ir.MXFP4 && !PackedSupported(wt) {
+			continue // group kernels on the VNNI variant only
+		}
 		// 40 rows: two pairs of groups for the sixteen-row kernels, then
 		// one group alone.
 		for _, n := range []int{8, 13, 64, 1, 40} {
@@ -170,6 +173,45 @@ func benchPacked(b *testing.B, wt ir.DType) {
 				}
 			}
 			b.ReportMetric(float64(len(data))*float64(R)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+// TestPackedMXFP4Scales: the MXFP4 group kernels' E8M0 scales hold for
+// exponent bytes across the range, the subnormal 2^-128 and 2^-127 (e = 0,
+// 1) and the first normal one (e = 2) included, bit for bit against the
+// emulated order: eight rows of 8 blocks whose scale bytes run 0, 3, …,
+// 189 (larger ones overflow float32 dots of these activations).
+func TestPackedMXFP4Scales(t *testing.T) {
+	for _, v := range []string{"avx2", "avx512", "neon"} {
+		t.Run(v, func(t *testing.T) {
+			useVariant(t, v)
+			if !PackedSupported(ir.MXFP4) {
+				t.Skip("no MXFP4 group kernels in this variant")
+			}
+			const n, k = 8, 256
+			nb := k / 32
+			data, _ := makeWeights(t, ir.MXFP4, n*k, 77)
+			for b := 0; b < n*nb; b++ {
+				data[b*17] = byte(3 * b) // 0, 3, …, 189; row 0 below
+			}
+			// Row 0 (blocks 0..7) has only the smallest scales, so that its
+			// sum is theirs alone rather than lost beside larger blocks.
+			for b, e := range []byte{0, 1, 2, 0, 1, 2, 1, 0} {
+				data[b*17] = e
+			}
+			p := Pack(ir.MXFP4, n, k, data)
+			require.NotNil(t, p)
+			ab := PackedActBytes(k)
+			for _, R := range []int{1, 4, 5} {
+				a := make([]byte, R*ab)
+				for r := 0; r < R; r++ {
+					QuantizePackedActs(randRow(k, 1, uint64(90+r)), a[r*ab:])
+				}
+				checkPackedDots(t, p, data, a, ab, R, func(w, act []byte) (float32, float64) {
+					return emulateGroup(ir.MXFP4, nb, w, act)
+				})
+			}
 		})
 	}
 }

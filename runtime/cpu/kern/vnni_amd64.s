@@ -10,6 +10,300 @@ DATA vnniNibbleMask<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA vnniNibbleMask<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL vnniNibbleMask<>(SB), RODATA|NOPTR, $32
 
+DATA vnniMXFP4Plus12<>+0(SB)/1, $0x0c
+DATA vnniMXFP4Plus12<>+1(SB)/1, $0x0d
+DATA vnniMXFP4Plus12<>+2(SB)/1, $0x0e
+DATA vnniMXFP4Plus12<>+3(SB)/1, $0x0f
+DATA vnniMXFP4Plus12<>+4(SB)/1, $0x10
+DATA vnniMXFP4Plus12<>+5(SB)/1, $0x12
+DATA vnniMXFP4Plus12<>+6(SB)/1, $0x14
+DATA vnniMXFP4Plus12<>+7(SB)/1, $0x18
+DATA vnniMXFP4Plus12<>+8(SB)/1, $0x0c
+DATA vnniMXFP4Plus12<>+9(SB)/1, $0x0b
+DATA vnniMXFP4Plus12<>+10(SB)/1, $0x0a
+DATA vnniMXFP4Plus12<>+11(SB)/1, $0x09
+DATA vnniMXFP4Plus12<>+12(SB)/1, $0x08
+DATA vnniMXFP4Plus12<>+13(SB)/1, $0x06
+DATA vnniMXFP4Plus12<>+14(SB)/1, $0x04
+DATA vnniMXFP4Plus12<>+15(SB)/1, $0x00
+DATA vnniMXFP4Plus12<>+16(SB)/1, $0x0c
+DATA vnniMXFP4Plus12<>+17(SB)/1, $0x0d
+DATA vnniMXFP4Plus12<>+18(SB)/1, $0x0e
+DATA vnniMXFP4Plus12<>+19(SB)/1, $0x0f
+DATA vnniMXFP4Plus12<>+20(SB)/1, $0x10
+DATA vnniMXFP4Plus12<>+21(SB)/1, $0x12
+DATA vnniMXFP4Plus12<>+22(SB)/1, $0x14
+DATA vnniMXFP4Plus12<>+23(SB)/1, $0x18
+DATA vnniMXFP4Plus12<>+24(SB)/1, $0x0c
+DATA vnniMXFP4Plus12<>+25(SB)/1, $0x0b
+DATA vnniMXFP4Plus12<>+26(SB)/1, $0x0a
+DATA vnniMXFP4Plus12<>+27(SB)/1, $0x09
+DATA vnniMXFP4Plus12<>+28(SB)/1, $0x08
+DATA vnniMXFP4Plus12<>+29(SB)/1, $0x06
+DATA vnniMXFP4Plus12<>+30(SB)/1, $0x04
+DATA vnniMXFP4Plus12<>+31(SB)/1, $0x00
+GLOBL vnniMXFP4Plus12<>(SB), RODATA|NOPTR, $32
+
+DATA vnniOnes32<>+0(SB)/4, $0x00000001
+DATA vnniOnes32<>+4(SB)/4, $0x00000001
+DATA vnniOnes32<>+8(SB)/4, $0x00000001
+DATA vnniOnes32<>+12(SB)/4, $0x00000001
+DATA vnniOnes32<>+16(SB)/4, $0x00000001
+DATA vnniOnes32<>+20(SB)/4, $0x00000001
+DATA vnniOnes32<>+24(SB)/4, $0x00000001
+DATA vnniOnes32<>+28(SB)/4, $0x00000001
+GLOBL vnniOnes32<>(SB), RODATA|NOPTR, $32
+
+DATA vnniE8M0Tiny<>+0(SB)/4, $0x00200000
+DATA vnniE8M0Tiny<>+4(SB)/4, $0x00200000
+DATA vnniE8M0Tiny<>+8(SB)/4, $0x00200000
+DATA vnniE8M0Tiny<>+12(SB)/4, $0x00200000
+DATA vnniE8M0Tiny<>+16(SB)/4, $0x00200000
+DATA vnniE8M0Tiny<>+20(SB)/4, $0x00200000
+DATA vnniE8M0Tiny<>+24(SB)/4, $0x00200000
+DATA vnniE8M0Tiny<>+28(SB)/4, $0x00200000
+GLOBL vnniE8M0Tiny<>(SB), RODATA|NOPTR, $32
+
+// func gemvMXFP4x8VNNI(nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemvMXFP4x8VNNI(SB), NOSPLIT, $0-80
+	MOVQ   nb+0(FP), AX
+	MOVQ   w_base+8(FP), CX
+	MOVQ   a_base+32(FP), DX
+	IMUL3Q $0x00000022, AX, BX
+	ADDQ   DX, BX
+	VXORPS Y0, Y0, Y0
+	TESTQ  AX, AX
+	JZ     gemvMXFP4x8VNNI_done
+
+gemvMXFP4x8VNNI_block:
+	VPXOR         Y1, Y1, Y1
+	VPXOR         Y2, Y2, Y2
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       vnniMXFP4Plus12<>+0(SB), Y5
+	VMOVDQU       8(CX), Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPAND         vnniNibbleMask<>+0(SB), Y6, Y6
+	VPAND         vnniNibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB       Y6, Y5, Y6
+	VPSHUFB       Y7, Y5, Y7
+	VPDPBUSD.BCST 2(DX), Y6, Y1
+	VPDPBUSD.BCST 18(DX), Y7, Y2
+	VMOVDQU       40(CX), Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPAND         vnniNibbleMask<>+0(SB), Y6, Y6
+	VPAND         vnniNibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB       Y6, Y5, Y6
+	VPSHUFB       Y7, Y5, Y7
+	VPDPBUSD.BCST 6(DX), Y6, Y3
+	VPDPBUSD.BCST 22(DX), Y7, Y4
+	VMOVDQU       72(CX), Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPAND         vnniNibbleMask<>+0(SB), Y6, Y6
+	VPAND         vnniNibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB       Y6, Y5, Y6
+	VPSHUFB       Y7, Y5, Y7
+	VPDPBUSD.BCST 10(DX), Y6, Y1
+	VPDPBUSD.BCST 26(DX), Y7, Y2
+	VMOVDQU       104(CX), Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPAND         vnniNibbleMask<>+0(SB), Y6, Y6
+	VPAND         vnniNibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB       Y6, Y5, Y6
+	VPSHUFB       Y7, Y5, Y7
+	VPDPBUSD.BCST 14(DX), Y6, Y3
+	VPDPBUSD.BCST 30(DX), Y7, Y4
+	VPADDD        Y2, Y1, Y1
+	VPADDD        Y3, Y1, Y1
+	VPADDD        Y4, Y1, Y1
+	VPBROADCASTD  (BX), Y2
+	VPSRAD        $0x01, Y2, Y3
+	VPADDD        Y3, Y2, Y2
+	VPSUBD        Y2, Y1, Y1
+	VPMOVZXBD     (CX), Y2
+	VPSUBD        vnniOnes32<>+0(SB), Y2, Y3
+	VPSLLD        $0x17, Y3, Y3
+	VMOVDQU       vnniE8M0Tiny<>+0(SB), Y4
+	VPSLLVD       Y2, Y4, Y4
+	VPCMPGTD      vnniOnes32<>+0(SB), Y2, Y2
+	VPBLENDVB     Y2, Y3, Y4, Y2
+	VCVTDQ2PS     Y1, Y1
+	VBROADCASTSS  4(BX), Y3
+	VMULPS        Y2, Y3, Y3
+	VFMADD231PS   Y1, Y3, Y0
+	ADDQ          $0x00000088, CX
+	ADDQ          $0x00000022, DX
+	ADDQ          $0x00000008, BX
+	DECQ          AX
+	JNZ           gemvMXFP4x8VNNI_block
+
+gemvMXFP4x8VNNI_done:
+	MOVQ    dst_base+56(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemmMXFP4x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+TEXT ·gemmMXFP4x8x4VNNI(SB), NOSPLIT, $0-96
+	MOVQ   nb+0(FP), AX
+	MOVQ   w_base+8(FP), CX
+	MOVQ   a_base+32(FP), DX
+	MOVQ   stride+56(FP), BX
+	IMUL3Q $0x00000022, AX, SI
+	ADDQ   DX, SI
+	LEAQ   (DX)(BX*1), DI
+	IMUL3Q $0x00000022, AX, R8
+	ADDQ   DI, R8
+	LEAQ   (DI)(BX*1), R9
+	IMUL3Q $0x00000022, AX, R10
+	ADDQ   R9, R10
+	LEAQ   (R9)(BX*1), BX
+	IMUL3Q $0x00000022, AX, R11
+	ADDQ   BX, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  AX, AX
+	JZ     gemmMXFP4x8x4VNNI_done
+
+gemmMXFP4x8x4VNNI_block:
+	VPXOR         Y4, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPXOR         Y6, Y6, Y6
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VMOVDQU       vnniMXFP4Plus12<>+0(SB), Y12
+	VMOVDQU       8(CX), Y13
+	VPSRLW        $0x04, Y13, Y14
+	VPAND         vnniNibbleMask<>+0(SB), Y13, Y13
+	VPAND         vnniNibbleMask<>+0(SB), Y14, Y14
+	VPSHUFB       Y13, Y12, Y13
+	VPSHUFB       Y14, Y12, Y14
+	VPDPBUSD.BCST 2(DX), Y13, Y4
+	VPDPBUSD.BCST 18(DX), Y14, Y5
+	VPDPBUSD.BCST 2(DI), Y13, Y6
+	VPDPBUSD.BCST 18(DI), Y14, Y7
+	VPDPBUSD.BCST 2(R9), Y13, Y8
+	VPDPBUSD.BCST 18(R9), Y14, Y9
+	VPDPBUSD.BCST 2(BX), Y13, Y10
+	VPDPBUSD.BCST 18(BX), Y14, Y11
+	VMOVDQU       40(CX), Y13
+	VPSRLW        $0x04, Y13, Y14
+	VPAND         vnniNibbleMask<>+0(SB), Y13, Y13
+	VPAND         vnniNibbleMask<>+0(SB), Y14, Y14
+	VPSHUFB       Y13, Y12, Y13
+	VPSHUFB       Y14, Y12, Y14
+	VPDPBUSD.BCST 6(DX), Y13, Y4
+	VPDPBUSD.BCST 22(DX), Y14, Y5
+	VPDPBUSD.BCST 6(DI), Y13, Y6
+	VPDPBUSD.BCST 22(DI), Y14, Y7
+	VPDPBUSD.BCST 6(R9), Y13, Y8
+	VPDPBUSD.BCST 22(R9), Y14, Y9
+	VPDPBUSD.BCST 6(BX), Y13, Y10
+	VPDPBUSD.BCST 22(BX), Y14, Y11
+	VMOVDQU       72(CX), Y13
+	VPSRLW        $0x04, Y13, Y14
+	VPAND         vnniNibbleMask<>+0(SB), Y13, Y13
+	VPAND         vnniNibbleMask<>+0(SB), Y14, Y14
+	VPSHUFB       Y13, Y12, Y13
+	VPSHUFB       Y14, Y12, Y14
+	VPDPBUSD.BCST 10(DX), Y13, Y4
+	VPDPBUSD.BCST 26(DX), Y14, Y5
+	VPDPBUSD.BCST 10(DI), Y13, Y6
+	VPDPBUSD.BCST 26(DI), Y14, Y7
+	VPDPBUSD.BCST 10(R9), Y13, Y8
+	VPDPBUSD.BCST 26(R9), Y14, Y9
+	VPDPBUSD.BCST 10(BX), Y13, Y10
+	VPDPBUSD.BCST 26(BX), Y14, Y11
+	VMOVDQU       104(CX), Y13
+	VPSRLW        $0x04, Y13, Y14
+	VPAND         vnniNibbleMask<>+0(SB), Y13, Y13
+	VPAND         vnniNibbleMask<>+0(SB), Y14, Y14
+	VPSHUFB       Y13, Y12, Y13
+	VPSHUFB       Y14, Y12, Y14
+	VPDPBUSD.BCST 14(DX), Y13, Y4
+	VPDPBUSD.BCST 30(DX), Y14, Y5
+	VPDPBUSD.BCST 14(DI), Y13, Y6
+	VPDPBUSD.BCST 30(DI), Y14, Y7
+	VPDPBUSD.BCST 14(R9), Y13, Y8
+	VPDPBUSD.BCST 30(R9), Y14, Y9
+	VPDPBUSD.BCST 14(BX), Y13, Y10
+	VPDPBUSD.BCST 30(BX), Y14, Y11
+	VPADDD        Y5, Y4, Y4
+	VPBROADCASTD  (SI), Y5
+	VPSRAD        $0x01, Y5, Y12
+	VPADDD        Y12, Y5, Y5
+	VPSUBD        Y5, Y4, Y4
+	VPADDD        Y7, Y6, Y6
+	VPBROADCASTD  (R8), Y5
+	VPSRAD        $0x01, Y5, Y7
+	VPADDD        Y7, Y5, Y5
+	VPSUBD        Y5, Y6, Y6
+	VPADDD        Y9, Y8, Y8
+	VPBROADCASTD  (R10), Y5
+	VPSRAD        $0x01, Y5, Y7
+	VPADDD        Y7, Y5, Y5
+	VPSUBD        Y5, Y8, Y8
+	VPADDD        Y11, Y10, Y10
+	VPBROADCASTD  (R11), Y5
+	VPSRAD        $0x01, Y5, Y7
+	VPADDD        Y7, Y5, Y5
+	VPSUBD        Y5, Y10, Y10
+	VPMOVZXBD     (CX), Y5
+	VPSUBD        vnniOnes32<>+0(SB), Y5, Y7
+	VPSLLD        $0x17, Y7, Y7
+	VMOVDQU       vnniE8M0Tiny<>+0(SB), Y9
+	VPSLLVD       Y5, Y9, Y9
+	VPCMPGTD      vnniOnes32<>+0(SB), Y5, Y5
+	VPBLENDVB     Y5, Y7, Y9, Y5
+	VCVTDQ2PS     Y4, Y4
+	VBROADCASTSS  4(SI), Y7
+	VMULPS        Y5, Y7, Y7
+	VFMADD231PS   Y4, Y7, Y0
+	VCVTDQ2PS     Y6, Y6
+	VBROADCASTSS  4(R8), Y4
+	VMULPS        Y5, Y4, Y4
+	VFMADD231PS   Y6, Y4, Y1
+	VCVTDQ2PS     Y8, Y8
+	VBROADCASTSS  4(R10), Y4
+	VMULPS        Y5, Y4, Y4
+	VFMADD231PS   Y8, Y4, Y2
+	VCVTDQ2PS     Y10, Y10
+	VBROADCASTSS  4(R11), Y4
+	VMULPS        Y5, Y4, Y4
+	VFMADD231PS   Y10, Y4, Y3
+	ADDQ          $0x00000088, CX
+	ADDQ          $0x00000022, DX
+	ADDQ          $0x00000008, SI
+	ADDQ          $0x00000022, DI
+	ADDQ          $0x00000008, R8
+	ADDQ          $0x00000022, R9
+	ADDQ          $0x00000008, R10
+	ADDQ          $0x00000022, BX
+	ADDQ          $0x00000008, R11
+	DECQ          AX
+	JNZ           gemmMXFP4x8x4VNNI_block
+
+gemmMXFP4x8x4VNNI_done:
+	MOVQ    dst_base+64(FP), AX
+	MOVQ    ld+88(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
 // func gemvQ4_0x8VNNI(nb int, w []byte, a []byte, dst []float32)
 // Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemvQ4_0x8VNNI(SB), NOSPLIT, $0-80

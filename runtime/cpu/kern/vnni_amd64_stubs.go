@@ -4,6 +4,18 @@
 
 package kern
 
+// gemvMXFP4x8VNNI is gemv/gemmMXFP4x8AVX2 (1 activation rows) with vpdpbusd, for
+// VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
+//
+//go:noescape
+func gemvMXFP4x8VNNI(nb int, w []byte, a []byte, dst []float32)
+
+// gemmMXFP4x8x4VNNI is gemv/gemmMXFP4x8AVX2 (4 activation rows) with vpdpbusd, for
+// VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
+//
+//go:noescape
+func gemmMXFP4x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ4_0x8VNNI is gemv/gemmQ4_0x8AVX2 (1 activation rows) with vpdpbusd, for
 // VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
 //
