@@ -61,6 +61,10 @@ type cval struct {
 	// packed is the matrix interleaved for the group kernels (kern.Pack),
 	// when it feeds a matmul and the active kernels have them for dt.
 	packed *kern.Packed
+	// experts are a MoE expert tensor's [E, n, k] matrices packed one per
+	// expert (prepareMoE), when the active kernels have group kernels for
+	// dt and n is a multiple of 8.
+	experts []*kern.Packed
 }
 
 // rows returns N, K and the bytes of one row of a 2-D constant.
@@ -599,9 +603,39 @@ func (p *program) Close() error {
 			c.packed.Free()
 			c.packed = nil
 		}
+		if c != nil {
+			for _, q := range c.experts {
+				if q != nil {
+					q.Free()
+				}
+			}
+			c.experts = nil
+		}
 	}
 	p.states, p.consts, p.vals, p.bufs = nil, nil, nil, nil
 	return nil
+}
+
+// PackedExperts reports how many experts of a CPU program's MoE expert
+// tensors are packed for the group kernels, summed over the tensors (ok is
+// false for another backend's program). Experts are packed when a step
+// first selects them.
+func PackedExperts(p runtime.Program) (n int, ok bool) {
+	pr, ok := p.(*program)
+	if !ok {
+		return 0, false
+	}
+	for _, c := range pr.consts {
+		if c == nil {
+			continue
+		}
+		for _, q := range c.experts {
+			if q != nil {
+				n++
+			}
+		}
+	}
+	return n, true
 }
 
 // ProgramSettings reports the kernel variant and worker count a CPU

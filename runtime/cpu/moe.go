@@ -2,10 +2,11 @@ package cpu
 
 import (
 	"fmt"
-	"github.com/minerva-llm/minerva/internal/mmap"
 	"math"
 
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // Mixture of experts on the CPU: topk_softmax (the router's selection) and
@@ -96,6 +97,40 @@ type moeWeights struct {
 	data  []byte
 	act   ir.DType // the activation format its dots read
 	actRB int      // bytes per activation row
+	// packed are the experts' matrices in group-kernel form (cval.experts),
+	// nil when the rows are read raw; actRB is then the packed format's.
+	packed []*kern.Packed
+}
+
+// encode writes one activation row for m's dots, rounded as the program's
+// reference engine rounds (refround.go).
+func (m moeWeights) encode(p *program, x []float32, dst []byte) {
+	if m.packed == nil {
+		p.quantizeActs(m.act, x, dst)
+		return
+	}
+	if p.q82 {
+		quantizeQ8_2Packed(x, dst)
+		return
+	}
+	p.ks.QuantizePackedActs(x, dst)
+}
+
+// dots sets dst[r*ld+j] to the dot of row j0+j of expert ex with
+// activation row r (rows stride bytes apart), for j < cnt and r < R: the
+// packed group kernels, or one weight row against the R rows at a time.
+func (m moeWeights) dots(ks kern.Kernels, ex, j0, cnt int, acts []byte, stride, R int, dst []float32, ld int, tmp []float32) {
+	if m.packed != nil {
+		m.packed[ex].Dots(j0, cnt, acts, stride, R, dst, ld)
+		return
+	}
+	tmp = tmp[:R]
+	for j := 0; j < cnt; j++ {
+		ks.DotRows(m.dt, m.k, m.row(ex, j0+j), acts, stride, tmp)
+		for r, s := range tmp {
+			dst[r*ld+j] = s
+		}
+	}
 }
 
 func (m moeWeights) row(e, j int) []byte {
@@ -126,7 +161,51 @@ func expertWeights(c *cval, what string, e, n, k int) (moeWeights, error) {
 	if int64(len(c.data)) != int64(e)*int64(n)*rb {
 		return moeWeights{}, fmt.Errorf("%s weights have %d bytes, want %d", what, len(c.data), int64(e)*int64(n)*rb)
 	}
-	return moeWeights{dt: c.dt, n: n, k: k, rb: int(rb), data: c.data, act: at, actRB: int(arb)}, nil
+	m := moeWeights{dt: c.dt, n: n, k: k, rb: int(rb), data: c.data, act: at, actRB: int(arb)}
+	if c.experts != nil {
+		m.packed, m.actRB = c.experts, kern.PackedActBytes(k)
+	}
+	return m, nil
+}
+
+// packableExperts prepares c, an [E, n, k] expert tensor, for packing one
+// expert at a time (packExpert) when the active variant has group kernels
+// for c's dtype and n is a multiple of 8, and reports whether it did.
+// Experts are packed the first time a step selects them, not at load: a
+// copy of every expert at load would hold a gpt-oss-20b file's 11 GB twice
+// while packing and, beside the page cache, evict the file between runs
+// (load went from 6 to 40–53 s on a 23 GB machine).
+func (p *program) packableExperts(c *cval, E, n, k int) bool {
+	if c.experts != nil {
+		return true
+	}
+	if !packedExpertTypes[c.dt] || !p.ks.PackedSupported(c.dt) || n%8 != 0 || k%32 != 0 {
+		return false
+	}
+	c.experts = make([]*kern.Packed, E)
+	return true
+}
+
+// packedExpertTypes are the expert dtypes whose group kernels read the
+// packed Q8_0 activation format (kern.PackedActBytes), which moeWeights
+// encodes.
+var packedExpertTypes = map[ir.DType]bool{ir.Q4_0: true, ir.Q8_0: true, ir.MXFP4: true}
+
+// packExpert packs expert ex of m (packable) unless it is packed, then
+// releases its source pages: no step reads them again.
+func (p *program) packExpert(m moeWeights, ex int) error {
+	if m.packed[ex] != nil {
+		return nil
+	}
+	size := m.n * m.rb
+	src := m.data[ex*size : (ex+1)*size]
+	q := p.ks.Pack(m.dt, m.n, m.k, src)
+	if q == nil {
+		return fmt.Errorf("packing expert %d's %d×%d %s matrix failed", ex, m.n, m.k, m.dt)
+	}
+	m.packed[ex] = q
+	mmap.ReleaseMapped(src)
+	return nil
 }
 
 // prepareMoE checks a moe node at compile time: constant expert tensors of
@@ -145,11 +224,17 @@ func (p *program) prepareMoE(nd *node) error {
 	if err != nil {
 		return err
 	}
-	// A step reads a few experts in no predictable order: map all their
-	// pages now, or every first read of a page during the first tens of
-	// tokens is a page fault (see mmap.Populate).
-	for _, m := range []moeWeights{dims.gate, dims.up, dims.down} {
-		mmap.Populate(m.data)
+	// Experts are packed into eight-row groups where the kernels have
+	// group kernels for their dtype (MXFP4, Q4_0, Q8_0): a step's few rows
+	// per expert then run the group kernels instead of one weight row at a
+	// time (packableExperts). Otherwise a step reads a few experts in no
+	// predictable order: map all their pages now, or every first read of a
+	// page during the first tens of tokens is a page fault (see
+	// mmap.Populate).
+	for i, m := range []moeWeights{dims.gate, dims.up, dims.down} {
+		if !p.packableExperts(p.consts[nd.args[2+i]], dims.E, m.n, m.k) {
+			mmap.Populate(m.data)
+		}
 	}
 	for j, a := range nd.args {
 		if c := p.consts[a]; c != nil && (j < 2 || j > 4) {
@@ -280,19 +365,29 @@ func (e *exec) moe(nd *node) error {
 		clear(out)
 		return nil
 	}
+	// Experts selected for the first time are packed now (packableExperts).
+	for _, ex := range b.expert {
+		for _, m := range []moeWeights{dims.gate, dims.up, dims.down} {
+			if m.packed != nil {
+				if err := p.packExpert(m, ex); err != nil {
+					return err
+				}
+			}
+		}
+	}
 
 	// (2) inputs encoded once per token, then gathered into pair rows.
 	gRB, uRB := dims.gate.actRB, dims.up.actRB
-	sameAct := dims.gate.act == dims.up.act
+	sameAct := dims.gate.act == dims.up.act && (dims.gate.packed == nil) == (dims.up.packed == nil)
 	if cap(p.acts) < T*(gRB+uRB) {
 		p.acts = alignedBytes(T * (gRB + uRB))
 	}
 	qg, qu := p.acts[:T*gRB], p.acts[T*gRB:T*(gRB+uRB)]
 	p.pool.run(T, func(_, t int) {
 		xr := x[t*D : (t+1)*D]
-		p.quantizeActs(dims.gate.act, xr, qg[t*gRB:(t+1)*gRB])
+		dims.gate.encode(p, xr, qg[t*gRB:(t+1)*gRB])
 		if !sameAct {
-			p.quantizeActs(dims.up.act, xr, qu[t*uRB:(t+1)*uRB])
+			dims.up.encode(p, xr, qu[t*uRB:(t+1)*uRB])
 		}
 	})
 	if sameAct {
@@ -313,19 +408,19 @@ func (e *exec) moe(nd *node) error {
 		i, j0 := it/perE, (it%perE)*ch
 		j1 := min(F, j0+ch)
 		ex, r0, r1 := b.expert[i], b.start[i], b.start[i+1]
-		R := r1 - r0
-		tmp := p.scratchFor(w, 2*R)
-		g, u := tmp[:R], tmp[R:]
+		R, cnt := r1-r0, j1-j0
+		tmp := p.scratchFor(w, 2*R*cnt+R)
+		g, u := tmp[:R*cnt], tmp[R*cnt:2*R*cnt]
 		xg, xu := b.xg[r0*gRB:r1*gRB], b.xu[r0*uRB:r1*uRB]
+		dims.gate.dots(p.ks, ex, j0, cnt, xg, gRB, R, g, cnt, tmp[2*R*cnt:])
+		dims.up.dots(p.ks, ex, j0, cnt, xu, uRB, R, u, cnt, tmp[2*R*cnt:])
 		for j := j0; j < j1; j++ {
-			e.p.ks.DotRows(dims.gate.dt, D, dims.gate.row(ex, j), xg, gRB, g)
-			e.p.ks.DotRows(dims.up.dt, D, dims.up.row(ex, j), xu, uRB, u)
 			var gb, ub float32
 			if bg != nil {
 				gb, ub = bg[ex*F+j], bu[ex*F+j]
 			}
 			for r := 0; r < R; r++ {
-				b.hid[(r0+r)*F+j] = act.apply(g[r]+gb, u[r]+ub)
+				b.hid[(r0+r)*F+j] = act.apply(g[r*cnt+j-j0]+gb, u[r*cnt+j-j0]+ub)
 			}
 		}
 	})
@@ -334,7 +429,7 @@ func (e *exec) moe(nd *node) error {
 	dRB := dims.down.actRB
 	b.hq = growBytes(b.hq, P*dRB)
 	p.pool.run(P, func(_, r int) {
-		p.quantizeActs(dims.down.act, b.hid[r*F:(r+1)*F], b.hq[r*dRB:(r+1)*dRB])
+		dims.down.encode(p, b.hid[r*F:(r+1)*F], b.hq[r*dRB:(r+1)*dRB])
 	})
 
 	// (5) down with its bias into y.
@@ -345,17 +440,17 @@ func (e *exec) moe(nd *node) error {
 		i, j0 := it/perE, (it%perE)*ch
 		j1 := min(D, j0+ch)
 		ex, r0, r1 := b.expert[i], b.start[i], b.start[i+1]
-		R := r1 - r0
-		tmp := p.scratchFor(w, R)
+		R, cnt := r1-r0, j1-j0
+		tmp := p.scratchFor(w, R*cnt+R)
 		hq := b.hq[r0*dRB : r1*dRB]
+		dims.down.dots(p.ks, ex, j0, cnt, hq, dRB, R, tmp, cnt, tmp[R*cnt:])
 		for j := j0; j < j1; j++ {
-			e.p.ks.DotRows(dims.down.dt, F, dims.down.row(ex, j), hq, dRB, tmp)
 			var db float32
 			if bd != nil {
 				db = bd[ex*D+j]
 			}
 			for r := 0; r < R; r++ {
-				b.y[(r0+r)*D+j] = tmp[r] + db
+				b.y[(r0+r)*D+j] = tmp[r*cnt+j-j0] + db
 			}
 		}
 	})
@@ -400,6 +495,9 @@ func (p *program) moeChunk(n, k, r, a int) int {
 	if lim := n * a / (2 * p.pool.n); c > lim {
 		c = max(rowChunk, lim)
 	}
+	// Whole pairs of eight-row groups for the packed kernels (rowChunk is
+	// 16): a chunk that splits a group computes the group twice.
+	c = (c + rowChunk - 1) / rowChunk * rowChunk
 	return min(c, n)
 }
 

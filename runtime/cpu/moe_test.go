@@ -13,6 +13,7 @@ import (
 	"github.com/minerva-llm/minerva/quant"
 	"github.com/minerva-llm/minerva/runtime"
 	"github.com/minerva-llm/minerva/runtime/cpu"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
 
 // moeGraph describes a small graph around one moe op: x and the router
@@ -275,5 +276,58 @@ func TestMoEBadGraphs(t *testing.T) {
 			_, err := cpu.Backend{Threads: 2}.Compile(g, w, runtime.ProgramConfig{Context: 8})
 			require.ErrorContains(t, err, c.want)
 		})
+	}
+}
+
+// TestMoEPackedMatchesUnpacked: where a kernel variant packs the experts
+// (eight-row groups, kern.Pack), the moe op gives what the generic
+// variant's row-by-row dots give within 1e-5 of each row's largest
+// |output|: both take the same exact integer block dots and differ only in
+// the order of the float block sums. A packing variant packs an expert's
+// three matrices when a step first selects it: none at compile, all but
+// the never-selected one after the prompt.
+func TestMoEPackedMatchesUnpacked(t *testing.T) {
+	prompt := []int32{1, 5, 9, 3, 2, 11, 7, 0}
+	more := []int32{3, 10, 4}
+	orig := kern.Variant()
+	t.Cleanup(func() { _ = kern.SetVariant(orig) })
+	for i, o := range []moeGraph{
+		{dt: ir.Q8_0, act: swigluOAI, biases: true},
+		{dt: ir.MXFP4, act: swigluOAI, biases: true, q82: true},
+		{dt: ir.MXFP4, act: siluAct},
+	} {
+		g, w := buildMoE(t, o, rand.New(rand.NewPCG(uint64(40+i), 11)))
+		require.NoError(t, kern.SetVariant("generic"))
+		want := run(t, cpu.Backend{Threads: 2}, g, w, prompt, more)
+		for _, v := range kern.Variants() {
+			if v == "generic" || v == "neon" {
+				continue
+			}
+			require.NoError(t, kern.SetVariant(v))
+			if !kern.PackedSupported(o.dt) {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%s/%d", o.dt, v, i), func(t *testing.T) {
+				p, err := cpu.Backend{Threads: 2}.Compile(g, w, runtime.ProgramConfig{Context: 32})
+				require.NoError(t, err)
+				n, ok := cpu.PackedExperts(p)
+				require.True(t, ok)
+				require.Zero(t, n, "experts packed before any step selected them")
+				_, err = p.Step(0, prompt, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+				require.NoError(t, err)
+				n, _ = cpu.PackedExperts(p)
+				// The prompt selects every expert but the poisoned one;
+				// each has three tensors.
+				require.Equal(t, 3*(moeE-1), n, "experts packed after the prompt")
+				require.NoError(t, p.Close())
+				got := run(t, cpu.Backend{Threads: 2}, g, w, prompt, more)
+				worst := 0.0
+				for r := range want {
+					worst = max(worst, relErr(got[r], want[r]))
+				}
+				t.Logf("worst row error %.3g against generic (tolerance 1e-5)", worst)
+				require.LessOrEqual(t, worst, 1e-5)
+			})
+		}
 	}
 }

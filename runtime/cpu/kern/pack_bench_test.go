@@ -21,3 +21,23 @@ func BenchmarkPack(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
+
+// BenchmarkPackMXFP4: Pack on one gpt-oss-20b expert matrix shape (2880
+// rows of 2880 MXFP4 weights, 4.4 MB), as the MoE op packs 3·32 of them
+// per layer at load.
+func BenchmarkPackMXFP4(b *testing.B) {
+	useVariant(b, "avx512")
+	if !PackedSupported(ir.MXFP4) {
+		b.Skip("no MXFP4 group kernels")
+	}
+	const n, k = 2880, 2880
+	rb := k / 32 * 17
+	data := make([]byte, n*rb)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for b.Loop() {
+		Pack(ir.MXFP4, n, k, data).Free()
+	}
+	b.ReportMetric(float64(len(data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+}
