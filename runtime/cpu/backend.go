@@ -62,9 +62,11 @@ type cval struct {
 	// when it feeds a matmul and the active kernels have them for dt.
 	packed *kern.Packed
 	// experts are a MoE expert tensor's [E, n, k] matrices packed one per
-	// expert (prepareMoE), when the active kernels have group kernels for
-	// dt and n is a multiple of 8.
-	experts []*kern.Packed
+	// expert (packableExperts), nil until a step selects the expert, all
+	// in expertArena (one anonymous mapping; expertUnmap releases it).
+	experts     []*kern.Packed
+	expertArena []byte
+	expertUnmap func() error
 }
 
 // rows returns N, K and the bytes of one row of a 2-D constant.
@@ -603,13 +605,9 @@ func (p *program) Close() error {
 			c.packed.Free()
 			c.packed = nil
 		}
-		if c != nil {
-			for _, q := range c.experts {
-				if q != nil {
-					q.Free()
-				}
-			}
-			c.experts = nil
+		if c != nil && c.experts != nil {
+			c.experts, c.expertArena = nil, nil
+			_ = c.expertUnmap()
 		}
 	}
 	p.states, p.consts, p.vals, p.bufs = nil, nil, nil, nil

@@ -99,7 +99,9 @@ type moeWeights struct {
 	actRB int      // bytes per activation row
 	// packed are the experts' matrices in group-kernel form (cval.experts),
 	// nil when the rows are read raw; actRB is then the packed format's.
+	// arena holds them (cval.expertArena).
 	packed []*kern.Packed
+	arena  []byte
 }
 
 // encode writes one activation row for m's dots, rounded as the program's
@@ -163,7 +165,7 @@ func expertWeights(c *cval, what string, e, n, k int) (moeWeights, error) {
 	}
 	m := moeWeights{dt: c.dt, n: n, k: k, rb: int(rb), data: c.data, act: at, actRB: int(arb)}
 	if c.experts != nil {
-		m.packed, m.actRB = c.experts, kern.PackedActBytes(k)
+		m.packed, m.arena, m.actRB = c.experts, c.expertArena, kern.PackedActBytes(k)
 	}
 	return m, nil
 }
@@ -182,7 +184,14 @@ func (p *program) packableExperts(c *cval, E, n, k int) bool {
 	if !packedExpertTypes[c.dt] || !p.ks.PackedSupported(c.dt) || n%8 != 0 || k%32 != 0 {
 		return false
 	}
-	c.experts = make([]*kern.Packed, E)
+	// One mapping for all the experts (kern.PackInto: huge pages, so that
+	// packing is not bound by page faults); only packed experts' pages
+	// become resident.
+	arena, unmap, err := mmap.Anon(E * kern.PackedBytes(c.dt, n, k))
+	if err != nil {
+		return false
+	}
+	c.experts, c.expertArena, c.expertUnmap = make([]*kern.Packed, E), arena, unmap
 	return true
 }
 
@@ -197,9 +206,9 @@ func (p *program) packExpert(m moeWeights, ex int) error {
 	if m.packed[ex] != nil {
 		return nil
 	}
-	size := m.n * m.rb
+	size, pb := m.n*m.rb, kern.PackedBytes(m.dt, m.n, m.k)
 	src := m.data[ex*size : (ex+1)*size]
-	q := p.ks.Pack(m.dt, m.n, m.k, src)
+	q := p.ks.PackInto(m.dt, m.n, m.k, src, m.arena[ex*pb:(ex+1)*pb])
 	if q == nil {
 		return fmt.Errorf("packing expert %d's %d×%d %s matrix failed", ex, m.n, m.k, m.dt)
 	}
@@ -306,7 +315,8 @@ func growBytes(b []byte, n int) []byte {
 // moe is ir.OpMoE. Steps: (1) list the (token, expert) pairs with a
 // non-zero route weight, expert-major; (2) encode each token's input once
 // per activation format and copy it to its pair rows, so that an expert's
-// rows are contiguous for kern.DotRows; (3) gate and up dots per (expert,
+// activation rows are contiguous for its dots (packed experts: Packed.Dots;
+// else kern.DotRows); (3) gate and up dots per (expert,
 // chunk of F rows), biases and the gated activation; (4) encode each pair's
 // hidden row for down; (5) down dots per (expert, chunk of D rows) with its
 // bias; (6) per token the route-weighted sum over its experts in expert

@@ -22,6 +22,11 @@ func PackedSupported(wt ir.DType) bool { return Current().PackedSupported(wt) }
 // Pack is Current().Pack.
 func Pack(wt ir.DType, n, k int, data []byte) *Packed { return Current().Pack(wt, n, k, data) }
 
+// PackInto is Current().PackInto.
+func PackInto(wt ir.DType, n, k int, data, dst []byte) *Packed {
+	return Current().PackInto(wt, n, k, data, dst)
+}
+
 // QuantizePackedActs is Current().QuantizePackedActs.
 func QuantizePackedActs(x []float32, dst []byte) { Current().QuantizePackedActs(x, dst) }
 
