@@ -179,8 +179,14 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	c.Attributes(attr.NOSPLIT)
 	c.Pragma("noescape")
 	c.SignatureExpr(sig)
-	c.Doc(fmt.Sprintf("%s is gemv/gemm%sx8AVX2 (%d activation rows) with vpdpbusd, for", name, typ, rows),
-		"VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.")
+	if typ == "MXFP4" {
+		c.Doc(fmt.Sprintf("%s sets the dots of a packed group of eight MXFP4 rows (nb blocks) with %d", name, rows),
+			"packed Q8_0 activation rows: per block the exact integer dot (kvalues+12 through vpshufb,",
+			"vpdpbusd, minus 12·Σq), then one fma with e8m0_half(e)·d_a. It needs AVX-512 VNNI and VL, FMA, AVX2.")
+	} else {
+		c.Doc(fmt.Sprintf("%s is gemv/gemm%sx8AVX2 (%d activation rows) with vpdpbusd, for", name, typ, rows),
+			"VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.")
+	}
 	lbl := func(s string) string { return name + "_" + s }
 
 	nb := c.Load(c.Param("nb"), c.GP64())
