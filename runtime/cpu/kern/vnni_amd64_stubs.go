@@ -4,14 +4,16 @@
 
 package kern
 
-// gemvMXFP4x8VNNI is gemv/gemmMXFP4x8AVX2 (1 activation rows) with vpdpbusd, for
-// VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
+// gemvMXFP4x8VNNI sets the dots of a packed group of eight MXFP4 rows (nb blocks) with 1
+// packed Q8_0 activation rows: per block the exact integer dot (kvalues+12 through vpshufb,
+// vpdpbusd, minus 12·Σq), then one fma with e8m0_half(e)·d_a. It needs AVX-512 VNNI and VL, FMA, AVX2.
 //
 //go:noescape
 func gemvMXFP4x8VNNI(nb int, w []byte, a []byte, dst []float32)
 
-// gemmMXFP4x8x4VNNI is gemv/gemmMXFP4x8AVX2 (4 activation rows) with vpdpbusd, for
-// VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
+// gemmMXFP4x8x4VNNI sets the dots of a packed group of eight MXFP4 rows (nb blocks) with 4
+// packed Q8_0 activation rows: per block the exact integer dot (kvalues+12 through vpshufb,
+// vpdpbusd, minus 12·Σq), then one fma with e8m0_half(e)·d_a. It needs AVX-512 VNNI and VL, FMA, AVX2.
 //
 //go:noescape
 func gemmMXFP4x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
