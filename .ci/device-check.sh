@@ -6,7 +6,8 @@
 # case carried (runtime/cuda TestDevice*), and `minervac bench -t cuda` on
 # synthetic models made there (BENCH: presets, default tinyllama-1.1b and
 # llama-7b in Q4_0 and gpt-oss-20b with MXFP4 experts). Logs go to $OUT; each step has its own time limit and a
-# failed step does not stop the next.
+# failed step does not stop the next. For an A/B on the same machine, put another commit's binary (built as
+# device-pack.sh builds minervac) gzipped at .dev/base-minervac.gz: each model then runs it first.
 set -u
 OUT=${OUT:-/tmp/device-out}
 mkdir -p "$OUT"
@@ -33,7 +34,6 @@ synthOne() {
 # Each model is benchmarked as soon as its file is written (a .done marker),
 # so a slow large synth does not hold back the small ones.
 ( for p in $BENCH; do synthOne $p || true; touch /tmp/$p.done; done ) >"$OUT/synth.log" 2>&1 &
-synth=$!
 
 # BENCH_ONLY=1 skips the smoke, kernel and golden steps (a rerun that only
 # measures).
