@@ -57,7 +57,6 @@ func run(dir string) error {
 	// activation rows only; a MoE step gives an expert few rows.
 	gemv(c, "MXFP4", 1, mask)
 	gemv(c, "MXFP4", 4, mask)
-	gemm8(c, "MXFP4", mask)
 	for _, typ := range []string{"Q4_0", "Q8_0"} {
 		gemv(c, typ, 1, mask)
 		gemv(c, typ, 4, mask)
@@ -335,22 +334,7 @@ func gemm8(c *build.Context, typ string, mask Mem) {
 		c.VPXOR(sum[r], sum[r], sum[r])
 	}
 	for t := 0; t < vectors; t++ {
-		if typ == "MXFP4" {
-			// As gemv: the codes' kv+12 through the table, loaded per
-			// vector (registers are scarce here).
-			lo, hi, lut := c.YMM(), c.YMM(), c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 8 + 32*t}, lo)
-			c.VPSRLW(Imm(4), lo, hi)
-			c.VPAND(mask, lo, lo)
-			c.VPAND(mask, hi, hi)
-			c.VMOVDQU(mx.lut, lut)
-			c.VPSHUFB(lo, lut, lo)
-			c.VPSHUFB(hi, lut, hi)
-			for r := 0; r < rows; r++ {
-				vpdpbusdBcst(c, act.at(false, r, 2+4*t), lo, sum[r])
-				vpdpbusdBcst(c, act.at(false, r, 18+4*t), hi, sum[r])
-			}
-		} else if typ == "Q4_0" {
+		if typ == "Q4_0" {
 			v, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
 			c.VPAND(mask, v, lo)
@@ -369,21 +353,12 @@ func gemm8(c *build.Context, typ string, mask Mem) {
 		}
 	}
 	dw := c.YMM()
-	if typ == "MXFP4" {
-		e8m0Half(c, Mem{Base: x}, dw)
-	} else {
-		c.VCVTPH2PS(Mem{Base: x}, dw)
-	}
+	c.VCVTPH2PS(Mem{Base: x}, dw)
 	for r := 0; r < rows; r++ {
 		corr := c.YMM()
 		c.VPBROADCASTD(act.at(true, r, 0), corr) // 8Σq
-		switch typ {
-		case "Q8_0":
+		if typ == "Q8_0" {
 			c.VPSLLD(Imm(4), corr, corr) // 128Σq
-		case "MXFP4":
-			half := c.YMM()
-			c.VPSRAD(Imm(1), corr, half) // 4Σq
-			c.VPADDD(half, corr, corr)   // 12Σq
 		}
 		c.VPSUBD(corr, sum[r], sum[r])
 		c.VCVTDQ2PS(sum[r], sum[r])
