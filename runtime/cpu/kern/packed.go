@@ -93,13 +93,11 @@ func PackedBytes(wt ir.DType, n, k int) int {
 
 // groupBlockBytes is the bytes of one block of a group of eight rows.
 func groupBlockBytes(wt ir.DType) int {
-	switch wt {
-	case ir.Q4_K:
+	if wt == ir.Q4_K {
 		return q4KGroupBytes
-	case ir.MXFP4:
-		return mxfp4GroupBytes
 	}
-	return 8 * wt.BlockBytes()
+	return 8 * wt.BlockBytes() // packGroup: eight blocks' bytes, interleaved
+
 }
 
 func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
@@ -146,6 +144,10 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 	// Groups are independent: pack them on all CPUs (a 1B-parameter model
 	// has about 600 MB to move).
 	workers := min(runtime.GOMAXPROCS(0), max(1, g/64))
+	sb := 2 // a block's scale: f16, or MXFP4's E8M0 byte
+	if wt == ir.MXFP4 {
+		sb = 1
+	}
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -154,15 +156,11 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 			for gi := w * g / workers; gi < (w+1)*g/workers; gi++ {
 				dst := p.groups[gi*nb*gbb:][:nb*gbb]
 				src := data[gi*8*rb:][:8*rb]
-				switch wt {
-				case ir.Q4_K:
+				if wt == ir.Q4_K {
 					packGroupQ4K(dst, src, nb, rb)
 					continue
-				case ir.MXFP4:
-					packGroupMXFP4(dst, src, nb, rb)
-					continue
 				}
-				packGroup(dst, src, nb, bb, rb)
+				packGroup(dst, src, nb, bb, sb, rb)
 				if wt == ir.Q8_0 && v.unsignedQ8 {
 					flipQ8Signs(dst, nb)
 				}
@@ -174,48 +172,31 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 }
 
 // packGroup interleaves the eight rows of src (rb bytes each, nb blocks of bb
-// bytes) into dst. It is the whole cost of packing (a 1B model moves 600 MB
-// through it at load), hence the unchecked 2- and 4-byte moves after one
-// bounds check per slice; Pack runs only on amd64 and arm64 (the variants
-// with group kernels), which load unaligned words.
-func packGroup(dst, src []byte, nb, bb, rb int) {
+// bytes, each a scale of sb bytes, then the quants) into dst: per block the
+// eight scales, then the quants four bytes per row in turn. Q4_0 and Q8_0
+// have f16 scales (sb 2), MXFP4 an E8M0 byte (sb 1). It is the whole cost of
+// packing (a 1B model moves 600 MB through it at load, gpt-oss-20b's
+// experts 11 GB), hence the unchecked moves after one bounds check per
+// slice; Pack runs only on amd64 and arm64 (the variants with group
+// kernels), which load unaligned words.
+func packGroup(dst, src []byte, nb, bb, sb, rb int) {
 	gbb := 8 * bb
 	_ = dst[nb*gbb-1]
 	_ = src[7*rb+nb*bb-1]
-	vecs := (bb - 2) / 4
+	vecs := (bb - sb) / 4
 	for b := 0; b < nb; b++ {
 		d := unsafe.Pointer(&dst[b*gbb])
+		q := unsafe.Add(d, 8*sb) // the quants, after the eight scales
 		for r := 0; r < 8; r++ {
 			s := unsafe.Pointer(&src[r*rb+b*bb])
-			*(*uint16)(unsafe.Add(d, 2*r)) = *(*uint16)(s)
-			for t := 0; t < vecs; t++ {
-				*(*uint32)(unsafe.Add(d, 16+32*t+4*r)) = *(*uint32)(unsafe.Add(s, 2+4*t))
+			if sb == 2 {
+				*(*uint16)(unsafe.Add(d, 2*r)) = *(*uint16)(s)
+			} else {
+				*(*byte)(unsafe.Add(d, r)) = *(*byte)(s)
 			}
-		}
-	}
-}
-
-// mxfp4GroupBytes is a packed MXFP4 group's block: the eight rows' E8M0
-// scale bytes, then their 16 quant bytes four per row in turn (Q4_0's
-// interleave).
-const mxfp4GroupBytes = 8 + 8*16
-
-// packGroupMXFP4 interleaves eight MXFP4 rows (rb bytes each, nb blocks of
-// {u8 e; u8 qs[16]}) into dst.
-// Like packGroup, one bounds check per slice, then unchecked moves: an
-// expert tensor of gpt-oss-20b is 3.5 GB to move at load.
-func packGroupMXFP4(dst, src []byte, nb, rb int) {
-	_ = dst[nb*mxfp4GroupBytes-1]
-	_ = src[7*rb+nb*17-1]
-	for b := 0; b < nb; b++ {
-		d := unsafe.Pointer(&dst[b*mxfp4GroupBytes])
-		for r := 0; r < 8; r++ {
-			s := unsafe.Pointer(&src[r*rb+b*17])
-			*(*byte)(unsafe.Add(d, r)) = *(*byte)(s)
-			*(*uint32)(unsafe.Add(d, 8+4*r)) = *(*uint32)(unsafe.Add(s, 1))
-			*(*uint32)(unsafe.Add(d, 40+4*r)) = *(*uint32)(unsafe.Add(s, 5))
-			*(*uint32)(unsafe.Add(d, 72+4*r)) = *(*uint32)(unsafe.Add(s, 9))
-			*(*uint32)(unsafe.Add(d, 104+4*r)) = *(*uint32)(unsafe.Add(s, 13))
+			for t := 0; t < vecs; t++ {
+				*(*uint32)(unsafe.Add(q, 32*t+4*r)) = *(*uint32)(unsafe.Add(s, sb+4*t))
+			}
 		}
 	}
 }
