@@ -90,14 +90,6 @@ func (w weightRows) actBytes() int {
 	return actBytes(w.dt, w.k)
 }
 
-func (w weightRows) quantize(x []float32, dst []byte) {
-	if w.packed != nil {
-		w.packed.QuantizeActs(w.ks, x, dst)
-		return
-	}
-	w.ks.QuantizeActs(actType(w.dt), x, dst)
-}
-
 // dots sets dst[r*ld+j] to the dot of weight row j0+j with activation row r
 // (rows ab bytes apart), for j < cnt and r < R. tmp holds at least R floats.
 func (w weightRows) dots(j0, cnt int, acts []byte, ab, R int, dst []float32, ld int, tmp []float32) {

@@ -104,20 +104,6 @@ type moeWeights struct {
 	arena  []byte
 }
 
-// encode writes one activation row for m's dots, rounded as the program's
-// reference engine rounds (refround.go).
-func (m moeWeights) encode(p *program, x []float32, dst []byte) {
-	if m.packed == nil {
-		p.quantizeActs(m.act, x, dst)
-		return
-	}
-	if p.q82 {
-		quantizeQ8_2Packed(x, dst)
-		return
-	}
-	p.ks.QuantizePackedActs(x, dst)
-}
-
 // dots sets dst[r*ld+j] to the dot of row j0+j of expert ex with
 // activation row r (rows stride bytes apart), for j < cnt and r < R: the
 // packed group kernels, or one weight row against the R rows at a time.
@@ -395,9 +381,9 @@ func (e *exec) moe(nd *node) error {
 	qg, qu := p.acts[:T*gRB], p.acts[T*gRB:T*(gRB+uRB)]
 	p.pool.run(T, func(_, t int) {
 		xr := x[t*D : (t+1)*D]
-		dims.gate.encode(p, xr, qg[t*gRB:(t+1)*gRB])
+		p.encodeRow(dims.gate.dt, dims.gate.packed != nil, xr, qg[t*gRB:(t+1)*gRB])
 		if !sameAct {
-			dims.up.encode(p, xr, qu[t*uRB:(t+1)*uRB])
+			p.encodeRow(dims.up.dt, dims.up.packed != nil, xr, qu[t*uRB:(t+1)*uRB])
 		}
 	})
 	if sameAct {
@@ -439,7 +425,7 @@ func (e *exec) moe(nd *node) error {
 	dRB := dims.down.actRB
 	b.hq = growBytes(b.hq, P*dRB)
 	p.pool.run(P, func(_, r int) {
-		dims.down.encode(p, b.hid[r*F:(r+1)*F], b.hq[r*dRB:(r+1)*dRB])
+		p.encodeRow(dims.down.dt, dims.down.packed != nil, b.hid[r*F:(r+1)*F], b.hq[r*dRB:(r+1)*dRB])
 	})
 
 	// (5) down with its bias into y.

@@ -107,15 +107,24 @@ func (p *program) encodeActs(wr weightRows, x []float32, dst []byte) {
 		}
 		return
 	}
-	if p.q82 && actType(wr.dt) == ir.Q8_0 {
-		if wr.packed != nil {
-			quantizeQ8_2Packed(x, dst)
-		} else {
-			quantizeQ8_2(x, dst)
-		}
-		return
+	p.encodeRow(wr.dt, wr.packed != nil, x, dst)
+}
+
+// encodeRow writes x for the dots of weights of type dt, rounded as the
+// program's reference engine does (quantizeActs): in the packed group
+// kernels' format (kern.PackedActBytes) when the weights are packed and
+// read Q8_0 activations (a packed Q4_K matrix reads plain Q8_K rows), else
+// in dt's activation format. Matmuls (encodeActs) and MoE experts both
+// encode through it.
+func (p *program) encodeRow(dt ir.DType, packed bool, x []float32, dst []byte) {
+	switch {
+	case !packed || actType(dt) != ir.Q8_0:
+		p.quantizeActs(actType(dt), x, dst)
+	case p.q82:
+		quantizeQ8_2Packed(x, dst)
+	default:
+		p.ks.QuantizePackedActs(x, dst)
 	}
-	wr.quantize(x, dst)
 }
 
 // q82FloatTypes are the weight types whose matmuls the reference engine's
