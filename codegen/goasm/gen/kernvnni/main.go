@@ -169,6 +169,7 @@ const (
 
 func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	groupBlockBytes, vectors := groupLayout(typ)
+	head := groupHead(typ) // the weight vectors follow the eight scales
 	name := "gemv" + typ + "x8VNNI"
 	sig := "func(nb int, w, a []byte, dst []float32)"
 	if rows > 1 {
@@ -226,7 +227,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 			// Low nibbles are elements 4t.., high ones 16+4t..: their
 			// codes become kv+12 through the table.
 			lo, hi := c.YMM(), c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 8 + 32*t}, lo)
+			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, lo)
 			c.VPSRLW(Imm(4), lo, hi)
 			c.VPAND(mask, lo, lo)
 			c.VPAND(mask, hi, hi)
@@ -238,7 +239,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 			}
 		} else if typ == "Q4_0" {
 			v, lo, hi := c.YMM(), c.YMM(), c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
+			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, v)
 			c.VPAND(mask, v, lo)
 			c.VPSRLW(Imm(4), v, hi)
 			c.VPAND(mask, hi, hi)
@@ -248,7 +249,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 			}
 		} else {
 			q := c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, q)
+			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, q)
 			for r := range rows {
 				dp(r, Mem{Base: y[r], Disp: 2 + 4*t}, q)
 			}
