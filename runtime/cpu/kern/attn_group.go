@@ -23,20 +23,19 @@ const GroupLanes = 8
 // for heads g < G (1 ≤ G ≤ 8) and rows j < len(out)/8, k an f16 cache;
 // lanes g ≥ G are set to 0.
 func (ks Kernels) ScoresF16G(q []float32, qs, d, G int, k []uint16, stride int, out []float32) {
-	scoresG(ks, q, qs, d, G, k, stride, out, &scoresF16GAVX512, &scoresF16GAVX2, ks.ScoresF16)
+	scoresG(ks, q, qs, d, G, k, stride, out, &scoresF16GAVX512, &scoresF16GAVX2)
 }
 
 // ScoresG is ScoresF16G over an f32 cache (Scores per head).
 func (ks Kernels) ScoresG(q []float32, qs, d, G int, k []float32, stride int, out []float32) {
-	scoresG(ks, q, qs, d, G, k, stride, out, &scoresF32GAVX512, &scoresF32GAVX2, ks.Scores)
+	scoresG(ks, q, qs, d, G, k, stride, out, &scoresF32GAVX512, &scoresF32GAVX2)
 }
 
 // scoresG is ScoresF16G and ScoresG: the AVX-512 kernels (the avx512
 // variant) on whole groups of four rows, the AVX2 ones on the rest, or the
 // one-head kernel head by head.
 func scoresG[T uint16 | float32](ks Kernels, q []float32, qs, d, G int, k []T, stride int, out []float32,
-	z, y *[GroupLanes + 1]func(q []float32, qs, d int, k []T, stride int, out []float32),
-	one func(q []float32, k []T, stride int, out []float32)) {
+	z, y *[GroupLanes + 1]func(q []float32, qs, d int, k []T, stride int, out []float32)) {
 	n := len(out) / GroupLanes
 	if n == 0 {
 		return
@@ -54,7 +53,7 @@ func scoresG[T uint16 | float32](ks Kernels, q []float32, qs, d, G int, k []T, s
 		}
 		return
 	}
-	scoresOneHead(G, n, q, qs, d, k, stride, out, one)
+	scoresOneHead(ks, G, n, q, qs, d, k, stride, out)
 }
 
 // ScoresQ8G is ScoresF16G over a q8_0 cache (rows stride bytes apart),
@@ -68,20 +67,19 @@ func (ks Kernels) ScoresQ8G(q []float32, qs, d, G int, k []byte, stride int, out
 	if nb := d / Q8Block; nb > 0 {
 		_ = k[(n-1)*stride+nb*Q8BlockBytes-1]
 	}
-	scoresOneHead(G, n, q, qs, d, k, stride, out, ks.ScoresQ8)
+	scoresOneHead(ks, G, n, q, qs, d, k, stride, out)
 }
 
 // scoresOneHead is the grouped scores of n rows through the one-head
 // kernel, head by head, a block of rows at a time, spread into out's
 // lanes (0 in lanes g ≥ G).
-func scoresOneHead[T uint16 | float32 | byte](G, n int, q []float32, qs, d int, k []T, stride int, out []float32,
-	one func(q []float32, k []T, stride int, out []float32)) {
+func scoresOneHead[T uint16 | float32 | byte](ks Kernels, G, n int, q []float32, qs, d int, k []T, stride int, out []float32) {
 	var sc [256]float32
 	for j0 := 0; j0 < n; j0 += len(sc) {
 		m := min(n-j0, len(sc))
 		for g := range GroupLanes {
 			if g < G {
-				one(q[g*qs:g*qs+d], k[j0*stride:], stride, sc[:m])
+				scoresOne(ks, q[g*qs:g*qs+d], k[j0*stride:], stride, sc[:m])
 			} else {
 				clear(sc[:m])
 			}
@@ -96,20 +94,19 @@ func scoresOneHead[T uint16 | float32 | byte](G, n int, q []float32, qs, d int, 
 // g·as+d] for heads g < G (1 ≤ G ≤ 8) and every row j < len(w)/8, rows in
 // order, v an f16 cache.
 func (ks Kernels) AxpyRowsF16G(acc []float32, as, d, G int, w []float32, v []uint16, stride int) {
-	axpyRowsG(ks, acc, as, d, G, w, v, stride, &axpyRowsF16GAVX512, &axpyRowsF16GAVX2, ks.AxpyRowsF16)
+	axpyRowsG(ks, acc, as, d, G, w, v, stride, &axpyRowsF16GAVX512, &axpyRowsF16GAVX2)
 }
 
 // AxpyRowsG is AxpyRowsF16G over an f32 cache (AxpyRows per head).
 func (ks Kernels) AxpyRowsG(acc []float32, as, d, G int, w []float32, v []float32, stride int) {
-	axpyRowsG(ks, acc, as, d, G, w, v, stride, &axpyRowsF32GAVX512, &axpyRowsF32GAVX2, ks.AxpyRows)
+	axpyRowsG(ks, acc, as, d, G, w, v, stride, &axpyRowsF32GAVX512, &axpyRowsF32GAVX2)
 }
 
 // axpyRowsG is AxpyRowsF16G and AxpyRowsG: the AVX-512 kernel (the avx512
 // variant, d a multiple of 16), the AVX2 one, or the one-head kernel head
 // by head.
 func axpyRowsG[T uint16 | float32](ks Kernels, acc []float32, as, d, G int, w []float32, v []T, stride int,
-	z, y *[GroupLanes + 1]func(acc []float32, as, d int, w []float32, v []T, stride int),
-	one func(acc, w []float32, v []T, stride int)) {
+	z, y *[GroupLanes + 1]func(acc []float32, as, d int, w []float32, v []T, stride int)) {
 	n := len(w) / GroupLanes
 	if n == 0 {
 		return
@@ -124,7 +121,7 @@ func axpyRowsG[T uint16 | float32](ks Kernels, acc []float32, as, d, G int, w []
 		y[G](acc, as, d, w[:GroupLanes*n], v, stride)
 		return
 	}
-	axpyOneHead(G, n, acc, as, d, w, v, stride, one)
+	axpyOneHead(ks, G, n, acc, as, d, w, v, stride)
 }
 
 // AxpyRowsQ8G is AxpyRowsF16G over a q8_0 cache (rows stride bytes
@@ -143,14 +140,13 @@ func (ks Kernels) AxpyRowsQ8G(acc []float32, as, d, G int, w []float32, v []byte
 		axpyRowsQ8GAVX512[G](acc, as, d, w[:GroupLanes*n], v, stride)
 		return
 	}
-	axpyOneHead(G, n, acc, as, d, w, v, stride, ks.AxpyRowsQ8)
+	axpyOneHead(ks, G, n, acc, as, d, w, v, stride)
 }
 
 // axpyOneHead is the grouped weighted values of n rows through the
 // one-head kernel, head by head with the head's weights gathered, a block
 // of rows at a time in row order.
-func axpyOneHead[T uint16 | float32 | byte](G, n int, acc []float32, as, d int, w []float32, v []T, stride int,
-	one func(acc, w []float32, v []T, stride int)) {
+func axpyOneHead[T uint16 | float32 | byte](ks Kernels, G, n int, acc []float32, as, d int, w []float32, v []T, stride int) {
 	var wg [256]float32
 	for g := range G {
 		for j0 := 0; j0 < n; j0 += len(wg) {
@@ -158,7 +154,7 @@ func axpyOneHead[T uint16 | float32 | byte](G, n int, acc []float32, as, d int, 
 			for j := range wg[:m] {
 				wg[j] = w[GroupLanes*(j0+j)+g]
 			}
-			one(acc[g*as:g*as+d], wg[:m], v[j0*stride:], stride)
+			axpyOne(ks, acc[g*as:g*as+d], wg[:m], v[j0*stride:], stride)
 		}
 	}
 }
@@ -219,5 +215,32 @@ func (ks Kernels) ExpSubSum8(dst, x []float32, m, l *[GroupLanes]float32) {
 		e := float32(math.Exp(float64(x[i] - m[i%GroupLanes])))
 		dst[i] = e
 		l[i%GroupLanes] += e
+	}
+}
+
+// scoresOne and axpyOne are the one-head kernels for the cache's element
+// type (f16, f32, q8_0 bytes). They are called directly, not passed as
+// function values: a method value allocated a closure at every call (28
+// MB of garbage in a 2K-token TinyLlama prompt), and a function parameter
+// moved the callers' row buffers to the heap.
+func scoresOne[T uint16 | float32 | byte](ks Kernels, q []float32, k []T, stride int, out []float32) {
+	switch k := any(k).(type) {
+	case []uint16:
+		ks.ScoresF16(q, k, stride, out)
+	case []float32:
+		ks.Scores(q, k, stride, out)
+	case []byte:
+		ks.ScoresQ8(q, k, stride, out)
+	}
+}
+
+func axpyOne[T uint16 | float32 | byte](ks Kernels, acc, w []float32, v []T, stride int) {
+	switch v := any(v).(type) {
+	case []uint16:
+		ks.AxpyRowsF16(acc, w, v, stride)
+	case []float32:
+		ks.AxpyRows(acc, w, v, stride)
+	case []byte:
+		ks.AxpyRowsQ8(acc, w, v, stride)
 	}
 }
