@@ -67,6 +67,10 @@ type cval struct {
 	experts     []*kern.Packed
 	expertArena []byte
 	expertUnmap func() error
+	// mem is the mapping that data lives in when a fold made data (a
+	// concatenation), for release once nothing reads data; nil for bytes
+	// the value does not own (a file's, or its operand's for a reshape).
+	mem *offHeap
 }
 
 // rows returns N, K and the bytes of one row of a 2-D constant.
@@ -135,6 +139,9 @@ type program struct {
 	// memory is bounded by the step's tokens, not the layer count.
 	arena   []float32
 	arenaPT int64
+	// mem holds the mappings that the states, the arena and folded
+	// weights live in (offheap.go), released by Close.
+	mem     *offHeapSet
 	scratch [][]float32 // per worker
 	acts    []byte
 	bounds  []int // matmul work item boundaries (splitRows)
@@ -171,7 +178,10 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 	if err != nil {
 		return nil, err
 	}
-	p := &program{cfg: cfg, sig: sig, g: g, index: map[*ir.Value]int{}, tokIdx: -1, posIdx: -1}
+	p := &program{cfg: cfg, sig: sig, g: g, index: map[*ir.Value]int{}, tokIdx: -1, posIdx: -1, mem: &offHeapSet{}}
+	// A program dropped without Close (or a Compile that fails) gives its
+	// mappings back when collected.
+	goruntime.AddCleanup(p, func(s *offHeapSet) { s.releaseAll() }, p.mem)
 	if p.ks, err = kern.Use(cfg.Options.CPUKernels); err != nil {
 		return nil, err
 	}
@@ -195,14 +205,20 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 			return nil, fmt.Errorf("state %q: %d slots × %d rows × %d overflow", info.Name, cfg.Slots, cfg.Context, info.Width)
 		}
 		st := &state{info: info}
+		var mem *offHeap
+		var err error
 		switch info.DType {
 		case ir.F16:
-			st.f16 = make([]uint16, sz)
+			st.f16, mem, err = offHeapSlice[uint16](sz)
 		case ir.Q8_0:
-			st.q8 = make([]byte, sz/q8Block*q8BlockBytes)
+			st.q8, mem, err = offHeapSlice[byte](sz / q8Block * q8BlockBytes)
 		default:
-			st.f32 = make([]float32, sz)
+			st.f32, mem, err = offHeapSlice[float32](sz)
 		}
+		if err != nil {
+			return nil, fmt.Errorf("state %q: %w", info.Name, err)
+		}
+		p.mem.add(mem)
 		p.states = append(p.states, st)
 		stateIdx[info.Name] = i
 	}
@@ -322,11 +338,15 @@ func (p *program) dropPackedSources() {
 		if c == nil || raw[c] {
 			continue
 		}
-		if !overlapsAny(c.data, live) {
+		unread := !overlapsAny(c.data, live)
+		if unread {
 			mmap.ReleaseMapped(c.data)
 		}
 		if c.packed != nil && c.packed.Rows()%8 == 0 {
 			c.data = nil
+			if unread {
+				c.mem.release()
+			}
 		}
 	}
 }
@@ -443,6 +463,7 @@ func (p *program) prepare(nd *node) error {
 				// RSS does not hold every source beside its packed copy.
 				mmap.ReleaseMapped(c.data)
 				c.data = nil
+				c.mem.release()
 			}
 		}
 	case ir.OpEmbed:
@@ -534,7 +555,9 @@ func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 // row when nil).
 func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]float32, error) {
 	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow, want: want}
-	p.arena = growF32(p.arena, int(p.arenaPT)*len(tokens))
+	if err := p.growArena(int(p.arenaPT) * len(tokens)); err != nil {
+		return nil, err
+	}
 	for i := range p.nodes {
 		nd := &p.nodes[i]
 		if err := e.run(nd); err != nil {
@@ -610,7 +633,25 @@ func (p *program) Close() error {
 			_ = c.expertUnmap()
 		}
 	}
-	p.states, p.consts, p.vals, p.bufs = nil, nil, nil, nil
+	p.states, p.consts, p.vals, p.bufs, p.arena = nil, nil, nil, nil, nil
+	p.mem.releaseAll()
+	return nil
+}
+
+// growArena makes the step arena n floats long. It grows to the largest
+// step (a micro-batch, or a serving step's rows) and stays: a smaller step
+// touches only the start of it.
+func (p *program) growArena(n int) error {
+	if cap(p.arena) >= n {
+		p.arena = p.arena[:n]
+		return nil
+	}
+	a, mem, err := offHeapSlice[float32](n)
+	if err != nil {
+		return fmt.Errorf("activation arena of %d floats: %w", n, err)
+	}
+	p.mem.setArena(mem)
+	p.arena = a
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	goruntime "runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -346,4 +347,36 @@ func positions(n int) []int32 {
 		p[i] = int32(i)
 	}
 	return p
+}
+
+// TestCacheOffHeap: a program's KV cache and step arena are mapped outside
+// the Go heap, so a long context does not raise the collector's goal (and
+// the garbage it lets stay resident) with them; the heap grows by a small
+// part of the cache's size, and the program steps as before.
+func TestCacheOffHeap(t *testing.T) {
+	if goruntime.GOOS != "linux" && goruntime.GOOS != "darwin" {
+		t.Skipf("anonymous mappings are on the heap on %s", goruntime.GOOS)
+	}
+	am := synthModel(t, synth.Default())
+	fuse(t, am.Graph)
+	prompt := []int32{1, 5, 9, 4, 7, 3, 8, 2, 6, 10, 11, 12}
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 512, Slots: 64})
+	require.NoError(t, err)
+	defer p.Close()
+	want, err := p.Step(63, prompt, positions(len(prompt)))
+	require.NoError(t, err)
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	kv := cpu.StateBytes(p)
+	require.GreaterOrEqual(t, kv, int64(8<<20), "the cache must dwarf the program's other allocations")
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, grew, kv/8, "heap grew %d bytes for a %d-byte cache", grew, kv)
+
+	require.NoError(t, p.ResetSlot(63))
+	got, err := p.Step(63, prompt, positions(len(prompt)))
+	require.NoError(t, err)
+	require.Equal(t, want, got, "a reset slot steps as a fresh one")
 }

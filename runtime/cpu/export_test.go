@@ -24,3 +24,12 @@ func SetOneHeadAttention(on bool) (restore func()) {
 	oneHeadAttention = on
 	return func() { oneHeadAttention = old }
 }
+
+// StateBytes is the size of a CPU program's state buffers (the KV caches).
+func StateBytes(p runtime.Program) int64 {
+	var n int64
+	for _, st := range p.(*program).states {
+		n += int64(4*len(st.f32) + 2*len(st.f16) + len(st.q8))
+	}
+	return n
+}

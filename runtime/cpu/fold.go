@@ -44,13 +44,25 @@ func (p *program) fold(v *ir.Value) (*cval, error) {
 	case ir.OpReshape:
 		c := *args[0]
 		c.shape = shape
+		c.mem = nil // the operand owns the bytes
 		return &c, nil
 	case ir.OpConcat:
 		raw := make([][]byte, len(args))
 		for i, a := range args {
 			raw[i] = a.data
 		}
-		buf, err := fold.Concat(v, raw, alignedBytes)
+		var mem *offHeap
+		buf, err := fold.Concat(v, raw, func(n int) []byte {
+			// Off the heap: a third of a llama's weights pass through
+			// these copies, each freed once packed (offheap.go).
+			b, m, err := offHeapSlice[byte](n)
+			if err != nil {
+				return alignedBytes(n)
+			}
+			mem = m
+			p.mem.add(m)
+			return b
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -60,7 +72,7 @@ func (p *program) fold(v *ir.Value) (*cval, error) {
 				mmap.ReleaseMapped(args[i].data)
 			}
 		}
-		return &cval{dt: args[0].dt, shape: shape, data: buf}, nil
+		return &cval{dt: args[0].dt, shape: shape, data: buf, mem: mem}, nil
 	case ir.OpMul, ir.OpAdd:
 		for _, a := range args {
 			if err := a.ensureF32(); err != nil {
