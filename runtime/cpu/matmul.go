@@ -114,6 +114,20 @@ func (w weightRows) dots(j0, cnt int, acts []byte, ab, R int, dst []float32, ld 
 	}
 }
 
+// scratchFloats bounds the part of a worker's scratch that holds R rows of
+// outputs before their epilogue (SwiGLU's gate and up, QKV's heads): 256
+// KB, in L2. Sized by the whole work item instead, a 512-token micro-batch
+// of TinyLlama kept 14 MB of scratch, the largest thing a long prompt adds
+// to the heap after the KV cache and the arena.
+const scratchFloats = 1 << 16
+
+// passRows is how many output features a work item computes at once when
+// each keeps perRow·R floats in scratch: whole groups of sixteen rows (the
+// pair kernels'), at least one group.
+func passRows(perRow, R int) int {
+	return max(16, scratchFloats/(perRow*R)&^15)
+}
+
 // scratchFor returns worker w's scratch buffer with at least n floats.
 func (p *program) scratchFor(w, n int) []float32 {
 	p.scratch[w] = growF32(p.scratch[w], n)
@@ -226,14 +240,18 @@ func (e *exec) matmul(nd *node) error {
 		out := e.out(nd)
 		b := p.splitRows(F, 2*K, R)
 		p.pool.run(len(b)-1, func(w, it int) {
-			j0 := b[it]
-			cnt := b[it+1] - j0
-			buf := p.scratchFor(w, 2*R*cnt+R)
-			g, u, tmp := buf[:R*cnt], buf[R*cnt:2*R*cnt], buf[2*R*cnt:]
-			wr.dots(j0, cnt, acts, ab, R, g, cnt, tmp)
-			wr.dots(F+j0, cnt, acts, ab, R, u, cnt, tmp)
-			for r := 0; r < R; r++ {
-				e.p.ks.SiLUMul(out[r*F+j0:][:cnt], g[r*cnt:], u[r*cnt:])
+			// In passes over the item's rows; every output is the same
+			// dot however the rows are split.
+			pass := passRows(2, R)
+			for j0, end := b[it], b[it+1]; j0 < end; j0 += pass {
+				cnt := min(pass, end-j0)
+				buf := p.scratchFor(w, 2*R*cnt+R)
+				g, u, tmp := buf[:R*cnt], buf[R*cnt:2*R*cnt], buf[2*R*cnt:]
+				wr.dots(j0, cnt, acts, ab, R, g, cnt, tmp)
+				wr.dots(F+j0, cnt, acts, ab, R, u, cnt, tmp)
+				for r := 0; r < R; r++ {
+					e.p.ks.SiLUMul(out[r*F+j0:][:cnt], g[r*cnt:], u[r*cnt:])
+				}
 			}
 		})
 	case ir.OpQKVRoPE:
@@ -271,33 +289,37 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	// chunkRows), up to eight per worker.
 	heads := H + 2*Hkv
 	hpi := max(1, (p.chunkRows(heads*hd, wr.k, R)+hd-1)/hd)
+	// Each item's heads in passes that keep scratch in L2 (as SwiGLU).
+	hpp := max(1, passRows(1, R)/hd)
 	p.pool.run((heads+hpi-1)/hpi, func(w, it int) {
-		h0, h1 := it*hpi, min(heads, (it+1)*hpi)
-		rows := (h1 - h0) * hd
-		buf := p.scratchFor(w, R*rows+R)
-		all := buf[:R*rows]
-		wr.dots(h0*hd, rows, acts, ab, R, all, rows, buf[R*rows:])
-		for h := h0; h < h1; h++ {
-			for r := 0; r < R; r++ {
-				hv := all[r*rows+(h-h0)*hd:][:hd]
-				if bias != nil {
-					p.ks.Axpy(hv, 1, bias[h*hd:(h+1)*hd]) // hv + bias, as above
-				}
-				switch {
-				case h < H:
-					if qn != nil {
-						rmsnormRow(hv, hv, parts.QKEps, qn)
+		for h0, end := it*hpi, min(heads, (it+1)*hpi); h0 < end; h0 += hpp {
+			h1 := min(end, h0+hpp)
+			rows := (h1 - h0) * hd
+			buf := p.scratchFor(w, R*rows+R)
+			all := buf[:R*rows]
+			wr.dots(h0*hd, rows, acts, ab, R, all, rows, buf[R*rows:])
+			for h := h0; h < h1; h++ {
+				for r := 0; r < R; r++ {
+					hv := all[r*rows+(h-h0)*hd:][:hd]
+					if bias != nil {
+						p.ks.Axpy(hv, 1, bias[h*hd:(h+1)*hd]) // hv + bias, as above
 					}
-					rt.apply(r, hv)
-					copy(out[r*qd+h*hd:r*qd+(h+1)*hd], hv)
-				case h < H+Hkv:
-					if kn != nil {
-						rmsnormRow(hv, hv, parts.QKEps, kn)
+					switch {
+					case h < H:
+						if qn != nil {
+							rmsnormRow(hv, hv, parts.QKEps, qn)
+						}
+						rt.apply(r, hv)
+						copy(out[r*qd+h*hd:r*qd+(h+1)*hd], hv)
+					case h < H+Hkv:
+						if kn != nil {
+							rmsnormRow(hv, hv, parts.QKEps, kn)
+						}
+						rt.apply(r, hv)
+						writeRow(kst, e.base(kst, r)+int(pos[r])*kw+(h-H)*hd, hv)
+					default:
+						writeRow(vst, e.base(vst, r)+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)
 					}
-					rt.apply(r, hv)
-					writeRow(kst, e.base(kst, r)+int(pos[r])*kw+(h-H)*hd, hv)
-				default:
-					writeRow(vst, e.base(vst, r)+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)
 				}
 			}
 		}
