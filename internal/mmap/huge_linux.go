@@ -22,3 +22,7 @@ const madvDontneed = 4
 
 // dontneed drops the page-aligned range b from the process's page tables.
 func dontneed(b []byte) error { return syscall.Madvise(b, madvDontneed) }
+
+// dropZeroes drops the page-aligned range b of an anonymous private
+// mapping, whose pages then read back as zeros; false if it could not.
+func dropZeroes(b []byte) bool { return dontneed(b) == nil }

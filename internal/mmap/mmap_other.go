@@ -22,3 +22,6 @@ func File(fh *os.File, size int) ([]byte, func() error, error) {
 func Anon(n int) ([]byte, func() error, error) {
 	return make([]byte, n), func() error { return nil }, nil
 }
+
+// AnonSparse is Anon.
+func AnonSparse(n int) ([]byte, func() error, error) { return Anon(n) }

@@ -30,6 +30,18 @@ func File(fh *os.File, size int) ([]byte, func() error, error) {
 // then streamed every token) fault in 2 MB at a time instead of 4 KB and
 // need 512 times fewer TLB entries.
 func Anon(n int) ([]byte, func() error, error) {
+	return anon(n, true)
+}
+
+// AnonSparse is Anon for memory written a part at a time and perhaps never
+// whole, a KV cache sized for the full context: without the huge-page
+// advice, what counts in the resident set is the 4 KB pages written, not
+// a 2 MB page per cache for a short prompt's first row.
+func AnonSparse(n int) ([]byte, func() error, error) {
+	return anon(n, false)
+}
+
+func anon(n int, huge bool) ([]byte, func() error, error) {
 	if n <= 0 {
 		return nil, func() error { return nil }, nil
 	}
@@ -37,6 +49,8 @@ func Anon(n int) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, os.NewSyscallError("mmap", err)
 	}
-	adviseHuge(data)
+	if huge {
+		adviseHuge(data)
+	}
 	return data, func() error { return syscall.Munmap(data) }, nil
 }

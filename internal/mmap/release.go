@@ -28,3 +28,30 @@ func Release(b []byte) {
 	}
 	_ = dontneed(b[first : last-start])
 }
+
+// ZeroAnon sets b to zeros. b must lie inside memory that Anon or
+// AnonSparse returned.
+// On Linux the whole pages inside b are dropped rather than written
+// (MADV_DONTNEED: a private anonymous page then reads back as zeros), so
+// that clearing a long context's KV cache costs no time and takes it out
+// of the resident set instead of faulting every page in; the partial pages
+// at either end, and every byte elsewhere, are cleared.
+func ZeroAnon(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	ps := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	first := (ps - start%ps) % ps
+	end := start + uintptr(len(b))
+	last := end - end%ps
+	if start+first >= last {
+		clear(b)
+		return
+	}
+	clear(b[:first])
+	clear(b[last-start:])
+	if !dropZeroes(b[first : last-start]) {
+		clear(b[first : last-start])
+	}
+}

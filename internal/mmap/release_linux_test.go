@@ -89,3 +89,30 @@ func TestReleaseMappedOnlyFileMappings(t *testing.T) {
 	require.False(t, live, "an unmapped file is forgotten")
 	require.Error(t, unmap(), "a second unmap fails as before")
 }
+
+// TestZeroAnon: ZeroAnon of a range inside an anonymous mapping leaves it
+// all zeros, the bytes around it unchanged, and its whole pages out of the
+// resident set.
+func TestZeroAnon(t *testing.T) {
+	const n = 16 << 20
+	b, unmap, err := Anon(n)
+	require.NoError(t, err)
+	defer unmap()
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range b {
+		b[i] = byte(r.Uint32() | 1)
+	}
+	keep := append([]byte(nil), b...)
+	full := rssOf(t, b)
+	require.GreaterOrEqual(t, full, int64(n), "written pages are resident")
+	lo, hi := 1000, n-777
+	ZeroAnon(b[lo:hi])
+	require.Less(t, rssOf(t, b), full/2, "the whole pages left the resident set")
+	require.Equal(t, keep[:lo], b[:lo])
+	require.Equal(t, keep[hi:], b[hi:])
+	for i, v := range b[lo:hi] {
+		if v != 0 {
+			t.Fatalf("byte %d is %d after ZeroAnon", lo+i, v)
+		}
+	}
+}

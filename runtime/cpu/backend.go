@@ -209,11 +209,11 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 		var err error
 		switch info.DType {
 		case ir.F16:
-			st.f16, mem, err = offHeapSlice[uint16](sz)
+			st.f16, mem, err = offHeapSlice[uint16](sz, true)
 		case ir.Q8_0:
-			st.q8, mem, err = offHeapSlice[byte](sz / q8Block * q8BlockBytes)
+			st.q8, mem, err = offHeapSlice[byte](sz/q8Block*q8BlockBytes, true)
 		default:
-			st.f32, mem, err = offHeapSlice[float32](sz)
+			st.f32, mem, err = offHeapSlice[float32](sz, true)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("state %q: %w", info.Name, err)
@@ -603,13 +603,16 @@ func (p *program) ResetSlot(slot int) error {
 	for _, st := range p.states {
 		w := st.info.Width
 		lo, hi := slot*c*w, (slot+1)*c*w
+		// The slot's pages go back to the system rather than being
+		// written with zeros: a long context's cache leaves the resident
+		// set, and what the next prompt does not reach is never touched.
 		switch {
 		case st.f32 != nil:
-			clear(st.f32[lo:hi])
+			mmap.ZeroAnon(asBytes(st.f32[lo:hi]))
 		case st.f16 != nil:
-			clear(st.f16[lo:hi])
+			mmap.ZeroAnon(asBytes(st.f16[lo:hi]))
 		default:
-			clear(st.q8[lo/q8Block*q8BlockBytes : hi/q8Block*q8BlockBytes])
+			mmap.ZeroAnon(st.q8[lo/q8Block*q8BlockBytes : hi/q8Block*q8BlockBytes])
 		}
 	}
 	return nil
@@ -646,7 +649,7 @@ func (p *program) growArena(n int) error {
 		p.arena = p.arena[:n]
 		return nil
 	}
-	a, mem, err := offHeapSlice[float32](n)
+	a, mem, err := offHeapSlice[float32](n, false)
 	if err != nil {
 		return fmt.Errorf("activation arena of %d floats: %w", n, err)
 	}

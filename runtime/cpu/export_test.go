@@ -1,6 +1,9 @@
 package cpu
 
-import "github.com/minerva-llm/minerva/runtime"
+import (
+	"github.com/minerva-llm/minerva/internal/mmap"
+	"github.com/minerva-llm/minerva/runtime"
+)
 
 // LogitRowsDone is the number of rows p's logits matmul has computed.
 func LogitRowsDone(p runtime.Program) int64 { return p.(*program).logitRowsDone }
@@ -32,4 +35,27 @@ func StateBytes(p runtime.Program) int64 {
 		n += int64(4*len(st.f32) + 2*len(st.f16) + len(st.q8))
 	}
 	return n
+}
+
+// StateResident is the resident bytes of a CPU program's state buffers
+// (their mappings, mmap.Resident).
+func StateResident(p runtime.Program) (int64, error) {
+	var n int64
+	for _, st := range p.(*program).states {
+		var b []byte
+		switch {
+		case st.f32 != nil:
+			b = asBytes(st.f32)
+		case st.f16 != nil:
+			b = asBytes(st.f16)
+		default:
+			b = st.q8
+		}
+		r, err := mmap.Resident(b)
+		if err != nil {
+			return 0, err
+		}
+		n += r
+	}
+	return n, nil
 }

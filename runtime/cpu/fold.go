@@ -55,7 +55,7 @@ func (p *program) fold(v *ir.Value) (*cval, error) {
 		buf, err := fold.Concat(v, raw, func(n int) []byte {
 			// Off the heap: a third of a llama's weights pass through
 			// these copies, each freed once packed (offheap.go).
-			b, m, err := offHeapSlice[byte](n)
+			b, m, err := offHeapSlice[byte](n, false)
 			if err != nil {
 				return alignedBytes(n)
 			}

@@ -29,14 +29,19 @@ func (o *offHeap) release() {
 }
 
 // offHeapSlice returns n zeroed elements of T outside the Go heap (on the
-// heap where anonymous mappings are not available) and its release.
-func offHeapSlice[T any](n int) ([]T, *offHeap, error) {
+// heap where anonymous mappings are not available) and its release;
+// sparse for a buffer written a part at a time (mmap.AnonSparse).
+func offHeapSlice[T any](n int, sparse bool) ([]T, *offHeap, error) {
 	var zero T
 	size := int(unsafe.Sizeof(zero))
 	if n <= 0 {
 		return nil, nil, nil
 	}
-	b, unmap, err := mmap.Anon(n * size)
+	anon := mmap.Anon
+	if sparse {
+		anon = mmap.AnonSparse
+	}
+	b, unmap, err := anon(n * size)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,4 +82,13 @@ func (s *offHeapSet) releaseAll() {
 		o.release()
 	}
 	arena.release()
+}
+
+// asBytes views s's elements as bytes.
+func asBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(zero)))
 }

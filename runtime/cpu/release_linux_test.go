@@ -13,6 +13,7 @@ import (
 	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
+	"github.com/minerva-llm/minerva/runtime/cpu"
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 	"github.com/minerva-llm/minerva/synth"
 )
@@ -133,4 +134,30 @@ func releaseObservable(t *testing.T) {
 	if before < n/2 || after > n/4 {
 		t.Skipf("page residency is not observable here (resident %d bytes after reading 1 MiB, %d after release; qemu-user?)", before, after)
 	}
+}
+
+// TestResetSlotReleasesCache: the KV cache, sized for every slot's full
+// context, is resident only where steps wrote it, and a slot's reset gives
+// those pages back instead of writing zeros over the whole slot.
+func TestResetSlotReleasesCache(t *testing.T) {
+	am := synthModel(t, synth.Default())
+	fuse(t, am.Graph)
+	p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 512, Slots: 64})
+	require.NoError(t, err)
+	defer p.Close()
+	kv := cpu.StateBytes(p)
+	prompt := []int32{1, 5, 9, 4, 7, 3, 8, 2, 6, 10, 11, 12}
+	want, err := p.Step(7, prompt, positions(len(prompt)))
+	require.NoError(t, err)
+	written, err := cpu.StateResident(p)
+	require.NoError(t, err)
+	require.Positive(t, written)
+	require.Less(t, written, kv/16, "12 rows of one slot of 64 are resident, not the cache")
+	require.NoError(t, p.ResetSlot(7))
+	after, err := cpu.StateResident(p)
+	require.NoError(t, err)
+	require.Zero(t, after, "the reset slot's pages are released")
+	got, err := p.Step(7, prompt, positions(len(prompt)))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }
