@@ -25,7 +25,7 @@ type benchCmd struct {
 	Target      string `short:"t" help:"Backend for a .gguf model: goasm (the CPU), reference (the interpreter) or cuda (an NVIDIA GPU)." default:"goasm"`
 	cacheFlags  `embed:""`
 	Seed        uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
-	BWMiB       int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256)." default:"512"`
+	BWMiB       int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256; 0 skips it, so that an outside measure of the process's peak RSS, /usr/bin/time -v, is the model's alone)." default:"512"`
 	Verbose     bool   `short:"v" help:"Print load and compile times on stderr."`
 	KernelTimes bool   `name:"kernel-times" help:"On a GPU target, also time each kernel family in a decode step and in a prefill step of -p tokens (device events around every launch)."`
 	CPUProfile  string `name:"cpuprofile" help:"Write a pprof CPU profile of the prefill and decode steps to this file." type:"path"`
@@ -85,8 +85,8 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	if c.N < 1 {
 		return usageError{fmt.Sprintf("-n %d: the number of decode steps must be ≥ 1", c.N)}
 	}
-	if c.BWMiB < 256 {
-		return usageError{fmt.Sprintf("--bw-mib %d: the bandwidth buffer must be at least 256 MiB", c.BWMiB)}
+	if c.BWMiB != 0 && c.BWMiB < 256 {
+		return usageError{fmt.Sprintf("--bw-mib %d: the bandwidth buffer must be at least 256 MiB (0: no bandwidth measurement)", c.BWMiB)}
 	}
 	threads := opts.Threads
 	if threads <= 0 {
@@ -134,14 +134,19 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	cpus := goruntime.NumCPU()
 	var bw float64
 	device := ""
-	if dp, ok := sess.Program().(runtime.DeviceProgram); ok {
+	dp, onDevice := sess.Program().(runtime.DeviceProgram)
+	if onDevice {
+		device = dp.Device()
+	}
+	switch {
+	case c.BWMiB == 0: // not measured: efficiency is left out
+	case onDevice:
 		// An accelerator's decode streams its own memory: efficiency is
 		// measured against that memory's copy bandwidth.
-		device = dp.Device()
 		if bw, err = dp.DeviceBandwidth(int64(c.BWMiB)<<20, 5); err != nil {
 			return fmt.Errorf("measuring the bandwidth of %s: %w", device, err)
 		}
-	} else {
+	default:
 		bw = bench.Bandwidth(int64(c.BWMiB)<<20, cpus, 5)
 	}
 	var ktimes map[string][]runtime.KernelTime
@@ -183,16 +188,22 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	if r.Kernels != "" {
 		fmt.Fprintf(w, "kernels\t%s\n", r.Kernels)
 	}
+	bwText := fmt.Sprintf("%.1f GB/s", r.BandwidthGBs)
+	if bw == 0 {
+		bwText = "bandwidth not measured"
+	}
 	if device != "" {
-		fmt.Fprintf(w, "device\t%s, %.1f GB/s copy\n", device, r.BandwidthGBs)
+		fmt.Fprintf(w, "device\t%s, %s copy\n", device, bwText)
 	} else {
-		fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %.1f GB/s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, r.BandwidthGBs)
+		fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, bwText)
 	}
 	fmt.Fprintf(w, "load\t%.1f ms\t(to a ready session; first token %.1f ms after start, cold)\n", r.LoadMs, r.FirstTokenMs)
 	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)
 	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens at depth %d, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, c.P, r.DecodeP50Ms, r.DecodeP99Ms)
 	fmt.Fprintf(w, "weights/token\t%.1f MiB\n", float64(wbytes)/(1<<20))
-	fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth)\n", 100*eff)
+	if bw > 0 {
+		fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth)\n", 100*eff)
+	}
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
 	for _, step := range []string{"decode", "prefill"} {
 		for _, kt := range ktimes[step] {

@@ -48,6 +48,25 @@ func TestBenchTable(t *testing.T) {
 	}
 }
 
+// TestBenchNoBandwidth: --bw-mib 0 leaves out the bandwidth measurement
+// (and its 512 MiB buffer from the process's peak RSS) and the efficiency
+// computed from it; the rest is measured as usual.
+func TestBenchNoBandwidth(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	stdout, stderr, code := minervac(t, "bench", model, "-p", "8", "-n", "4", "--bw-mib", "0", "--json")
+	require.Equal(t, 0, code, stderr)
+	var r benchReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+	require.Zero(t, r.BandwidthGBs)
+	require.Zero(t, r.DecodeEfficiency)
+	require.Positive(t, r.DecodeTokensS)
+	require.Positive(t, r.PeakRSSBytes)
+	stdout, stderr, code = minervac(t, "bench", model, "-p", "4", "-n", "2", "--bw-mib", "0")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "bandwidth not measured")
+	require.NotContains(t, stdout, "decode efficiency")
+}
+
 // TestBenchFormats: bench runs the same model as a GGUF file, a Hugging
 // Face directory and an MLX one (stories260K and its twins), reporting
 // load and first-token times for each.
@@ -75,6 +94,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"-n", "0"}, "-n 0: the number of decode steps must be ≥ 1"},
 		{[]string{"--threads=-2"}, "--threads -2 must be ≥ 0"},
 		{[]string{"-p", "2000", "-n", "100"}, "-p 2000 + -n 100 = 2100 positions exceed the model's context of 2048"},
+		{[]string{"--bw-mib", "100"}, "--bw-mib 100: the bandwidth buffer must be at least 256 MiB (0: no bandwidth measurement)"},
 	} {
 		_, stderr, code := minervac(t, append([]string{"bench", model}, tc.args...)...)
 		require.Equal(t, 2, code, stderr)
