@@ -146,18 +146,47 @@ func TestResetSlotReleasesCache(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	kv := cpu.StateBytes(p)
+	observable := anonResidencyObservable(t)
 	prompt := []int32{1, 5, 9, 4, 7, 3, 8, 2, 6, 10, 11, 12}
 	want, err := p.Step(7, prompt, positions(len(prompt)))
 	require.NoError(t, err)
 	written, err := cpu.StateResident(p)
 	require.NoError(t, err)
-	require.Positive(t, written)
-	require.Less(t, written, kv/16, "12 rows of one slot of 64 are resident, not the cache")
+	if observable {
+		require.Positive(t, written)
+		require.Less(t, written, kv/16, "12 rows of one slot of 64 are resident, not the cache")
+	}
 	require.NoError(t, p.ResetSlot(7))
 	after, err := cpu.StateResident(p)
 	require.NoError(t, err)
-	require.Zero(t, after, "the reset slot's pages are released")
+	if observable {
+		require.Zero(t, after, "the reset slot's pages are released")
+	}
 	got, err := p.Step(7, prompt, positions(len(prompt)))
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+}
+
+// anonResidencyObservable reports whether this machine shows the resident
+// pages of anonymous memory as the kernel does: one written page of a 4 MiB
+// mapping resident, none after mmap.ZeroAnon. qemu-user (CI's arm64 run)
+// maps guest memory its own way; there the residency checks are logged and
+// skipped, and the results are still checked.
+func anonResidencyObservable(t *testing.T) bool {
+	t.Helper()
+	const n = 4 << 20
+	b, unmap, err := mmap.AnonSparse(n)
+	require.NoError(t, err)
+	defer unmap()
+	b[0] = 1
+	written, err := mmap.Resident(b)
+	require.NoError(t, err)
+	mmap.ZeroAnon(b)
+	after, err := mmap.Resident(b)
+	require.NoError(t, err)
+	if written == 0 || written > n/16 || after != 0 {
+		t.Logf("anonymous page residency is not observable here (%d bytes resident for one written page of %d, %d after ZeroAnon; qemu-user?): only the results are checked", written, n, after)
+		return false
+	}
+	return true
 }
