@@ -2713,6 +2713,166 @@ DATA kqShufQ6<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA kqShufQ6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL kqShufQ6<>(SB), RODATA|NOPTR, $128
 
+DATA kqMask03<>+0(SB)/8, $0x0303030303030303
+DATA kqMask03<>+8(SB)/8, $0x0303030303030303
+DATA kqMask03<>+16(SB)/8, $0x0303030303030303
+DATA kqMask03<>+24(SB)/8, $0x0303030303030303
+GLOBL kqMask03<>(SB), RODATA|NOPTR, $32
+
+DATA kqMask04<>+0(SB)/8, $0x0404040404040404
+DATA kqMask04<>+8(SB)/8, $0x0404040404040404
+DATA kqMask04<>+16(SB)/8, $0x0404040404040404
+DATA kqMask04<>+24(SB)/8, $0x0404040404040404
+GLOBL kqMask04<>(SB), RODATA|NOPTR, $32
+
+DATA kqMask20<>+0(SB)/8, $0x2020202020202020
+DATA kqMask20<>+8(SB)/8, $0x2020202020202020
+DATA kqMask20<>+16(SB)/8, $0x2020202020202020
+DATA kqMask20<>+24(SB)/8, $0x2020202020202020
+GLOBL kqMask20<>(SB), RODATA|NOPTR, $32
+
+DATA kqQ3HighShift<>+0(SB)/4, $0x00000000
+DATA kqQ3HighShift<>+4(SB)/4, $0x00000002
+DATA kqQ3HighShift<>+8(SB)/4, $0x00000004
+DATA kqQ3HighShift<>+12(SB)/4, $0x00000006
+GLOBL kqQ3HighShift<>(SB), RODATA|NOPTR, $16
+
+// func gemvQ3_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gemvQ3_KAVX2(SB), NOSPLIT, $0-88
+	MOVQ    rows+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    w_base+16(FP), DX
+	MOVQ    a_base+40(FP), BX
+	MOVQ    dst_base+64(FP), SI
+	VMOVDQU kqMask03<>+0(SB), Y1
+	VMOVDQU kqMask04<>+0(SB), Y2
+	TESTQ   AX, AX
+	JZ      Q3_K_done
+
+Q3_K_row:
+	VXORPS Y0, Y0, Y0
+	MOVQ   BX, DI
+	MOVQ   CX, R8
+	TESTQ  R8, R8
+	JZ     Q3_K_sum
+
+Q3_K_block:
+	MOVWLZX      108(DX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (DI), X3, X3
+	VMOVQ        96(DX), X4
+	VPSRLW       $0x04, X4, X5
+	VPUNPCKLQDQ  X5, X4, X4
+	VPAND        nibbleMask<>+0(SB), X4, X4
+	VPBROADCASTD 104(DX), X5
+	VPSRLVD      kqQ3HighShift<>+0(SB), X5, X5
+	VPAND        kqMask03<>+0(SB), X5, X5
+	VPSLLW       $0x04, X5, X5
+	VPOR         X5, X4, X4
+	VPSUBB       kqMask20<>+0(SB), X4, X4
+	VPMOVSXBW    X4, Y4
+	VPMADDWD     260(DI), Y4, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VMOVDQU      (DX), Y6
+	VPERMQ       $0x44, Y4, Y7
+	VMOVDQU      32(DX), Y8
+	VPAND        Y1, Y8, Y9
+	VPSLLW       $0x02, Y6, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   4(DI), Y9, Y9
+	VPSHUFB      kqShufQ6<>+0(SB), Y7, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPSRLW       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLW       $0x01, Y6, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   36(DI), Y10, Y10
+	VPSHUFB      kqShufQ6<>+32(SB), Y7, Y11
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPSRLW       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPAND        Y2, Y6, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   68(DI), Y10, Y10
+	VPSHUFB      kqShufQ6<>+64(SB), Y7, Y11
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x01, Y6, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y8
+	VPSHUFB      kqShufQ6<>+96(SB), Y7, Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VPERMQ       $0xee, Y4, Y4
+	VMOVDQU      64(DX), Y7
+	VPAND        Y1, Y7, Y8
+	VPSRLW       $0x02, Y6, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y8
+	VPSHUFB      kqShufQ6<>+0(SB), Y4, Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x03, Y6, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y8
+	VPSHUFB      kqShufQ6<>+32(SB), Y4, Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x04, Y6, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y8
+	VPSHUFB      kqShufQ6<>+64(SB), Y4, Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y7, Y7
+	VPMADDUBSW   228(DI), Y7, Y6
+	VPSHUFB      kqShufQ6<>+96(SB), Y4, Y4
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VPSUBD       Y5, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y9, Y3, Y0
+	ADDQ         $0x0000006e, DX
+	ADDQ         $0x00000124, DI
+	DECQ         R8
+	JNZ          Q3_K_block
+
+Q3_K_sum:
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         $0x04, SI
+	DECQ         AX
+	JNZ          Q3_K_row
+
+Q3_K_done:
+	VZEROUPPER
+	RET
+
 // func gemvQ4_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemvQ4_KAVX2(SB), NOSPLIT, $0-88

@@ -108,6 +108,14 @@ func gemvQ8_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ8_0x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvQ3_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
+// super-blocks of Q3_K, one after another) and a (nb Q8_K blocks), for r < rows,
+// as Q6_K's kernel with 3-bit quants (see codegen/goasm/gen/kerndot's kquants.go
+// for the float order). It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func gemvQ3_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+
 // gemvQ4_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
 // super-blocks of Q4_K, one after another) and a (nb Q8_K blocks), for r < rows,
 // with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go

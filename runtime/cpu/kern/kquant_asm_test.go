@@ -12,14 +12,15 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 )
 
-var kquantTypes = []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K}
+var kquantTypes = []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K, ir.Q3_K}
 
 // kquantBlocks are the super-block counts the k-quant kernels are checked at.
 var kquantBlocks = []int{1, 2, 3, 11, 5632 / 256, 11008 / 256}
 
 // kqBlock is one decoded k-quant super-block: the stored (unsigned) quants,
 // the scale of each element's 16-element group, and for Q4_K/Q5_K the minima
-// of the eight 32-element sub-blocks. Q6_K values are q-32.
+// of the eight 32-element sub-blocks. Q6_K values are q-32, Q3_K's q-4
+// (kqOffset).
 type kqBlock struct {
 	q     [256]int32
 	sc    [16]int32
@@ -63,10 +64,33 @@ func decodeKQ(wt ir.DType, x []byte) (b kqBlock) {
 			b.sc[j] = int32(int8(x[192+j]))
 		}
 		b.d = h16(x[208:])
+	case ir.Q3_K:
+		for e := range b.q {
+			n, k, l := e/128, e%128/32, e%32
+			lo := int32(x[32+32*n+l]>>(2*k)) & 3
+			hi := int32(x[l]>>(4*n+k)) & 1
+			b.q[e] = lo | hi<<2
+		}
+		var sc [16]int32
+		q3Scales((*[12]byte)(x[96:]), &sc)
+		b.sc = sc
+		b.d = h16(x[108:])
 	default:
 		panic(wt)
 	}
 	return b
+}
+
+// kqOffset is what a k-quant without minima subtracts from its stored
+// quants (Q6_K 32, Q3_K 4); 0 for Q4_K/Q5_K, which have minima.
+func kqOffset(wt ir.DType) int32 {
+	switch wt {
+	case ir.Q6_K:
+		return 32
+	case ir.Q3_K:
+		return 4
+	}
+	return 0
 }
 
 // hsum8 is hsum_float_8.
@@ -100,17 +124,14 @@ func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 		for e, q := range b.q {
 			p := int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
 			lanes[e%32/4] += p
-			v := q
-			if wt == ir.Q6_K {
-				v -= 32
-			}
+			v := q - kqOffset(wt)
 			p = int64(b.sc[e/16]) * int64(v) * int64(i8(y[4+e]))
 			sumAbs += max(p, -p)
 		}
 		mag += math.Abs(float64(d)) * float64(sumAbs)
-		if wt == ir.Q6_K {
+		if off := int64(kqOffset(wt)); off != 0 {
 			for k := range lanes {
-				lanes[k] -= 32 * (int64(b.sc[2*k])*int64(bsum(y, 2*k)) + int64(b.sc[2*k+1])*int64(bsum(y, 2*k+1)))
+				lanes[k] -= off * (int64(b.sc[2*k])*int64(bsum(y, 2*k)) + int64(b.sc[2*k+1])*int64(bsum(y, 2*k+1)))
 			}
 		} else {
 			dmin := yd * b.dm
@@ -136,7 +157,7 @@ func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 		}
 	}
 	r := hsum8(&acc)
-	if wt != ir.Q6_K {
+	if kqOffset(wt) == 0 {
 		r += (accm[0] + accm[2]) + (accm[1] + accm[3])
 	}
 	return r, mag
@@ -196,7 +217,7 @@ func testKQuantExactInts(t *testing.T, v string) {
 				n := 256 * nb
 				bb := wt.BlockBytes()
 				// |activation| bound keeping Σ|terms| < 2^24.
-				ymax := map[ir.DType]int{ir.Q4_K: 200, ir.Q5_K: 90, ir.Q6_K: 50}[wt] / nb
+				ymax := map[ir.DType]int{ir.Q4_K: 200, ir.Q5_K: 90, ir.Q6_K: 50, ir.Q3_K: 600}[wt] / nb
 				ymax = max(1, min(127, ymax))
 				w := make([]byte, nb*bb)
 				a := make([]byte, ActBytes(wt, n))
@@ -206,9 +227,12 @@ func testKQuantExactInts(t *testing.T, v string) {
 						x[j] = byte(r.IntN(256))
 					}
 					const one = 0x3c00 // f16 1.0
-					if wt == ir.Q6_K {
+					switch wt {
+					case ir.Q6_K:
 						binary.LittleEndian.PutUint16(x[208:], one)
-					} else {
+					case ir.Q3_K:
+						binary.LittleEndian.PutUint16(x[108:], one)
+					default:
 						binary.LittleEndian.PutUint16(x[0:], one)
 						binary.LittleEndian.PutUint16(x[2:], one)
 					}
@@ -238,6 +262,14 @@ func testKQuantExactInts(t *testing.T, v string) {
 							x[128+l] &^= 3
 							y[4+l] = 0x81 // -127
 						}
+					case ir.Q3_K: // group 0: scale -32, quants 0 (value -4), acts -127
+						x[96] &^= 15
+						x[104] &^= 3
+						for l := 0; l < 16; l++ {
+							x[l] &^= 1
+							x[32+l] &^= 3
+							y[4+l] = 0x81
+						}
 					}
 				}
 				if nb >= 2 {
@@ -259,13 +291,11 @@ func testKQuantExactInts(t *testing.T, v string) {
 					b := decodeKQ(wt, w[i*bb:])
 					for e, q := range b.q {
 						yv := int64(i8(a[i*292+4+e]))
-						if wt == ir.Q6_K {
-							q -= 32
-						}
+						q -= kqOffset(wt)
 						p := int64(b.sc[e/16]) * int64(q) * yv
 						want += p
 						mag += max(p, -p)
-						if wt != ir.Q6_K {
+						if kqOffset(wt) == 0 {
 							p = int64(b.mn[e/32]) * yv
 							want -= p
 							mag += max(p, -p)

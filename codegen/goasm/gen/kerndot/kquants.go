@@ -38,8 +38,10 @@ import (
 // kqConsts are the kernels' read-only vectors.
 var kqConsts struct {
 	m10, m30, m0f Mem // bytes 0x10, 0x30, 0x0f
+	m03, m04, m20 Mem // bytes 0x03, 0x04, 0x20
 	shufK4        Mem // 8 vectors: int16 word i in every lane
 	shufQ6        Mem // 4 vectors: word 2k in the low half, 2k+1 in the high half
+	q3HighShift   Mem // dwords 0, 2, 4, 6: where each quarter of Q3_K's scales finds its high bits
 }
 
 // kquants emits dotQ4_KAVX2, dotQ5_KAVX2 and dotQ6_KAVX2.
@@ -64,6 +66,21 @@ func kquants(c *build.Context) {
 		}
 	}
 
+	kqConsts.m03 = vecConst(c, "kqMask03", rep(0x03))
+	kqConsts.m04 = vecConst(c, "kqMask04", rep(0x04))
+	kqConsts.m20 = vecConst(c, "kqMask20", rep(0x20))
+	kqConsts.q3HighShift = c.StaticGlobal("kqQ3HighShift")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for j := 0; j < 4; j++ {
+		c.AddDatum(4*j, U32(uint32(2*j)))
+	}
+	avoutil.Function(c, "gemvQ3_KAVX2", avoutil.KQGemvSignature,
+		"gemvQ3_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
+		"super-blocks of Q3_K, one after another) and a (nb Q8_K blocks), for r < rows,",
+		"as Q6_K's kernel with 3-bit quants (see codegen/goasm/gen/kerndot's kquants.go",
+		"for the float order). It needs AVX2, FMA and F16C.",
+	)
+	avoutil.KQRows(c, "Q3_K", 110, false, dotQ3K)
 	for _, t := range avoutil.KQTypes {
 		avoutil.Function(c, "gemv"+t.Name+"AVX2", avoutil.KQGemvSignature,
 			"gemv"+t.Name+"AVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
@@ -187,6 +204,94 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 				case 3:
 					c.VPSRLW(Imm(2), qh, h)
 					c.VPAND(kqConsts.m30, h, h)
+				}
+				c.VPOR(h, v, v)
+				p := c.YMM()
+				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
+				s := c.YMM()
+				c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
+				c.VPMADDWD(s, p, p)
+				if sumi == nil {
+					sumi = p
+				} else {
+					c.VPADDD(p, sumi, sumi)
+				}
+			}
+		}
+		c.VPSUBD(corr, sumi, sumi)
+		c.VCVTDQ2PS(sumi, sumi)
+		d := c.YMM()
+		c.VBROADCASTSS(dx, d)
+		c.VFMADD231PS(sumi, d, acc)
+	}
+}
+
+// dotQ3K is the Q3_K super-block body (avoutil.KQBody), Q6_K's with other
+// quants. Block (110 bytes): hmask[32] at 0, qs[64] at 32, the sixteen
+// 6-bit scales packed in 12 bytes at 96, f16 d at 108. Element 128n+32k+l
+// (n < 2, k < 4, l < 32) is bits 2k, 2k+1 of qs[32n+l] and bit 4n+k of
+// hmask[l], q = those three bits (0..7), value q-4, scale sc[8n+2k+l/16]
+// (the 6-bit scale less 32): the -4 is taken out of sumi exactly as Q6_K's
+// -32, with the activation block sums, sumi[k] -= 4·(sc[2k]·bs[2k] +
+// sc[2k+1]·bs[2k+1]). |pair| ≤ 2·7·128 in vpmaddubsw.
+func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
+	m3, m4 := c.YMM(), c.YMM()
+	c.VMOVDQU(kqConsts.m03, m3)
+	c.VMOVDQU(kqConsts.m04, m4)
+	return func() {
+		dh := c.GP32()
+		c.MOVWLZX(Mem{Base: x, Disp: 108}, dh)
+		dx := c.XMM()
+		c.VMOVD(dh, dx)
+		c.VCVTPH2PS(dx, dx)
+		c.VMULSS(Mem{Base: y}, dx, dx)
+
+		// The scales: low nibbles of bytes 0..7 are sc0..7, their high
+		// nibbles sc8..15; byte 8+j's bit pairs 0, 2, 4, 6 are the top
+		// bits of sc j, j+4, j+8, j+12.
+		lo, hi := c.XMM(), c.XMM()
+		c.VMOVQ(Mem{Base: x, Disp: 96}, lo)
+		c.VPSRLW(Imm(4), lo, hi)
+		c.VPUNPCKLQDQ(hi, lo, lo)
+		c.VPAND(kqConsts.m0f.Offset(0), lo, lo) // the low four bits of sc0..15
+		top := c.XMM()
+		c.VPBROADCASTD(Mem{Base: x, Disp: 104}, top)
+		c.VPSRLVD(kqConsts.q3HighShift, top, top) // dword j: bytes 8..11 >> 2j
+		c.VPAND(kqConsts.m03.Offset(0), top, top)
+		c.VPSLLW(Imm(4), top, top)
+		c.VPOR(top, lo, lo)
+		c.VPSUBB(kqConsts.m20.Offset(0), lo, lo) // less 32: -32..31
+		sc := c.YMM()
+		c.VPMOVSXBW(lo, sc)
+		corr := c.YMM()
+		c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
+		c.VPSLLD(Imm(2), corr, corr)
+
+		hm := c.YMM()
+		c.VMOVDQU(Mem{Base: x}, hm)
+		var sumi reg.VecVirtual
+		for n := 0; n < 2; n++ {
+			half := c.YMM()
+			c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+			qs := c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 32 + 32*n}, qs)
+			for k := 0; k < 4; k++ {
+				v, h := c.YMM(), c.YMM()
+				if k == 0 {
+					c.VPAND(m3, qs, v)
+				} else {
+					c.VPSRLW(Imm(uint64(2*k)), qs, v)
+					c.VPAND(m3, v, v)
+				}
+				switch b := 4*n + k; { // bit b of hmask at bit 2
+				case b < 2:
+					c.VPSLLW(Imm(uint64(2-b)), hm, h)
+					c.VPAND(m4, h, h)
+				case b == 2:
+					c.VPAND(m4, hm, h)
+				default:
+					c.VPSRLW(Imm(uint64(b-2)), hm, h)
+					c.VPAND(m4, h, h)
 				}
 				c.VPOR(h, v, v)
 				p := c.YMM()
