@@ -2873,6 +2873,115 @@ Q3_K_done:
 	VZEROUPPER
 	RET
 
+// func gemvQ2_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gemvQ2_KAVX2(SB), NOSPLIT, $0-88
+	MOVQ    rows+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    w_base+16(FP), DX
+	MOVQ    a_base+40(FP), BX
+	MOVQ    dst_base+64(FP), SI
+	VMOVDQU kqMask03<>+0(SB), Y1
+	TESTQ   AX, AX
+	JZ      Q2_K_done
+
+Q2_K_row:
+	VXORPS Y0, Y0, Y0
+	MOVQ   BX, DI
+	MOVQ   CX, R8
+	TESTQ  R8, R8
+	JZ     Q2_K_sum
+
+Q2_K_block:
+	MOVL         80(DX), R9
+	VMOVD        R9, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS (DI), X3
+	VMULPS       X3, X2, X2
+	VMOVDQU      (DX), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        nibbleMask<>+0(SB), X4, X4
+	VPAND        nibbleMask<>+0(SB), X3, X3
+	VPMOVZXBW    X4, Y4
+	VPMADDWD     260(DI), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVSHDUP    X2, X5
+	VBROADCASTSS X5, Y5
+	VFNMADD231PS Y4, Y5, Y0
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y4
+	VMOVDQU      16(DX), Y5
+	VPAND        Y1, Y5, Y6
+	VPMADDUBSW   4(DI), Y6, Y6
+	VPSHUFB      kqShufQ6<>+0(SB), Y4, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPSRLW       $0x02, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPMADDUBSW   36(DI), Y7, Y7
+	VPSHUFB      kqShufQ6<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x04, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPMADDUBSW   68(DI), Y7, Y7
+	VPSHUFB      kqShufQ6<>+64(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMADDUBSW   100(DI), Y5, Y5
+	VPSHUFB      kqShufQ6<>+96(SB), Y4, Y4
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPERMQ       $0xee, Y3, Y3
+	VMOVDQU      48(DX), Y4
+	VPAND        Y1, Y4, Y5
+	VPMADDUBSW   132(DI), Y5, Y5
+	VPSHUFB      kqShufQ6<>+0(SB), Y3, Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y1, Y5, Y5
+	VPMADDUBSW   164(DI), Y5, Y5
+	VPSHUFB      kqShufQ6<>+32(SB), Y3, Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y1, Y5, Y5
+	VPMADDUBSW   196(DI), Y5, Y5
+	VPSHUFB      kqShufQ6<>+64(SB), Y3, Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMADDUBSW   228(DI), Y4, Y4
+	VPSHUFB      kqShufQ6<>+96(SB), Y3, Y3
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS X2, Y2
+	VFMADD231PS  Y6, Y2, Y0
+	ADDQ         $0x00000054, DX
+	ADDQ         $0x00000124, DI
+	DECQ         R8
+	JNZ          Q2_K_block
+
+Q2_K_sum:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (SI)
+	ADDQ         $0x04, SI
+	DECQ         AX
+	JNZ          Q2_K_row
+
+Q2_K_done:
+	VZEROUPPER
+	RET
+
 // func gemvQ4_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·gemvQ4_KAVX2(SB), NOSPLIT, $0-88

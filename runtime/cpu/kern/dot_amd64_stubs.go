@@ -116,6 +116,14 @@ func gemmQ8_0x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //go:noescape
 func gemvQ3_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 
+// gemvQ2_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
+// super-blocks of Q2_K, one after another) and a (nb Q8_K blocks), for r < rows,
+// after ggml's AVX2 ggml_vec_dot_q2_K_q8_K (see codegen/goasm/gen/kerndot's
+// kquants.go for the float order). It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func gemvQ2_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
+
 // gemvQ4_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
 // super-blocks of Q4_K, one after another) and a (nb Q8_K blocks), for r < rows,
 // with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go

@@ -187,6 +187,8 @@ func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 // super-block bytes; the kernel is nil when v has none.
 func (v *variant) kquantGemv(wt ir.DType) (func(rows, nb int, w, a []byte, dst []float32), int) {
 	switch wt {
+	case ir.Q2_K:
+		return v.gemvQ2_K, 84
 	case ir.Q3_K:
 		return v.gemvQ3_K, 110
 	case ir.Q4_K:

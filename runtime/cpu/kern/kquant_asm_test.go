@@ -12,7 +12,7 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 )
 
-var kquantTypes = []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K, ir.Q3_K}
+var kquantTypes = []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K, ir.Q3_K, ir.Q2_K}
 
 // kquantBlocks are the super-block counts the k-quant kernels are checked at.
 var kquantBlocks = []int{1, 2, 3, 11, 5632 / 256, 11008 / 256}
@@ -25,7 +25,8 @@ type kqBlock struct {
 	q     [256]int32
 	sc    [16]int32
 	mn    [8]int32
-	d, dm float32 // f16 d and dmin of the weights
+	mn16  [16]int32 // Q2_K's minima, per 16 elements
+	d, dm float32   // f16 d and dmin of the weights
 }
 
 func decodeKQ(wt ir.DType, x []byte) (b kqBlock) {
@@ -75,6 +76,15 @@ func decodeKQ(wt ir.DType, x []byte) (b kqBlock) {
 		q3Scales((*[12]byte)(x[96:]), &sc)
 		b.sc = sc
 		b.d = h16(x[108:])
+	case ir.Q2_K:
+		for e := range b.q {
+			n, k, l := e/128, e%128/32, e%32
+			b.q[e] = int32(x[16+32*n+l]>>(2*k)) & 3
+		}
+		for j := range b.sc {
+			b.sc[j], b.mn16[j] = int32(x[j]&15), int32(x[j]>>4)
+		}
+		b.d, b.dm = h16(x[80:]), h16(x[82:])
 	default:
 		panic(wt)
 	}
@@ -82,7 +92,7 @@ func decodeKQ(wt ir.DType, x []byte) (b kqBlock) {
 }
 
 // kqOffset is what a k-quant without minima subtracts from its stored
-// quants (Q6_K 32, Q3_K 4); 0 for Q4_K/Q5_K, which have minima.
+// quants (Q6_K 32, Q3_K 4); 0 for Q2_K, Q4_K and Q5_K, which have minima.
 func kqOffset(wt ir.DType) int32 {
 	switch wt {
 	case ir.Q6_K:
@@ -129,7 +139,20 @@ func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 			sumAbs += max(p, -p)
 		}
 		mag += math.Abs(float64(d)) * float64(sumAbs)
-		if off := int64(kqOffset(wt)); off != 0 {
+		if wt == ir.Q2_K {
+			// Minima first, lane k from groups 2k and 2k+1, into acc.
+			dmin := yd * b.dm
+			var mAbs int64
+			for k := range acc {
+				prod := b.mn16[2*k]*bsum(y, 2*k) + b.mn16[2*k+1]*bsum(y, 2*k+1)
+				acc[k] = fma32(-dmin, float32(prod), acc[k])
+			}
+			for e := 0; e < 256; e++ {
+				p := int64(b.mn16[e/16]) * int64(i8(y[4+e]))
+				mAbs += max(p, -p)
+			}
+			mag += math.Abs(float64(dmin)) * float64(mAbs)
+		} else if off := int64(kqOffset(wt)); off != 0 {
 			for k := range lanes {
 				lanes[k] -= off * (int64(b.sc[2*k])*int64(bsum(y, 2*k)) + int64(b.sc[2*k+1])*int64(bsum(y, 2*k+1)))
 			}
@@ -157,7 +180,7 @@ func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 		}
 	}
 	r := hsum8(&acc)
-	if kqOffset(wt) == 0 {
+	if kqOffset(wt) == 0 && wt != ir.Q2_K {
 		r += (accm[0] + accm[2]) + (accm[1] + accm[3])
 	}
 	return r, mag
@@ -217,7 +240,7 @@ func testKQuantExactInts(t *testing.T, v string) {
 				n := 256 * nb
 				bb := wt.BlockBytes()
 				// |activation| bound keeping Σ|terms| < 2^24.
-				ymax := map[ir.DType]int{ir.Q4_K: 200, ir.Q5_K: 90, ir.Q6_K: 50, ir.Q3_K: 600}[wt] / nb
+				ymax := map[ir.DType]int{ir.Q4_K: 200, ir.Q5_K: 90, ir.Q6_K: 50, ir.Q3_K: 600, ir.Q2_K: 600}[wt] / nb
 				ymax = max(1, min(127, ymax))
 				w := make([]byte, nb*bb)
 				a := make([]byte, ActBytes(wt, n))
@@ -232,6 +255,9 @@ func testKQuantExactInts(t *testing.T, v string) {
 						binary.LittleEndian.PutUint16(x[208:], one)
 					case ir.Q3_K:
 						binary.LittleEndian.PutUint16(x[108:], one)
+					case ir.Q2_K:
+						binary.LittleEndian.PutUint16(x[80:], one)
+						binary.LittleEndian.PutUint16(x[82:], one)
 					default:
 						binary.LittleEndian.PutUint16(x[0:], one)
 						binary.LittleEndian.PutUint16(x[2:], one)
@@ -261,6 +287,12 @@ func testKQuantExactInts(t *testing.T, v string) {
 							x[l] &^= 15
 							x[128+l] &^= 3
 							y[4+l] = 0x81 // -127
+						}
+					case ir.Q2_K: // group 0: scale 15, min 15, quants 3, acts 127
+						x[0] = 0xff
+						for l := 0; l < 16; l++ {
+							x[16+l] |= 3
+							y[4+l] = 127
 						}
 					case ir.Q3_K: // group 0: scale -32, quants 0 (value -4), acts -127
 						x[96] &^= 15
@@ -295,7 +327,12 @@ func testKQuantExactInts(t *testing.T, v string) {
 						p := int64(b.sc[e/16]) * int64(q) * yv
 						want += p
 						mag += max(p, -p)
-						if kqOffset(wt) == 0 {
+						switch {
+						case wt == ir.Q2_K:
+							p = int64(b.mn16[e/16]) * yv
+							want -= p
+							mag += max(p, -p)
+						case kqOffset(wt) == 0:
 							p = int64(b.mn[e/32]) * yv
 							want -= p
 							mag += max(p, -p)

@@ -81,6 +81,13 @@ func kquants(c *build.Context) {
 		"for the float order). It needs AVX2, FMA and F16C.",
 	)
 	avoutil.KQRows(c, "Q3_K", 110, false, dotQ3K)
+	avoutil.Function(c, "gemvQ2_KAVX2", avoutil.KQGemvSignature,
+		"gemvQ2_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
+		"super-blocks of Q2_K, one after another) and a (nb Q8_K blocks), for r < rows,",
+		"after ggml's AVX2 ggml_vec_dot_q2_K_q8_K (see codegen/goasm/gen/kerndot's",
+		"kquants.go for the float order). It needs AVX2, FMA and F16C.",
+	)
+	avoutil.KQRows(c, "Q2_K", 84, false, dotQ2K)
 	for _, t := range avoutil.KQTypes {
 		avoutil.Function(c, "gemv"+t.Name+"AVX2", avoutil.KQGemvSignature,
 			"gemv"+t.Name+"AVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
@@ -310,6 +317,79 @@ func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 		c.VCVTDQ2PS(sumi, sumi)
 		d := c.YMM()
 		c.VBROADCASTSS(dx, d)
+		c.VFMADD231PS(sumi, d, acc)
+	}
+}
+
+// dotQ2K is the Q2_K super-block body (avoutil.KQBody), after ggml's AVX2
+// kernel. Block (84 bytes): scales[16] at 0 (scale in the low nibble, min
+// in the high one, per 16 elements), qs[64] at 16, f16 d at 80, f16 dmin
+// at 82. Element 128n+32k+l is bits 2k, 2k+1 of qs[32n+l] (0..3), scale
+// sc[8n+2k+l/16], as Q3_K's low bits. Per block, first the minima
+//
+//	acc = fma(-(d_y·dmin_w), float(mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]), acc)
+//
+// then acc = fma(d_y·d_w, float(sumi), acc); the result is hsum_float_8.
+func dotQ2K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
+	m3 := c.YMM()
+	c.VMOVDQU(kqConsts.m03, m3)
+	return func() {
+		// d and dmin read as four bytes: vcvtph2ps from memory would read
+		// past the last block.
+		dh := c.GP32()
+		c.MOVL(Mem{Base: x, Disp: 80}, dh)
+		dd, yd := c.XMM(), c.XMM()
+		c.VMOVD(dh, dd)
+		c.VCVTPH2PS(dd, dd)
+		c.VBROADCASTSS(Mem{Base: y}, yd)
+		c.VMULPS(yd, dd, dd) // d_y·d_w, d_y·dmin_w
+
+		ms, mn := c.XMM(), c.XMM()
+		c.VMOVDQU(Mem{Base: x}, ms)
+		c.VPSRLW(Imm(4), ms, mn)
+		c.VPAND(kqConsts.m0f.Offset(0), mn, mn)
+		c.VPAND(kqConsts.m0f.Offset(0), ms, ms)
+		mins := c.YMM()
+		c.VPMOVZXBW(mn, mins)
+		c.VPMADDWD(Mem{Base: y, Disp: 260}, mins, mins) // mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]
+		c.VCVTDQ2PS(mins, mins)
+		dm := c.XMM()
+		c.VMOVSHDUP(dd, dm) // d_y·dmin_w in lane 0
+		dmin := c.YMM()
+		c.VBROADCASTSS(dm, dmin)
+		c.VFNMADD231PS(mins, dmin, acc) // acc - dmin·prod, ggml's fma with -dmin
+		sc := c.YMM()
+		c.VPMOVZXBW(ms, sc)
+
+		var sumi reg.VecVirtual
+		for n := 0; n < 2; n++ {
+			half := c.YMM()
+			c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+			qs := c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*n}, qs)
+			for k := 0; k < 4; k++ {
+				v := c.YMM()
+				if k == 0 {
+					c.VPAND(m3, qs, v)
+				} else {
+					c.VPSRLW(Imm(uint64(2*k)), qs, v)
+					c.VPAND(m3, v, v)
+				}
+				p := c.YMM()
+				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
+				s := c.YMM()
+				c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
+				c.VPMADDWD(s, p, p)
+				if sumi == nil {
+					sumi = p
+				} else {
+					c.VPADDD(p, sumi, sumi)
+				}
+			}
+		}
+		c.VCVTDQ2PS(sumi, sumi)
+		d := c.YMM()
+		c.VBROADCASTSS(dd, d)
 		c.VFMADD231PS(sumi, d, acc)
 	}
 }
