@@ -15,8 +15,16 @@ import (
 // (the partial ones at either end) are kept. Never call it on anonymous
 // or Go heap memory: those pages would read back as zeros.
 func Release(b []byte) {
+	if lo, hi := wholePages(b); lo < hi {
+		_ = dontneed(b[lo:hi])
+	}
+}
+
+// wholePages is the range b[lo:hi] of the whole pages inside b (lo ≥ hi
+// when there is none).
+func wholePages(b []byte) (lo, hi int) {
 	if len(b) == 0 {
-		return
+		return 0, 0
 	}
 	ps := uintptr(os.Getpagesize())
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
@@ -24,9 +32,9 @@ func Release(b []byte) {
 	end := start + uintptr(len(b))
 	last := end - end%ps
 	if start+first >= last {
-		return
+		return 0, 0
 	}
-	_ = dontneed(b[first : last-start])
+	return int(first), int(last - start)
 }
 
 // ZeroAnon sets b to zeros. b must lie inside memory that Anon or
@@ -37,21 +45,14 @@ func Release(b []byte) {
 // of the resident set instead of faulting every page in; the partial pages
 // at either end, and every byte elsewhere, are cleared.
 func ZeroAnon(b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	ps := uintptr(os.Getpagesize())
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	first := (ps - start%ps) % ps
-	end := start + uintptr(len(b))
-	last := end - end%ps
-	if start+first >= last {
+	lo, hi := wholePages(b)
+	if lo >= hi {
 		clear(b)
 		return
 	}
-	clear(b[:first])
-	clear(b[last-start:])
-	if !dropZeroes(b[first : last-start]) {
-		clear(b[first : last-start])
+	clear(b[:lo])
+	clear(b[hi:])
+	if !dropZeroes(b[lo:hi]) {
+		clear(b[lo:hi])
 	}
 }

@@ -213,16 +213,7 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 					c.VPAND(kqConsts.m30, h, h)
 				}
 				c.VPOR(h, v, v)
-				p := c.YMM()
-				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
-				s := c.YMM()
-				c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
-				c.VPMADDWD(s, p, p)
-				if sumi == nil {
-					sumi = p
-				} else {
-					c.VPADDD(p, sumi, sumi)
-				}
+				addScaled(c, v, y, n, k, half, &sumi)
 			}
 		}
 		c.VPSUBD(corr, sumi, sumi)
@@ -230,6 +221,23 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 		d := c.YMM()
 		c.VBROADCASTSS(dx, d)
 		c.VFMADD231PS(sumi, d, acc)
+	}
+}
+
+// addScaled adds quants v (32 unsigned bytes, elements 128n+32k..+31 of a
+// Q6_K, Q3_K or Q2_K block) times the Q8_K activations at y, scaled by
+// their 16-element groups' scales (half: sc[8n..8n+7] as words in both
+// halves), into the eight int32 lanes *sumi (set by the first call).
+func addScaled(c *build.Context, v reg.VecVirtual, y reg.GPVirtual, n, k int, half reg.VecVirtual, sumi *reg.VecVirtual) {
+	p := c.YMM()
+	c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
+	s := c.YMM()
+	c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
+	c.VPMADDWD(s, p, p)
+	if *sumi == nil {
+		*sumi = p
+	} else {
+		c.VPADDD(p, *sumi, *sumi)
 	}
 }
 
@@ -301,16 +309,7 @@ func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 					c.VPAND(m4, h, h)
 				}
 				c.VPOR(h, v, v)
-				p := c.YMM()
-				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
-				s := c.YMM()
-				c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
-				c.VPMADDWD(s, p, p)
-				if sumi == nil {
-					sumi = p
-				} else {
-					c.VPADDD(p, sumi, sumi)
-				}
+				addScaled(c, v, y, n, k, half, &sumi)
 			}
 		}
 		c.VPSUBD(corr, sumi, sumi)
@@ -375,16 +374,7 @@ func dotQ2K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 					c.VPSRLW(Imm(uint64(2*k)), qs, v)
 					c.VPAND(m3, v, v)
 				}
-				p := c.YMM()
-				c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
-				s := c.YMM()
-				c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
-				c.VPMADDWD(s, p, p)
-				if sumi == nil {
-					sumi = p
-				} else {
-					c.VPADDD(p, sumi, sumi)
-				}
+				addScaled(c, v, y, n, k, half, &sumi)
 			}
 		}
 		c.VCVTDQ2PS(sumi, sumi)
