@@ -122,20 +122,7 @@ func dotQ45K(c *build.Context, q5 bool, x, y reg.GPVirtual, acc, accm reg.VecVir
 			c.VMOVDQU(Mem{Base: x, Disp: 16}, qh)
 		}
 		// high returns bit `bit` of every qh byte at bit 4.
-		high := func(bit int) reg.VecVirtual {
-			h := c.YMM()
-			switch {
-			case bit < 4:
-				c.VPSLLW(Imm(uint64(4-bit)), qh, h)
-				c.VPAND(kqConsts.m10, h, h)
-			case bit == 4:
-				c.VPAND(kqConsts.m10, qh, h)
-			default:
-				c.VPSRLW(Imm(uint64(bit-4)), qh, h)
-				c.VPAND(kqConsts.m10, h, h)
-			}
-			return h
-		}
+		high := func(bit int) reg.VecVirtual { return bitsAt(c, qh, bit, 4, kqConsts.m10) }
 		qsOff := 16
 		if q5 {
 			qsOff = 48
@@ -192,26 +179,8 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 			c.VMOVDQU(Mem{Base: x, Disp: 64 * n}, ql[0])
 			c.VMOVDQU(Mem{Base: x, Disp: 64*n + 32}, ql[1])
 			for k := 0; k < 4; k++ {
-				v, h := c.YMM(), c.YMM()
-				if k < 2 {
-					c.VPAND(nib, ql[k], v)
-				} else {
-					c.VPSRLW(Imm(4), ql[k-2], v)
-					c.VPAND(nib, v, v)
-				}
-				switch k { // bits 2k, 2k+1 of qh at bits 4, 5
-				case 0:
-					c.VPSLLW(Imm(4), qh, h)
-					c.VPAND(kqConsts.m30, h, h)
-				case 1:
-					c.VPSLLW(Imm(2), qh, h)
-					c.VPAND(kqConsts.m30, h, h)
-				case 2:
-					c.VPAND(kqConsts.m30, qh, h)
-				case 3:
-					c.VPSRLW(Imm(2), qh, h)
-					c.VPAND(kqConsts.m30, h, h)
-				}
+				v := bitsAt(c, ql[k&1], 4*(k>>1), 0, nib)
+				h := bitsAt(c, qh, 2*k, 4, kqConsts.m30) // bits 2k, 2k+1 of qh at bits 4, 5
 				c.VPOR(h, v, v)
 				addScaled(c, v, y, n, k, half, &sumi)
 			}
@@ -222,6 +191,24 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 		c.VBROADCASTSS(dx, d)
 		c.VFMADD231PS(sumi, d, acc)
 	}
+}
+
+// bitsAt returns src's bytes shifted so that bit from lands at bit to,
+// masked by mask: 16-bit shifts, whose bits carried across bytes the mask
+// clears (it keeps bits that come from the same byte).
+func bitsAt(c *build.Context, src reg.VecVirtual, from, to int, mask Op) reg.VecVirtual {
+	h := c.YMM()
+	switch {
+	case from < to:
+		c.VPSLLW(Imm(uint64(to-from)), src, h)
+		c.VPAND(mask, h, h)
+	case from == to:
+		c.VPAND(mask, src, h)
+	default:
+		c.VPSRLW(Imm(uint64(from-to)), src, h)
+		c.VPAND(mask, h, h)
+	}
+	return h
 }
 
 // addScaled adds quants v (32 unsigned bytes, elements 128n+32k..+31 of a
@@ -291,23 +278,8 @@ func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 			qs := c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 32 + 32*n}, qs)
 			for k := 0; k < 4; k++ {
-				v, h := c.YMM(), c.YMM()
-				if k == 0 {
-					c.VPAND(m3, qs, v)
-				} else {
-					c.VPSRLW(Imm(uint64(2*k)), qs, v)
-					c.VPAND(m3, v, v)
-				}
-				switch b := 4*n + k; { // bit b of hmask at bit 2
-				case b < 2:
-					c.VPSLLW(Imm(uint64(2-b)), hm, h)
-					c.VPAND(m4, h, h)
-				case b == 2:
-					c.VPAND(m4, hm, h)
-				default:
-					c.VPSRLW(Imm(uint64(b-2)), hm, h)
-					c.VPAND(m4, h, h)
-				}
+				v := bitsAt(c, qs, 2*k, 0, m3)
+				h := bitsAt(c, hm, 4*n+k, 2, m4) // bit 4n+k of hmask at bit 2
 				c.VPOR(h, v, v)
 				addScaled(c, v, y, n, k, half, &sumi)
 			}
@@ -367,13 +339,7 @@ func dotQ2K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 			qs := c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*n}, qs)
 			for k := 0; k < 4; k++ {
-				v := c.YMM()
-				if k == 0 {
-					c.VPAND(m3, qs, v)
-				} else {
-					c.VPSRLW(Imm(uint64(2*k)), qs, v)
-					c.VPAND(m3, v, v)
-				}
+				v := bitsAt(c, qs, 2*k, 0, m3)
 				addScaled(c, v, y, n, k, half, &sumi)
 			}
 		}
