@@ -165,7 +165,7 @@ func TestAVX2DotMatchesGeneric(t *testing.T) {
 // tail) and the stride between activation rows.
 func TestDotRowsMatchesDot(t *testing.T) {
 	for _, v := range Variants() {
-		for _, wt := range []ir.DType{ir.Q8_0, ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.F16} {
+		for _, wt := range []ir.DType{ir.Q8_0, ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q3_K, ir.Q2_K, ir.F16} {
 			for _, n := range []int{256, 33 * 256, 5632} {
 				t.Run(fmt.Sprintf("%s/%s/%d", v, wt, n), func(t *testing.T) {
 					useVariant(t, v)

@@ -40,8 +40,9 @@ type variant struct {
 	// adjacent ones gstride bytes apart (nil: the four-row kernel serves).
 	groupQ4_Kx8  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	groupQ4_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
-	// Q6_K against four activation rows (one weight row).
-	q6_Kx4, q5_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)
+	// Q6_K, Q5_K, Q3_K and Q2_K against four activation rows (one weight
+	// row).
+	q6_Kx4, q5_Kx4, q3_Kx4, q2_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)
 	// kqDot is one row of those kernels (nb super-blocks of the k-quant wt
 	// that has one), called directly so that its result stays on the stack.
 	kqDot func(wt ir.DType, nb int, w, a []byte) float32

@@ -2758,100 +2758,102 @@ Q3_K_row:
 	JZ     Q3_K_sum
 
 Q3_K_block:
+	VMOVQ        96(DX), X3
+	VPSRLW       $0x04, X3, X4
+	VPUNPCKLQDQ  X4, X3, X3
+	VPAND        nibbleMask<>+0(SB), X3, X3
+	VPBROADCASTD 104(DX), X4
+	VPSRLVD      kqQ3HighShift<>+0(SB), X4, X4
+	VPAND        kqMask03<>+0(SB), X4, X4
+	VPSLLW       $0x04, X4, X4
+	VPOR         X4, X3, X3
+	VPSUBB       kqMask20<>+0(SB), X3, X3
+	VPMOVSXBW    X3, Y3
+	VPMADDWD     260(DI), Y3, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y4, Y5, Y5
+	VMOVDQU      (DX), Y4
+	VPERMQ       $0x44, Y3, Y6
+	VMOVDQU      32(DX), Y7
+	VPAND        Y1, Y7, Y8
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kqShufQ6<>+0(SB), Y6, Y9
+	VPMADDUBSW   4(DI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x01, Y4, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kqShufQ6<>+32(SB), Y6, Y9
+	VPMADDUBSW   36(DI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPAND        Y2, Y4, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kqShufQ6<>+64(SB), Y6, Y9
+	VPMADDUBSW   68(DI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSRLW       $0x01, Y4, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+96(SB), Y6, Y6
+	VPMADDUBSW   100(DI), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPERMQ       $0xee, Y3, Y3
+	VMOVDQU      64(DX), Y6
+	VPAND        Y1, Y6, Y7
+	VPSRLW       $0x02, Y4, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+0(SB), Y3, Y8
+	VPMADDUBSW   132(DI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSRLW       $0x03, Y4, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+32(SB), Y3, Y8
+	VPMADDUBSW   164(DI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSRLW       $0x04, Y4, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+64(SB), Y3, Y8
+	VPMADDUBSW   196(DI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSRLW       $0x05, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPOR         Y4, Y6, Y6
+	VPSHUFB      kqShufQ6<>+96(SB), Y3, Y3
+	VPMADDUBSW   228(DI), Y6, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y5, Y5
 	MOVWLZX      108(DX), R9
 	VMOVD        R9, X3
 	VCVTPH2PS    X3, X3
 	VMULSS       (DI), X3, X3
-	VMOVQ        96(DX), X4
-	VPSRLW       $0x04, X4, X5
-	VPUNPCKLQDQ  X5, X4, X4
-	VPAND        nibbleMask<>+0(SB), X4, X4
-	VPBROADCASTD 104(DX), X5
-	VPSRLVD      kqQ3HighShift<>+0(SB), X5, X5
-	VPAND        kqMask03<>+0(SB), X5, X5
-	VPSLLW       $0x04, X5, X5
-	VPOR         X5, X4, X4
-	VPSUBB       kqMask20<>+0(SB), X4, X4
-	VPMOVSXBW    X4, Y4
-	VPMADDWD     260(DI), Y4, Y5
-	VPSLLD       $0x02, Y5, Y5
-	VMOVDQU      (DX), Y6
-	VPERMQ       $0x44, Y4, Y7
-	VMOVDQU      32(DX), Y8
-	VPAND        Y1, Y8, Y9
-	VPSLLW       $0x02, Y6, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   4(DI), Y9, Y9
-	VPSHUFB      kqShufQ6<>+0(SB), Y7, Y10
-	VPMADDWD     Y10, Y9, Y9
-	VPSRLW       $0x02, Y8, Y10
-	VPAND        Y1, Y10, Y10
-	VPSLLW       $0x01, Y6, Y11
-	VPAND        Y2, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   36(DI), Y10, Y10
-	VPSHUFB      kqShufQ6<>+32(SB), Y7, Y11
-	VPMADDWD     Y11, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x04, Y8, Y10
-	VPAND        Y1, Y10, Y10
-	VPAND        Y2, Y6, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   68(DI), Y10, Y10
-	VPSHUFB      kqShufQ6<>+64(SB), Y7, Y11
-	VPMADDWD     Y11, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x06, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPSRLW       $0x01, Y6, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   100(DI), Y8, Y8
-	VPSHUFB      kqShufQ6<>+96(SB), Y7, Y7
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VPERMQ       $0xee, Y4, Y4
-	VMOVDQU      64(DX), Y7
-	VPAND        Y1, Y7, Y8
-	VPSRLW       $0x02, Y6, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   132(DI), Y8, Y8
-	VPSHUFB      kqShufQ6<>+0(SB), Y4, Y10
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VPSRLW       $0x02, Y7, Y8
-	VPAND        Y1, Y8, Y8
-	VPSRLW       $0x03, Y6, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   164(DI), Y8, Y8
-	VPSHUFB      kqShufQ6<>+32(SB), Y4, Y10
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VPSRLW       $0x04, Y7, Y8
-	VPAND        Y1, Y8, Y8
-	VPSRLW       $0x04, Y6, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   196(DI), Y8, Y8
-	VPSHUFB      kqShufQ6<>+64(SB), Y4, Y10
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VPSRLW       $0x06, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSRLW       $0x05, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y7, Y7
-	VPMADDUBSW   228(DI), Y7, Y6
-	VPSHUFB      kqShufQ6<>+96(SB), Y4, Y4
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y9, Y9
-	VPSUBD       Y5, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS X3, Y3
-	VFMADD231PS  Y9, Y3, Y0
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y0
 	ADDQ         $0x0000006e, DX
 	ADDQ         $0x00000124, DI
 	DECQ         R8
@@ -2896,8 +2898,6 @@ Q2_K_block:
 	MOVL         80(DX), R9
 	VMOVD        R9, X2
 	VCVTPH2PS    X2, X2
-	VBROADCASTSS (DI), X3
-	VMULPS       X3, X2, X2
 	VMOVDQU      (DX), X3
 	VPSRLW       $0x04, X3, X4
 	VPAND        nibbleMask<>+0(SB), X4, X4
@@ -2905,62 +2905,68 @@ Q2_K_block:
 	VPMOVZXBW    X4, Y4
 	VPMADDWD     260(DI), Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VMOVSHDUP    X2, X5
-	VBROADCASTSS X5, Y5
-	VFNMADD231PS Y4, Y5, Y0
-	VPMOVZXBW    X3, Y3
-	VPERMQ       $0x44, Y3, Y4
-	VMOVDQU      16(DX), Y5
-	VPAND        Y1, Y5, Y6
-	VPMADDUBSW   4(DI), Y6, Y6
-	VPSHUFB      kqShufQ6<>+0(SB), Y4, Y7
-	VPMADDWD     Y7, Y6, Y6
-	VPSRLW       $0x02, Y5, Y7
-	VPAND        Y1, Y7, Y7
-	VPMADDUBSW   36(DI), Y7, Y7
-	VPSHUFB      kqShufQ6<>+32(SB), Y4, Y8
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VPSRLW       $0x04, Y5, Y7
-	VPAND        Y1, Y7, Y7
-	VPMADDUBSW   68(DI), Y7, Y7
-	VPSHUFB      kqShufQ6<>+64(SB), Y4, Y8
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VPSRLW       $0x06, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   100(DI), Y5, Y5
-	VPSHUFB      kqShufQ6<>+96(SB), Y4, Y4
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VPERMQ       $0xee, Y3, Y3
-	VMOVDQU      48(DX), Y4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X2, X5
+	VMOVSHDUP    X5, X2
+	VBROADCASTSS X2, Y2
+	VFNMADD231PS Y4, Y2, Y0
+	VPMOVZXBW    X3, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VMOVDQU      16(DX), Y4
 	VPAND        Y1, Y4, Y5
-	VPMADDUBSW   132(DI), Y5, Y5
-	VPSHUFB      kqShufQ6<>+0(SB), Y3, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VPSRLW       $0x02, Y4, Y5
-	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   164(DI), Y5, Y5
+	VPSHUFB      kqShufQ6<>+0(SB), Y3, Y6
+	VPMADDUBSW   4(DI), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPSRLW       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
 	VPSHUFB      kqShufQ6<>+32(SB), Y3, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VPSRLW       $0x04, Y4, Y5
-	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   196(DI), Y5, Y5
+	VPMADDUBSW   36(DI), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSRLW       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
 	VPSHUFB      kqShufQ6<>+64(SB), Y3, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VPADDD       Y5, Y6, Y6
+	VPMADDUBSW   68(DI), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
 	VPSRLW       $0x06, Y4, Y4
 	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   228(DI), Y4, Y4
 	VPSHUFB      kqShufQ6<>+96(SB), Y3, Y3
+	VPMADDUBSW   100(DI), Y4, Y4
 	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPADDD       Y4, Y5, Y5
+	VPERMQ       $0xee, Y2, Y2
+	VMOVDQU      48(DX), Y3
+	VPAND        Y1, Y3, Y4
+	VPSHUFB      kqShufQ6<>+0(SB), Y2, Y6
+	VPMADDUBSW   132(DI), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPSRLW       $0x02, Y3, Y4
+	VPAND        Y1, Y4, Y4
+	VPSHUFB      kqShufQ6<>+32(SB), Y2, Y6
+	VPMADDUBSW   164(DI), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        Y1, Y4, Y4
+	VPSHUFB      kqShufQ6<>+64(SB), Y2, Y6
+	VPMADDUBSW   196(DI), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPSRLW       $0x06, Y3, Y3
+	VPAND        Y1, Y3, Y3
+	VPSHUFB      kqShufQ6<>+96(SB), Y2, Y2
+	VPMADDUBSW   228(DI), Y3, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	MOVWLZX      80(DX), R9
+	VMOVD        R9, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DI), X2, X2
 	VBROADCASTSS X2, Y2
-	VFMADD231PS  Y6, Y2, Y0
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y2, Y0
 	ADDQ         $0x00000054, DX
 	ADDQ         $0x00000124, DI
 	DECQ         R8
@@ -2979,6 +2985,524 @@ Q2_K_sum:
 	JNZ          Q2_K_row
 
 Q2_K_done:
+	VZEROUPPER
+	RET
+
+// func dotQ3_Kx4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ3_Kx4AVX2(SB), NOSPLIT, $128-72
+	MOVQ    nb+0(FP), AX
+	MOVQ    w_base+8(FP), CX
+	MOVQ    a_base+32(FP), DX
+	MOVQ    stride+56(FP), BX
+	LEAQ    (DX)(BX*1), SI
+	LEAQ    (SI)(BX*1), DI
+	LEAQ    (DI)(BX*1), BX
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, (SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	TESTQ   AX, AX
+	JZ      dotQ3_Kx4AVX2_done
+
+dotQ3_Kx4AVX2_block:
+	VMOVQ        96(CX), X0
+	VPSRLW       $0x04, X0, X1
+	VPUNPCKLQDQ  X1, X0, X0
+	VPAND        nibbleMask<>+0(SB), X0, X0
+	VPBROADCASTD 104(CX), X1
+	VPSRLVD      kqQ3HighShift<>+0(SB), X1, X1
+	VPAND        kqMask03<>+0(SB), X1, X1
+	VPSLLW       $0x04, X1, X1
+	VPOR         X1, X0, X0
+	VPSUBB       kqMask20<>+0(SB), X0, X0
+	VPMOVSXBW    X0, Y0
+	VPMADDWD     260(DX), Y0, Y1
+	VPSLLD       $0x02, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPSUBD       Y1, Y2, Y2
+	VPMADDWD     260(SI), Y0, Y1
+	VPSLLD       $0x02, Y1, Y1
+	VPXOR        Y3, Y3, Y3
+	VPSUBD       Y1, Y3, Y3
+	VPMADDWD     260(DI), Y0, Y1
+	VPSLLD       $0x02, Y1, Y1
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y1, Y4, Y4
+	VPMADDWD     260(BX), Y0, Y1
+	VPSLLD       $0x02, Y1, Y1
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y1, Y5, Y5
+	VMOVDQU      (CX), Y1
+	VPERMQ       $0x44, Y0, Y6
+	VMOVDQU      32(CX), Y7
+	VPAND        kqMask03<>+0(SB), Y7, Y8
+	VPSLLW       $0x02, Y1, Y9
+	VPAND        kqMask04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kqShufQ6<>+0(SB), Y6, Y9
+	VPMADDUBSW   4(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMADDUBSW   4(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   4(DI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   4(BX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        kqMask03<>+0(SB), Y8, Y8
+	VPSLLW       $0x01, Y1, Y9
+	VPAND        kqMask04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kqShufQ6<>+32(SB), Y6, Y9
+	VPMADDUBSW   36(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMADDUBSW   36(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   36(DI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   36(BX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        kqMask03<>+0(SB), Y8, Y8
+	VPAND        kqMask04<>+0(SB), Y1, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      kqShufQ6<>+64(SB), Y6, Y9
+	VPMADDUBSW   68(DX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMADDUBSW   68(SI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   68(DI), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   68(BX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        kqMask03<>+0(SB), Y7, Y7
+	VPSRLW       $0x01, Y1, Y8
+	VPAND        kqMask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+96(SB), Y6, Y6
+	VPMADDUBSW   100(DX), Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPMADDUBSW   100(SI), Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPMADDUBSW   100(DI), Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   100(BX), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPERMQ       $0xee, Y0, Y0
+	VMOVDQU      64(CX), Y6
+	VPAND        kqMask03<>+0(SB), Y6, Y7
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        kqMask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+0(SB), Y0, Y8
+	VPMADDUBSW   132(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VPMADDUBSW   132(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   132(DI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   132(BX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        kqMask03<>+0(SB), Y7, Y7
+	VPSRLW       $0x03, Y1, Y8
+	VPAND        kqMask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+32(SB), Y0, Y8
+	VPMADDUBSW   164(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VPMADDUBSW   164(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   164(DI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   164(BX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        kqMask03<>+0(SB), Y7, Y7
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        kqMask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      kqShufQ6<>+64(SB), Y0, Y8
+	VPMADDUBSW   196(DX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VPMADDUBSW   196(SI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   196(DI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   196(BX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        kqMask03<>+0(SB), Y6, Y6
+	VPSRLW       $0x05, Y1, Y1
+	VPAND        kqMask04<>+0(SB), Y1, Y1
+	VPOR         Y1, Y6, Y6
+	VPSHUFB      kqShufQ6<>+96(SB), Y0, Y0
+	VPMADDUBSW   228(DX), Y6, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VPADDD       Y1, Y2, Y2
+	VPMADDUBSW   228(SI), Y6, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VPMADDUBSW   228(DI), Y6, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VPADDD       Y1, Y4, Y4
+	VPMADDUBSW   228(BX), Y6, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VPADDD       Y1, Y5, Y5
+	MOVWLZX      108(CX), R8
+	VMOVD        R8, X0
+	VCVTPH2PS    X0, X0
+	VMULSS       (DX), X0, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      (SP), Y6
+	VFMADD231PS  Y2, Y1, Y6
+	VMOVUPS      Y6, (SP)
+	VMULSS       (SI), X0, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      32(SP), Y2
+	VFMADD231PS  Y3, Y1, Y2
+	VMOVUPS      Y2, 32(SP)
+	VMULSS       (DI), X0, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      64(SP), Y2
+	VFMADD231PS  Y4, Y1, Y2
+	VMOVUPS      Y2, 64(SP)
+	VMULSS       (BX), X0, X0
+	VBROADCASTSS X0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      96(SP), Y1
+	VFMADD231PS  Y5, Y0, Y1
+	VMOVUPS      Y1, 96(SP)
+	ADDQ         $0x0000006e, CX
+	ADDQ         $0x00000124, DX
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, BX
+	DECQ         AX
+	JNZ          dotQ3_Kx4AVX2_block
+
+dotQ3_Kx4AVX2_done:
+	MOVQ         dst+64(FP), AX
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 8(AX)
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ2_Kx4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ2_Kx4AVX2(SB), NOSPLIT, $128-72
+	MOVQ    nb+0(FP), AX
+	MOVQ    w_base+8(FP), CX
+	MOVQ    a_base+32(FP), DX
+	MOVQ    stride+56(FP), BX
+	LEAQ    (DX)(BX*1), SI
+	LEAQ    (SI)(BX*1), DI
+	LEAQ    (DI)(BX*1), BX
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, (SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	TESTQ   AX, AX
+	JZ      dotQ2_Kx4AVX2_done
+
+dotQ2_Kx4AVX2_block:
+	MOVL         80(CX), R8
+	VMOVD        R8, X0
+	VCVTPH2PS    X0, X0
+	VMOVDQU      (CX), X1
+	VPSRLW       $0x04, X1, X2
+	VPAND        nibbleMask<>+0(SB), X2, X2
+	VPAND        nibbleMask<>+0(SB), X1, X1
+	VPMOVZXBW    X2, Y2
+	VPMADDWD     260(DX), Y2, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DX), X4
+	VMULPS       X4, X0, X4
+	VMOVSHDUP    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVUPS      (SP), Y5
+	VFNMADD231PS Y3, Y4, Y5
+	VMOVUPS      Y5, (SP)
+	VPMADDWD     260(SI), Y2, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SI), X4
+	VMULPS       X4, X0, X4
+	VMOVSHDUP    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVUPS      32(SP), Y5
+	VFNMADD231PS Y3, Y4, Y5
+	VMOVUPS      Y5, 32(SP)
+	VPMADDWD     260(DI), Y2, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DI), X4
+	VMULPS       X4, X0, X4
+	VMOVSHDUP    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS Y3, Y4, Y5
+	VMOVUPS      Y5, 64(SP)
+	VPMADDWD     260(BX), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (BX), X3
+	VMULPS       X3, X0, X3
+	VMOVSHDUP    X3, X0
+	VBROADCASTSS X0, Y0
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS Y2, Y0, Y3
+	VMOVUPS      Y3, 96(SP)
+	VPMOVZXBW    X1, Y0
+	VPERMQ       $0x44, Y0, Y1
+	VMOVDQU      16(CX), Y2
+	VPAND        kqMask03<>+0(SB), Y2, Y3
+	VPSHUFB      kqShufQ6<>+0(SB), Y1, Y4
+	VPMADDUBSW   4(DX), Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMADDUBSW   4(SI), Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMADDUBSW   4(DI), Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMADDUBSW   4(BX), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VPSRLW       $0x02, Y2, Y4
+	VPAND        kqMask03<>+0(SB), Y4, Y4
+	VPSHUFB      kqShufQ6<>+32(SB), Y1, Y8
+	VPMADDUBSW   36(DX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   36(SI), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   36(DI), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   36(BX), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSRLW       $0x04, Y2, Y4
+	VPAND        kqMask03<>+0(SB), Y4, Y4
+	VPSHUFB      kqShufQ6<>+64(SB), Y1, Y8
+	VPMADDUBSW   68(DX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   68(SI), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   68(DI), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   68(BX), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSRLW       $0x06, Y2, Y2
+	VPAND        kqMask03<>+0(SB), Y2, Y2
+	VPSHUFB      kqShufQ6<>+96(SB), Y1, Y1
+	VPMADDUBSW   100(DX), Y2, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPMADDUBSW   100(SI), Y2, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VPMADDUBSW   100(DI), Y2, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VPMADDUBSW   100(BX), Y2, Y2
+	VPMADDWD     Y1, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	VPERMQ       $0xee, Y0, Y0
+	VMOVDQU      48(CX), Y1
+	VPAND        kqMask03<>+0(SB), Y1, Y2
+	VPSHUFB      kqShufQ6<>+0(SB), Y0, Y4
+	VPMADDUBSW   132(DX), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   132(SI), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   132(DI), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   132(BX), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	VPSRLW       $0x02, Y1, Y2
+	VPAND        kqMask03<>+0(SB), Y2, Y2
+	VPSHUFB      kqShufQ6<>+32(SB), Y0, Y4
+	VPMADDUBSW   164(DX), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   164(SI), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   164(DI), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   164(BX), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	VPSRLW       $0x04, Y1, Y2
+	VPAND        kqMask03<>+0(SB), Y2, Y2
+	VPSHUFB      kqShufQ6<>+64(SB), Y0, Y4
+	VPMADDUBSW   196(DX), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   196(SI), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   196(DI), Y2, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   196(BX), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	VPSRLW       $0x06, Y1, Y1
+	VPAND        kqMask03<>+0(SB), Y1, Y1
+	VPSHUFB      kqShufQ6<>+96(SB), Y0, Y0
+	VPMADDUBSW   228(DX), Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VPADDD       Y2, Y5, Y5
+	VPMADDUBSW   228(SI), Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VPADDD       Y2, Y6, Y6
+	VPMADDUBSW   228(DI), Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VPADDD       Y2, Y7, Y7
+	VPMADDUBSW   228(BX), Y1, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	MOVWLZX      80(CX), R8
+	VMOVD        R8, X0
+	VCVTPH2PS    X0, X0
+	VMULSS       (DX), X0, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      (SP), Y2
+	VFMADD231PS  Y5, Y1, Y2
+	VMOVUPS      Y2, (SP)
+	VMULSS       (SI), X0, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      32(SP), Y2
+	VFMADD231PS  Y6, Y1, Y2
+	VMOVUPS      Y2, 32(SP)
+	VMULSS       (DI), X0, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      64(SP), Y2
+	VFMADD231PS  Y7, Y1, Y2
+	VMOVUPS      Y2, 64(SP)
+	VMULSS       (BX), X0, X0
+	VBROADCASTSS X0, Y0
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      96(SP), Y1
+	VFMADD231PS  Y3, Y0, Y1
+	VMOVUPS      Y1, 96(SP)
+	ADDQ         $0x00000054, CX
+	ADDQ         $0x00000124, DX
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, BX
+	DECQ         AX
+	JNZ          dotQ2_Kx4AVX2_block
+
+dotQ2_Kx4AVX2_done:
+	MOVQ         dst+64(FP), AX
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 8(AX)
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -3295,23 +3819,23 @@ Q6_K_block:
 	VPSLLW       $0x04, Y6, Y10
 	VPAND        kqMask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   4(DI), Y9, Y9
 	VPSHUFB      kqShufQ6<>+0(SB), Y5, Y10
+	VPMADDUBSW   4(DI), Y9, Y9
 	VPMADDWD     Y10, Y9, Y9
 	VPAND        Y1, Y8, Y10
 	VPSLLW       $0x02, Y6, Y11
 	VPAND        kqMask30<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   36(DI), Y10, Y10
 	VPSHUFB      kqShufQ6<>+32(SB), Y5, Y11
+	VPMADDUBSW   36(DI), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y1, Y7, Y7
 	VPAND        kqMask30<>+0(SB), Y6, Y10
 	VPOR         Y10, Y7, Y7
-	VPMADDUBSW   68(DI), Y7, Y7
 	VPSHUFB      kqShufQ6<>+64(SB), Y5, Y10
+	VPMADDUBSW   68(DI), Y7, Y7
 	VPMADDWD     Y10, Y7, Y7
 	VPADDD       Y7, Y9, Y9
 	VPSRLW       $0x04, Y8, Y7
@@ -3319,8 +3843,8 @@ Q6_K_block:
 	VPSRLW       $0x02, Y6, Y6
 	VPAND        kqMask30<>+0(SB), Y6, Y6
 	VPOR         Y6, Y7, Y7
-	VPMADDUBSW   100(DI), Y7, Y6
 	VPSHUFB      kqShufQ6<>+96(SB), Y5, Y5
+	VPMADDUBSW   100(DI), Y7, Y6
 	VPMADDWD     Y5, Y6, Y6
 	VPADDD       Y6, Y9, Y9
 	VPERMQ       $0xee, Y3, Y3
@@ -3331,24 +3855,24 @@ Q6_K_block:
 	VPSLLW       $0x04, Y5, Y10
 	VPAND        kqMask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   132(DI), Y8, Y8
 	VPSHUFB      kqShufQ6<>+0(SB), Y3, Y10
+	VPMADDUBSW   132(DI), Y8, Y8
 	VPMADDWD     Y10, Y8, Y8
 	VPADDD       Y8, Y9, Y9
 	VPAND        Y1, Y7, Y8
 	VPSLLW       $0x02, Y5, Y10
 	VPAND        kqMask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   164(DI), Y8, Y8
 	VPSHUFB      kqShufQ6<>+32(SB), Y3, Y10
+	VPMADDUBSW   164(DI), Y8, Y8
 	VPMADDWD     Y10, Y8, Y8
 	VPADDD       Y8, Y9, Y9
 	VPSRLW       $0x04, Y6, Y6
 	VPAND        Y1, Y6, Y6
 	VPAND        kqMask30<>+0(SB), Y5, Y8
 	VPOR         Y8, Y6, Y6
-	VPMADDUBSW   196(DI), Y6, Y6
 	VPSHUFB      kqShufQ6<>+64(SB), Y3, Y8
+	VPMADDUBSW   196(DI), Y6, Y6
 	VPMADDWD     Y8, Y6, Y6
 	VPADDD       Y6, Y9, Y9
 	VPSRLW       $0x04, Y7, Y6
@@ -3356,8 +3880,8 @@ Q6_K_block:
 	VPSRLW       $0x02, Y5, Y5
 	VPAND        kqMask30<>+0(SB), Y5, Y5
 	VPOR         Y5, Y6, Y6
-	VPMADDUBSW   228(DI), Y6, Y5
 	VPSHUFB      kqShufQ6<>+96(SB), Y3, Y3
+	VPMADDUBSW   228(DI), Y6, Y5
 	VPMADDWD     Y3, Y5, Y5
 	VPADDD       Y5, Y9, Y9
 	VPSUBD       Y4, Y9, Y9

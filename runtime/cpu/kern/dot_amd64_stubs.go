@@ -124,6 +124,20 @@ func gemvQ3_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemvQ2_KAVX2(rows int, nb int, w []byte, a []byte, dst []float32)
 
+// dotQ3_Kx4AVX2 sets dst[r] to the Q3_K row w times activation row r (a[r*stride:], Q8_K)
+// for r < 4, bit for bit gemvQ3_KAVX2's, decoding each weight super-block once.
+// It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func dotQ3_Kx4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
+// dotQ2_Kx4AVX2 sets dst[r] to the Q2_K row w times activation row r (a[r*stride:], Q8_K)
+// for r < 4, bit for bit gemvQ2_KAVX2's, decoding each weight super-block once.
+// It needs AVX2, FMA and F16C.
+//
+//go:noescape
+func dotQ2_Kx4AVX2(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
 // gemvQ4_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
 // super-blocks of Q4_K, one after another) and a (nb Q8_K blocks), for r < rows,
 // with ggml's AVX2 block arithmetic (see codegen/goasm/gen/kerndot's kquants.go

@@ -259,6 +259,16 @@ func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []flo
 				nb >>= 3
 				x4, w = v.q5_Kx4, w[:nb*176]
 			}
+		case ir.Q3_K:
+			if n&255 == 0 {
+				nb >>= 3
+				x4, w = v.q3_Kx4, w[:nb*110]
+			}
+		case ir.Q2_K:
+			if n&255 == 0 {
+				nb >>= 3
+				x4, w = v.q2_Kx4, w[:nb*84]
+			}
 		}
 		if x4 != nil {
 			for ; r+4 <= R; r += 4 {

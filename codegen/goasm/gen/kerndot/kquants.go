@@ -88,6 +88,12 @@ func kquants(c *build.Context) {
 		"kquants.go for the float order). It needs AVX2, FMA and F16C.",
 	)
 	avoutil.KQRows(c, "Q2_K", 84, false, dotQ2K)
+	kqRows4(c, "Q3_K", 110, func(x reg.GPVirtual, y []reg.Register, acc kqAcc) {
+		q3Block(c, x, y, acc, kqConsts.m03, kqConsts.m04)
+	})
+	kqRows4(c, "Q2_K", 84, func(x reg.GPVirtual, y []reg.Register, acc kqAcc) {
+		q2Block(c, x, y, acc, kqConsts.m03)
+	})
 	for _, t := range avoutil.KQTypes {
 		avoutil.Function(c, "gemv"+t.Name+"AVX2", avoutil.KQGemvSignature,
 			"gemv"+t.Name+"AVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
@@ -216,15 +222,63 @@ func bitsAt(c *build.Context, src reg.VecVirtual, from, to int, mask Op) reg.Vec
 // their 16-element groups' scales (half: sc[8n..8n+7] as words in both
 // halves), into the eight int32 lanes *sumi (set by the first call).
 func addScaled(c *build.Context, v reg.VecVirtual, y reg.GPVirtual, n, k int, half reg.VecVirtual, sumi *reg.VecVirtual) {
-	p := c.YMM()
-	c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
+	addProducts(c, v, y, n, k, groupScales(c, half, k), sumi)
+}
+
+// groupScales returns the scales of elements 128n+32k..+31 as words
+// (sc[8n+2k] in the low half, sc[8n+2k+1] in the high half) from half.
+func groupScales(c *build.Context, half reg.VecVirtual, k int) reg.VecVirtual {
 	s := c.YMM()
 	c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
+	return s
+}
+
+// addProducts is addScaled with the scales s of groupScales.
+func addProducts(c *build.Context, v reg.VecVirtual, y reg.Register, n, k int, s reg.VecVirtual, sumi *reg.VecVirtual) {
+	p := c.YMM()
+	c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
 	c.VPMADDWD(s, p, p)
 	if *sumi == nil {
 		*sumi = p
 	} else {
 		c.VPADDD(p, *sumi, *sumi)
+	}
+}
+
+// kqAcc gives f the eight float lanes of activation row r's accumulator:
+// a register for one row, a frame slot (loaded, then stored back) for
+// several, where registers would not hold them all.
+type kqAcc func(r int, f func(acc reg.VecVirtual))
+
+func regAcc(acc reg.VecVirtual) kqAcc {
+	return func(_ int, f func(reg.VecVirtual)) { f(acc) }
+}
+
+func frameAcc(c *build.Context, frame Mem) kqAcc {
+	return func(r int, f func(reg.VecVirtual)) {
+		a := c.YMM()
+		c.VMOVUPS(frame.Offset(32*r), a)
+		f(a)
+		c.VMOVUPS(a, frame.Offset(32*r))
+	}
+}
+
+// fmaRows adds float(sumi[r])·(d_w·d_y[r]) into row r's lanes, d_w the f16
+// at x+disp (read as two bytes: vcvtph2ps from memory would read past the
+// last block).
+func fmaRows(c *build.Context, x reg.GPVirtual, disp int, y []reg.Register, sumi []reg.VecVirtual, acc kqAcc) {
+	dh := c.GP32()
+	c.MOVWLZX(Mem{Base: x, Disp: disp}, dh)
+	dw := c.XMM()
+	c.VMOVD(dh, dw)
+	c.VCVTPH2PS(dw, dw)
+	for r := range y {
+		dx := c.XMM()
+		c.VMULSS(Mem{Base: y[r]}, dw, dx)
+		d := c.YMM()
+		c.VBROADCASTSS(dx, d)
+		c.VCVTDQ2PS(sumi[r], sumi[r])
+		acc(r, func(a reg.VecVirtual) { c.VFMADD231PS(sumi[r], d, a) })
 	}
 }
 
@@ -240,56 +294,58 @@ func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 	m3, m4 := c.YMM(), c.YMM()
 	c.VMOVDQU(kqConsts.m03, m3)
 	c.VMOVDQU(kqConsts.m04, m4)
-	return func() {
-		dh := c.GP32()
-		c.MOVWLZX(Mem{Base: x, Disp: 108}, dh)
-		dx := c.XMM()
-		c.VMOVD(dh, dx)
-		c.VCVTPH2PS(dx, dx)
-		c.VMULSS(Mem{Base: y}, dx, dx)
+	return func() { q3Block(c, x, []reg.Register{y}, regAcc(acc), m3, m4) }
+}
 
-		// The scales: low nibbles of bytes 0..7 are sc0..7, their high
-		// nibbles sc8..15; byte 8+j's bit pairs 0, 2, 4, 6 are the top
-		// bits of sc j, j+4, j+8, j+12.
-		lo, hi := c.XMM(), c.XMM()
-		c.VMOVQ(Mem{Base: x, Disp: 96}, lo)
-		c.VPSRLW(Imm(4), lo, hi)
-		c.VPUNPCKLQDQ(hi, lo, lo)
-		c.VPAND(kqConsts.m0f.Offset(0), lo, lo) // the low four bits of sc0..15
-		top := c.XMM()
-		c.VPBROADCASTD(Mem{Base: x, Disp: 104}, top)
-		c.VPSRLVD(kqConsts.q3HighShift, top, top) // dword j: bytes 8..11 >> 2j
-		c.VPAND(kqConsts.m03.Offset(0), top, top)
-		c.VPSLLW(Imm(4), top, top)
-		c.VPOR(top, lo, lo)
-		c.VPSUBB(kqConsts.m20.Offset(0), lo, lo) // less 32: -32..31
-		sc := c.YMM()
-		c.VPMOVSXBW(lo, sc)
+// q3Block emits a Q3_K super-block against the activation rows y (masks
+// m3, m4: bytes 0x03, 0x04, in registers or memory). Each row's sumi
+// starts at minus its -4 correction, which is exact.
+func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3, m4 Op) {
+	// The scales: low nibbles of bytes 0..7 are sc0..7, their high
+	// nibbles sc8..15; byte 8+j's bit pairs 0, 2, 4, 6 are the top
+	// bits of sc j, j+4, j+8, j+12.
+	lo, hi := c.XMM(), c.XMM()
+	c.VMOVQ(Mem{Base: x, Disp: 96}, lo)
+	c.VPSRLW(Imm(4), lo, hi)
+	c.VPUNPCKLQDQ(hi, lo, lo)
+	c.VPAND(kqConsts.m0f.Offset(0), lo, lo) // the low four bits of sc0..15
+	top := c.XMM()
+	c.VPBROADCASTD(Mem{Base: x, Disp: 104}, top)
+	c.VPSRLVD(kqConsts.q3HighShift, top, top) // dword j: bytes 8..11 >> 2j
+	c.VPAND(kqConsts.m03.Offset(0), top, top)
+	c.VPSLLW(Imm(4), top, top)
+	c.VPOR(top, lo, lo)
+	c.VPSUBB(kqConsts.m20.Offset(0), lo, lo) // less 32: -32..31
+	sc := c.YMM()
+	c.VPMOVSXBW(lo, sc)
+	sumi := make([]reg.VecVirtual, len(y))
+	for r := range y {
 		corr := c.YMM()
-		c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
+		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, sc, corr) // sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]
 		c.VPSLLD(Imm(2), corr, corr)
+		sumi[r] = c.YMM()
+		c.VPXOR(sumi[r], sumi[r], sumi[r])
+		c.VPSUBD(corr, sumi[r], sumi[r])
+	}
 
-		hm := c.YMM()
-		c.VMOVDQU(Mem{Base: x}, hm)
-		var sumi reg.VecVirtual
-		for n := 0; n < 2; n++ {
-			half := c.YMM()
-			c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
-			qs := c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 32 + 32*n}, qs)
-			for k := 0; k < 4; k++ {
-				v := bitsAt(c, qs, 2*k, 0, m3)
-				h := bitsAt(c, hm, 4*n+k, 2, m4) // bit 4n+k of hmask at bit 2
-				c.VPOR(h, v, v)
-				addScaled(c, v, y, n, k, half, &sumi)
+	hm := c.YMM()
+	c.VMOVDQU(Mem{Base: x}, hm)
+	for n := 0; n < 2; n++ {
+		half := c.YMM()
+		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+		qs := c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 32 + 32*n}, qs)
+		for k := 0; k < 4; k++ {
+			v := bitsAt(c, qs, 2*k, 0, m3)
+			h := bitsAt(c, hm, 4*n+k, 2, m4) // bit 4n+k of hmask at bit 2
+			c.VPOR(h, v, v)
+			s := groupScales(c, half, k)
+			for r := range y {
+				addProducts(c, v, y[r], n, k, s, &sumi[r])
 			}
 		}
-		c.VPSUBD(corr, sumi, sumi)
-		c.VCVTDQ2PS(sumi, sumi)
-		d := c.YMM()
-		c.VBROADCASTSS(dx, d)
-		c.VFMADD231PS(sumi, d, acc)
 	}
+	fmaRows(c, x, 108, y, sumi, acc)
 }
 
 // dotQ2K is the Q2_K super-block body (avoutil.KQBody), after ggml's AVX2
@@ -304,50 +360,91 @@ func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 func dotQ2K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
 	m3 := c.YMM()
 	c.VMOVDQU(kqConsts.m03, m3)
-	return func() {
-		// d and dmin read as four bytes: vcvtph2ps from memory would read
-		// past the last block.
-		dh := c.GP32()
-		c.MOVL(Mem{Base: x, Disp: 80}, dh)
-		dd, yd := c.XMM(), c.XMM()
-		c.VMOVD(dh, dd)
-		c.VCVTPH2PS(dd, dd)
-		c.VBROADCASTSS(Mem{Base: y}, yd)
-		c.VMULPS(yd, dd, dd) // d_y·d_w, d_y·dmin_w
+	return func() { q2Block(c, x, []reg.Register{y}, regAcc(acc), m3) }
+}
 
-		ms, mn := c.XMM(), c.XMM()
-		c.VMOVDQU(Mem{Base: x}, ms)
-		c.VPSRLW(Imm(4), ms, mn)
-		c.VPAND(kqConsts.m0f.Offset(0), mn, mn)
-		c.VPAND(kqConsts.m0f.Offset(0), ms, ms)
-		mins := c.YMM()
-		c.VPMOVZXBW(mn, mins)
-		c.VPMADDWD(Mem{Base: y, Disp: 260}, mins, mins) // mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]
-		c.VCVTDQ2PS(mins, mins)
-		dm := c.XMM()
+// q2Block emits a Q2_K super-block against the activation rows y (m3:
+// bytes 0x03, in a register or memory).
+func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3 Op) {
+	// d and dmin read as four bytes: vcvtph2ps from memory would read
+	// past the last block.
+	dh := c.GP32()
+	c.MOVL(Mem{Base: x, Disp: 80}, dh)
+	dw := c.XMM()
+	c.VMOVD(dh, dw)
+	c.VCVTPH2PS(dw, dw) // d_w, dmin_w
+
+	ms, mn := c.XMM(), c.XMM()
+	c.VMOVDQU(Mem{Base: x}, ms)
+	c.VPSRLW(Imm(4), ms, mn)
+	c.VPAND(kqConsts.m0f.Offset(0), mn, mn)
+	c.VPAND(kqConsts.m0f.Offset(0), ms, ms)
+	mins := c.YMM()
+	c.VPMOVZXBW(mn, mins)
+	for r := range y {
+		prod := c.YMM()
+		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, mins, prod) // mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]
+		c.VCVTDQ2PS(prod, prod)
+		dd, dm := c.XMM(), c.XMM()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dd)
+		c.VMULPS(dd, dw, dd)
 		c.VMOVSHDUP(dd, dm) // d_y·dmin_w in lane 0
 		dmin := c.YMM()
 		c.VBROADCASTSS(dm, dmin)
-		c.VFNMADD231PS(mins, dmin, acc) // acc - dmin·prod, ggml's fma with -dmin
-		sc := c.YMM()
-		c.VPMOVZXBW(ms, sc)
+		acc(r, func(a reg.VecVirtual) { c.VFNMADD231PS(prod, dmin, a) }) // a - dmin·prod, ggml's fma with -dmin
+	}
+	sc := c.YMM()
+	c.VPMOVZXBW(ms, sc)
 
-		var sumi reg.VecVirtual
-		for n := 0; n < 2; n++ {
-			half := c.YMM()
-			c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
-			qs := c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*n}, qs)
-			for k := 0; k < 4; k++ {
-				v := bitsAt(c, qs, 2*k, 0, m3)
-				addScaled(c, v, y, n, k, half, &sumi)
+	sumi := make([]reg.VecVirtual, len(y))
+	for n := 0; n < 2; n++ {
+		half := c.YMM()
+		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+		qs := c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*n}, qs)
+		for k := 0; k < 4; k++ {
+			v := bitsAt(c, qs, 2*k, 0, m3)
+			s := groupScales(c, half, k)
+			for r := range y {
+				addProducts(c, v, y[r], n, k, s, &sumi[r])
 			}
 		}
-		c.VCVTDQ2PS(sumi, sumi)
-		d := c.YMM()
-		c.VBROADCASTSS(dd, d)
-		c.VFMADD231PS(sumi, d, acc)
 	}
+	fmaRows(c, x, 80, y, sumi, acc)
+}
+
+// kqRows4 emits dot<t>x4AVX2: one weight row of t against four Q8_K
+// activation rows (stride bytes apart), each result gemv<t>AVX2's bit for
+// bit, each super-block decoded once for the four (block: its body, the
+// accumulators in the frame).
+func kqRows4(c *build.Context, t string, wBytes int, block func(x reg.GPVirtual, y []reg.Register, acc kqAcc)) {
+	name := "dot" + t + "x4AVX2"
+	avoutil.Function(c, name, "func(nb int, w, a []byte, stride int, dst *[4]float32)",
+		name+" sets dst[r] to the "+t+" row w times activation row r (a[r*stride:], Q8_K)",
+		"for r < 4, bit for bit gemv"+t+"AVX2's, decoding each weight super-block once.",
+		"It needs AVX2, FMA and F16C.")
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.GP64()
+	c.Load(c.Param("w").Base(), x)
+	y := avoutil.RowPointers(c, 4)
+	frame := c.AllocLocal(32 * 4)
+	z := avoutil.ZeroYMMs(c, 1)[0]
+	for r := range 4 {
+		c.VMOVUPS(z, frame.Offset(32*r))
+	}
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_block")
+	block(x, y, frameAcc(c, frame))
+	avoutil.NextKQBlock(c, x, wBytes, y, nb, name+"_block", name+"_done")
+	dst := c.Load(c.Param("dst"), c.GP64())
+	for r := range 4 {
+		a := c.YMM()
+		c.VMOVUPS(frame.Offset(32*r), a)
+		c.VMOVSS(avoutil.HSumFloat8(c, a), Mem{Base: dst, Disp: 4 * r})
+	}
+	c.VZEROUPPER()
+	c.RET()
 }
 
 // q4KGroupAVX2 emits gemvQ4_Kx8AVX2: a packed group of eight Q4_K rows
