@@ -37,9 +37,8 @@ func wholePages(b []byte) (lo, hi int) {
 	return int(first), int(last - start)
 }
 
-// ZeroAnon sets b to zeros. b must lie inside memory that Anon or
-// AnonSparse returned.
-// On Linux the whole pages inside b are dropped rather than written
+// ZeroAnon sets b, which must lie inside memory that Anon or AnonSparse
+// returned, to zeros. On Linux the whole pages inside b are dropped rather than written
 // (MADV_DONTNEED: a private anonymous page then reads back as zeros), so
 // that clearing a long context's KV cache costs no time and takes it out
 // of the resident set instead of faulting every page in; the partial pages

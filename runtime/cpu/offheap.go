@@ -12,9 +12,10 @@ import (
 // they would raise the collector's goal with them (it lets the heap grow
 // to twice what is live), so that the garbage of the load — concatenated
 // q/k/v and gate/up copies, freed once packed — stayed resident beside a
-// long prompt's cache: TinyLlama's peak RSS at a 2K prompt was 1.12–1.22×
-// the 16-token one for that alone. A mapping's pages count only once
-// written, and release returns them at once.
+// long prompt's cache (with the other causes issue 23 found, TinyLlama's
+// peak RSS at a 2K prompt was 1.19–1.20× the 16-token one; 1.11–1.12×
+// after). A mapping's pages count only once written, and release returns
+// them at once.
 type offHeap struct {
 	once  sync.Once
 	unmap func() error
