@@ -112,13 +112,15 @@ func hsum8(acc *[8]float32) float32 {
 	return (r[0] + r[2]) + (r[1] + r[3])
 }
 
-// emulateKQuant computes what dotQ{4,5,6}_KAVX2 compute, in scalar Go (the
+// emulateKQuant computes what gemvQ{2..6}_KAVX2 compute, in scalar Go (the
 // order described in codegen/goasm/gen/kerndot/kquants.go): per super-block
 // eight exact int32 lanes (lane k: elements ≡ 4k..4k+3 mod 32, each times
-// its scale; Q6_K less 32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1])) FMA'd with
-// d_y·d_w into eight float lanes; Q4_K/Q5_K minima per pair of sub-blocks
-// FMA'd with -(d_y·dmin_w) into four float lanes. It also returns
-// Σ|terms| for tolerance bounds.
+// its scale; Q6_K and Q3_K less kqOffset·(sc[2k]·bs[2k] +
+// sc[2k+1]·bs[2k+1])) FMA'd with d_y·d_w into eight float lanes; Q4_K/Q5_K
+// minima per pair of sub-blocks FMA'd with -(d_y·dmin_w) into four float
+// lanes; Q2_K's minima (lane k: groups 2k, 2k+1) FMA'd with -(d_y·dmin_w)
+// into the eight lanes before the sums. It also returns Σ|terms| for
+// tolerance bounds.
 func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 	bb := wt.BlockBytes()
 	var acc [8]float32

@@ -8,9 +8,10 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// K-quant kernels: one Q4_K, Q5_K or Q6_K weight row (nb super-blocks of 256
+// K-quant kernels: one Q2_K…Q6_K weight row (nb super-blocks of 256
 // elements) against one Q8_K activation row, after ggml's AVX2
-// ggml_vec_dot_q{4,5,6}_K_q8_K.
+// ggml_vec_dot_q{2..6}_K_q8_K; for Q2_K and Q3_K also against four
+// activation rows (kqRows4), each row's result the one-row kernel's.
 //
 // Q8_K block (292 bytes): f32 d; i8 qs[256] at 4; i16 bsums[16] at 260.
 //
@@ -30,7 +31,9 @@ import (
 //
 // Q6_K (q = 0..63 stored, value q-32): the -32 is taken out of sumi exactly
 // with the activation block sums, sumi[k] -= 32·(sc[2k]·bs[2k] +
-// sc[2k+1]·bs[2k+1]), and the result is hsum_float_8(acc).
+// sc[2k+1]·bs[2k+1]), and the result is hsum_float_8(acc). Q3_K (q = 0..7,
+// value q-4) the same with 4 (dotQ3K); Q2_K's minima go into acc before its
+// sums (dotQ2K).
 //
 // All integer steps are exact: vpmaddubsw pairs stay below 2·63·128, the
 // scaled lanes below 2^31.
@@ -44,7 +47,8 @@ var kqConsts struct {
 	q3HighShift   Mem // dwords 0, 2, 4, 6: where each quarter of Q3_K's scales finds its high bits
 }
 
-// kquants emits dotQ4_KAVX2, dotQ5_KAVX2 and dotQ6_KAVX2.
+// kquants emits gemvQ{2..6}_KAVX2, dotQ{2,3}_Kx4AVX2 and the packed Q4_K group
+// kernels.
 func kquants(c *build.Context) {
 	rep := func(b byte) uint64 { return uint64(b) * 0x0101010101010101 }
 	word := func(i int) uint64 { return rep(byte(2*i)) + 0x0100010001000100 }
