@@ -183,6 +183,22 @@ func (ks Kernels) Dot(wt ir.DType, n int, w []byte, a []byte) float32 {
 	panic(fmt.Sprintf("kern: Dot does not support %s", wt))
 }
 
+// kquantX4 returns v's kernel of one row of the k-quant wt against four
+// activation rows (nil when v has none).
+func (v *variant) kquantX4(wt ir.DType) func(nb int, w, a []byte, stride int, dst *[4]float32) {
+	switch wt {
+	case ir.Q2_K:
+		return v.q2_Kx4
+	case ir.Q3_K:
+		return v.q3_Kx4
+	case ir.Q5_K:
+		return v.q5_Kx4
+	case ir.Q6_K:
+		return v.q6_Kx4
+	}
+	return nil
+}
+
 // kquantGemv returns v's matrix-vector kernel for the k-quant wt and wt's
 // super-block bytes; the kernel is nil when v has none.
 func (v *variant) kquantGemv(wt ir.DType) (func(rows, nb int, w, a []byte, dst []float32), int) {
@@ -249,25 +265,10 @@ func (ks Kernels) DotRows(wt ir.DType, n int, w, a []byte, stride int, dst []flo
 			x4, w = v.q4_1x4, w[:nb*20]
 		case ir.Q5_1:
 			x4, w = v.q5_1x4, w[:nb*24]
-		case ir.Q6_K:
+		case ir.Q2_K, ir.Q3_K, ir.Q5_K, ir.Q6_K:
 			if n&255 == 0 {
 				nb >>= 3
-				x4, w = v.q6_Kx4, w[:nb*210]
-			}
-		case ir.Q5_K:
-			if n&255 == 0 {
-				nb >>= 3
-				x4, w = v.q5_Kx4, w[:nb*176]
-			}
-		case ir.Q3_K:
-			if n&255 == 0 {
-				nb >>= 3
-				x4, w = v.q3_Kx4, w[:nb*110]
-			}
-		case ir.Q2_K:
-			if n&255 == 0 {
-				nb >>= 3
-				x4, w = v.q2_Kx4, w[:nb*84]
+				x4, w = v.kquantX4(wt), w[:nb*wt.BlockBytes()]
 			}
 		}
 		if x4 != nil {
