@@ -22,6 +22,7 @@ import (
 	"fmt"
 
 	"github.com/minerva-llm/minerva/codegen/gpu"
+	"github.com/minerva-llm/minerva/codegen/sched"
 	"github.com/minerva-llm/minerva/ir"
 )
 
@@ -92,12 +93,88 @@ func matVec(p *gpu.Params, wdt ir.DType, moe bool) {
 		return
 	}
 	p.Vec = planVecLoad(wdt, p.Unit, p.NU, p.RowBytes)
+	if p.Q8 = planQ8(p, wdt); p.Q8.On {
+		p.NW, p.Threads = mvWarps, 32*mvWarps
+		return
+	}
 	for _, nw := range []int{mvWarps, nwarps} {
 		p.NW, p.Threads = nw, 32*nw
 		if p.XS = planXStage(p); p.XS.On {
 			break
 		}
 	}
+}
+
+// q8Dots are the weight dtypes whose matrix-vector kernels multiply
+// activations rounded to Q8_0 in integers (dq8_* in the prelude): what ggml
+// does for them (its vec_dot_type is Q8_0), at a fifth of the float path's
+// instructions per weight, which on an H100 kept that path below half the
+// memory bandwidth (issue 20's first device run: 0.9–1.3 TB/s of 3.0 in the
+// Q4_0 decode kernels). The rounding is a launch of its own (q8_quant) once
+// per product and step: rounding in every block of the product (a first
+// attempt) cost more than it saved (TinyLlama decode 711 → 532 tok/s).
+var q8Dots = map[ir.DType]bool{ir.Q4_0: true, ir.Q8_0: true}
+
+// RoundsActivations reports whether a step of T tokens multiplies weights
+// of dtype dt with activations rounded to Q8_0: the matrix-vector kernels
+// of q8Dots dtypes do, and they run the per-token products of one-token
+// steps (prefill steps take the tiled kernels, which multiply float
+// activations). A product with no tiled kernel (the logits of the rows
+// asked for) keeps its matrix-vector kernel, and rounds, at every T; the
+// emulation cases have none at T > 1. So does a product whose result goes
+// to the scratch (Qwen3's q and k head norms): it keeps the float path, and
+// the emulation cases have none with a q8Dots weight.
+func RoundsActivations(dt ir.DType, T int) bool { return q8Dots[dt] && T == 1 }
+
+// planQ8 has a q8Dots weight's products read their activation rows as Q8_0
+// blocks that a q8_quant launch wrote into the step's scratch (gpu.Q8Stage),
+// unless the product's own result goes to the scratch.
+func planQ8(p *gpu.Params, wdt ir.DType) gpu.Q8Stage {
+	if !q8Dots[wdt] || p.K%32 != 0 || p.ScratchOut {
+		return gpu.Q8Stage{}
+	}
+	blocks := p.K / 32
+	return gpu.Q8Stage{On: true, Blocks: blocks, RowBytes: (p.K + 8*blocks + 15) / 16 * 16}
+}
+
+// launchMatVec appends a matrix-vector launch; one that multiplies 8-bit
+// activations (p.Q8) comes after the q8_quant launch that rounds its rows
+// into the scratch, over the same rows and steps, and reads them there
+// instead of x (its first argument). The gain goes to q8_quant; the kernel
+// keeps the parameter, unused, so that its arguments stay the float path's.
+func launchMatVec(e *gpu.Emitter, p *gpu.Params, mv Launch) error {
+	if !p.Q8.On {
+		e.Launch(mv)
+		return nil
+	}
+	xq := Arg{Value: sched.Scratch, ScratchPerToken: p.Q8.RowBytes}
+	qp := &gpu.Params{K: p.K, Norm: p.Norm, Gain: p.Gain, Eps: p.Eps, Q8: p.Q8, NW: mvWarps, Threads: 32 * mvWarps}
+	qp.Name = fmt.Sprintf("q8_quant_%d", p.K)
+	if p.Norm {
+		qp.Name += "_norm"
+	}
+	args := []Arg{mv.Args[0]}
+	for _, x := range p.Extra {
+		if x.Name == "gain" {
+			qp.Extra = append(qp.Extra, gpu.Slot{Name: x.Name, Slot: len(args), T: x.T})
+			args = append(args, mv.Args[x.Slot])
+			qp.Name += "_gain"
+			if x.T == "f16" {
+				qp.Name += "f16"
+			}
+		}
+	}
+	args = append(args, xq)
+	qp.OutSlot, qp.TSlot = len(args)-1, len(args)
+	name, err := e.Add("q8_quant", "", qp)
+	if err != nil {
+		return err
+	}
+	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: qp.Threads, Args: args, MinT: mv.MinT, MaxT: mv.MaxT,
+		Grid: [3]GridDim{{N: 1}, mv.Grid[1], {N: 1}}})
+	mv.Args = append([]Arg{xq}, mv.Args[1:]...)
+	e.Launch(mv)
+	return nil
 }
 
 // planXStage stages the activation row in shared memory when it fits

@@ -23,8 +23,9 @@ import (
 // matrix-vector kernels (qkv_rope's included), a prefill step the tiled
 // ones and rope_kv.
 var target = gputest.Target{
-	Emit:     cuda.Emit,
-	Schedule: gputest.Schedule{MatVec: []string{"matvec", "swiglu", "qkv_rope"}, Prefill: []string{"rope_kv"}},
+	Emit:             cuda.Emit,
+	Schedule:         gputest.Schedule{MatVec: []string{"matvec", "swiglu", "qkv_rope"}, Prefill: []string{"rope_kv"}},
+	RoundActivations: cuda.RoundsActivations,
 }
 
 func clangxxOrSkip(t *testing.T) string {

@@ -97,6 +97,63 @@ __device__ __forceinline__ float warp_max(float v) {
     }
     return __shfl_sync(0xffffffffu, v, 0);
 }
+
+// dp4a is c plus the dot of a's and b's four signed bytes (dp4a.s32.s32).
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+#ifdef MINERVA_CUDA_EMU
+    for (int i = 0; i < 4; ++i) {
+        c += int((signed char)(a >> (8 * i))) * int((signed char)(b >> (8 * i)));
+    }
+    return c;
+#else
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#endif
+}
+
+// dq8_q4_0 and dq8_q8_0 multiply unit u (one 32-element block) of a weight
+// row with a Q8_0 activation block (xb: its 32 values as 8 words, xs their
+// sum, xd its scale) as ggml's vec_dot_q4_0_q8_0 and vec_dot_q8_0_q8_0 do: the
+// integer dot, then times the product of the two scales. A block is 2-byte
+// aligned (18 or 34 bytes), so its words are read as halves.
+// ld_q8 loads block b of a row that q8_quant rounded: its 32 values as 8
+// words, with two 16-byte loads (the values start 16-byte aligned: the
+// scratch is, and K and the row size are multiples of 16).
+__device__ __forceinline__ void ld_q8(const u8* xqr, u32 b, int* xb) {
+    const v16 lo = ld_nc16((const v16*)(xqr + b * 32u)), hi = ld_nc16((const v16*)(xqr + b * 32u + 16u));
+    xb[0] = int(lo.x);
+    xb[1] = int(lo.y);
+    xb[2] = int(lo.z);
+    xb[3] = int(lo.w);
+    xb[4] = int(hi.x);
+    xb[5] = int(hi.y);
+    xb[6] = int(hi.z);
+    xb[7] = int(hi.w);
+}
+
+__device__ __forceinline__ float dq8_q4_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    const u16* h = (const u16*)(row + u * 18u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i) {
+        const u32 q = u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16);
+        s = dp4a(int(q & 0x0F0F0F0Fu), xb[i], s);
+        s = dp4a(int((q >> 4) & 0x0F0F0F0Fu), xb[4 + i], s);
+    }
+    return float(s - 8 * xs) * (h2f(h[0]) * xd);
+}
+
+__device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    (void)xs;
+    const u16* h = (const u16*)(row + u * 34u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        s = dp4a(int(u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16)), xb[i], s);
+    }
+    return float(s) * (h2f(h[0]) * xd);
+}
 ` + mmaPrelude
 
 const dqTemplate = `
@@ -119,7 +176,7 @@ const extraParams = `
 {{- end}}`
 
 // normPrologue computes the RMSNorm scale of row xr with the warp.
-const normPrologue = `{{if .XS.On}}` + xStageSource + `{{else}}{{if .Norm}}
+const normPrologue = `{{if .Q8.On}}` + q8Rows + `{{else if .XS.On}}` + xStageSource + `{{else}}{{if .Norm}}
     // RMSNorm prologue: every warp reduces the row itself (K is small
     // beside the weight rows it then streams), so no shared memory.
     float ss = 0.0f;
@@ -128,6 +185,15 @@ const normPrologue = `{{if .XS.On}}` + xStageSource + `{{else}}{{if .Norm}}
     }
     ss = warp_sum(ss);
     const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}{{end}}`
+
+// q8Rows points a matrix-vector kernel that multiplies 8-bit activations
+// at its row of the step's scratch, where the q8_quant launch before it
+// wrote the row rounded to Q8_0 blocks (q8QuantTemplate: K values, then the
+// blocks' scales, then their sums), the RMSNorm and gain already applied.
+const q8Rows = `
+    const u8* xqr = xq + (u64)r * {{.Q8.RowBytes}}u;
+    const float* xqd = (const float*)(xqr + {{.K}}u);
+    const int* xqs = (const int*)(xqr + {{.K}}u + 4u * {{.Q8.Blocks}}u);`
 
 // xStageSource copies the activation row (times the gain) into shared memory
 // once per block, with one float of padding after every unit (see
@@ -214,23 +280,33 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
 #pragma unroll
                 for (u32 s = 0; s < {{$.Vec.Per}}u; ++s) {
                     const u32 u = s * 32 + lane, e = (c * {{$.Vec.Units}}u + u) * {{$.Unit}}u;
+{{- if $.Q8.On}}
+                    const u32 b = c * {{$.Vec.Units}}u + u;
+                    (void)e;
+                    int xb[8];
+                    ld_q8(xqr, b, xb);
+                    {{.Acc}} += dq8_{{$.DT}}((const u8*)sw, u, xb, xqs[b], xqd[b]);{{else}}
                     float wv[{{$.Unit}}];
                     dq_{{$.DT}}((const u8*)sw, u, wv);
 #pragma unroll
                     for (u32 k = 0; k < {{$.Unit}}u; ++k) {
                         {{.Acc}} += wv[k] * {{if $.XS.On}}xs[e{{if $.XS.Pad}} + c * {{$.Vec.Units}}u + u{{end}} + k]{{else}}xr[e + k]{{if $.Gain}} * ldf(gain[e + k]){{end}}{{end}};
-                    }
+                    }{{end}}
                 }
                 __syncwarp();
             }
         }{{end}}{{if or (not $.Vec.On) $.Vec.Tail}}
         for (u32 u = {{if $.Vec.On}}{{$.Vec.TailFrom}}u + {{end}}lane; u < {{$.NU}}u; u += 32) {
+{{- if $.Q8.On}}
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            {{.Acc}} += dq8_{{$.DT}}(w + (u64)({{.Row}}) * {{$.RowBytes}}u, u, xb, xqs[u], xqd[u]);{{else}}
             float wv[{{$.Unit}}];
             dq_{{$.DT}}(w + (u64)({{.Row}}) * {{$.RowBytes}}u, u, wv);
 #pragma unroll
             for (u32 k = 0; k < {{$.Unit}}u; ++k) {
                 {{.Acc}} += wv[k] * {{if $.XS.On}}xs[u * {{$.Unit}}u{{if $.XS.Pad}} + u{{end}} + k]{{else}}xr[u * {{$.Unit}}u + k]{{if $.Gain}} * ldf(gain[u * {{$.Unit}}u + k]){{end}}{{end}};
-            }
+            }{{end}}
         }{{end}}{{end}}`
 
 // ropeFreqs, ropePair, ropeRotate and ropeWrite are the RoPE pieces of the
@@ -322,18 +398,69 @@ extern "C" __global__ void {{.Name}}(
 	"matvec": dotLoop + `
 // {{.Name}}: out[r, j] = {{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}} · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[r, j]{{end}}, w {{.DT}}[{{.N}}, {{.K}}].
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
-    const float* __restrict__ x,
+    {{if .Q8.On}}const u8* __restrict__ xq{{else}}const float* __restrict__ x{{end}},
     const u8* __restrict__ w,` + extraParams + `
     float* __restrict__ out,
     const u32 T) {` + ids + stageDecl + `
-    const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
-    const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
+    const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;{{if not .Q8.On}}
+    const float* xr = x + (u64)r * {{.K}}u;{{end}}` + normPrologue + `
     float acc = 0.0f;
     if (j < {{.N}}u) {{"{"}}{{template "dot" (dotArgs . "j" "acc")}}
     }
     acc = warp_sum(acc);
     if (j < {{.N}}u && lane == 0) {
-        out[(u64)r * {{.N}}u + j] = {{if .Norm}}acc * scale{{else}}acc{{end}}{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)r * {{.N}}u + j]{{end}};
+        out[(u64)r * {{.N}}u + j] = {{if and .Norm (not .Q8.On)}}acc * scale{{else}}acc{{end}}{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)r * {{.N}}u + j]{{end}};
+    }
+}
+`,
+	// q8_quant: the launch before a matrix-vector kernel that multiplies
+	// 8-bit activations (planQ8). Block r rounds row r of x
+	// ({{if .Norm}}normalised{{end}}{{if .Gain}}, times the gain{{end}}) to Q8_0 as ggml's quantize_row_q8_0
+	// does: warp w takes blocks w, w+NW, …, lane l element l of the block;
+	// the scale is amax/127 kept as f16, each value roundf(x/scale). Row r
+	// of xq holds the K values, then the Blocks scales (f32), then the
+	// Blocks sums of the values (i32; Q4_0's offset of 8 needs them), once
+	// per step instead of once per block of every product that reads it.
+	"q8_quant": `
+// {{.Name}}: xq[r] = q8_0({{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}}), {{.K}} elements, {{.Q8.RowBytes}} bytes per row.
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
+    const float* __restrict__ x,` + extraParams + `
+    u8* __restrict__ xq,
+    const u32 T) {` + ids + `
+    const u32 r = blockIdx.y;
+    const float* xr = x + (u64)r * {{.K}}u;
+    u8* q = xq + (u64)r * {{.Q8.RowBytes}}u;
+    float* qd = (float*)(q + {{.K}}u);
+    int* qs = (int*)(q + {{.K}}u + 4u * {{.Q8.Blocks}}u);{{if .Norm}}
+    __shared__ float xss[{{.NW}}];
+    float ss = 0.0f;
+    for (u32 i = tid; i < {{.K}}u; i += {{.Threads}}u) {
+        const float xv = xr[i];
+        ss += xv * xv;
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < {{.NW}}u; ++i) {
+        ss += xss[i];
+    }
+    const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}
+    for (u32 b = warp; b < {{.Q8.Blocks}}u; b += {{.NW}}u) {
+        const float v = xr[b * 32u + lane]{{if .Norm}} * scale{{end}}{{if .Gain}} * ldf(gain[b * 32u + lane]){{end}};
+        const float amax = warp_max(fmaxf(v, -v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int qv = int(roundf(v * id));
+        q[b * 32u + lane] = u8(qv & 0xff);
+        // |sum| ≤ 32·127: exact in a float.
+        const float sum = warp_sum(float(qv));
+        if (lane == 0) {
+            qd[b] = h2f(f2h(d));
+            qs[b] = int(sum);
+        }
     }
 }
 `,
@@ -341,18 +468,18 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 	"swiglu": dotLoop + `
 // {{.Name}}: h = {{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}} · wᵀ, out[r, j] = silu(h[j]) · h[{{.F}} + j], w {{.DT}}[{{.N}}, {{.K}}].
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
-    const float* __restrict__ x,
+    {{if .Q8.On}}const u8* __restrict__ xq{{else}}const float* __restrict__ x{{end}},
     const u8* __restrict__ w,` + extraParams + `
     float* __restrict__ out,
     const u32 T) {` + ids + stageDecl + `
-    const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;
-    const float* xr = x + (u64)r * {{.K}}u;` + normPrologue + `
+    const u32 r = blockIdx.y, j = blockIdx.x * {{.NW}}u + warp;{{if not .Q8.On}}
+    const float* xr = x + (u64)r * {{.K}}u;{{end}}` + normPrologue + `
     float g = 0.0f, up = 0.0f;
     if (j < {{.F}}u) {{"{"}}{{template "dot" (dotArgs . "j" "g")}}{{template "dot" (dotArgs . .UpRow "up")}}
     }
     g = warp_sum(g);
     up = warp_sum(up);
-    if (j < {{.F}}u && lane == 0) {{"{"}}{{if .Norm}}
+    if (j < {{.F}}u && lane == 0) {{"{"}}{{if and .Norm (not .Q8.On)}}
         g *= scale;
         up *= scale;{{end}}
         out[(u64)r * {{.F}}u + j] = g / (1.0f + expf(-g)) * up;
@@ -367,7 +494,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 // {{.Name}}: h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ{{if .Bias}} + bias{{end}}; q, k, v = h's blocks of {{.QD}}, {{.KVD}}, {{.KVD}};
 // rope ({{.Mode}}, n_rot {{.NRot}} of head_dim {{.HD}}) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
-    const float* __restrict__ x,
+    {{if .Q8.On}}const u8* __restrict__ xq{{else}}const float* __restrict__ x{{end}},
     const u8* __restrict__ w,
     const int* __restrict__ pos,
     const int* __restrict__ base,
@@ -376,14 +503,14 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     float* __restrict__ out,
     const u32 T) {` + ids + stageDecl + `
     const u32 t = blockIdx.y, p = blockIdx.x * {{.NW}}u + warp;
-    const float* xr = x + (u64)t * {{.K}}u;` + normPrologue + `
-` + ropePair + `
+    {{if .Q8.On}}const u32 r = t;{{else}}const float* xr = x + (u64)t * {{.K}}u;{{end}}
+` + ropePair + normPrologue + `
     float a0 = 0.0f, a1 = 0.0f;
     if (p < {{.Pairs}}u) {{"{"}}{{template "dot" (dotArgs . "c0" "a0")}}{{template "dot" (dotArgs . "c1" "a1")}}
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
-    if (p < {{.Pairs}}u && lane == 0) {{"{"}}{{if .Norm}}
+    if (p < {{.Pairs}}u && lane == 0) {{"{"}}{{if and .Norm (not .Q8.On)}}
         a0 *= scale;
         a1 *= scale;{{end}}{{if .Bias}}
         a0 += ldf(bias[c0]);

@@ -54,11 +54,12 @@ func splitWeights(dt ir.DType) bool {
 func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows GridDim, width int64, mv Launch) error {
 	tiled := map[string]string{"matvec": "matmul_tiled", "swiglu": "swiglu_tiled", "qkv_rope": "matmul_tiled"}[family]
 	if tiled == "" || !rows.PerToken || rows.N != 1 || (p.Unit != 1 && p.Unit != tileK) {
-		e.Launch(mv)
-		return nil
+		return launchMatVec(e, p, mv)
 	}
 	mv.MaxT = 1
-	e.Launch(mv)
+	if err := launchMatVec(e, p, mv); err != nil {
+		return err
+	}
 	cp := *p
 	cp.Name = p.Name + "_mm"
 	cp.NW, cp.Threads, cp.XS = nwarps, 32*nwarps, gpu.XStage{} // the tile's own block shape

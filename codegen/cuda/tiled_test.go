@@ -156,15 +156,29 @@ func TestTiledSchedule(t *testing.T) {
 			for _, k := range lib.Kernels {
 				family[k.Name] = k.Family
 			}
-			tiled, mv := 0, 0
+			tiled, mv, quant := 0, 0, 0
 			for i, l := range lib.Launches {
+				// A Q4_0 or Q8_0 matrix-vector launch reads its rows from
+				// the scratch, where the q8_quant launch before it (same
+				// value and steps) rounded them; its tiled launch reads x.
+				args := l.Args
+				if i > 0 && family[lib.Launches[i-1].Kernel] == "q8_quant" {
+					q := lib.Launches[i-1]
+					if q.Value != l.Value || q.MinT != l.MinT || q.MaxT != l.MaxT || l.Args[0].Value != -1 ||
+						fmt.Sprint(q.Args[len(q.Args)-1]) != fmt.Sprint(l.Args[0]) {
+						t.Errorf("q8_quant launch %+v does not feed %+v", q, l)
+					}
+					args = append([]cuda.Arg{q.Args[0]}, l.Args[1:]...)
+				}
 				switch family[l.Kernel] {
+				case "q8_quant":
+					quant++
 				case "matvec", "swiglu":
 					mv++
 					next := lib.Launches[i+1]
 					want := map[string]string{"matvec": "matmul_tiled", "swiglu": "swiglu_tiled"}[family[l.Kernel]]
 					if l.MinT != 0 || l.MaxT != 1 || family[next.Kernel] != want || next.MinT != 2 || next.MaxT != 0 ||
-						next.Value != l.Value || fmt.Sprint(next.Args) != fmt.Sprint(l.Args) {
+						next.Value != l.Value || fmt.Sprint(next.Args) != fmt.Sprint(args) {
 						t.Errorf("launch %s (min %d, max %d) is not followed by its tiled launch: %+v", l.Kernel, l.MinT, l.MaxT, next)
 					}
 				case "matmul_tiled", "swiglu_tiled":
@@ -189,6 +203,9 @@ func TestTiledSchedule(t *testing.T) {
 					}
 				}
 			}
+			if q8 := dt == ir.Q4_0 || dt == ir.Q8_0; q8 != (quant > 0) {
+				t.Errorf("%d q8_quant launches", quant)
+			}
 			if tiled != mv || tiled < 4 {
 				t.Errorf("%d tiled launches for %d matrix-vector ones (at least fused_matmul, matmul, swiglu, qkv_rope)", tiled, mv)
 			}
@@ -199,7 +216,7 @@ func TestTiledSchedule(t *testing.T) {
 				seen := map[string]int{}
 				for _, l := range lib.Step(T) {
 					// attention and moe are two launches of one value each
-					if f := family[l.Kernel]; f != "attn_split" && f != "attn_merge" && f != "moe_up" && f != "moe_down" && f != "rope_kv" {
+					if f := family[l.Kernel]; f != "attn_split" && f != "attn_merge" && f != "moe_up" && f != "moe_down" && f != "rope_kv" && f != "q8_quant" {
 						seen[fmt.Sprint(l.Value)]++
 					}
 				}

@@ -168,6 +168,7 @@ func (e *Emitter) product(v *ir.Value, op ir.Op, parts ir.Parts, out Arg) error 
 	p := &Params{
 		DT: r.Name, Unit: int64(r.Unit), NU: k / int64(r.Unit), RowBytes: rb, N: n, K: k,
 		Norm: parts.Norm, Gain: parts.Gain != nil, Bias: parts.Bias != nil, Residual: parts.Residual != nil,
+		ScratchOut: out.Value == sched.Scratch,
 	}
 	e.Lang.MatVec(p, parts.W.Type.DType, false)
 	if p.Norm {

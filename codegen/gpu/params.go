@@ -18,6 +18,8 @@ type Params struct {
 	UpRow            string
 	Vec              VecLoad // CUDA: the matrix-vector weight read path
 	XS               XStage  // CUDA: the activation row in shared memory
+	Q8               Q8Stage // CUDA: the activation rows as Q8_0 blocks in the step's scratch
+	ScratchOut       bool    // the product writes into the step's scratch (a later launch of its op reads it)
 	TileN, TileT     int64   // tiled kernels: tile sizes, K chunk, weight units per chunk
 	TileK, UPC       int64
 
@@ -88,4 +90,17 @@ type XStage struct {
 	On     bool
 	Pad    bool
 	Floats int64
+}
+
+// Q8Stage is a CUDA matrix-vector kernel that multiplies 8-bit
+// activations (codegen/cuda's planQ8): a q8_quant launch before it rounds
+// the step's rows (normalised, times the gain) to Q8_0 blocks in the step's
+// scratch, and the kernel takes each weight block's dot with its
+// activation block in integers (dp4a), as the reference engines multiply
+// Q4_0 and Q8_0 weights. Blocks is K/32; RowBytes the bytes of one
+// rounded row: K values, Blocks scales (f32), Blocks sums (i32).
+type Q8Stage struct {
+	On       bool
+	Blocks   int64
+	RowBytes int64
 }

@@ -42,6 +42,13 @@ type Machine struct {
 	weights map[*ir.Value][]float32
 	states  map[string]*Tensor
 	consts  map[*ir.Value]bool // values computed from weights alone
+
+	// RoundActivations, when set, names the weight dtypes whose products
+	// round their activation rows to Q8_0 blocks (after the fused RMSNorm
+	// and gain) before multiplying, as a backend kernel that multiplies
+	// 8-bit activations does (CUDA's decode kernels for Q4_0 and Q8_0
+	// weights). Unset, products multiply the float rows.
+	RoundActivations func(w ir.DType) bool
 }
 
 // New prepares a machine for g whose state buffers have ctx rows (symbol C).
@@ -121,7 +128,7 @@ func (m *Machine) Run(inputs map[string]Tensor) (map[string]Tensor, error) {
 			var shape []int64
 			shape, err = v.Type.Shape.Bind(env)
 			if err == nil {
-				out, err = kernels[v.Op](v, args, shape)
+				out, err = m.kernel(v)(v, args, shape)
 			}
 		}
 		if err != nil {
@@ -134,6 +141,17 @@ func (m *Machine) Run(inputs map[string]Tensor) (map[string]Tensor, error) {
 		res[o.Name] = vals[o.Value]
 	}
 	return res, nil
+}
+
+// kernel is v's kernel: the rounding one for a product whose weight dtype
+// RoundActivations names.
+func (m *Machine) kernel(v *ir.Value) kernel {
+	if k, ok := roundedProducts[v.Op]; ok && m.RoundActivations != nil {
+		if dt, ok := weightDType(v); ok && m.RoundActivations(dt) {
+			return k
+		}
+	}
+	return kernels[v.Op]
 }
 
 // bindShape unifies a declared shape with a concrete one, binding symbols.

@@ -14,9 +14,10 @@ import (
 // registerFused adds the fused kernels to the table (called from the
 // table's own init, so the map exists).
 func registerFused() {
-	kernels[ir.OpFusedMatMul] = fusedMatMul
-	kernels[ir.OpSwiGLU] = swiglu
-	kernels[ir.OpQKVRoPE] = qkvRoPE
+	for op, k := range products {
+		kernels[op] = k(false)
+		roundedProducts[op] = k(true)
+	}
 	kernels[ir.OpFlashAttention] = flashAttention
 	kernels[ir.OpConcat] = concat
 }
@@ -31,8 +32,21 @@ func tensorOf(v *ir.Value, args []Tensor, pv *ir.Value) Tensor {
 	return Tensor{}
 }
 
-// body runs the shared prologue and matmul: norm?(x)·wᵀ (+ bias).
-func body(v *ir.Value, args []Tensor, p ir.Parts) (Tensor, error) {
+// products are the matrix-product kernels, each made with or without
+// rounding its activation rows to Q8_0 (roundQ8) before the product.
+var products = map[ir.Op]func(round bool) kernel{
+	ir.OpMatMul:      matmulOp,
+	ir.OpFusedMatMul: fusedMatMul,
+	ir.OpSwiGLU:      swiglu,
+	ir.OpQKVRoPE:     qkvRoPE,
+}
+
+// roundedProducts are products' kernels that round (Machine.RoundActivations).
+var roundedProducts = map[ir.Op]kernel{}
+
+// body runs the shared prologue and matmul: norm?(x)·wᵀ (+ bias), with the
+// normalised rows rounded to Q8_0 first when round is set.
+func body(v *ir.Value, args []Tensor, p ir.Parts, round bool) (Tensor, error) {
 	x := tensorOf(v, args, p.X)
 	if p.Norm {
 		nargs := []Tensor{x}
@@ -41,6 +55,12 @@ func body(v *ir.Value, args []Tensor, p ir.Parts) (Tensor, error) {
 		}
 		var err error
 		if x, err = rmsnorm(v, nargs, x.Shape); err != nil {
+			return Tensor{}, err
+		}
+	}
+	if round {
+		var err error
+		if x, err = roundQ8(x); err != nil {
 			return Tensor{}, err
 		}
 	}
@@ -53,41 +73,45 @@ func body(v *ir.Value, args []Tensor, p ir.Parts) (Tensor, error) {
 	return matmul(v, margs, shape)
 }
 
-func fusedMatMul(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
-	p, err := ir.MatMulParts(v)
-	if err != nil {
-		return Tensor{}, err
+func fusedMatMul(round bool) kernel {
+	return func(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
+		p, err := ir.MatMulParts(v)
+		if err != nil {
+			return Tensor{}, err
+		}
+		h, err := body(v, args, p, round)
+		if err != nil || p.Residual == nil {
+			return h, err
+		}
+		r := tensorOf(v, args, p.Residual)
+		for i := range h.F32 {
+			h.F32[i] += r.F32[i]
+		}
+		return h, nil
 	}
-	h, err := body(v, args, p)
-	if err != nil || p.Residual == nil {
-		return h, err
-	}
-	r := tensorOf(v, args, p.Residual)
-	for i := range h.F32 {
-		h.F32[i] += r.F32[i]
-	}
-	return h, nil
 }
 
-func swiglu(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
-	p, err := ir.MatMulParts(v)
-	if err != nil {
-		return Tensor{}, err
-	}
-	h, err := body(v, args, p)
-	if err != nil {
-		return Tensor{}, err
-	}
-	out := newF32(shape)
-	r, f := rows(out)
-	for i := 0; i < r; i++ {
-		gate, up := h.F32[i*2*f:i*2*f+f], h.F32[i*2*f+f:(i+1)*2*f]
-		for j := range gate {
-			// The same two roundings as silu then mul in the unfused graph.
-			out.F32[i*f+j] = float32(silu(float64(gate[j]))) * up[j]
+func swiglu(round bool) kernel {
+	return func(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
+		p, err := ir.MatMulParts(v)
+		if err != nil {
+			return Tensor{}, err
 		}
+		h, err := body(v, args, p, round)
+		if err != nil {
+			return Tensor{}, err
+		}
+		out := newF32(shape)
+		r, f := rows(out)
+		for i := 0; i < r; i++ {
+			gate, up := h.F32[i*2*f:i*2*f+f], h.F32[i*2*f+f:(i+1)*2*f]
+			for j := range gate {
+				// The same two roundings as silu then mul in the unfused graph.
+				out.F32[i*f+j] = float32(silu(float64(gate[j]))) * up[j]
+			}
+		}
+		return out, nil
 	}
-	return out, nil
 }
 
 // columns copies columns [lo, hi) of a [T, W] tensor.
@@ -100,49 +124,51 @@ func columns(t Tensor, lo, hi int) Tensor {
 	return out
 }
 
-func qkvRoPE(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
-	p, err := ir.MatMulParts(v)
-	if err != nil {
-		return Tensor{}, err
-	}
-	h, err := body(v, args, p)
-	if err != nil {
-		return Tensor{}, err
-	}
-	qd := int(v.Attrs.Int("n_head", 0) * v.Attrs.Int("head_dim", 0))
-	kvd := int(v.Attrs.Int("n_kv_head", 0) * v.Attrs.Int("head_dim", 0))
-	pos := tensorOf(v, args, p.Pos)
-	qc, kc := columns(h, 0, qd), columns(h, qd, qd+kvd)
-	if p.QNorm != nil {
-		hd := v.Attrs.Int("head_dim", 0)
-		if qc, err = headNorm(qc, hd, tensorOf(v, args, p.QNorm), p.QKEps); err != nil {
+func qkvRoPE(round bool) kernel {
+	return func(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
+		p, err := ir.MatMulParts(v)
+		if err != nil {
 			return Tensor{}, err
 		}
-		if kc, err = headNorm(kc, hd, tensorOf(v, args, p.KNorm), p.QKEps); err != nil {
+		h, err := body(v, args, p, round)
+		if err != nil {
 			return Tensor{}, err
 		}
+		qd := int(v.Attrs.Int("n_head", 0) * v.Attrs.Int("head_dim", 0))
+		kvd := int(v.Attrs.Int("n_kv_head", 0) * v.Attrs.Int("head_dim", 0))
+		pos := tensorOf(v, args, p.Pos)
+		qc, kc := columns(h, 0, qd), columns(h, qd, qd+kvd)
+		if p.QNorm != nil {
+			hd := v.Attrs.Int("head_dim", 0)
+			if qc, err = headNorm(qc, hd, tensorOf(v, args, p.QNorm), p.QKEps); err != nil {
+				return Tensor{}, err
+			}
+			if kc, err = headNorm(kc, hd, tensorOf(v, args, p.KNorm), p.QKEps); err != nil {
+				return Tensor{}, err
+			}
+		}
+		q, err := ropeOp(v, []Tensor{qc, pos}, shape)
+		if err != nil {
+			return Tensor{}, err
+		}
+		k, err := ropeOp(v, []Tensor{kc, pos}, kc.Shape)
+		if err != nil {
+			return Tensor{}, err
+		}
+		// kvwrite rounds into an f16 or q8_0 cache by the cache value's dtype.
+		write := func(cache *ir.Value, rows Tensor) error {
+			kw := &ir.Value{Op: ir.OpKVWrite, Args: []*ir.Value{cache}}
+			_, err := kvwrite(kw, []Tensor{tensorOf(v, args, cache), rows, pos}, nil)
+			return err
+		}
+		if err := write(p.KCache, k); err != nil {
+			return Tensor{}, err
+		}
+		if err := write(p.VCache, columns(h, qd+kvd, qd+2*kvd)); err != nil {
+			return Tensor{}, err
+		}
+		return q, nil
 	}
-	q, err := ropeOp(v, []Tensor{qc, pos}, shape)
-	if err != nil {
-		return Tensor{}, err
-	}
-	k, err := ropeOp(v, []Tensor{kc, pos}, kc.Shape)
-	if err != nil {
-		return Tensor{}, err
-	}
-	// kvwrite rounds into an f16 or q8_0 cache by the cache value's dtype.
-	write := func(cache *ir.Value, rows Tensor) error {
-		kw := &ir.Value{Op: ir.OpKVWrite, Args: []*ir.Value{cache}}
-		_, err := kvwrite(kw, []Tensor{tensorOf(v, args, cache), rows, pos}, nil)
-		return err
-	}
-	if err := write(p.KCache, k); err != nil {
-		return Tensor{}, err
-	}
-	if err := write(p.VCache, columns(h, qd+kvd, qd+2*kvd)); err != nil {
-		return Tensor{}, err
-	}
-	return q, nil
 }
 
 // headNorm is rmsnorm over each head of the [T, heads·hd] rows x, times

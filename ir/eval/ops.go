@@ -25,7 +25,6 @@ func init() {
 	kernels = map[ir.Op]kernel{
 		ir.OpEmbed:     embed,
 		ir.OpRMSNorm:   rmsnorm,
-		ir.OpMatMul:    matmul,
 		ir.OpAdd:       binary(func(a, b float32) float32 { return a + b }),
 		ir.OpMul:       binary(func(a, b float32) float32 { return a * b }),
 		ir.OpSiLU:      unary(silu),
@@ -92,6 +91,20 @@ func rmsnorm(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// matmulOp is the matmul kernel, rounding x to Q8_0 first when round is set.
+func matmulOp(round bool) kernel {
+	if !round {
+		return matmul
+	}
+	return func(v *ir.Value, args []Tensor, shape []int64) (Tensor, error) {
+		x, err := roundQ8(args[0])
+		if err != nil {
+			return Tensor{}, err
+		}
+		return matmul(v, append([]Tensor{x}, args[1:]...), shape)
+	}
 }
 
 func matmul(_ *ir.Value, args []Tensor, shape []int64) (Tensor, error) {

@@ -59,6 +59,7 @@ __device__ float cosf(float);
 __device__ float tanhf(float);
 __device__ float fmaf(float, float, float);
 __device__ float rintf(float);
+__device__ float roundf(float);
 __device__ float fmaxf(float, float);
 __device__ float fminf(float, float);
 }

@@ -78,6 +78,63 @@ __device__ __forceinline__ float warp_max(float v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
+// dp4a is c plus the dot of a's and b's four signed bytes (dp4a.s32.s32).
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+#ifdef MINERVA_CUDA_EMU
+    for (int i = 0; i < 4; ++i) {
+        c += int((signed char)(a >> (8 * i))) * int((signed char)(b >> (8 * i)));
+    }
+    return c;
+#else
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#endif
+}
+
+// dq8_q4_0 and dq8_q8_0 multiply unit u (one 32-element block) of a weight
+// row with a Q8_0 activation block (xb: its 32 values as 8 words, xs their
+// sum, xd its scale) as ggml's vec_dot_q4_0_q8_0 and vec_dot_q8_0_q8_0 do: the
+// integer dot, then times the product of the two scales. A block is 2-byte
+// aligned (18 or 34 bytes), so its words are read as halves.
+// ld_q8 loads block b of a row that q8_quant rounded: its 32 values as 8
+// words, with two 16-byte loads (the values start 16-byte aligned: the
+// scratch is, and K and the row size are multiples of 16).
+__device__ __forceinline__ void ld_q8(const u8* xqr, u32 b, int* xb) {
+    const v16 lo = ld_nc16((const v16*)(xqr + b * 32u)), hi = ld_nc16((const v16*)(xqr + b * 32u + 16u));
+    xb[0] = int(lo.x);
+    xb[1] = int(lo.y);
+    xb[2] = int(lo.z);
+    xb[3] = int(lo.w);
+    xb[4] = int(hi.x);
+    xb[5] = int(hi.y);
+    xb[6] = int(hi.z);
+    xb[7] = int(hi.w);
+}
+
+__device__ __forceinline__ float dq8_q4_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    const u16* h = (const u16*)(row + u * 18u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i) {
+        const u32 q = u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16);
+        s = dp4a(int(q & 0x0F0F0F0Fu), xb[i], s);
+        s = dp4a(int((q >> 4) & 0x0F0F0F0Fu), xb[4 + i], s);
+    }
+    return float(s - 8 * xs) * (h2f(h[0]) * xd);
+}
+
+__device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    (void)xs;
+    const u16* h = (const u16*)(row + u * 34u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        s = dp4a(int(u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16)), xb[i], s);
+    }
+    return float(s) * (h2f(h[0]) * xd);
+}
+
 // mma_16816 is D = A·B + C on the tensor cores: A 16×16 f16 (row-major), B
 // 16×8 f16 (col-major), C and D 16×8 f32, each lane holding the fragments
 // the PTX ISA lays out for mma.m16n8k16 (section 9.7.14.5.8); c is C in and
@@ -195,6 +252,16 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
     __shared__ v16 stage[8 * 32]; // 512 bytes per warp
     const u32 t = blockIdx.y, p = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)t * 128u;
+
+    // Pair p: head p / 32, index i inside it; columns c0, c1 of h.
+    const u32 head = p / 32u, i = p % 32u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;
+    if (i < 32u) {
+        c0 = i;
+        c1 = i + 32u;
+    }
+    c0 += head * 64u;
+    c1 += head * 64u;
     // The activation row, staged once per block.
     __shared__ float xs[128];
     __shared__ float xss[8];
@@ -215,16 +282,6 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 128.0f + 1e-05f);
-
-    // Pair p: head p / 32, index i inside it; columns c0, c1 of h.
-    const u32 head = p / 32u, i = p % 32u;
-    u32 c0 = 2 * i, c1 = 2 * i + 1;
-    if (i < 32u) {
-        c0 = i;
-        c1 = i + 32u;
-    }
-    c0 += head * 64u;
-    c1 += head * 64u;
     float a0 = 0.0f, a1 = 0.0f;
     if (p < 384u) {
         {
@@ -1414,7 +1471,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
 
 // fused_matmul_norm_gain_q8_0_50257x128: out[r, j] = rmsnorm(x[r])·gain · w[j], w q8_0[50257, 128].
 extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50257x128(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const float* __restrict__ gain,
     float* __restrict__ out,
@@ -1425,17 +1482,43 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50
     (void)warp;
     // direct loads: a q8_0 row is 136 bytes, not a multiple of 16, so its chunks are not 16-byte aligned.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
+    const u8* xqr = xq + (u64)r * 160u;
+    const float* xqd = (const float*)(xqr + 128u);
+    const int* xqs = (const int*)(xqr + 128u + 4u * 4u);
+    float acc = 0.0f;
+    if (j < 50257u) {
+        for (u32 u = lane; u < 4u; u += 32) {
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            acc += dq8_q8_0(w + (u64)(j) * 136u, u, xb, xqs[u], xqd[u]);
+        }
+    }
+    acc = warp_sum(acc);
+    if (j < 50257u && lane == 0) {
+        out[(u64)r * 50257u + j] = acc;
+    }
+}
+
+// q8_quant_128_norm_gain: xq[r] = q8_0(rmsnorm(x[r])·gain), 128 elements, 160 bytes per row.
+extern "C" __global__ void __launch_bounds__(256) q8_quant_128_norm_gain(
+    const float* __restrict__ x,
+    const float* __restrict__ gain,
+    u8* __restrict__ xq,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    const u32 r = blockIdx.y;
     const float* xr = x + (u64)r * 128u;
-    // The activation row times the gain, staged once per block with a float of
-    // padding per 32-element unit: lanes decode consecutive units, so their
-    // reads of element k of their units fall in 32 distinct banks.
-    __shared__ float xs[132];
+    u8* q = xq + (u64)r * 160u;
+    float* qd = (float*)(q + 128u);
+    int* qs = (int*)(q + 128u + 4u * 4u);
     __shared__ float xss[8];
     float ss = 0.0f;
     for (u32 i = tid; i < 128u; i += 256u) {
         const float xv = xr[i];
         ss += xv * xv;
-        xs[i + i / 32u] = xv * ldf(gain[i]);
     }
     ss = warp_sum(ss);
     if (lane == 0) {
@@ -1448,20 +1531,18 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 128.0f + 1e-05f);
-    float acc = 0.0f;
-    if (j < 50257u) {
-        for (u32 u = lane; u < 4u; u += 32) {
-            float wv[32];
-            dq_q8_0(w + (u64)(j) * 136u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                acc += wv[k] * xs[u * 32u + u + k];
-            }
+    for (u32 b = warp; b < 4u; b += 8u) {
+        const float v = xr[b * 32u + lane] * scale * ldf(gain[b * 32u + lane]);
+        const float amax = warp_max(fmaxf(v, -v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int qv = int(roundf(v * id));
+        q[b * 32u + lane] = u8(qv & 0xff);
+        // |sum| ≤ 32·127: exact in a float.
+        const float sum = warp_sum(float(qv));
+        if (lane == 0) {
+            qd[b] = h2f(f2h(d));
+            qs[b] = int(sum);
         }
-    }
-    acc = warp_sum(acc);
-    if (j < 50257u && lane == 0) {
-        out[(u64)r * 50257u + j] = acc * scale;
     }
 }
 

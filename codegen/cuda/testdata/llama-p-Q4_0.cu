@@ -78,6 +78,63 @@ __device__ __forceinline__ float warp_max(float v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
+// dp4a is c plus the dot of a's and b's four signed bytes (dp4a.s32.s32).
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+#ifdef MINERVA_CUDA_EMU
+    for (int i = 0; i < 4; ++i) {
+        c += int((signed char)(a >> (8 * i))) * int((signed char)(b >> (8 * i)));
+    }
+    return c;
+#else
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#endif
+}
+
+// dq8_q4_0 and dq8_q8_0 multiply unit u (one 32-element block) of a weight
+// row with a Q8_0 activation block (xb: its 32 values as 8 words, xs their
+// sum, xd its scale) as ggml's vec_dot_q4_0_q8_0 and vec_dot_q8_0_q8_0 do: the
+// integer dot, then times the product of the two scales. A block is 2-byte
+// aligned (18 or 34 bytes), so its words are read as halves.
+// ld_q8 loads block b of a row that q8_quant rounded: its 32 values as 8
+// words, with two 16-byte loads (the values start 16-byte aligned: the
+// scratch is, and K and the row size are multiples of 16).
+__device__ __forceinline__ void ld_q8(const u8* xqr, u32 b, int* xb) {
+    const v16 lo = ld_nc16((const v16*)(xqr + b * 32u)), hi = ld_nc16((const v16*)(xqr + b * 32u + 16u));
+    xb[0] = int(lo.x);
+    xb[1] = int(lo.y);
+    xb[2] = int(lo.z);
+    xb[3] = int(lo.w);
+    xb[4] = int(hi.x);
+    xb[5] = int(hi.y);
+    xb[6] = int(hi.z);
+    xb[7] = int(hi.w);
+}
+
+__device__ __forceinline__ float dq8_q4_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    const u16* h = (const u16*)(row + u * 18u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i) {
+        const u32 q = u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16);
+        s = dp4a(int(q & 0x0F0F0F0Fu), xb[i], s);
+        s = dp4a(int((q >> 4) & 0x0F0F0F0Fu), xb[4 + i], s);
+    }
+    return float(s - 8 * xs) * (h2f(h[0]) * xd);
+}
+
+__device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    (void)xs;
+    const u16* h = (const u16*)(row + u * 34u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        s = dp4a(int(u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16)), xb[i], s);
+    }
+    return float(s) * (h2f(h[0]) * xd);
+}
+
 // mma_16816 is D = A·B + C on the tensor cores: A 16×16 f16 (row-major), B
 // 16×8 f16 (col-major), C and D 16×8 f32, each lane holding the fragments
 // the PTX ISA lays out for mma.m16n8k16 (section 9.7.14.5.8); c is C in and
@@ -151,7 +208,7 @@ __constant__ float qkv_rope_norm_gain_q4_0_512x256_float_freq[16][2] = {{1.0f, 0
 // qkv_rope_norm_gain_q4_0_512x256_float: h = rmsnorm(x[t])·gain · wᵀ; q, k, v = h's blocks of 256, 128, 128;
 // rope (normal, n_rot 32 of head_dim 32) on q and k; k, v → caches row base[t] + pos[t]; out = q.
 extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x256_float(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const int* __restrict__ pos,
     const int* __restrict__ base,
@@ -166,59 +223,32 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
     (void)warp;
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 t = blockIdx.y, p = blockIdx.x * 8u + warp;
-    const float* xr = x + (u64)t * 256u;
-    // The activation row times the gain, staged once per block with a float of
-    // padding per 32-element unit: lanes decode consecutive units, so their
-    // reads of element k of their units fall in 32 distinct banks.
-    __shared__ float xs[264];
-    __shared__ float xss[8];
-    float ss = 0.0f;
-    for (u32 i = tid; i < 256u; i += 256u) {
-        const float xv = xr[i];
-        ss += xv * xv;
-        xs[i + i / 32u] = xv * ldf(gain[i]);
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) {
-        xss[warp] = ss;
-    }
-    __syncthreads();
-    ss = 0.0f;
-#pragma unroll
-    for (u32 i = 0; i < 8u; ++i) {
-        ss += xss[i];
-    }
-    const float scale = rsqrtf(ss / 256.0f + 1e-05f);
+    const u32 r = t;
 
     // Pair p: head p / 16, index i inside it; columns c0, c1 of h.
     const u32 head = p / 16u, i = p % 16u;
     u32 c0 = 2 * i, c1 = 2 * i + 1;
     c0 += head * 32u;
     c1 += head * 32u;
+    const u8* xqr = xq + (u64)r * 320u;
+    const float* xqd = (const float*)(xqr + 256u);
+    const int* xqs = (const int*)(xqr + 256u + 4u * 8u);
     float a0 = 0.0f, a1 = 0.0f;
     if (p < 256u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            float wv[32];
-            dq_q4_0(w + (u64)(c0) * 144u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                a0 += wv[k] * xs[u * 32u + u + k];
-            }
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            a0 += dq8_q4_0(w + (u64)(c0) * 144u, u, xb, xqs[u], xqd[u]);
         }
         for (u32 u = lane; u < 8u; u += 32) {
-            float wv[32];
-            dq_q4_0(w + (u64)(c1) * 144u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                a1 += wv[k] * xs[u * 32u + u + k];
-            }
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            a1 += dq8_q4_0(w + (u64)(c1) * 144u, u, xb, xqs[u], xqd[u]);
         }
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
     if (p < 256u && lane == 0) {
-        a0 *= scale;
-        a1 *= scale;
 
         const int ps = pos[t];
         if (c0 < 384u && i < 16u) {
@@ -247,6 +277,53 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
             const u64 row = (u64)base[t] + (u64)ps;
             stf(vcache + row * 128u + c0 - 384u, a0);
             stf(vcache + row * 128u + c1 - 384u, a1);
+        }
+    }
+}
+
+// q8_quant_256_norm_gain: xq[r] = q8_0(rmsnorm(x[r])·gain), 256 elements, 320 bytes per row.
+extern "C" __global__ void __launch_bounds__(256) q8_quant_256_norm_gain(
+    const float* __restrict__ x,
+    const float* __restrict__ gain,
+    u8* __restrict__ xq,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    const u32 r = blockIdx.y;
+    const float* xr = x + (u64)r * 256u;
+    u8* q = xq + (u64)r * 320u;
+    float* qd = (float*)(q + 256u);
+    int* qs = (int*)(q + 256u + 4u * 8u);
+    __shared__ float xss[8];
+    float ss = 0.0f;
+    for (u32 i = tid; i < 256u; i += 256u) {
+        const float xv = xr[i];
+        ss += xv * xv;
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) {
+        xss[warp] = ss;
+    }
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        ss += xss[i];
+    }
+    const float scale = rsqrtf(ss / 256.0f + 1e-05f);
+    for (u32 b = warp; b < 8u; b += 8u) {
+        const float v = xr[b * 32u + lane] * scale * ldf(gain[b * 32u + lane]);
+        const float amax = warp_max(fmaxf(v, -v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int qv = int(roundf(v * id));
+        q[b * 32u + lane] = u8(qv & 0xff);
+        // |sum| ≤ 32·127: exact in a float.
+        const float sum = warp_sum(float(qv));
+        if (lane == 0) {
+            qd[b] = h2f(f2h(d));
+            qs[b] = int(sum);
         }
     }
 }
@@ -550,7 +627,7 @@ extern "C" __global__ void attn_merge_h8v32_s4(
 
 // fused_matmul_res_q4_0_256x256: out[r, j] = x[r] · w[j] + res[r, j], w q4_0[256, 256].
 extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x256(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const float* __restrict__ res,
     float* __restrict__ out,
@@ -561,30 +638,49 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x256(
     (void)warp;
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
-    const float* xr = x + (u64)r * 256u;
-    // The activation row, staged once per block with a float of
-    // padding per 32-element unit: lanes decode consecutive units, so their
-    // reads of element k of their units fall in 32 distinct banks.
-    __shared__ float xs[264];
-    for (u32 i = tid; i < 256u; i += 256u) {
-        const float xv = xr[i];
-        xs[i + i / 32u] = xv;
-    }
-    __syncthreads();
+    const u8* xqr = xq + (u64)r * 320u;
+    const float* xqd = (const float*)(xqr + 256u);
+    const int* xqs = (const int*)(xqr + 256u + 4u * 8u);
     float acc = 0.0f;
     if (j < 256u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            float wv[32];
-            dq_q4_0(w + (u64)(j) * 144u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                acc += wv[k] * xs[u * 32u + u + k];
-            }
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            acc += dq8_q4_0(w + (u64)(j) * 144u, u, xb, xqs[u], xqd[u]);
         }
     }
     acc = warp_sum(acc);
     if (j < 256u && lane == 0) {
         out[(u64)r * 256u + j] = acc + res[(u64)r * 256u + j];
+    }
+}
+
+// q8_quant_256: xq[r] = q8_0(x[r]), 256 elements, 320 bytes per row.
+extern "C" __global__ void __launch_bounds__(256) q8_quant_256(
+    const float* __restrict__ x,
+    u8* __restrict__ xq,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    const u32 r = blockIdx.y;
+    const float* xr = x + (u64)r * 256u;
+    u8* q = xq + (u64)r * 320u;
+    float* qd = (float*)(q + 256u);
+    int* qs = (int*)(q + 256u + 4u * 8u);
+    for (u32 b = warp; b < 8u; b += 8u) {
+        const float v = xr[b * 32u + lane];
+        const float amax = warp_max(fmaxf(v, -v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int qv = int(roundf(v * id));
+        q[b * 32u + lane] = u8(qv & 0xff);
+        // |sum| ≤ 32·127: exact in a float.
+        const float sum = warp_sum(float(qv));
+        if (lane == 0) {
+            qd[b] = h2f(f2h(d));
+            qs[b] = int(sum);
+        }
     }
 }
 
@@ -729,7 +825,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x256_
 
 // swiglu_norm_gain_q4_0_1024x256: h = rmsnorm(x[r])·gain · wᵀ, out[r, j] = silu(h[j]) · h[512 + j], w q4_0[1024, 256].
 extern "C" __global__ void __launch_bounds__(256) swiglu_norm_gain_q4_0_1024x256(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const float* __restrict__ gain,
     float* __restrict__ out,
@@ -740,53 +836,25 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_norm_gain_q4_0_1024x256
     (void)warp;
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
-    const float* xr = x + (u64)r * 256u;
-    // The activation row times the gain, staged once per block with a float of
-    // padding per 32-element unit: lanes decode consecutive units, so their
-    // reads of element k of their units fall in 32 distinct banks.
-    __shared__ float xs[264];
-    __shared__ float xss[8];
-    float ss = 0.0f;
-    for (u32 i = tid; i < 256u; i += 256u) {
-        const float xv = xr[i];
-        ss += xv * xv;
-        xs[i + i / 32u] = xv * ldf(gain[i]);
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) {
-        xss[warp] = ss;
-    }
-    __syncthreads();
-    ss = 0.0f;
-#pragma unroll
-    for (u32 i = 0; i < 8u; ++i) {
-        ss += xss[i];
-    }
-    const float scale = rsqrtf(ss / 256.0f + 1e-05f);
+    const u8* xqr = xq + (u64)r * 320u;
+    const float* xqd = (const float*)(xqr + 256u);
+    const int* xqs = (const int*)(xqr + 256u + 4u * 8u);
     float g = 0.0f, up = 0.0f;
     if (j < 512u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            float wv[32];
-            dq_q4_0(w + (u64)(j) * 144u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                g += wv[k] * xs[u * 32u + u + k];
-            }
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            g += dq8_q4_0(w + (u64)(j) * 144u, u, xb, xqs[u], xqd[u]);
         }
         for (u32 u = lane; u < 8u; u += 32) {
-            float wv[32];
-            dq_q4_0(w + (u64)(j + 512u) * 144u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                up += wv[k] * xs[u * 32u + u + k];
-            }
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            up += dq8_q4_0(w + (u64)(j + 512u) * 144u, u, xb, xqs[u], xqd[u]);
         }
     }
     g = warp_sum(g);
     up = warp_sum(up);
     if (j < 512u && lane == 0) {
-        g *= scale;
-        up *= scale;
         out[(u64)r * 512u + j] = g / (1.0f + expf(-g)) * up;
     }
 }
@@ -950,7 +1018,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256
 
 // fused_matmul_res_q4_0_256x512: out[r, j] = x[r] · w[j] + res[r, j], w q4_0[256, 512].
 extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x512(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const float* __restrict__ res,
     float* __restrict__ out,
@@ -961,30 +1029,49 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x512(
     (void)warp;
     // direct loads: a row of 16 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
-    const float* xr = x + (u64)r * 512u;
-    // The activation row, staged once per block with a float of
-    // padding per 32-element unit: lanes decode consecutive units, so their
-    // reads of element k of their units fall in 32 distinct banks.
-    __shared__ float xs[528];
-    for (u32 i = tid; i < 512u; i += 256u) {
-        const float xv = xr[i];
-        xs[i + i / 32u] = xv;
-    }
-    __syncthreads();
+    const u8* xqr = xq + (u64)r * 640u;
+    const float* xqd = (const float*)(xqr + 512u);
+    const int* xqs = (const int*)(xqr + 512u + 4u * 16u);
     float acc = 0.0f;
     if (j < 256u) {
         for (u32 u = lane; u < 16u; u += 32) {
-            float wv[32];
-            dq_q4_0(w + (u64)(j) * 288u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                acc += wv[k] * xs[u * 32u + u + k];
-            }
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            acc += dq8_q4_0(w + (u64)(j) * 288u, u, xb, xqs[u], xqd[u]);
         }
     }
     acc = warp_sum(acc);
     if (j < 256u && lane == 0) {
         out[(u64)r * 256u + j] = acc + res[(u64)r * 256u + j];
+    }
+}
+
+// q8_quant_512: xq[r] = q8_0(x[r]), 512 elements, 640 bytes per row.
+extern "C" __global__ void __launch_bounds__(256) q8_quant_512(
+    const float* __restrict__ x,
+    u8* __restrict__ xq,
+    const u32 T) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    (void)tid;
+    (void)lane;
+    (void)warp;
+    const u32 r = blockIdx.y;
+    const float* xr = x + (u64)r * 512u;
+    u8* q = xq + (u64)r * 640u;
+    float* qd = (float*)(q + 512u);
+    int* qs = (int*)(q + 512u + 4u * 16u);
+    for (u32 b = warp; b < 16u; b += 8u) {
+        const float v = xr[b * 32u + lane];
+        const float amax = warp_max(fmaxf(v, -v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int qv = int(roundf(v * id));
+        q[b * 32u + lane] = u8(qv & 0xff);
+        // |sum| ≤ 32·127: exact in a float.
+        const float sum = warp_sum(float(qv));
+        if (lane == 0) {
+            qd[b] = h2f(f2h(d));
+            qs[b] = int(sum);
+        }
     }
 }
 
@@ -1129,7 +1216,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x512_
 
 // fused_matmul_norm_gain_q4_0_512x256: out[r, j] = rmsnorm(x[r])·gain · w[j], w q4_0[512, 256].
 extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q4_0_512x256(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const float* __restrict__ gain,
     float* __restrict__ out,
@@ -1140,43 +1227,20 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q4_0_51
     (void)warp;
     // direct loads: a row of 8 units is shorter than one 32-unit chunk.
     const u32 r = blockIdx.y, j = blockIdx.x * 8u + warp;
-    const float* xr = x + (u64)r * 256u;
-    // The activation row times the gain, staged once per block with a float of
-    // padding per 32-element unit: lanes decode consecutive units, so their
-    // reads of element k of their units fall in 32 distinct banks.
-    __shared__ float xs[264];
-    __shared__ float xss[8];
-    float ss = 0.0f;
-    for (u32 i = tid; i < 256u; i += 256u) {
-        const float xv = xr[i];
-        ss += xv * xv;
-        xs[i + i / 32u] = xv * ldf(gain[i]);
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) {
-        xss[warp] = ss;
-    }
-    __syncthreads();
-    ss = 0.0f;
-#pragma unroll
-    for (u32 i = 0; i < 8u; ++i) {
-        ss += xss[i];
-    }
-    const float scale = rsqrtf(ss / 256.0f + 1e-05f);
+    const u8* xqr = xq + (u64)r * 320u;
+    const float* xqd = (const float*)(xqr + 256u);
+    const int* xqs = (const int*)(xqr + 256u + 4u * 8u);
     float acc = 0.0f;
     if (j < 512u) {
         for (u32 u = lane; u < 8u; u += 32) {
-            float wv[32];
-            dq_q4_0(w + (u64)(j) * 144u, u, wv);
-#pragma unroll
-            for (u32 k = 0; k < 32u; ++k) {
-                acc += wv[k] * xs[u * 32u + u + k];
-            }
+            int xb[8];
+            ld_q8(xqr, u, xb);
+            acc += dq8_q4_0(w + (u64)(j) * 144u, u, xb, xqs[u], xqd[u]);
         }
     }
     acc = warp_sum(acc);
     if (j < 512u && lane == 0) {
-        out[(u64)r * 512u + j] = acc * scale;
+        out[(u64)r * 512u + j] = acc;
     }
 }
 

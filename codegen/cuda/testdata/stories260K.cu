@@ -78,6 +78,63 @@ __device__ __forceinline__ float warp_max(float v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
+// dp4a is c plus the dot of a's and b's four signed bytes (dp4a.s32.s32).
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+#ifdef MINERVA_CUDA_EMU
+    for (int i = 0; i < 4; ++i) {
+        c += int((signed char)(a >> (8 * i))) * int((signed char)(b >> (8 * i)));
+    }
+    return c;
+#else
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#endif
+}
+
+// dq8_q4_0 and dq8_q8_0 multiply unit u (one 32-element block) of a weight
+// row with a Q8_0 activation block (xb: its 32 values as 8 words, xs their
+// sum, xd its scale) as ggml's vec_dot_q4_0_q8_0 and vec_dot_q8_0_q8_0 do: the
+// integer dot, then times the product of the two scales. A block is 2-byte
+// aligned (18 or 34 bytes), so its words are read as halves.
+// ld_q8 loads block b of a row that q8_quant rounded: its 32 values as 8
+// words, with two 16-byte loads (the values start 16-byte aligned: the
+// scratch is, and K and the row size are multiples of 16).
+__device__ __forceinline__ void ld_q8(const u8* xqr, u32 b, int* xb) {
+    const v16 lo = ld_nc16((const v16*)(xqr + b * 32u)), hi = ld_nc16((const v16*)(xqr + b * 32u + 16u));
+    xb[0] = int(lo.x);
+    xb[1] = int(lo.y);
+    xb[2] = int(lo.z);
+    xb[3] = int(lo.w);
+    xb[4] = int(hi.x);
+    xb[5] = int(hi.y);
+    xb[6] = int(hi.z);
+    xb[7] = int(hi.w);
+}
+
+__device__ __forceinline__ float dq8_q4_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    const u16* h = (const u16*)(row + u * 18u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i) {
+        const u32 q = u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16);
+        s = dp4a(int(q & 0x0F0F0F0Fu), xb[i], s);
+        s = dp4a(int((q >> 4) & 0x0F0F0F0Fu), xb[4 + i], s);
+    }
+    return float(s - 8 * xs) * (h2f(h[0]) * xd);
+}
+
+__device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    (void)xs;
+    const u16* h = (const u16*)(row + u * 34u);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 8u; ++i) {
+        s = dp4a(int(u32(h[1 + 2 * i]) | (u32(h[2 + 2 * i]) << 16)), xb[i], s);
+    }
+    return float(s) * (h2f(h[0]) * xd);
+}
+
 // mma_16816 is D = A·B + C on the tensor cores: A 16×16 f16 (row-major), B
 // 16×8 f16 (col-major), C and D 16×8 f32, each lane holding the fragments
 // the PTX ISA lays out for mma.m16n8k16 (section 9.7.14.5.8); c is C in and
@@ -160,6 +217,12 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_f32_128x64_float
     // direct loads: a row of 64 units is shorter than one 128-unit chunk.
     const u32 t = blockIdx.y, p = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)t * 64u;
+
+    // Pair p: head p / 4, index i inside it; columns c0, c1 of h.
+    const u32 head = p / 4u, i = p % 4u;
+    u32 c0 = 2 * i, c1 = 2 * i + 1;
+    c0 += head * 8u;
+    c1 += head * 8u;
     // The activation row, staged once per block.
     __shared__ float xs[64];
     __shared__ float xss[8];
@@ -180,12 +243,6 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_f32_128x64_float
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 64.0f + 1e-05f);
-
-    // Pair p: head p / 4, index i inside it; columns c0, c1 of h.
-    const u32 head = p / 4u, i = p % 4u;
-    u32 c0 = 2 * i, c1 = 2 * i + 1;
-    c0 += head * 8u;
-    c1 += head * 8u;
     float a0 = 0.0f, a1 = 0.0f;
     if (p < 64u) {
         for (u32 u = lane; u < 64u; u += 32) {

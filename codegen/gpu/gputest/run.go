@@ -21,6 +21,10 @@ import (
 type Target struct {
 	Emit     func(*ir.Graph) (*gpu.Library, error)
 	Schedule Schedule
+	// RoundActivations names the weight dtypes whose products the target
+	// computes with activations rounded to Q8_0 in a step of T tokens; the
+	// reference (ir/eval) then rounds them too. Nil: none.
+	RoundActivations func(w ir.DType, T int) bool
 }
 
 // Schedule says which kernel families a step may run: a step of one token
@@ -94,6 +98,9 @@ func (tg Target) Run(t *testing.T, c Case, run Executor) {
 	m, err := eval.New(g, w, int64(c.Ctx))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r := tg.RoundActivations; r != nil {
+		m.RoundActivations = func(dt ir.DType) bool { return r(dt, c.T) }
 	}
 	want, err := m.Run(used)
 	if err != nil {
