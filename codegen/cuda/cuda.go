@@ -171,7 +171,7 @@ func launchMatVec(e *gpu.Emitter, p *gpu.Params, mv Launch) error {
 		return err
 	}
 	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: qp.Threads, Args: args, MinT: mv.MinT, MaxT: mv.MaxT,
-		Grid: [3]GridDim{{N: 1}, mv.Grid[1], {N: 1}}})
+		Grid: [3]GridDim{{N: (p.Q8.Blocks + mvWarps - 1) / mvWarps}, mv.Grid[1], {N: 1}}})
 	mv.Args = append([]Arg{xq}, mv.Args[1:]...)
 	e.Launch(mv)
 	return nil

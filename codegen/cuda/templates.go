@@ -414,26 +414,30 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 }
 `,
 	// q8_quant: the launch before a matrix-vector kernel that multiplies
-	// 8-bit activations (planQ8). Block r rounds row r of x
-	// ({{if .Norm}}normalised{{end}}{{if .Gain}}, times the gain{{end}}) to Q8_0 as ggml's quantize_row_q8_0
-	// does: warp w takes blocks w, w+NW, …, lane l element l of the block;
-	// the scale is amax/127 kept as f16, each value roundf(x/scale). Row r
-	// of xq holds the K values, then the Blocks scales (f32), then the
-	// Blocks sums of the values (i32; Q4_0's offset of 8 needs them), once
-	// per step instead of once per block of every product that reads it.
+	// 8-bit activations (planQ8). Warp w of block (bx, r) rounds block
+	// bx·NW + w of row r of x (normalised, times the gain, when the
+	// product fuses them) to Q8_0 as ggml's quantize_row_q8_0 does, lane l
+	// element l: the scale is amax/127 kept as f16, each value
+	// roundf(x/scale). Every block of a row reduces the row's sum of squares
+	// itself (the row is read from L2 once per block), so no launch waits
+	// on another. Row r of xq holds the K values, then the Blocks scales
+	// (f32), then the Blocks sums of the values (i32; Q4_0's offset of 8
+	// needs them): once per step instead of once per block of every
+	// product that reads it.
 	"q8_quant": `
 // {{.Name}}: xq[r] = q8_0({{if .Norm}}rmsnorm(x[r]){{if .Gain}}·gain{{end}}{{else}}x[r]{{end}}), {{.K}} elements, {{.Q8.RowBytes}} bytes per row.
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const float* __restrict__ x,` + extraParams + `
     u8* __restrict__ xq,
     const u32 T) {` + ids + `
-    const u32 r = blockIdx.y;
+    const u32 r = blockIdx.y, b = blockIdx.x * {{.NW}}u + warp;
     const float* xr = x + (u64)r * {{.K}}u;
     u8* q = xq + (u64)r * {{.Q8.RowBytes}}u;
     float* qd = (float*)(q + {{.K}}u);
     int* qs = (int*)(q + {{.K}}u + 4u * {{.Q8.Blocks}}u);{{if .Norm}}
     __shared__ float xss[{{.NW}}];
     float ss = 0.0f;
+#pragma unroll 4
     for (u32 i = tid; i < {{.K}}u; i += {{.Threads}}u) {
         const float xv = xr[i];
         ss += xv * xv;
@@ -449,7 +453,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / {{.K}}.0f + {{.Eps}});{{end}}
-    for (u32 b = warp; b < {{.Q8.Blocks}}u; b += {{.NW}}u) {
+    if (b < {{.Q8.Blocks}}u) {
         const float v = xr[b * 32u + lane]{{if .Norm}} * scale{{end}}{{if .Gain}} * ldf(gain[b * 32u + lane]){{end}};
         const float amax = warp_max(fmaxf(v, -v));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;

@@ -1509,13 +1509,14 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_128_norm_gain(
     (void)tid;
     (void)lane;
     (void)warp;
-    const u32 r = blockIdx.y;
+    const u32 r = blockIdx.y, b = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 128u;
     u8* q = xq + (u64)r * 160u;
     float* qd = (float*)(q + 128u);
     int* qs = (int*)(q + 128u + 4u * 4u);
     __shared__ float xss[8];
     float ss = 0.0f;
+#pragma unroll 4
     for (u32 i = tid; i < 128u; i += 256u) {
         const float xv = xr[i];
         ss += xv * xv;
@@ -1531,7 +1532,7 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_128_norm_gain(
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 128.0f + 1e-05f);
-    for (u32 b = warp; b < 4u; b += 8u) {
+    if (b < 4u) {
         const float v = xr[b * 32u + lane] * scale * ldf(gain[b * 32u + lane]);
         const float amax = warp_max(fmaxf(v, -v));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;

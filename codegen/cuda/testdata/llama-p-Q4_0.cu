@@ -291,13 +291,14 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_256_norm_gain(
     (void)tid;
     (void)lane;
     (void)warp;
-    const u32 r = blockIdx.y;
+    const u32 r = blockIdx.y, b = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 256u;
     u8* q = xq + (u64)r * 320u;
     float* qd = (float*)(q + 256u);
     int* qs = (int*)(q + 256u + 4u * 8u);
     __shared__ float xss[8];
     float ss = 0.0f;
+#pragma unroll 4
     for (u32 i = tid; i < 256u; i += 256u) {
         const float xv = xr[i];
         ss += xv * xv;
@@ -313,7 +314,7 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_256_norm_gain(
         ss += xss[i];
     }
     const float scale = rsqrtf(ss / 256.0f + 1e-05f);
-    for (u32 b = warp; b < 8u; b += 8u) {
+    if (b < 8u) {
         const float v = xr[b * 32u + lane] * scale * ldf(gain[b * 32u + lane]);
         const float amax = warp_max(fmaxf(v, -v));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -664,12 +665,12 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_256(
     (void)tid;
     (void)lane;
     (void)warp;
-    const u32 r = blockIdx.y;
+    const u32 r = blockIdx.y, b = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 256u;
     u8* q = xq + (u64)r * 320u;
     float* qd = (float*)(q + 256u);
     int* qs = (int*)(q + 256u + 4u * 8u);
-    for (u32 b = warp; b < 8u; b += 8u) {
+    if (b < 8u) {
         const float v = xr[b * 32u + lane];
         const float amax = warp_max(fmaxf(v, -v));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -1055,12 +1056,12 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_512(
     (void)tid;
     (void)lane;
     (void)warp;
-    const u32 r = blockIdx.y;
+    const u32 r = blockIdx.y, b = blockIdx.x * 8u + warp;
     const float* xr = x + (u64)r * 512u;
     u8* q = xq + (u64)r * 640u;
     float* qd = (float*)(q + 512u);
     int* qs = (int*)(q + 512u + 4u * 16u);
-    for (u32 b = warp; b < 16u; b += 8u) {
+    if (b < 16u) {
         const float v = xr[b * 32u + lane];
         const float amax = warp_max(fmaxf(v, -v));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
