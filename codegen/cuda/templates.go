@@ -254,19 +254,7 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
                     }
                 }
             }
-            for (u32 c = 0; c < {{$.Vec.Chunks}}u; ++c) {{"{"}}{{if $.Q8.On}}
-                // The chunk's activation blocks, loaded before the stage is
-                // written: their L2 latency overlaps the wait for the
-                // weights, not the decode after the barrier.
-                int xb[{{$.Vec.Per}}][8], xsum[{{$.Vec.Per}}];
-                float xdd[{{$.Vec.Per}}];
-#pragma unroll
-                for (u32 s = 0; s < {{$.Vec.Per}}u; ++s) {
-                    const u32 b = c * {{$.Vec.Units}}u + s * 32 + lane;
-                    ld_q8(xqr, b, xb[s]);
-                    xsum[s] = xqs[b];
-                    xdd[s] = xqd[b];
-                }{{end}}
+            for (u32 c = 0; c < {{$.Vec.Chunks}}u; ++c) {
 #pragma unroll
                 for (u32 i = 0; i < {{$.Vec.Rounds}}u; ++i) {
                     if (i * 32 + lane < {{$.Vec.Words}}u) {
@@ -293,8 +281,11 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
                 for (u32 s = 0; s < {{$.Vec.Per}}u; ++s) {
                     const u32 u = s * 32 + lane, e = (c * {{$.Vec.Units}}u + u) * {{$.Unit}}u;
 {{- if $.Q8.On}}
+                    const u32 b = c * {{$.Vec.Units}}u + u;
                     (void)e;
-                    {{.Acc}} += dq8_{{$.DT}}((const u8*)sw, u, xb[s], xsum[s], xdd[s]);{{else}}
+                    int xb[8];
+                    ld_q8(xqr, b, xb);
+                    {{.Acc}} += dq8_{{$.DT}}((const u8*)sw, u, xb, xqs[b], xqd[b]);{{else}}
                     float wv[{{$.Unit}}];
                     dq_{{$.DT}}((const u8*)sw, u, wv);
 #pragma unroll
