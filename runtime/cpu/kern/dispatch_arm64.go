@@ -5,13 +5,14 @@ import "golang.org/x/sys/cpu"
 // archVariants registers the arm64 variants the CPU supports: "neon", the
 // group kernels with SDOT (AdvSIMD and the ARMv8.2 dot product, which
 // golang.org/x/sys/cpu calls ASIMDDP), bit for bit the amd64 group kernels'
-// results, and the MLX affine kernels, the amd64 ones' results bit for bit.
-// Its other kernels are the generic ones.
+// results (Q4_0, Q8_0 and packed Q4_K), and the MLX affine kernels, the
+// amd64 ones' results bit for bit. Its other kernels are the generic ones.
 func archVariants() {
 	if cpu.ARM64.HasASIMD && cpu.ARM64.HasASIMDDP {
 		neon := &variant{name: "neon",
 			gemvQ4_0: gemvQ4_0x8NEON, gemmQ4_0x4: gemmQ4_0x8x4NEON,
 			gemvQ8_0: gemvQ8_0x8NEON, gemmQ8_0x4: gemmQ8_0x8x4NEON,
+			groupQ4_K: gemvQ4_Kx8NEON, groupQ4_Kx4: gemmQ4_Kx8x4NEON,
 			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32NEON, dotMLXQ4G64NEON,
 				dotMLXQ4G128NEON, dotMLXQ8G32NEON, dotMLXQ8G64NEON, dotMLXQ8G128NEON},
 			mlxx: [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x2NEON, dotMLXQ4G64x2NEON,

@@ -509,6 +509,2236 @@ gemmQ8_0x8x4NEON_done:
 	VST1 [V6.S4, V7.S4], (R13)
 	RET
 
+// func gemvQ4_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
+TEXT ·gemvQ4_Kx8NEON(SB), NOSPLIT|NOFRAME, $0-80
+	MOVD nb+0(FP), R0
+	MOVD w_base+8(FP), R1
+	MOVD a_base+32(FP), R3
+	MOVD $neonNibbleMask<>(SB), R2
+	VLD1 (R2), [V31.B16]
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	CBZ R0, gemvQ4_Kx8NEON_done
+
+gemvQ4_Kx8NEON_block:
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	ADD $160, R1, R8
+	ADD $4, R3, R9
+	ADD $32, R1, R10
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	ADD $260, R3, R9
+	VLD1 (R9), [V12.B16, V13.B16]
+	WORD $0x4e60298e // saddlp v14.4s, v12.8h
+	WORD $0x4e6029af // saddlp v15.4s, v13.8h
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e036a // mla v10.4s, v27.4s, v14.s[0]
+	WORD $0x6f8e038b // mla v11.4s, v28.4s, v14.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae036a // mla v10.4s, v27.4s, v14.s[1]
+	WORD $0x6fae038b // mla v11.4s, v28.4s, v14.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e0b6a // mla v10.4s, v27.4s, v14.s[2]
+	WORD $0x6f8e0b8b // mla v11.4s, v28.4s, v14.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae0b6a // mla v10.4s, v27.4s, v14.s[3]
+	WORD $0x6fae0b8b // mla v11.4s, v28.4s, v14.s[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f036a // mla v10.4s, v27.4s, v15.s[0]
+	WORD $0x6f8f038b // mla v11.4s, v28.4s, v15.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf036a // mla v10.4s, v27.4s, v15.s[1]
+	WORD $0x6faf038b // mla v11.4s, v28.4s, v15.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f0b6a // mla v10.4s, v27.4s, v15.s[2]
+	WORD $0x6f8f0b8b // mla v11.4s, v28.4s, v15.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf0b6a // mla v10.4s, v27.4s, v15.s[3]
+	WORD $0x6faf0b8b // mla v11.4s, v28.4s, v15.s[3]
+	VLD1 (R1), [V20.B16, V21.B16]
+	WORD $0x0e217a96 // fcvtl v22.4s, v20.4h
+	WORD $0x4e217a97 // fcvtl2 v23.4s, v20.8h
+	WORD $0x0e217ab8 // fcvtl v24.4s, v21.4h
+	WORD $0x4e217ab9 // fcvtl2 v25.4s, v21.8h
+	FMOVS (R3), F26
+	WORD $0x4f9a92d6 // fmul v22.4s, v22.4s, v26.s[0]
+	WORD $0x4f9a9318 // fmul v24.4s, v24.4s, v26.s[0]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	VFMLA V22.S4, V8.S4, V0.S4
+	VFMLS V24.S4, V10.S4, V0.S4
+	WORD $0x4f9a92f7 // fmul v23.4s, v23.4s, v26.s[0]
+	WORD $0x4f9a9339 // fmul v25.4s, v25.4s, v26.s[0]
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VFMLA V23.S4, V9.S4, V1.S4
+	VFMLS V25.S4, V11.S4, V1.S4
+	ADD $1184, R1
+	ADD $292, R3
+	SUBS $1, R0, R0
+	BNE gemvQ4_Kx8NEON_block
+
+gemvQ4_Kx8NEON_done:
+	MOVD dst_base+56(FP), R13
+	VST1 [V0.S4, V1.S4], (R13)
+	RET
+
+// func gemmQ4_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+TEXT ·gemmQ4_Kx8x4NEON(SB), NOSPLIT|NOFRAME, $0-96
+	MOVD nb+0(FP), R0
+	MOVD w_base+8(FP), R1
+	MOVD a_base+32(FP), R3
+	MOVD stride+56(FP), R11
+	ADD R11, R3, R4
+	ADD R11, R4, R5
+	ADD R11, R5, R6
+	MOVD $neonNibbleMask<>(SB), R2
+	VLD1 (R2), [V31.B16]
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	CBZ R0, gemmQ4_Kx8x4NEON_done
+
+gemmQ4_Kx8x4NEON_block:
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	ADD $160, R1, R8
+	ADD $4, R3, R9
+	ADD $32, R1, R10
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	ADD $260, R3, R9
+	VLD1 (R9), [V12.B16, V13.B16]
+	WORD $0x4e60298e // saddlp v14.4s, v12.8h
+	WORD $0x4e6029af // saddlp v15.4s, v13.8h
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e036a // mla v10.4s, v27.4s, v14.s[0]
+	WORD $0x6f8e038b // mla v11.4s, v28.4s, v14.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae036a // mla v10.4s, v27.4s, v14.s[1]
+	WORD $0x6fae038b // mla v11.4s, v28.4s, v14.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e0b6a // mla v10.4s, v27.4s, v14.s[2]
+	WORD $0x6f8e0b8b // mla v11.4s, v28.4s, v14.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae0b6a // mla v10.4s, v27.4s, v14.s[3]
+	WORD $0x6fae0b8b // mla v11.4s, v28.4s, v14.s[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f036a // mla v10.4s, v27.4s, v15.s[0]
+	WORD $0x6f8f038b // mla v11.4s, v28.4s, v15.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf036a // mla v10.4s, v27.4s, v15.s[1]
+	WORD $0x6faf038b // mla v11.4s, v28.4s, v15.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f0b6a // mla v10.4s, v27.4s, v15.s[2]
+	WORD $0x6f8f0b8b // mla v11.4s, v28.4s, v15.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf0b6a // mla v10.4s, v27.4s, v15.s[3]
+	WORD $0x6faf0b8b // mla v11.4s, v28.4s, v15.s[3]
+	VLD1 (R1), [V20.B16, V21.B16]
+	WORD $0x0e217a96 // fcvtl v22.4s, v20.4h
+	WORD $0x4e217a97 // fcvtl2 v23.4s, v20.8h
+	WORD $0x0e217ab8 // fcvtl v24.4s, v21.4h
+	WORD $0x4e217ab9 // fcvtl2 v25.4s, v21.8h
+	FMOVS (R3), F26
+	WORD $0x4f9a92d6 // fmul v22.4s, v22.4s, v26.s[0]
+	WORD $0x4f9a9318 // fmul v24.4s, v24.4s, v26.s[0]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	VFMLA V22.S4, V8.S4, V0.S4
+	VFMLS V24.S4, V10.S4, V0.S4
+	WORD $0x4f9a92f7 // fmul v23.4s, v23.4s, v26.s[0]
+	WORD $0x4f9a9339 // fmul v25.4s, v25.4s, v26.s[0]
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VFMLA V23.S4, V9.S4, V1.S4
+	VFMLS V25.S4, V11.S4, V1.S4
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	ADD $160, R1, R8
+	ADD $4, R4, R9
+	ADD $32, R1, R10
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	ADD $260, R4, R9
+	VLD1 (R9), [V12.B16, V13.B16]
+	WORD $0x4e60298e // saddlp v14.4s, v12.8h
+	WORD $0x4e6029af // saddlp v15.4s, v13.8h
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e036a // mla v10.4s, v27.4s, v14.s[0]
+	WORD $0x6f8e038b // mla v11.4s, v28.4s, v14.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae036a // mla v10.4s, v27.4s, v14.s[1]
+	WORD $0x6fae038b // mla v11.4s, v28.4s, v14.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e0b6a // mla v10.4s, v27.4s, v14.s[2]
+	WORD $0x6f8e0b8b // mla v11.4s, v28.4s, v14.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae0b6a // mla v10.4s, v27.4s, v14.s[3]
+	WORD $0x6fae0b8b // mla v11.4s, v28.4s, v14.s[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f036a // mla v10.4s, v27.4s, v15.s[0]
+	WORD $0x6f8f038b // mla v11.4s, v28.4s, v15.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf036a // mla v10.4s, v27.4s, v15.s[1]
+	WORD $0x6faf038b // mla v11.4s, v28.4s, v15.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f0b6a // mla v10.4s, v27.4s, v15.s[2]
+	WORD $0x6f8f0b8b // mla v11.4s, v28.4s, v15.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf0b6a // mla v10.4s, v27.4s, v15.s[3]
+	WORD $0x6faf0b8b // mla v11.4s, v28.4s, v15.s[3]
+	VLD1 (R1), [V20.B16, V21.B16]
+	WORD $0x0e217a96 // fcvtl v22.4s, v20.4h
+	WORD $0x4e217a97 // fcvtl2 v23.4s, v20.8h
+	WORD $0x0e217ab8 // fcvtl v24.4s, v21.4h
+	WORD $0x4e217ab9 // fcvtl2 v25.4s, v21.8h
+	FMOVS (R4), F26
+	WORD $0x4f9a92d6 // fmul v22.4s, v22.4s, v26.s[0]
+	WORD $0x4f9a9318 // fmul v24.4s, v24.4s, v26.s[0]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	VFMLA V22.S4, V8.S4, V2.S4
+	VFMLS V24.S4, V10.S4, V2.S4
+	WORD $0x4f9a92f7 // fmul v23.4s, v23.4s, v26.s[0]
+	WORD $0x4f9a9339 // fmul v25.4s, v25.4s, v26.s[0]
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VFMLA V23.S4, V9.S4, V3.S4
+	VFMLS V25.S4, V11.S4, V3.S4
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	ADD $160, R1, R8
+	ADD $4, R5, R9
+	ADD $32, R1, R10
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	ADD $260, R5, R9
+	VLD1 (R9), [V12.B16, V13.B16]
+	WORD $0x4e60298e // saddlp v14.4s, v12.8h
+	WORD $0x4e6029af // saddlp v15.4s, v13.8h
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e036a // mla v10.4s, v27.4s, v14.s[0]
+	WORD $0x6f8e038b // mla v11.4s, v28.4s, v14.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae036a // mla v10.4s, v27.4s, v14.s[1]
+	WORD $0x6fae038b // mla v11.4s, v28.4s, v14.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e0b6a // mla v10.4s, v27.4s, v14.s[2]
+	WORD $0x6f8e0b8b // mla v11.4s, v28.4s, v14.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae0b6a // mla v10.4s, v27.4s, v14.s[3]
+	WORD $0x6fae0b8b // mla v11.4s, v28.4s, v14.s[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f036a // mla v10.4s, v27.4s, v15.s[0]
+	WORD $0x6f8f038b // mla v11.4s, v28.4s, v15.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf036a // mla v10.4s, v27.4s, v15.s[1]
+	WORD $0x6faf038b // mla v11.4s, v28.4s, v15.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f0b6a // mla v10.4s, v27.4s, v15.s[2]
+	WORD $0x6f8f0b8b // mla v11.4s, v28.4s, v15.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf0b6a // mla v10.4s, v27.4s, v15.s[3]
+	WORD $0x6faf0b8b // mla v11.4s, v28.4s, v15.s[3]
+	VLD1 (R1), [V20.B16, V21.B16]
+	WORD $0x0e217a96 // fcvtl v22.4s, v20.4h
+	WORD $0x4e217a97 // fcvtl2 v23.4s, v20.8h
+	WORD $0x0e217ab8 // fcvtl v24.4s, v21.4h
+	WORD $0x4e217ab9 // fcvtl2 v25.4s, v21.8h
+	FMOVS (R5), F26
+	WORD $0x4f9a92d6 // fmul v22.4s, v22.4s, v26.s[0]
+	WORD $0x4f9a9318 // fmul v24.4s, v24.4s, v26.s[0]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	VFMLA V22.S4, V8.S4, V4.S4
+	VFMLS V24.S4, V10.S4, V4.S4
+	WORD $0x4f9a92f7 // fmul v23.4s, v23.4s, v26.s[0]
+	WORD $0x4f9a9339 // fmul v25.4s, v25.4s, v26.s[0]
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VFMLA V23.S4, V9.S4, V5.S4
+	VFMLS V25.S4, V11.S4, V5.S4
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	ADD $160, R1, R8
+	ADD $4, R6, R9
+	ADD $32, R1, R10
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	VLD1.P 64(R9), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8ce2d0 // sdot v16.4s, v22.16b, v12.4b[0]
+	WORD $0x4f8ee312 // sdot v18.4s, v24.16b, v14.4b[0]
+	WORD $0x4f8ce2f1 // sdot v17.4s, v23.16b, v12.4b[0]
+	WORD $0x4f8ee333 // sdot v19.4s, v25.16b, v14.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4face2d0 // sdot v16.4s, v22.16b, v12.4b[1]
+	WORD $0x4faee312 // sdot v18.4s, v24.16b, v14.4b[1]
+	WORD $0x4face2f1 // sdot v17.4s, v23.16b, v12.4b[1]
+	WORD $0x4faee333 // sdot v19.4s, v25.16b, v14.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8cead0 // sdot v16.4s, v22.16b, v12.4b[2]
+	WORD $0x4f8eeb12 // sdot v18.4s, v24.16b, v14.4b[2]
+	WORD $0x4f8ceaf1 // sdot v17.4s, v23.16b, v12.4b[2]
+	WORD $0x4f8eeb33 // sdot v19.4s, v25.16b, v14.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4facead0 // sdot v16.4s, v22.16b, v12.4b[3]
+	WORD $0x4faeeb12 // sdot v18.4s, v24.16b, v14.4b[3]
+	WORD $0x4faceaf1 // sdot v17.4s, v23.16b, v12.4b[3]
+	WORD $0x4faeeb33 // sdot v19.4s, v25.16b, v14.4b[3]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8de2d0 // sdot v16.4s, v22.16b, v13.4b[0]
+	WORD $0x4f8fe312 // sdot v18.4s, v24.16b, v15.4b[0]
+	WORD $0x4f8de2f1 // sdot v17.4s, v23.16b, v13.4b[0]
+	WORD $0x4f8fe333 // sdot v19.4s, v25.16b, v15.4b[0]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fade2d0 // sdot v16.4s, v22.16b, v13.4b[1]
+	WORD $0x4fafe312 // sdot v18.4s, v24.16b, v15.4b[1]
+	WORD $0x4fade2f1 // sdot v17.4s, v23.16b, v13.4b[1]
+	WORD $0x4fafe333 // sdot v19.4s, v25.16b, v15.4b[1]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4f8dead0 // sdot v16.4s, v22.16b, v13.4b[2]
+	WORD $0x4f8feb12 // sdot v18.4s, v24.16b, v15.4b[2]
+	WORD $0x4f8deaf1 // sdot v17.4s, v23.16b, v13.4b[2]
+	WORD $0x4f8feb33 // sdot v19.4s, v25.16b, v15.4b[2]
+	VLD1.P 32(R8), [V20.B16, V21.B16]
+	VAND V31.B16, V20.B16, V22.B16
+	VUSHR $4, V20.B16, V24.B16
+	VAND V31.B16, V21.B16, V23.B16
+	VUSHR $4, V21.B16, V25.B16
+	WORD $0x4fadead0 // sdot v16.4s, v22.16b, v13.4b[3]
+	WORD $0x4fafeb12 // sdot v18.4s, v24.16b, v15.4b[3]
+	WORD $0x4fadeaf1 // sdot v17.4s, v23.16b, v13.4b[3]
+	WORD $0x4fafeb33 // sdot v19.4s, v25.16b, v15.4b[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9608 // mla v8.4s, v16.4s, v27.4s
+	WORD $0x4ebc9629 // mla v9.4s, v17.4s, v28.4s
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x4ebb9648 // mla v8.4s, v18.4s, v27.4s
+	WORD $0x4ebc9669 // mla v9.4s, v19.4s, v28.4s
+	ADD $260, R6, R9
+	VLD1 (R9), [V12.B16, V13.B16]
+	WORD $0x4e60298e // saddlp v14.4s, v12.8h
+	WORD $0x4e6029af // saddlp v15.4s, v13.8h
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e036a // mla v10.4s, v27.4s, v14.s[0]
+	WORD $0x6f8e038b // mla v11.4s, v28.4s, v14.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae036a // mla v10.4s, v27.4s, v14.s[1]
+	WORD $0x6fae038b // mla v11.4s, v28.4s, v14.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8e0b6a // mla v10.4s, v27.4s, v14.s[2]
+	WORD $0x6f8e0b8b // mla v11.4s, v28.4s, v14.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6fae0b6a // mla v10.4s, v27.4s, v14.s[3]
+	WORD $0x6fae0b8b // mla v11.4s, v28.4s, v14.s[3]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f036a // mla v10.4s, v27.4s, v15.s[0]
+	WORD $0x6f8f038b // mla v11.4s, v28.4s, v15.s[0]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf036a // mla v10.4s, v27.4s, v15.s[1]
+	WORD $0x6faf038b // mla v11.4s, v28.4s, v15.s[1]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6f8f0b6a // mla v10.4s, v27.4s, v15.s[2]
+	WORD $0x6f8f0b8b // mla v11.4s, v28.4s, v15.s[2]
+	VLD1.P 8(R10), [V26.B8]
+	VUXTL V26.B8, V26.H8
+	VUXTL V26.H4, V27.S4
+	VUXTL2 V26.H8, V28.S4
+	WORD $0x6faf0b6a // mla v10.4s, v27.4s, v15.s[3]
+	WORD $0x6faf0b8b // mla v11.4s, v28.4s, v15.s[3]
+	VLD1 (R1), [V20.B16, V21.B16]
+	WORD $0x0e217a96 // fcvtl v22.4s, v20.4h
+	WORD $0x4e217a97 // fcvtl2 v23.4s, v20.8h
+	WORD $0x0e217ab8 // fcvtl v24.4s, v21.4h
+	WORD $0x4e217ab9 // fcvtl2 v25.4s, v21.8h
+	FMOVS (R6), F26
+	WORD $0x4f9a92d6 // fmul v22.4s, v22.4s, v26.s[0]
+	WORD $0x4f9a9318 // fmul v24.4s, v24.4s, v26.s[0]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	VFMLA V22.S4, V8.S4, V6.S4
+	VFMLS V24.S4, V10.S4, V6.S4
+	WORD $0x4f9a92f7 // fmul v23.4s, v23.4s, v26.s[0]
+	WORD $0x4f9a9339 // fmul v25.4s, v25.4s, v26.s[0]
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	VFMLA V23.S4, V9.S4, V7.S4
+	VFMLS V25.S4, V11.S4, V7.S4
+	ADD $1184, R1
+	ADD $292, R3
+	ADD $292, R4
+	ADD $292, R5
+	ADD $292, R6
+	SUBS $1, R0, R0
+	BNE gemmQ4_Kx8x4NEON_block
+
+gemmQ4_Kx8x4NEON_done:
+	MOVD dst_base+64(FP), R13
+	MOVD ld+88(FP), R14
+	LSL $2, R14, R14
+	VST1 [V0.S4, V1.S4], (R13)
+	ADD R14, R13, R13
+	VST1 [V2.S4, V3.S4], (R13)
+	ADD R14, R13, R13
+	VST1 [V4.S4, V5.S4], (R13)
+	ADD R14, R13, R13
+	VST1 [V6.S4, V7.S4], (R13)
+	RET
+
 // func dotMLXQ4G32NEON(ng int, w []byte, a []byte) float32
 TEXT ·dotMLXQ4G32NEON(SB), NOSPLIT|NOFRAME, $0-60
 	MOVD ng+0(FP), R0

@@ -32,6 +32,19 @@ func gemvQ8_0x8NEON(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ8_0x8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvQ4_Kx8NEON sets dst[0:8] to the dots of a packed group of eight Q4_K rows (nb
+// super-blocks) with one Q8_K activation row, bit for bit as gemvQ4_Kx8AVX2.
+// It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ4_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ4_Kx8x4NEON sets dst[r*ld:r*ld+8] to gemvQ4_Kx8NEON of the group and
+// activation row a[r*stride:], bit for bit, for r < 4.
+//
+//go:noescape
+func gemmQ4_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // dotMLXQ4G32NEON is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
 // (codegen/goasm/gen/kernneon/mlx.go). It needs AdvSIMD.

@@ -52,7 +52,7 @@ func emulateQ4KGroup(nb int, w, a []byte) (float32, float64) {
 // then Dots over sub-ranges (groups paired from an odd one, partial groups)
 // against the whole range bit for bit.
 func TestPackedQ4K(t *testing.T) {
-	for _, v := range []string{"avx2", "avx512"} {
+	for _, v := range []string{"avx2", "avx512", "neon"} {
 		t.Run(v, func(t *testing.T) { testPackedQ4K(t, v) })
 	}
 }

@@ -181,6 +181,14 @@ func (g *fn) fcvtl(vd, vn v) { g.word(fcvtl(int(vd), int(vn)), "fcvtl v%d.4s, v%
 
 func (g *fn) fcvtl2(vd, vn v) { g.word(fcvtl2(int(vd), int(vn)), "fcvtl2 v%d.4s, v%d.8h", vd, vn) }
 
+func (g *fn) mla(vd, vn, vm v) { g.word(mla4S(int(vd), int(vn), int(vm)), "mla v%d.4s, v%d.4s, v%d.4s", vd, vn, vm) }
+
+func (g *fn) mlaElem(vd, vn, vm v, lane int) {
+	g.word(mlaElem4S(int(vd), int(vn), int(vm), lane), "mla v%d.4s, v%d.4s, v%d.s[%d]", vd, vn, vm, lane)
+}
+
+func (g *fn) saddlp(vd, vn v) { g.word(saddlp4S(int(vd), int(vn)), "saddlp v%d.4s, v%d.8h", vd, vn) }
+
 // asm returns neon_arm64.s.
 func (f *file) asm() []byte {
 	var b strings.Builder

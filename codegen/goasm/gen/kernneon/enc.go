@@ -64,3 +64,23 @@ func fcvtl(vd, vn int) uint32 { return twoReg(0x0e217800, vd, vn) }
 
 // fcvtl2 encodes FCVTL2 Vd.4S, Vn.8H: the high four halves of Vn to float32.
 func fcvtl2(vd, vn int) uint32 { return twoReg(0x4e217800, vd, vn) }
+
+// threeSame fills a three-same instruction (Rm, Rn, Rd).
+func threeSame(base uint32, vd, vn, vm int) uint32 {
+	checkReg(vd, vn, vm)
+	return base | uint32(vm)<<16 | uint32(vn)<<5 | uint32(vd)
+}
+
+// mla4S encodes MLA Vd.4S, Vn.4S, Vm.4S: Vd += Vn·Vm, int32 lanes (the low
+// 32 bits of each product).
+// 0 Q=1 0 01110 size=10 1 Rm 10010 1 Rn Rd.
+func mla4S(vd, vn, vm int) uint32 { return threeSame(0x4ea09400, vd, vn, vm) }
+
+// mlaElem4S encodes MLA Vd.4S, Vn.4S, Vm.S[lane]: Vd += Vn·Vm[lane].
+// 0 Q=1 1 01111 size=10 L M Rm 0000 H 0 Rn Rd.
+func mlaElem4S(vd, vn, vm, lane int) uint32 { return indexed32(0x6f800000, vd, vn, vm, lane) }
+
+// saddlp4S encodes SADDLP Vd.4S, Vn.8H: lane i of Vd = Vn.h[2i] + Vn.h[2i+1],
+// signed halves widened to int32.
+// 0 Q=1 U=0 01110 size=01 10000 00010 10 Rn Rd.
+func saddlp4S(vd, vn int) uint32 { return twoReg(0x4e602800, vd, vn) }

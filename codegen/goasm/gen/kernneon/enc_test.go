@@ -38,6 +38,16 @@ func TestEncodings(t *testing.T) {
 		{"fcvtl v31.4s, v1.4h", fcvtl(31, 1), 0x0e21783f},
 		{"fcvtl2 v17.4s, v30.8h", fcvtl2(17, 30), 0x4e217bd1},
 		{"fcvtl2 v0.4s, v31.8h", fcvtl2(0, 31), 0x4e217be0},
+		{"mla v8.4s, v16.4s, v27.4s", mla4S(8, 16, 27), 0x4ebb9608},
+		{"mla v0.4s, v0.4s, v0.4s", mla4S(0, 0, 0), 0x4ea09400},
+		{"mla v31.4s, v31.4s, v31.4s", mla4S(31, 31, 31), 0x4ebf97ff},
+		{"mla v10.4s, v27.4s, v14.s[0]", mlaElem4S(10, 27, 14, 0), 0x6f8e036a},
+		{"mla v11.4s, v28.4s, v15.s[3]", mlaElem4S(11, 28, 15, 3), 0x6faf0b8b},
+		{"mla v0.4s, v1.4s, v2.s[1]", mlaElem4S(0, 1, 2, 1), 0x6fa20020},
+		{"mla v31.4s, v30.4s, v29.s[2]", mlaElem4S(31, 30, 29, 2), 0x6f9d0bdf},
+		{"saddlp v14.4s, v12.8h", saddlp4S(14, 12), 0x4e60298e},
+		{"saddlp v0.4s, v0.8h", saddlp4S(0, 0), 0x4e602800},
+		{"saddlp v31.4s, v17.8h", saddlp4S(31, 17), 0x4e602a3f},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %#08x, want %#08x", c.asm, c.got, c.want)

@@ -1,7 +1,8 @@
 // Command kernneon generates runtime/cpu/kern/neon_arm64.s and
 // neon_arm64_stubs.go: the group kernels of kern's Packed (eight interleaved
-// Q4_0 or Q8_0 weight rows against packed Q8_0 activation rows, one and four
-// activation rows) for arm64 CPUs with AdvSIMD and the ARMv8.2 dot product
+// Q4_0 or Q8_0 weight rows against packed Q8_0 activation rows, and eight
+// Q4_K rows against Q8_K rows, kquant.go; one and four activation rows) for
+// arm64 CPUs with AdvSIMD and the ARMv8.2 dot product
 // (SDOT). They compute the amd64 group kernels' integer and float steps in
 // the same order, so their results equal those kernels' bit for bit (see
 // gemv.go).
@@ -42,6 +43,8 @@ func generate() (asm, stubs []byte, err error) {
 		gemv(f, consts, typ, 1)
 		gemv(f, consts, typ, 4)
 	}
+	q4KGroup(f, consts, 1)
+	q4KGroup(f, consts, 4)
 	mlx(f, consts)
 	stubs, err = f.goStubs()
 	if err != nil {

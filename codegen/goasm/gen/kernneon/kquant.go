@@ -1,0 +1,177 @@
+package main
+
+import "fmt"
+
+// Q4_K group kernels: kern's Packed, eight Q4_K rows interleaved at load
+// (the layout is codegen/goasm/gen/kernvnni's kquants.go: f16 d[8] at 0,
+// f16 dmin[8] at 16, the decoded 6-bit scales sc[8][8] at 32 and minima
+// mn[8][8] at 96 as bytes [sub-block][row], and at 160+256g+32t+4r row r's
+// quant bytes 4t..4t+3 of its 32-byte group g: low nibbles sub-block 2g,
+// high 2g+1), against Q8_K activation rows (float32 d, int8 q[256] at 4,
+// int16 bsums[16] at 260; 292 bytes a super-block).
+//
+// One int32 lane per row, rows 0–3 in one register and 4–7 in the next:
+// SDOT by element multiplies four of each row's nibbles with the four
+// activation bytes they meet, so a sub-block's integer dot forms for eight
+// rows at once; MLA adds it times the rows' scales (widened to int32) into
+// isum, and msum = Σ_s mn[s]·(bs[2s]+bs[2s+1]) is SADDLP of the block sums
+// and an MLA by element per sub-block. Both are exact int32 sums (kern's
+// emulateQ4KGroup checks the bound), so their order is free. The float
+// steps are the amd64 kernels' (avoutil.Q4KGroupFloats), per row and super-
+// block:
+//
+//	d = f16(d_w)·d_y, dm = f16(dmin_w)·d_y (each product rounded once),
+//	acc = fma(d, float(isum), acc), then acc = acc − dm·float(msum), fused,
+//
+// so the results equal gemvQ4_Kx8AVX2's bit for bit. The four-row kernel
+// walks the same super-block once per activation row (it stays in L1),
+// each row's accumulators in registers.
+const (
+	q4KGroupBytes = 1184
+	q8KBytes      = 292
+)
+
+// Registers of the Q4_K kernels. General: R0 super-blocks left, R1 the
+// group's super-block, R3+r activation row r, R11 stride, R8 the weight
+// walker, R9 the activation walker, R10 a scale pointer, R13 dst, R14 ld.
+// Vector: V0..V7 float accumulators (row r half h in V(2r+h)), V8, V9 isum,
+// V10, V11 msum, V12..V15 a group's activations (sub-blocks 2g, 2g+1),
+// then the block sums; V16..V19 the sub-block dots (2g: V16, V17; 2g+1:
+// V18, V19), V20..V25 a weight vector and its nibbles, V26..V28 widened
+// scales; in the float steps V20..V28 hold the scales; V31 the nibble mask.
+const (
+	kqWalk, kqActWalk, kqScale = 8, 9, 10
+	vKISum, vKMSum, vKAct      v = 8, 10, 12
+	vKDot, vKW, vKLo, vKHi     v = 16, 20, 22, 24
+	vKSc, vKScLo, vKScHi       v = 26, 27, 28
+)
+
+func q4KGroup(f *file, consts map[string]string, rows int) {
+	name := "gemvQ4_Kx8NEON"
+	args := []param{{"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
+	doc := []string{
+		name + " sets dst[0:8] to the dots of a packed group of eight Q4_K rows (nb",
+		"super-blocks) with one Q8_K activation row, bit for bit as gemvQ4_Kx8AVX2.",
+		"It needs AdvSIMD and the dot product extension (SDOT).",
+	}
+	if rows > 1 {
+		name = fmt.Sprintf("gemmQ4_Kx8x%dNEON", rows)
+		args = []param{{"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"stride", "int"}, {"dst", "[]float32"}, {"ld", "int"}}
+		doc = []string{
+			fmt.Sprintf("%s sets dst[r*ld:r*ld+8] to gemvQ4_Kx8NEON of the group and", name),
+			fmt.Sprintf("activation row a[r*stride:], bit for bit, for r < %d.", rows),
+		}
+	}
+	g := f.function(name, doc, args, nil)
+	acc := func(r, h int) v { return vAcc + v(2*r+h) }
+
+	g.op("MOVD %s, R%d", g.arg("nb"), rNB)
+	g.op("MOVD %s, R%d", g.arg("w_base"), rX)
+	g.op("MOVD %s, R%d", g.arg("a_base"), rY)
+	if rows > 1 {
+		g.op("MOVD %s, R%d", g.arg("stride"), rStride)
+		for r := 1; r < rows; r++ {
+			g.op("ADD R%d, R%d, R%d", rStride, rY+r-1, rY+r)
+		}
+	}
+	g.op("MOVD $%s, R%d", consts["nibbleMask"], rTmp2)
+	g.op("VLD1 (R%d), [%s]", rTmp2, vMask.arr("B16"))
+	for r := range rows {
+		for h := range 2 {
+			a := acc(r, h).arr("B16")
+			g.op("VEOR %s, %s, %s", a, a, a)
+		}
+	}
+	g.op("CBZ R%d, %s", rNB, g.lbl("done"))
+
+	g.label("block")
+	for r := range rows {
+		y := rY + r
+		for _, s := range []v{vKISum, vKISum + 1, vKMSum, vKMSum + 1} {
+			g.op("VEOR %s, %s, %s", s.arr("B16"), s.arr("B16"), s.arr("B16"))
+		}
+		g.op("ADD $160, R%d, R%d", rX, kqWalk)
+		g.op("ADD $4, R%d, R%d", y, kqActWalk)
+		g.op("ADD $32, R%d, R%d", rX, kqScale)
+		for grp := 0; grp < 4; grp++ {
+			// Sub-blocks 2g and 2g+1 of the activation row.
+			g.op("VLD1.P 64(R%d), %s", kqActWalk, vKAct.list(4, "B16"))
+			for i := range v(4) {
+				d := (vKDot + i).arr("B16")
+				g.op("VEOR %s, %s, %s", d, d, d)
+			}
+			for t := 0; t < 8; t++ {
+				g.op("VLD1.P 32(R%d), %s", kqWalk, vKW.list(2, "B16"))
+				for h := range v(2) {
+					g.op("VAND %s, %s, %s", vMask.arr("B16"), (vKW + h).arr("B16"), (vKLo + h).arr("B16"))
+					g.op("VUSHR $4, %s, %s", (vKW + h).arr("B16"), (vKHi + h).arr("B16"))
+				}
+				// Vector t holds elements 4t..4t+3 of each sub-block: the
+				// activation register of its half (t < 4: the first 16
+				// bytes), lane t mod 4.
+				for h := range v(2) {
+					g.sdot(vKDot+h, vKLo+h, vKAct+v(t/4), t%4)
+					g.sdot(vKDot+2+h, vKHi+h, vKAct+2+v(t/4), t%4)
+				}
+			}
+			for i := range 2 { // sub-block 2g+i: isum += sc[2g+i]·dot
+				g.op("VLD1.P 8(R%d), [%s]", kqScale, vKSc.arr("B8"))
+				g.op("VUXTL %s, %s", vKSc.arr("B8"), vKSc.arr("H8"))
+				g.op("VUXTL %s, %s", vKSc.arr("H4"), vKScLo.arr("S4"))
+				g.op("VUXTL2 %s, %s", vKSc.arr("H8"), vKScHi.arr("S4"))
+				g.mla(vKISum, vKDot+v(2*i), vKScLo)
+				g.mla(vKISum+1, vKDot+v(2*i)+1, vKScHi)
+			}
+		}
+		// msum: the pair sums of the block sums, times the minima (R10 is
+		// now at mn, 96 bytes into the super-block).
+		g.op("ADD $260, R%d, R%d", y, kqActWalk)
+		g.op("VLD1 (R%d), %s", kqActWalk, vKAct.list(2, "B16"))
+		g.saddlp(vKAct+2, vKAct)
+		g.saddlp(vKAct+3, vKAct+1)
+		for s := 0; s < 8; s++ {
+			g.op("VLD1.P 8(R%d), [%s]", kqScale, vKSc.arr("B8"))
+			g.op("VUXTL %s, %s", vKSc.arr("B8"), vKSc.arr("H8"))
+			g.op("VUXTL %s, %s", vKSc.arr("H4"), vKScLo.arr("S4"))
+			g.op("VUXTL2 %s, %s", vKSc.arr("H8"), vKScHi.arr("S4"))
+			g.mlaElem(vKMSum, vKScLo, vKAct+2+v(s/4), s%4)
+			g.mlaElem(vKMSum+1, vKScHi, vKAct+2+v(s/4), s%4)
+		}
+		// The float steps: d and dmin of the eight rows, times d_y.
+		g.op("VLD1 (R%d), %s", rX, vKW.list(2, "B16")) // f16 d[8], dmin[8]
+		g.fcvtl(vKLo, vKW)
+		g.fcvtl2(vKLo+1, vKW)
+		g.fcvtl(vKHi, vKW+1)
+		g.fcvtl2(vKHi+1, vKW+1)
+		g.op("FMOVS (R%d), F%d", y, int(vKSc)) // d_y in lane 0
+		for h := range v(2) {
+			g.fmulElem(vKLo+h, vKLo+h, vKSc, 0) // d
+			g.fmulElem(vKHi+h, vKHi+h, vKSc, 0) // dm
+			g.scvtf(vKISum+h, vKISum+h)
+			g.scvtf(vKMSum+h, vKMSum+h)
+			a := acc(r, int(h)).arr("S4")
+			g.op("VFMLA %s, %s, %s", (vKLo + h).arr("S4"), (vKISum + h).arr("S4"), a)
+			g.op("VFMLS %s, %s, %s", (vKHi + h).arr("S4"), (vKMSum + h).arr("S4"), a)
+		}
+	}
+	g.op("ADD $%d, R%d", q4KGroupBytes, rX)
+	for r := range rows {
+		g.op("ADD $%d, R%d", q8KBytes, rY+r)
+	}
+	g.op("SUBS $1, R%d, R%d", rNB, rNB)
+	g.op("BNE %s", g.lbl("block"))
+
+	g.label("done")
+	g.op("MOVD %s, R%d", g.arg("dst_base"), rDst)
+	if rows > 1 {
+		g.op("MOVD %s, R%d", g.arg("ld"), rLd)
+		g.op("LSL $2, R%d, R%d", rLd, rLd) // bytes
+	}
+	for r := range rows {
+		if r > 0 {
+			g.op("ADD R%d, R%d, R%d", rLd, rDst, rDst)
+		}
+		g.op("VST1 %s, (R%d)", acc(r, 0).list(2, "S4"), rDst)
+	}
+	g.end()
+}
