@@ -1,18 +1,24 @@
 package kern
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/minerva-llm/minerva/ir"
+)
 
 // archVariants registers the arm64 variants the CPU supports: "neon", the
 // group kernels with SDOT (AdvSIMD and the ARMv8.2 dot product, which
 // golang.org/x/sys/cpu calls ASIMDDP), bit for bit the amd64 group kernels'
-// results (Q4_0, Q8_0 and packed Q4_K), and the MLX affine kernels, the
-// amd64 ones' results bit for bit. Its other kernels are the generic ones.
+// results (Q4_0, Q8_0 and packed Q4_K), the Q6_K row kernel (gemvQ6_KAVX2's
+// results) and the MLX affine kernels, the amd64 ones' results bit for bit.
+// Its other kernels are the generic ones.
 func archVariants() {
 	if cpu.ARM64.HasASIMD && cpu.ARM64.HasASIMDDP {
 		neon := &variant{name: "neon",
 			gemvQ4_0: gemvQ4_0x8NEON, gemmQ4_0x4: gemmQ4_0x8x4NEON,
 			gemvQ8_0: gemvQ8_0x8NEON, gemmQ8_0x4: gemmQ8_0x8x4NEON,
 			groupQ4_K: gemvQ4_Kx8NEON, groupQ4_Kx4: gemmQ4_Kx8x4NEON,
+			gemvQ6_K: gemvQ6_KNEON, kqDot: kqDotNEON,
 			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32NEON, dotMLXQ4G64NEON,
 				dotMLXQ4G128NEON, dotMLXQ8G32NEON, dotMLXQ8G64NEON, dotMLXQ8G128NEON},
 			mlxx: [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x2NEON, dotMLXQ4G64x2NEON,
@@ -21,4 +27,14 @@ func archVariants() {
 		variants[neon.name] = neon
 		best = neon
 	}
+}
+
+// kqDotNEON is one row of the neon k-quant row kernels (Q6_K only).
+func kqDotNEON(wt ir.DType, nb int, w, a []byte) float32 {
+	if wt != ir.Q6_K {
+		panic("kern: no neon row kernel for " + wt.String())
+	}
+	var r [1]float32
+	gemvQ6_KNEON(1, nb, w, a, r[:])
+	return r[0]
 }

@@ -189,8 +189,15 @@ func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 }
 
 // kquantVariants are the variants with k-quant kernels; each gives the
-// emulated order bit for bit.
-var kquantVariants = []string{"avx2", "avx512"}
+// emulated order bit for bit (neon has Q6_K's only: skipKQuant).
+var kquantVariants = []string{"avx2", "avx512", "neon"}
+
+// skipKQuant skips a type the active variant has no k-quant kernel for.
+func skipKQuant(t *testing.T, wt ir.DType) {
+	if f, _ := Current().v.kquantGemv(wt); f == nil {
+		t.Skipf("no %s kernel", wt)
+	}
+}
 
 func TestAVX2KQuantMatchesGeneric(t *testing.T) {
 	for _, v := range kquantVariants {
@@ -203,6 +210,7 @@ func testKQuantMatchesGeneric(t *testing.T, v string) {
 	for _, wt := range kquantTypes {
 		for _, nb := range kquantBlocks {
 			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
+				skipKQuant(t, wt)
 				n := 256 * nb
 				for trial := range 3 {
 					seed := uint64(nb)*977 + uint64(wt)*13 + uint64(trial)
@@ -238,6 +246,7 @@ func testKQuantExactInts(t *testing.T, v string) {
 	for _, wt := range kquantTypes {
 		for _, nb := range kquantBlocks {
 			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
+				skipKQuant(t, wt)
 				r := rand.New(rand.NewPCG(uint64(nb), uint64(wt)))
 				n := 256 * nb
 				bb := wt.BlockBytes()

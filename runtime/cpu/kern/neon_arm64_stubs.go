@@ -45,6 +45,13 @@ func gemvQ4_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ4_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvQ6_KNEON sets dst[j] to the dot of Q6_K row j (rows rows of nb super-blocks,
+// one after another in w) with one Q8_K activation row, bit for bit as
+// gemvQ6_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ6_KNEON(rows int, nb int, w []byte, a []byte, dst []float32)
+
 // dotMLXQ4G32NEON is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
 // (codegen/goasm/gen/kernneon/mlx.go). It needs AdvSIMD.

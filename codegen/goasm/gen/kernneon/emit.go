@@ -181,13 +181,35 @@ func (g *fn) fcvtl(vd, vn v) { g.word(fcvtl(int(vd), int(vn)), "fcvtl v%d.4s, v%
 
 func (g *fn) fcvtl2(vd, vn v) { g.word(fcvtl2(int(vd), int(vn)), "fcvtl2 v%d.4s, v%d.8h", vd, vn) }
 
-func (g *fn) mla(vd, vn, vm v) { g.word(mla4S(int(vd), int(vn), int(vm)), "mla v%d.4s, v%d.4s, v%d.4s", vd, vn, vm) }
+func (g *fn) mla(vd, vn, vm v) {
+	g.word(mla4S(int(vd), int(vn), int(vm)), "mla v%d.4s, v%d.4s, v%d.4s", vd, vn, vm)
+}
 
 func (g *fn) mlaElem(vd, vn, vm v, lane int) {
 	g.word(mlaElem4S(int(vd), int(vn), int(vm), lane), "mla v%d.4s, v%d.4s, v%d.s[%d]", vd, vn, vm, lane)
 }
 
 func (g *fn) saddlp(vd, vn v) { g.word(saddlp4S(int(vd), int(vn)), "saddlp v%d.4s, v%d.8h", vd, vn) }
+
+func (g *fn) sdotVec(vd, vn, vm v) {
+	g.word(sdot4S(int(vd), int(vn), int(vm)), "sdot v%d.4s, v%d.16b, v%d.16b", vd, vn, vm)
+}
+
+// sxtl sign-extends the low (hi: high) half of vn's bytes to halves, or
+// (word) of its halves to words.
+func (g *fn) sxtl(vd, vn v, word, hi bool) {
+	m, from, to := "sxtl", "8b", "8h"
+	if hi {
+		m, from = "sxtl2", "16b"
+	}
+	if word {
+		from, to = "4h", "4s"
+		if hi {
+			from = "8h"
+		}
+	}
+	g.word(sxtl(int(vd), int(vn), word, hi), m+" v%d.%s, v%d.%s", vd, to, vn, from)
+}
 
 // asm returns neon_arm64.s.
 func (f *file) asm() []byte {

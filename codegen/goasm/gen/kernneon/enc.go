@@ -84,3 +84,22 @@ func mlaElem4S(vd, vn, vm, lane int) uint32 { return indexed32(0x6f800000, vd, v
 // signed halves widened to int32.
 // 0 Q=1 U=0 01110 size=01 10000 00010 10 Rn Rd.
 func saddlp4S(vd, vn int) uint32 { return twoReg(0x4e602800, vd, vn) }
+
+// sdot4S encodes SDOT Vd.4S, Vn.16B, Vm.16B: lane i of Vd += Σ_j
+// Vn.b[4i+j]·Vm.b[4i+j], signed bytes.
+// 0 Q=1 U=0 01110 size=10 0 Rm 1001 01 Rn Rd.
+func sdot4S(vd, vn, vm int) uint32 { return threeSame(0x4e809400, vd, vn, vm) }
+
+// sxtl encodes SXTL (SSHLL #0) Vd.8H, Vn.8B (hi: SXTL2 Vd.8H, Vn.16B), or
+// with word Vd.4S, Vn.4H (SXTL2: Vn.8H): sign-extend the low (high) half.
+// 0 Q 0 011110 immh:immb=0001000 (0010000 for halves) 10100 1 Rn Rd.
+func sxtl(vd, vn int, word, hi bool) uint32 {
+	base := uint32(0x0f08a400)
+	if word {
+		base = 0x0f10a400
+	}
+	if hi {
+		base |= 1 << 30
+	}
+	return twoReg(base, vd, vn)
+}

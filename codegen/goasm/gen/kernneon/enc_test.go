@@ -48,6 +48,19 @@ func TestEncodings(t *testing.T) {
 		{"saddlp v14.4s, v12.8h", saddlp4S(14, 12), 0x4e60298e},
 		{"saddlp v0.4s, v0.8h", saddlp4S(0, 0), 0x4e602800},
 		{"saddlp v31.4s, v17.8h", saddlp4S(31, 17), 0x4e602a3f},
+		{"sdot v14.4s, v10.16b, v12.16b", sdot4S(14, 10, 12), 0x4e8c954e},
+		{"sdot v0.4s, v0.16b, v0.16b", sdot4S(0, 0, 0), 0x4e809400},
+		{"sdot v31.4s, v31.16b, v31.16b", sdot4S(31, 31, 31), 0x4e9f97ff},
+		{"sdot v15.4s, v11.16b, v13.16b", sdot4S(15, 11, 13), 0x4e8d956f},
+		{"fadd v3.4s, v2.4s, v1.4s", fadd4S(3, 2, 1), 0x4e21d443},
+		{"fadd v0.4s, v0.4s, v0.4s", fadd4S(0, 0, 0), 0x4e20d400},
+		{"fadd v31.4s, v30.4s, v29.4s", fadd4S(31, 30, 29), 0x4e3dd7df},
+		{"sxtl v17.8h, v16.8b", sxtl(17, 16, false, false), 0x0f08a611},
+		{"sxtl2 v18.8h, v16.16b", sxtl(18, 16, false, true), 0x4f08a612},
+		{"sxtl v20.4s, v17.4h", sxtl(20, 17, true, false), 0x0f10a634},
+		{"sxtl2 v21.4s, v17.8h", sxtl(21, 17, true, true), 0x4f10a635},
+		{"sxtl v0.8h, v0.8b", sxtl(0, 0, false, false), 0x0f08a400},
+		{"sxtl2 v31.4s, v31.8h", sxtl(31, 31, true, true), 0x4f10a7ff},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %#08x, want %#08x", c.asm, c.got, c.want)

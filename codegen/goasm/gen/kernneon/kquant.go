@@ -40,7 +40,7 @@ const (
 // V18, V19), V20..V25 a weight vector and its nibbles, V26..V28 widened
 // scales; in the float steps V20..V28 hold the scales; V31 the nibble mask.
 const (
-	kqWalk, kqActWalk, kqScale = 8, 9, 10
+	kqWalk, kqActWalk, kqScale   = 8, 9, 10
 	vKISum, vKMSum, vKAct      v = 8, 10, 12
 	vKDot, vKW, vKLo, vKHi     v = 16, 20, 22, 24
 	vKSc, vKScLo, vKScHi       v = 26, 27, 28
@@ -173,5 +173,164 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 		}
 		g.op("VST1 %s, (R%d)", acc(r, 0).list(2, "S4"), rDst)
 	}
+	g.end()
+}
+
+// Q6_K row kernel: rows consecutive Q6_K weight rows (210 bytes a super-
+// block: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16] at
+// 192, f16 d at 208) against one Q8_K activation row, in the order of
+// gemvQ6_KAVX2 (kern's emulateKQuant): eight int32 lanes per super-block,
+// lane k holding elements ≡ 4k..4k+3 (mod 32) of each 32-element chunk
+// times their sub-block's scale, less 32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1])
+// (the codes are unsigned 0..63, the weights code − 32); then the float
+// lanes acc = fma(d_y·d_w, float(lane), acc) and, per row, ggml's hsum of
+// the eight lanes: (acc[0]+acc[4] + acc[2]+acc[6]) + (acc[1]+acc[5] +
+// acc[3]+acc[7]). Lanes 0–3 are one register and 4–7 the next, so a
+// chunk's two 16-byte halves are one SDOT (vector) each, and the scale of
+// a half is one MLA by element.
+//
+// Registers. General: R0 super-blocks per row, R1 the weight walker (rows
+// are consecutive), R2 rows left, R3 the activation row, R4 its walker,
+// R5 super-blocks left, R6 scratch, R13 dst. Vector: V0, V1 float lanes,
+// V2, V3 int lanes, V4..V7 ql (64 bytes), V8, V9 qh (32), V10, V11 a
+// chunk's codes, V12, V13 its activations, V14, V15 its dots, V16..V19 the
+// sixteen scales as int32, V20..V23 scratch, V24..V27 the correction, V28
+// zero, V29 0x30 bytes, V30 0x0f bytes.
+const q6KBytes = 210
+
+func q6KGemv(f *file, consts map[string]string) {
+	name := "gemvQ6_KNEON"
+	args := []param{{"rows", "int"}, {"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
+	doc := []string{
+		name + " sets dst[j] to the dot of Q6_K row j (rows rows of nb super-blocks,",
+		"one after another in w) with one Q8_K activation row, bit for bit as",
+		"gemvQ6_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).",
+	}
+	g := f.function(name, doc, args, nil)
+	const (
+		vF, vI, vQL, vQH  v = 0, 2, 4, 8
+		vQ, vY, vDot, vSc v = 10, 12, 14, 16
+		vT, vCorr, vZero  v = 20, 24, 28
+		v30, v0F          v = 29, 30
+	)
+	g.op("MOVD %s, R2", g.arg("rows"))
+	g.op("MOVD %s, R0", g.arg("nb"))
+	g.op("MOVD %s, R1", g.arg("w_base"))
+	g.op("MOVD %s, R3", g.arg("a_base"))
+	g.op("MOVD %s, R13", g.arg("dst_base"))
+	g.op("MOVD $%s, R6", consts["nibbleMask"])
+	g.op("VLD1 (R6), [%s]", v0F.arr("B16"))
+	g.op("VSHL $4, %s, %s", v0F.arr("B16"), v30.arr("B16")) // 0xf0
+	g.op("VUSHR $2, %s, %s", v30.arr("B16"), v30.arr("B16")) // 0x3c
+	g.op("VAND %s, %s, %s", v0F.arr("B16"), v30.arr("B16"), vT.arr("B16"))
+	g.op("VEOR %s, %s, %s", vT.arr("B16"), v30.arr("B16"), v30.arr("B16")) // 0x30
+	g.op("VEOR %s, %s, %s", vZero.arr("B16"), vZero.arr("B16"), vZero.arr("B16"))
+	g.op("CBZ R2, %s", g.lbl("done"))
+
+	g.label("row")
+	for h := range v(2) {
+		g.op("VEOR %s, %s, %s", (vF + h).arr("B16"), (vF + h).arr("B16"), (vF + h).arr("B16"))
+	}
+	g.op("MOVD R3, R4")
+	g.op("MOVD R0, R5")
+	g.op("CBZ R5, %s", g.lbl("sum"))
+
+	g.label("block")
+	// The scales as int32: V16 holds sc[0..3], …, V19 sc[12..15].
+	g.op("ADD $192, R1, R6")
+	g.op("VLD1 (R6), [%s]", vT.arr("B16"))
+	g.sxtl(vT+1, vT, false, false)
+	g.sxtl(vT+2, vT, false, true)
+	g.sxtl(vSc, vT+1, true, false)
+	g.sxtl(vSc+1, vT+1, true, true)
+	g.sxtl(vSc+2, vT+2, true, false)
+	g.sxtl(vSc+3, vT+2, true, true)
+	// The correction: products sc[s]·bs[s] (bs the block sums at 260),
+	// pairs added (ADDP), times 32, subtracted from zero lanes.
+	g.op("ADD $260, R4, R6")
+	g.op("VLD1 (R6), %s", vT.list(2, "B16"))
+	for i := range v(2) {
+		g.sxtl(vCorr+2*i, vT+i, true, false)
+		g.sxtl(vCorr+2*i+1, vT+i, true, true)
+	}
+	for i := range v(4) {
+		g.op("VEOR %s, %s, %s", (vT + i).arr("B16"), (vT + i).arr("B16"), (vT + i).arr("B16"))
+		g.mla(vT+i, vCorr+i, vSc+i)
+	}
+	g.op("VADDP %s, %s, %s", (vT + 1).arr("S4"), vT.arr("S4"), vCorr.arr("S4"))
+	g.op("VADDP %s, %s, %s", (vT + 3).arr("S4"), (vT + 2).arr("S4"), (vCorr + 1).arr("S4"))
+	for h := range v(2) {
+		g.op("VSHL $5, %s, %s", (vCorr + h).arr("S4"), (vCorr + h).arr("S4"))
+		g.op("VSUB %s, %s, %s", (vCorr + h).arr("S4"), vZero.arr("S4"), (vI + h).arr("S4"))
+	}
+	g.op("ADD $4, R4, R6") // the activation quants
+	for half := 0; half < 2; half++ {
+		g.op("VLD1.P 64(R1), %s", vQL.list(4, "B16"))
+		g.op("ADD $%d, R1, R7", 64-64*half+32*half) // qh of this half: 128 + 32·half from the block
+		g.op("VLD1 (R7), %s", vQH.list(2, "B16"))
+		for c := 0; c < 4; c++ {
+			// Chunk c of the half: low (c even) or high (c odd… see
+			// ggml) nibbles of ql[0:32] (c = 0, 2) or ql[32:64]
+			// (c = 1, 3), with bits 2c, 2c+1 of qh as bits 4, 5.
+			ql := vQL + v(2*(c%2))
+			for h := range v(2) {
+				q, t := (vQ + h).arr("B16"), (vT + h).arr("B16")
+				if c < 2 {
+					g.op("VAND %s, %s, %s", v0F.arr("B16"), (ql + h).arr("B16"), q)
+				} else {
+					g.op("VUSHR $4, %s, %s", (ql + h).arr("B16"), q)
+				}
+				switch c {
+				case 0:
+					g.op("VSHL $4, %s, %s", (vQH + h).arr("B16"), t)
+				case 1:
+					g.op("VSHL $2, %s, %s", (vQH + h).arr("B16"), t)
+				case 2:
+					g.op("VORR %s, %s, %s", (vQH + h).arr("B16"), (vQH + h).arr("B16"), t)
+				case 3:
+					g.op("VUSHR $2, %s, %s", (vQH + h).arr("B16"), t)
+				}
+				g.op("VAND %s, %s, %s", v30.arr("B16"), t, t)
+				g.op("VORR %s, %s, %s", t, q, q)
+			}
+			g.op("VLD1.P 32(R6), %s", vY.list(2, "B16"))
+			cg := 4*half + c // chunk of the super-block: sub-blocks 2cg, 2cg+1
+			for h := range v(2) {
+				g.op("VEOR %s, %s, %s", (vDot + h).arr("B16"), (vDot + h).arr("B16"), (vDot + h).arr("B16"))
+				g.sdotVec(vDot+h, vQ+h, vY+h)
+				s := 2*cg + int(h)
+				g.mlaElem(vI+h, vDot+h, vSc+v(s/4), s%4)
+			}
+		}
+	}
+	// R1 is 128 bytes into the block: on to the next one. The float steps:
+	// d = d_y·f16(d_w), acc = fma(d, float(lane), acc).
+	g.op("MOVHU 80(R1), R6") // d_w at 208
+	g.op("VMOV R6, %s.H[0]", vT)
+	g.fcvtl(vT+1, vT)
+	g.op("FMOVS (R4), F%d", int(vT+2))
+	g.fmulElem(vT+3, vT+1, vT+2, 0) // lane 0: f16(d_w)·d_y
+	g.op("VDUP %s.S[0], %s", vT+3, (vT + 3).arr("S4"))
+	for h := range v(2) {
+		g.scvtf(vI+h, vI+h)
+		g.op("VFMLA %s, %s, %s", (vT + 3).arr("S4"), (vI + h).arr("S4"), (vF + h).arr("S4"))
+	}
+	g.op("ADD $%d, R1", q6KBytes-128)
+	g.op("ADD $%d, R4", q8KBytes)
+	g.op("SUBS $1, R5, R5")
+	g.op("BNE %s", g.lbl("block"))
+
+	g.label("sum")
+	g.fadd(vF, vF, vF+1) // acc[k] + acc[k+4]
+	g.op("VEXT $8, %s, %s, %s", vF.arr("B16"), vF.arr("B16"), (vF + 1).arr("B16"))
+	g.fadd(vF, vF, vF+1) // r0+r2, r1+r3
+	g.op("VMOV %s.S[1], %s.S[0]", vF, vF+1)
+	g.op("FADDS F%d, F%d, F%d", vF+1, vF, vF)
+	g.op("FMOVS F%d, (R13)", vF)
+	g.op("ADD $4, R13")
+	g.op("SUBS $1, R2, R2")
+	g.op("BNE %s", g.lbl("row"))
+
+	g.label("done")
 	g.end()
 }

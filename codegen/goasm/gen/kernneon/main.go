@@ -45,6 +45,7 @@ func generate() (asm, stubs []byte, err error) {
 	}
 	q4KGroup(f, consts, 1)
 	q4KGroup(f, consts, 4)
+	q6KGemv(f, consts)
 	mlx(f, consts)
 	stubs, err = f.goStubs()
 	if err != nil {
