@@ -52,6 +52,20 @@ func gemmQ4_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //go:noescape
 func gemvQ6_KNEON(rows int, nb int, w []byte, a []byte, dst []float32)
 
+// gemvQ4_KNEON sets dst[j] to the dot of Q4_K row j (rows rows of nb super-blocks,
+// one after another in w) with one Q8_K activation row, bit for bit as
+// gemvQ4_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ4_KNEON(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// gemvQ5_KNEON sets dst[j] to the dot of Q5_K row j (rows rows of nb super-blocks,
+// one after another in w) with one Q8_K activation row, bit for bit as
+// gemvQ5_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ5_KNEON(rows int, nb int, w []byte, a []byte, dst []float32)
+
 // dotMLXQ4G32NEON is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
 // with float32 activations a, bit for bit as the amd64 MLX kernels
 // (codegen/goasm/gen/kernneon/mlx.go). It needs AdvSIMD.

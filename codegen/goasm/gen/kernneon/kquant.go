@@ -334,3 +334,182 @@ func q6KGemv(f *file, consts map[string]string) {
 	g.label("done")
 	g.end()
 }
+
+// Q4_K and Q5_K row kernels: rows consecutive weight rows (144 or 176 bytes
+// a super-block: f16 d, f16 dmin, 12 bytes of packed 6-bit scales and
+// minima, Q5_K's qh[32] at 16, then the quants qs[128] at 16 or 48)
+// against one Q8_K activation row, in the order of gemvQ4_KAVX2 and
+// gemvQ5_KAVX2 (kern's emulateKQuant): eight int32 lanes per super-block
+// as the Q6_K kernel's (chunk c of 32 elements is sub-block c, one scale
+// for both halves), acc = fma(d_y·d_w, float(lane), acc); the minima in
+// four float lanes, lane j: accm = accm − (d_y·dmin_w)·float(mn[2j]·(bs[4j]
+// + bs[4j+1]) + mn[2j+1]·(bs[4j+2] + bs[4j+3])), fused; per row the sum
+// is hsum(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3])).
+//
+// The scales are unpacked in general registers as ggml's utmp trick does
+// (bytes 4..15 as three words x0, x1, x2): sc[0..3] = x0 & 0x3f…, mn[0..3]
+// = x1 & 0x3f…, sc[4..7] = x2 & 0x0f… | (x0 >> 6 & 0x03…) << 4, mn[4..7] =
+// x2 >> 4 & 0x0f… | (x1 >> 6 & 0x03…) << 4.
+//
+// Registers. General: R0 super-blocks per row, R1 the weight walker, R2
+// rows left, R3 the activation row, R4 its block, R5 super-blocks left,
+// R6..R10 scratch, R13 dst. Vector: V0, V1 float lanes, V2 the minima's
+// float lanes, V3, V4 int lanes, V5, V6 qh, V7, V8 32 bytes of qs, V9,
+// V10 a chunk's quants, V11, V12 its activations, V13, V14 its dots, V15,
+// V16 the scales and V17, V18 the minima as int32, V19..V23 scratch, V28
+// zero, V29 0x10 bytes, V30 0x0f bytes.
+func kq45Gemv(f *file, consts map[string]string, typ string) {
+	bb, qsAt := 144, 16
+	if typ == "Q5_K" {
+		bb, qsAt = 176, 48
+	}
+	name := "gemv" + typ + "NEON"
+	args := []param{{"rows", "int"}, {"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
+	doc := []string{
+		name + " sets dst[j] to the dot of " + typ + " row j (rows rows of nb super-blocks,",
+		"one after another in w) with one Q8_K activation row, bit for bit as",
+		"gemv" + typ + "AVX2. It needs AdvSIMD and the dot product extension (SDOT).",
+	}
+	g := f.function(name, doc, args, nil)
+	const (
+		vF, vM, vI, vQH   v = 0, 2, 3, 5
+		vQS, vQ, vY, vDot v = 7, 9, 11, 13
+		vSc, vMn, vT      v = 15, 17, 19
+		vZero, v10, v0F   v = 28, 29, 30
+	)
+	g.op("MOVD %s, R2", g.arg("rows"))
+	g.op("MOVD %s, R0", g.arg("nb"))
+	g.op("MOVD %s, R1", g.arg("w_base"))
+	g.op("MOVD %s, R3", g.arg("a_base"))
+	g.op("MOVD %s, R13", g.arg("dst_base"))
+	g.op("MOVD $%s, R6", consts["nibbleMask"])
+	g.op("VLD1 (R6), [%s]", v0F.arr("B16"))
+	g.op("VUSHR $3, %s, %s", v0F.arr("B16"), v10.arr("B16")) // 0x01
+	g.op("VSHL $4, %s, %s", v10.arr("B16"), v10.arr("B16"))  // 0x10
+	g.op("VEOR %s, %s, %s", vZero.arr("B16"), vZero.arr("B16"), vZero.arr("B16"))
+	g.op("CBZ R2, %s", g.lbl("done"))
+
+	g.label("row")
+	for _, r := range []v{vF, vF + 1, vM} {
+		g.op("VEOR %s, %s, %s", r.arr("B16"), r.arr("B16"), r.arr("B16"))
+	}
+	g.op("MOVD R3, R4")
+	g.op("MOVD R0, R5")
+	g.op("CBZ R5, %s", g.lbl("sum"))
+
+	g.label("block")
+	// Scales and minima as bytes, then int32 lanes.
+	g.op("MOVWU 4(R1), R6")  // x0
+	g.op("MOVWU 8(R1), R7")  // x1
+	g.op("MOVWU 12(R1), R8") // x2
+	g.op("ANDW $0x3f3f3f3f, R6, R9")
+	g.op("VMOV R9, %s.S[0]", vT)
+	g.op("ANDW $0x3f3f3f3f, R7, R9")
+	g.op("VMOV R9, %s.S[0]", vT+1)
+	g.op("LSRW $6, R6, R9")
+	g.op("ANDW $0x03030303, R9, R9")
+	g.op("LSLW $4, R9, R9")
+	g.op("ANDW $0x0f0f0f0f, R8, R10")
+	g.op("ORRW R10, R9, R9")
+	g.op("VMOV R9, %s.S[1]", vT)
+	g.op("LSRW $6, R7, R9")
+	g.op("ANDW $0x03030303, R9, R9")
+	g.op("LSLW $4, R9, R9")
+	g.op("LSRW $4, R8, R10")
+	g.op("ANDW $0x0f0f0f0f, R10, R10")
+	g.op("ORRW R10, R9, R9")
+	g.op("VMOV R9, %s.S[1]", vT+1)
+	for i, dst := range []v{vSc, vMn} {
+		t := vT + v(i)
+		g.op("VUXTL %s, %s", t.arr("B8"), t.arr("H8"))
+		g.op("VUXTL %s, %s", t.arr("H4"), dst.arr("S4"))
+		g.op("VUXTL2 %s, %s", t.arr("H8"), (dst + 1).arr("S4"))
+	}
+	// The minima's integer sums: mn[s]·(bs[2s] + bs[2s+1]), pairs added.
+	g.op("ADD $260, R4, R6")
+	g.op("VLD1 (R6), %s", vT.list(2, "B16"))
+	g.saddlp(vT+2, vT)
+	g.saddlp(vT+3, vT+1)
+	for i := range v(2) {
+		g.op("VEOR %s, %s, %s", (vT + i).arr("B16"), (vT + i).arr("B16"), (vT + i).arr("B16"))
+		g.mla(vT+i, vMn+i, vT+2+i)
+	}
+	g.op("VADDP %s, %s, %s", (vT + 1).arr("S4"), vT.arr("S4"), (vT + 4).arr("S4")) // prod[0..3]
+	for h := range v(2) {
+		g.op("VEOR %s, %s, %s", (vI + h).arr("B16"), (vI + h).arr("B16"), (vI + h).arr("B16"))
+	}
+	if typ == "Q5_K" {
+		g.op("ADD $16, R1, R6")
+		g.op("VLD1 (R6), %s", vQH.list(2, "B16"))
+	}
+	g.op("ADD $%d, R1, R6", qsAt)
+	g.op("ADD $4, R4, R7")
+	for c := 0; c < 8; c++ {
+		if c%2 == 0 {
+			g.op("VLD1.P 32(R6), %s", vQS.list(2, "B16"))
+		}
+		for h := range v(2) {
+			q := (vQ + h).arr("B16")
+			if c%2 == 0 {
+				g.op("VAND %s, %s, %s", v0F.arr("B16"), (vQS + h).arr("B16"), q)
+			} else {
+				g.op("VUSHR $4, %s, %s", (vQS + h).arr("B16"), q)
+			}
+			if typ == "Q5_K" {
+				// Bit c of qh as bit 4.
+				t, qh := (vT + h).arr("B16"), (vQH + h).arr("B16")
+				switch {
+				case c < 4:
+					g.op("VSHL $%d, %s, %s", 4-c, qh, t)
+				case c == 4:
+					g.op("VORR %s, %s, %s", qh, qh, t)
+				default:
+					g.op("VUSHR $%d, %s, %s", c-4, qh, t)
+				}
+				g.op("VAND %s, %s, %s", v10.arr("B16"), t, t)
+				g.op("VORR %s, %s, %s", t, q, q)
+			}
+		}
+		g.op("VLD1.P 32(R7), %s", vY.list(2, "B16"))
+		for h := range v(2) {
+			g.op("VEOR %s, %s, %s", (vDot + h).arr("B16"), (vDot + h).arr("B16"), (vDot + h).arr("B16"))
+			g.sdotVec(vDot+h, vQ+h, vY+h)
+			g.mlaElem(vI+h, vDot+h, vSc+v(c/4), c%4)
+		}
+	}
+	// The float steps: d and dmin times d_y, each rounded once.
+	g.op("MOVWU (R1), R6") // f16 d, f16 dmin
+	g.op("VMOV R6, %s.S[0]", vT)
+	g.fcvtl(vT+1, vT) // lane 0 d_w, lane 1 dmin_w
+	g.op("FMOVS (R4), F%d", int(vT+2))
+	g.fmulElem(vT+1, vT+1, vT+2, 0)
+	g.op("VDUP %s.S[0], %s", vT+1, (vT + 2).arr("S4")) // d
+	g.op("VDUP %s.S[1], %s", vT+1, (vT + 3).arr("S4")) // dm
+	g.scvtf(vT+4, vT+4)
+	g.op("VFMLS %s, %s, %s", (vT + 3).arr("S4"), (vT + 4).arr("S4"), vM.arr("S4"))
+	for h := range v(2) {
+		g.scvtf(vI+h, vI+h)
+		g.op("VFMLA %s, %s, %s", (vT + 2).arr("S4"), (vI + h).arr("S4"), (vF + h).arr("S4"))
+	}
+	g.op("ADD $%d, R1", bb)
+	g.op("ADD $%d, R4", q8KBytes)
+	g.op("SUBS $1, R5, R5")
+	g.op("BNE %s", g.lbl("block"))
+
+	g.label("sum")
+	g.fadd(vF, vF, vF+1) // acc[k] + acc[k+4]
+	for _, r := range []v{vF, vM} {
+		g.op("VEXT $8, %s, %s, %s", r.arr("B16"), r.arr("B16"), vT.arr("B16"))
+		g.fadd(r, r, vT) // lanes 0+2, 1+3
+		g.op("VMOV %s.S[1], %s.S[0]", r, vT)
+		g.op("FADDS F%d, F%d, F%d", vT, r, r)
+	}
+	g.op("FADDS F%d, F%d, F%d", vM, vF, vF)
+	g.op("FMOVS F%d, (R13)", vF)
+	g.op("ADD $4, R13")
+	g.op("SUBS $1, R2, R2")
+	g.op("BNE %s", g.lbl("row"))
+
+	g.label("done")
+	g.end()
+}

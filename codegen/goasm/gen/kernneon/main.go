@@ -46,6 +46,8 @@ func generate() (asm, stubs []byte, err error) {
 	q4KGroup(f, consts, 1)
 	q4KGroup(f, consts, 4)
 	q6KGemv(f, consts)
+	kq45Gemv(f, consts, "Q4_K")
+	kq45Gemv(f, consts, "Q5_K")
 	mlx(f, consts)
 	stubs, err = f.goStubs()
 	if err != nil {
