@@ -9,7 +9,7 @@ import (
 // archVariants registers the arm64 variants the CPU supports: "neon", the
 // group kernels with SDOT (AdvSIMD and the ARMv8.2 dot product, which
 // golang.org/x/sys/cpu calls ASIMDDP), bit for bit the amd64 group kernels'
-// results (Q4_0, Q8_0 and packed Q4_K), the Q4_K, Q5_K and Q6_K row kernels
+// results (Q4_0, Q8_0 and packed Q4_K), the k-quant row kernels
 // (gemvQ*_KAVX2's results) and the MLX affine kernels, the amd64 ones' results bit for bit.
 // Its other kernels are the generic ones.
 func archVariants() {
@@ -18,7 +18,8 @@ func archVariants() {
 			gemvQ4_0: gemvQ4_0x8NEON, gemmQ4_0x4: gemmQ4_0x8x4NEON,
 			gemvQ8_0: gemvQ8_0x8NEON, gemmQ8_0x4: gemmQ8_0x8x4NEON,
 			groupQ4_K: gemvQ4_Kx8NEON, groupQ4_Kx4: gemmQ4_Kx8x4NEON,
-			gemvQ4_K: gemvQ4_KNEON, gemvQ5_K: gemvQ5_KNEON, gemvQ6_K: gemvQ6_KNEON, kqDot: kqDotNEON,
+			gemvQ2_K: gemvQ2_KNEON, gemvQ3_K: gemvQ3_KNEON, gemvQ4_K: gemvQ4_KNEON, gemvQ5_K: gemvQ5_KNEON,
+			gemvQ6_K: gemvQ6_KNEON, kqDot: kqDotNEON,
 			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32NEON, dotMLXQ4G64NEON,
 				dotMLXQ4G128NEON, dotMLXQ8G32NEON, dotMLXQ8G64NEON, dotMLXQ8G128NEON},
 			mlxx: [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x2NEON, dotMLXQ4G64x2NEON,
@@ -33,6 +34,10 @@ func archVariants() {
 func kqDotNEON(wt ir.DType, nb int, w, a []byte) float32 {
 	var r [1]float32
 	switch wt {
+	case ir.Q2_K:
+		gemvQ2_KNEON(1, nb, w, a, r[:])
+	case ir.Q3_K:
+		gemvQ3_KNEON(1, nb, w, a, r[:])
 	case ir.Q4_K:
 		gemvQ4_KNEON(1, nb, w, a, r[:])
 	case ir.Q5_K:

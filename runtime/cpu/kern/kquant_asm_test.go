@@ -189,8 +189,8 @@ func emulateKQuant(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 }
 
 // kquantVariants are the variants with k-quant kernels; each gives the
-// emulated order bit for bit (neon has Q4_K's, Q5_K's and Q6_K's only:
-// skipKQuant).
+// emulated order bit for bit (skipKQuant skips a type a variant has no
+// kernel for).
 var kquantVariants = []string{"avx2", "avx512", "neon"}
 
 // skipKQuant skips a type the active variant has no k-quant kernel for.

@@ -52,6 +52,20 @@ func gemmQ4_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //go:noescape
 func gemvQ6_KNEON(rows int, nb int, w []byte, a []byte, dst []float32)
 
+// gemvQ3_KNEON sets dst[j] to the dot of Q3_K row j (rows rows of nb super-blocks,
+// one after another in w) with one Q8_K activation row, bit for bit as
+// gemvQ3_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ3_KNEON(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// gemvQ2_KNEON sets dst[j] to the dot of Q2_K row j (rows rows of nb super-blocks,
+// one after another in w) with one Q8_K activation row, bit for bit as
+// gemvQ2_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ2_KNEON(rows int, nb int, w []byte, a []byte, dst []float32)
+
 // gemvQ4_KNEON sets dst[j] to the dot of Q4_K row j (rows rows of nb super-blocks,
 // one after another in w) with one Q8_K activation row, bit for bit as
 // gemvQ4_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).

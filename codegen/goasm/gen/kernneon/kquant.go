@@ -176,136 +176,264 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 	g.end()
 }
 
-// Q6_K row kernel: rows consecutive Q6_K weight rows (210 bytes a super-
-// block: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16] at
-// 192, f16 d at 208) against one Q8_K activation row, in the order of
-// gemvQ6_KAVX2 (kern's emulateKQuant): eight int32 lanes per super-block,
+// Q6_K, Q3_K and Q2_K row kernels: rows consecutive weight rows against
+// one Q8_K activation row, in the order of gemvQ6_KAVX2, gemvQ3_KAVX2 and
+// gemvQ2_KAVX2 (kern's emulateKQuant): eight int32 lanes per super-block,
 // lane k holding elements ≡ 4k..4k+3 (mod 32) of each 32-element chunk
-// times their sub-block's scale, less 32·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1])
-// (the codes are unsigned 0..63, the weights code − 32); then the float
-// lanes acc = fma(d_y·d_w, float(lane), acc) and, per row, ggml's hsum of
-// the eight lanes: (acc[0]+acc[4] + acc[2]+acc[6]) + (acc[1]+acc[5] +
-// acc[3]+acc[7]). Lanes 0–3 are one register and 4–7 the next, so a
-// chunk's two 16-byte halves are one SDOT (vector) each, and the scale of
-// a half is one MLA by element.
+// times their 16-element sub-block's scale. Q6_K and Q3_K store codes
+// (0..63, 0..7) whose weights are code − 32 and code − 4, so lane k starts
+// at −off·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]); Q2_K's minima come first,
+// acc = fma(−(d_y·dmin_w), float(mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]), acc),
+// in the same float lanes. Then acc = fma(d_y·d_w, float(lane), acc), and
+// per row ggml's hsum of the eight lanes: (acc[0]+acc[4] + acc[2]+acc[6])
+// + (acc[1]+acc[5] + acc[3]+acc[7]). Lanes 0–3 are one register and 4–7
+// the next, so a chunk's two 16-byte halves are one SDOT (vector) each,
+// and the scale of a half is one MLA by element.
 //
-// Registers. General: R0 super-blocks per row, R1 the weight walker (rows
-// are consecutive), R2 rows left, R3 the activation row, R4 its walker,
-// R5 super-blocks left, R6 scratch, R13 dst. Vector: V0, V1 float lanes,
-// V2, V3 int lanes, V4..V7 ql (64 bytes), V8, V9 qh (32), V10, V11 a
-// chunk's codes, V12, V13 its activations, V14, V15 its dots, V16..V19 the
-// sixteen scales as int32, V20..V23 scratch, V24..V27 the correction, V28
-// zero, V29 0x30 bytes, V30 0x0f bytes.
-const q6KBytes = 210
-
-func q6KGemv(f *file, consts map[string]string) {
-	name := "gemvQ6_KNEON"
+// The layouts (ggml's): Q6_K (210 bytes) ql[128] low nibbles, qh[64] high
+// bit pairs, int8 scales[16] at 192, f16 d at 208; Q3_K (110) hmask[32],
+// qs[64] at 32 (2-bit), 12 bytes of 6-bit scales at 96, f16 d at 108; Q2_K
+// (84) scales[16] at 0 (low nibble scale, high minimum), qs[64] at 16,
+// f16 d and dmin at 80. Chunk c of half n (elements 128n + 32c…) takes
+// Q6_K's ql[64n + 32(c&1)…] nibble c>>1 and qh[32n…] bits 2c, 2c+1; Q3_K's
+// qs[32n…] bits 2c, 2c+1 and hmask bit 4n+c; Q2_K's qs[32n…] bits 2c, 2c+1.
+//
+// Registers. General: R0 super-blocks per row, R1 the block, R2 rows
+// left, R3 the activation row, R4 its block, R5 super-blocks left,
+// R6..R10 scratch, R13 dst. Vector: V0, V1 float lanes, V2, V3 int lanes,
+// V4..V7 ql / qs, V8, V9 qh / hmask, V10, V11 a chunk's codes, V12, V13
+// its activations, V14, V15 its dots, V16..V19 the sixteen scales as
+// int32, V20..V23 scratch (Q2_K's minima), V24..V27 the block sums, V28
+// zero, V29 0x30 (Q6_K) or 0x04 bytes, V30 0x0f or 0x03 bytes.
+func kqSmallGemv(f *file, consts map[string]string, typ string) {
+	bb := map[string]int{"Q6_K": 210, "Q3_K": 110, "Q2_K": 84}[typ]
+	name := "gemv" + typ + "NEON"
 	args := []param{{"rows", "int"}, {"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
 	doc := []string{
-		name + " sets dst[j] to the dot of Q6_K row j (rows rows of nb super-blocks,",
+		name + " sets dst[j] to the dot of " + typ + " row j (rows rows of nb super-blocks,",
 		"one after another in w) with one Q8_K activation row, bit for bit as",
-		"gemvQ6_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).",
+		"gemv" + typ + "AVX2. It needs AdvSIMD and the dot product extension (SDOT).",
 	}
 	g := f.function(name, doc, args, nil)
 	const (
 		vF, vI, vQL, vQH  v = 0, 2, 4, 8
 		vQ, vY, vDot, vSc v = 10, 12, 14, 16
-		vT, vCorr, vZero  v = 20, 24, 28
-		v30, v0F          v = 29, 30
+		vT, vBs, vZero    v = 20, 24, 28
+		vHi, vLo          v = 29, 30
 	)
+	b16 := func(r v) string { return r.arr("B16") }
+	zero := func(r v) { g.op("VEOR %s, %s, %s", b16(r), b16(r), b16(r)) }
 	g.op("MOVD %s, R2", g.arg("rows"))
 	g.op("MOVD %s, R0", g.arg("nb"))
 	g.op("MOVD %s, R1", g.arg("w_base"))
 	g.op("MOVD %s, R3", g.arg("a_base"))
 	g.op("MOVD %s, R13", g.arg("dst_base"))
 	g.op("MOVD $%s, R6", consts["nibbleMask"])
-	g.op("VLD1 (R6), [%s]", v0F.arr("B16"))
-	g.op("VSHL $4, %s, %s", v0F.arr("B16"), v30.arr("B16")) // 0xf0
-	g.op("VUSHR $2, %s, %s", v30.arr("B16"), v30.arr("B16")) // 0x3c
-	g.op("VAND %s, %s, %s", v0F.arr("B16"), v30.arr("B16"), vT.arr("B16"))
-	g.op("VEOR %s, %s, %s", vT.arr("B16"), v30.arr("B16"), v30.arr("B16")) // 0x30
-	g.op("VEOR %s, %s, %s", vZero.arr("B16"), vZero.arr("B16"), vZero.arr("B16"))
+	g.op("VLD1 (R6), [%s]", b16(vLo))
+	g.op("VUSHR $3, %s, %s", b16(vLo), b16(vHi)) // 0x01
+	if typ == "Q6_K" {
+		g.op("VSHL $4, %s, %s", b16(vLo), b16(vHi))  // 0xf0
+		g.op("VUSHR $2, %s, %s", b16(vHi), b16(vHi)) // 0x3c
+		g.op("VAND %s, %s, %s", b16(vLo), b16(vHi), b16(vT))
+		g.op("VEOR %s, %s, %s", b16(vT), b16(vHi), b16(vHi)) // 0x30
+	} else {
+		g.op("VSHL $2, %s, %s", b16(vHi), b16(vHi))  // 0x04
+		g.op("VUSHR $2, %s, %s", b16(vLo), b16(vLo)) // 0x03
+	}
+	zero(vZero)
 	g.op("CBZ R2, %s", g.lbl("done"))
 
 	g.label("row")
-	for h := range v(2) {
-		g.op("VEOR %s, %s, %s", (vF + h).arr("B16"), (vF + h).arr("B16"), (vF + h).arr("B16"))
-	}
+	zero(vF)
+	zero(vF + 1)
 	g.op("MOVD R3, R4")
 	g.op("MOVD R0, R5")
 	g.op("CBZ R5, %s", g.lbl("sum"))
 
 	g.label("block")
-	// The scales as int32: V16 holds sc[0..3], …, V19 sc[12..15].
-	g.op("ADD $192, R1, R6")
-	g.op("VLD1 (R6), [%s]", vT.arr("B16"))
-	g.sxtl(vT+1, vT, false, false)
-	g.sxtl(vT+2, vT, false, true)
-	g.sxtl(vSc, vT+1, true, false)
-	g.sxtl(vSc+1, vT+1, true, true)
-	g.sxtl(vSc+2, vT+2, true, false)
-	g.sxtl(vSc+3, vT+2, true, true)
-	// The correction: products sc[s]·bs[s] (bs the block sums at 260),
-	// pairs added (ADDP), times 32, subtracted from zero lanes.
+	// The sixteen scales as int32 in V16..V19 (Q2_K: its minima in
+	// V20..V23).
+	widen := func(src, dst v, signed bool) { // 16 bytes of src to 4 int32 registers from dst
+		ext := func(d, n v, word, hi bool) {
+			if signed {
+				g.sxtl(d, n, word, hi)
+				return
+			}
+			m, from, to := "VUXTL", "B8", "H8"
+			if hi {
+				m, from = "VUXTL2", "B16"
+			}
+			if word {
+				from, to = "H4", "S4"
+				if hi {
+					from = "H8"
+				}
+			}
+			g.op("%s %s, %s", m, n.arr(from), d.arr(to))
+		}
+		ext(vDot, src, false, false)
+		ext(vDot+1, src, false, true)
+		ext(dst, vDot, true, false)
+		ext(dst+1, vDot, true, true)
+		ext(dst+2, vDot+1, true, false)
+		ext(dst+3, vDot+1, true, true)
+	}
+	switch typ {
+	case "Q6_K":
+		g.op("ADD $192, R1, R6")
+		g.op("VLD1 (R6), [%s]", b16(vT))
+		widen(vT, vSc, true)
+	case "Q3_K":
+		// q3Scales: a0, a1 the low bytes, t the high bit pairs; then −32.
+		g.op("MOVWU 96(R1), R6")
+		g.op("MOVWU 100(R1), R7")
+		g.op("MOVWU 104(R1), R8")
+		for j, p := range []struct {
+			word     int // 6 (a0) or 7 (a1)
+			lo4, tsh int
+		}{{6, 0, 0}, {7, 0, 2}, {6, 4, 4}, {7, 4, 6}} {
+			if p.lo4 > 0 {
+				g.op("LSRW $4, R%d, R9", p.word)
+				g.op("ANDW $0x0f0f0f0f, R9, R9")
+			} else {
+				g.op("ANDW $0x0f0f0f0f, R%d, R9", p.word)
+			}
+			if p.tsh > 0 {
+				g.op("LSRW $%d, R8, R10", p.tsh)
+				g.op("ANDW $0x03030303, R10, R10")
+			} else {
+				g.op("ANDW $0x03030303, R8, R10")
+			}
+			g.op("LSLW $4, R10, R10")
+			g.op("ORRW R10, R9, R9")
+			g.op("VMOV R9, %s.S[%d]", vT, j)
+		}
+		widen(vT, vSc, false)
+		g.op("MOVW $32, R6")
+		g.op("VDUP R6, %s", vBs.arr("S4"))
+		for i := range v(4) {
+			g.op("VSUB %s, %s, %s", vBs.arr("S4"), (vSc + i).arr("S4"), (vSc + i).arr("S4"))
+		}
+	case "Q2_K":
+		g.op("VLD1 (R1), [%s]", b16(vQL))
+		g.op("VSHL $2, %s, %s", b16(vLo), b16(vQL+2))
+		g.op("VORR %s, %s, %s", b16(vLo), b16(vQL+2), b16(vQL+2)) // 0x0f
+		g.op("VAND %s, %s, %s", b16(vQL+2), b16(vQL), b16(vQL+1))
+		g.op("VUSHR $4, %s, %s", b16(vQL), b16(vQL+3)) // minima
+		widen(vQL+1, vSc, false)
+		widen(vQL+3, vT, false)
+	}
+	// The block sums (int16 at 260) as int32, times the scales (Q2_K: the
+	// minima), pairs added: the lanes' corrections (minima sums).
 	g.op("ADD $260, R4, R6")
-	g.op("VLD1 (R6), %s", vT.list(2, "B16"))
-	for i := range v(2) {
-		g.sxtl(vCorr+2*i, vT+i, true, false)
-		g.sxtl(vCorr+2*i+1, vT+i, true, true)
+	g.op("VLD1 (R6), %s", vQ.list(2, "B16"))
+	g.sxtl(vBs, vQ, true, false)
+	g.sxtl(vBs+1, vQ, true, true)
+	g.sxtl(vBs+2, vQ+1, true, false)
+	g.sxtl(vBs+3, vQ+1, true, true)
+	by := vSc
+	if typ == "Q2_K" {
+		by = vT
 	}
 	for i := range v(4) {
-		g.op("VEOR %s, %s, %s", (vT + i).arr("B16"), (vT + i).arr("B16"), (vT + i).arr("B16"))
-		g.mla(vT+i, vCorr+i, vSc+i)
+		zero(vQ + i)
+		g.mla(vQ+i, vBs+i, by+i)
 	}
-	g.op("VADDP %s, %s, %s", (vT + 1).arr("S4"), vT.arr("S4"), vCorr.arr("S4"))
-	g.op("VADDP %s, %s, %s", (vT + 3).arr("S4"), (vT + 2).arr("S4"), (vCorr + 1).arr("S4"))
-	for h := range v(2) {
-		g.op("VSHL $5, %s, %s", (vCorr + h).arr("S4"), (vCorr + h).arr("S4"))
-		g.op("VSUB %s, %s, %s", (vCorr + h).arr("S4"), vZero.arr("S4"), (vI + h).arr("S4"))
+	g.op("VADDP %s, %s, %s", (vQ + 1).arr("S4"), vQ.arr("S4"), vDot.arr("S4"))
+	g.op("VADDP %s, %s, %s", (vQ + 3).arr("S4"), (vQ + 2).arr("S4"), (vDot + 1).arr("S4"))
+	switch typ {
+	case "Q6_K", "Q3_K":
+		shift := map[string]int{"Q6_K": 5, "Q3_K": 2}[typ]
+		for h := range v(2) {
+			g.op("VSHL $%d, %s, %s", shift, (vDot + h).arr("S4"), (vDot + h).arr("S4"))
+			g.op("VSUB %s, %s, %s", (vDot + h).arr("S4"), vZero.arr("S4"), (vI + h).arr("S4"))
+		}
+	case "Q2_K":
+		// acc = acc − (d_y·dmin_w)·float(sum), fused, before the lanes.
+		g.op("MOVWU 80(R1), R6") // f16 d, f16 dmin
+		g.op("VMOV R6, %s.S[0]", vT)
+		g.fcvtl(vT+1, vT)
+		g.op("FMOVS (R4), F%d", int(vT+2))
+		g.fmulElem(vT+1, vT+1, vT+2, 0) // lane 0 d, lane 1 dm
+		g.op("VDUP %s.S[1], %s", vT+1, (vT + 3).arr("S4"))
+		for h := range v(2) {
+			g.scvtf(vDot+h, vDot+h)
+			g.op("VFMLS %s, %s, %s", (vT + 3).arr("S4"), (vDot + h).arr("S4"), (vF + h).arr("S4"))
+			zero(vI + h)
+		}
 	}
-	g.op("ADD $4, R4, R6") // the activation quants
+	if typ == "Q3_K" {
+		g.op("VLD1 (R1), %s", vQH.list(2, "B16")) // hmask
+	}
+	g.op("ADD $4, R4, R8") // the activation quants
 	for half := 0; half < 2; half++ {
-		g.op("VLD1.P 64(R1), %s", vQL.list(4, "B16"))
-		g.op("ADD $%d, R1, R7", 64-64*half+32*half) // qh of this half: 128 + 32·half from the block
-		g.op("VLD1 (R7), %s", vQH.list(2, "B16"))
+		switch typ {
+		case "Q6_K":
+			g.op("ADD $%d, R1, R6", 64*half)
+			g.op("VLD1 (R6), %s", vQL.list(4, "B16"))
+			g.op("ADD $%d, R1, R6", 128+32*half)
+			g.op("VLD1 (R6), %s", vQH.list(2, "B16"))
+		case "Q3_K", "Q2_K":
+			g.op("ADD $%d, R1, R6", map[string]int{"Q3_K": 32, "Q2_K": 16}[typ]+32*half)
+			g.op("VLD1 (R6), %s", vQL.list(2, "B16"))
+		}
 		for c := 0; c < 4; c++ {
-			// Chunk c of the half: low (c even) or high (c odd… see
-			// ggml) nibbles of ql[0:32] (c = 0, 2) or ql[32:64]
-			// (c = 1, 3), with bits 2c, 2c+1 of qh as bits 4, 5.
-			ql := vQL + v(2*(c%2))
 			for h := range v(2) {
-				q, t := (vQ + h).arr("B16"), (vT + h).arr("B16")
-				if c < 2 {
-					g.op("VAND %s, %s, %s", v0F.arr("B16"), (ql + h).arr("B16"), q)
-				} else {
-					g.op("VUSHR $4, %s, %s", (ql + h).arr("B16"), q)
+				q, t := b16(vQ+h), b16(vT+h)
+				switch typ {
+				case "Q6_K":
+					ql := vQL + v(2*(c%2))
+					if c < 2 {
+						g.op("VAND %s, %s, %s", b16(vLo), b16(ql+h), q)
+					} else {
+						g.op("VUSHR $4, %s, %s", b16(ql+h), q)
+					}
+					switch c {
+					case 0:
+						g.op("VSHL $4, %s, %s", b16(vQH+h), t)
+					case 1:
+						g.op("VSHL $2, %s, %s", b16(vQH+h), t)
+					case 2:
+						g.op("VORR %s, %s, %s", b16(vQH+h), b16(vQH+h), t)
+					case 3:
+						g.op("VUSHR $2, %s, %s", b16(vQH+h), t)
+					}
+					g.op("VAND %s, %s, %s", b16(vHi), t, t)
+					g.op("VORR %s, %s, %s", t, q, q)
+				case "Q3_K", "Q2_K":
+					if c == 0 {
+						g.op("VAND %s, %s, %s", b16(vLo), b16(vQL+h), q)
+					} else {
+						g.op("VUSHR $%d, %s, %s", 2*c, b16(vQL+h), q)
+						g.op("VAND %s, %s, %s", b16(vLo), q, q)
+					}
+					if typ == "Q3_K" {
+						// hmask bit 4n+c as bit 2.
+						switch b := 4*half + c; {
+						case b < 2:
+							g.op("VSHL $%d, %s, %s", 2-b, b16(vQH+h), t)
+						case b == 2:
+							g.op("VORR %s, %s, %s", b16(vQH+h), b16(vQH+h), t)
+						default:
+							g.op("VUSHR $%d, %s, %s", b-2, b16(vQH+h), t)
+						}
+						g.op("VAND %s, %s, %s", b16(vHi), t, t)
+						g.op("VORR %s, %s, %s", t, q, q)
+					}
 				}
-				switch c {
-				case 0:
-					g.op("VSHL $4, %s, %s", (vQH + h).arr("B16"), t)
-				case 1:
-					g.op("VSHL $2, %s, %s", (vQH + h).arr("B16"), t)
-				case 2:
-					g.op("VORR %s, %s, %s", (vQH + h).arr("B16"), (vQH + h).arr("B16"), t)
-				case 3:
-					g.op("VUSHR $2, %s, %s", (vQH + h).arr("B16"), t)
-				}
-				g.op("VAND %s, %s, %s", v30.arr("B16"), t, t)
-				g.op("VORR %s, %s, %s", t, q, q)
 			}
-			g.op("VLD1.P 32(R6), %s", vY.list(2, "B16"))
+			g.op("VLD1.P 32(R8), %s", vY.list(2, "B16"))
 			cg := 4*half + c // chunk of the super-block: sub-blocks 2cg, 2cg+1
 			for h := range v(2) {
-				g.op("VEOR %s, %s, %s", (vDot + h).arr("B16"), (vDot + h).arr("B16"), (vDot + h).arr("B16"))
+				zero(vDot + h)
 				g.sdotVec(vDot+h, vQ+h, vY+h)
 				s := 2*cg + int(h)
 				g.mlaElem(vI+h, vDot+h, vSc+v(s/4), s%4)
 			}
 		}
 	}
-	// R1 is 128 bytes into the block: on to the next one. The float steps:
-	// d = d_y·f16(d_w), acc = fma(d, float(lane), acc).
-	g.op("MOVHU 80(R1), R6") // d_w at 208
+	// The float steps: d = d_y·f16(d_w), acc = fma(d, float(lane), acc).
+	g.op("MOVHU %d(R1), R6", map[string]int{"Q6_K": 208, "Q3_K": 108, "Q2_K": 80}[typ])
 	g.op("VMOV R6, %s.H[0]", vT)
 	g.fcvtl(vT+1, vT)
 	g.op("FMOVS (R4), F%d", int(vT+2))
@@ -315,14 +443,14 @@ func q6KGemv(f *file, consts map[string]string) {
 		g.scvtf(vI+h, vI+h)
 		g.op("VFMLA %s, %s, %s", (vT + 3).arr("S4"), (vI + h).arr("S4"), (vF + h).arr("S4"))
 	}
-	g.op("ADD $%d, R1", q6KBytes-128)
+	g.op("ADD $%d, R1", bb)
 	g.op("ADD $%d, R4", q8KBytes)
 	g.op("SUBS $1, R5, R5")
 	g.op("BNE %s", g.lbl("block"))
 
 	g.label("sum")
 	g.fadd(vF, vF, vF+1) // acc[k] + acc[k+4]
-	g.op("VEXT $8, %s, %s, %s", vF.arr("B16"), vF.arr("B16"), (vF + 1).arr("B16"))
+	g.op("VEXT $8, %s, %s, %s", b16(vF), b16(vF), b16(vF+1))
 	g.fadd(vF, vF, vF+1) // r0+r2, r1+r3
 	g.op("VMOV %s.S[1], %s.S[0]", vF, vF+1)
 	g.op("FADDS F%d, F%d, F%d", vF+1, vF, vF)

@@ -45,7 +45,9 @@ func generate() (asm, stubs []byte, err error) {
 	}
 	q4KGroup(f, consts, 1)
 	q4KGroup(f, consts, 4)
-	q6KGemv(f, consts)
+	for _, typ := range []string{"Q6_K", "Q3_K", "Q2_K"} {
+		kqSmallGemv(f, consts, typ)
+	}
 	kq45Gemv(f, consts, "Q4_K")
 	kq45Gemv(f, consts, "Q5_K")
 	mlx(f, consts)
