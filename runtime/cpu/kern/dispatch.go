@@ -40,6 +40,12 @@ type variant struct {
 	// adjacent ones gstride bytes apart (nil: the four-row kernel serves).
 	groupQ4_Kx8  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	groupQ4_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+	// Group kernels over eight interleaved Q6_K rows (see Packed).
+	groupQ6_K   func(nb int, w, a []byte, dst []float32)
+	groupQ6_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	// Two adjacent Q6_K groups against four activation rows (nil: the
+	// group kernels serve).
+	groupQ6_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 	// Q6_K, Q5_K, Q3_K and Q2_K against four activation rows (one weight
 	// row).
 	q6_Kx4, q5_Kx4, q3_Kx4, q2_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)

@@ -50,6 +50,8 @@ func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []floa
 		return v.gemvQ8_0, v.gemmQ8_0x4
 	case ir.Q4_K:
 		return v.groupQ4_K, v.groupQ4_Kx4
+	case ir.Q6_K:
+		return v.groupQ6_K, v.groupQ6_Kx4
 	case ir.MXFP4:
 		return v.gemvMXFP4, v.gemmMXFP4x4
 	}
@@ -93,8 +95,11 @@ func PackedBytes(wt ir.DType, n, k int) int {
 
 // groupBlockBytes is the bytes of one block of a group of eight rows.
 func groupBlockBytes(wt ir.DType) int {
-	if wt == ir.Q4_K {
+	switch wt {
+	case ir.Q4_K:
 		return q4KGroupBytes
+	case ir.Q6_K:
+		return q6KGroupBytes
 	}
 	return 8 * wt.BlockBytes() // packGroup: eight blocks' bytes, interleaved
 
@@ -134,6 +139,8 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 		p.gemm8, p.pair = v.gemmQ8_0x8, v.pairQ8_0
 	case ir.Q4_K:
 		p.gemm8, p.pair = v.groupQ4_Kx8, pairKernels{nil, v.groupQ4_Kx16}
+	case ir.Q6_K:
+		p.pair = pairKernels{v.groupQ6_Kx16, nil}
 	}
 	if n%8 != 0 {
 		// Only a partial group keeps the original bytes alive.
@@ -156,8 +163,12 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 			for gi := w * g / workers; gi < (w+1)*g/workers; gi++ {
 				dst := p.groups[gi*nb*gbb:][:nb*gbb]
 				src := data[gi*8*rb:][:8*rb]
-				if wt == ir.Q4_K {
+				switch wt {
+				case ir.Q4_K:
 					packGroupQ4K(dst, src, nb, rb)
+					continue
+				case ir.Q6_K:
+					packGroupQ6K(dst, src, nb, rb)
 					continue
 				}
 				packGroup(dst, src, nb, bb, sb, rb)
@@ -229,10 +240,46 @@ func packGroupQ4K(dst, src []byte, nb, rb int) {
 	}
 }
 
+// packedQ8K reports whether wt's group kernels read Q8_K activation rows
+// (the k-quants'), not PackedActBytes ones.
+func packedQ8K(wt ir.DType) bool { return wt == ir.Q4_K || wt == ir.Q6_K }
+
+// q6KGroupBytes is a packed Q6_K group's super-block (see
+// codegen/goasm/gen/kernvnni's kquants.go): f16 d[8], the int8 scales
+// [sub-block][row], then per half n of the super-block (768 bytes at
+// 144+768n) three runs of eight 32-byte vectors, each holding four bytes
+// per row in turn: ql[64n+4t…] (A, vector t), ql[64n+32+4t…] (B) and
+// qh[32n+4t…] (H). A vector t of each run meets the same four element
+// positions l = 4t…4t+3 of the half's four 32-element chunks.
+const q6KGroupBytes = 1680
+
+// packGroupQ6K interleaves eight Q6_K rows (rb bytes each, nb super-blocks)
+// into dst.
+func packGroupQ6K(dst, src []byte, nb, rb int) {
+	for b := 0; b < nb; b++ {
+		d := dst[b*q6KGroupBytes:][:q6KGroupBytes]
+		for r := 0; r < 8; r++ {
+			x := (*[210]byte)(src[r*rb+b*210:])
+			d[2*r], d[2*r+1] = x[208], x[209]
+			for s := 0; s < 16; s++ {
+				d[16+8*s+r] = x[192+s]
+			}
+			for n := 0; n < 2; n++ {
+				h := d[144+768*n:]
+				for t := 0; t < 8; t++ {
+					copy(h[32*t+4*r:][:4], x[64*n+4*t:])
+					copy(h[256+32*t+4*r:][:4], x[64*n+32+4*t:])
+					copy(h[512+32*t+4*r:][:4], x[128+32*n+4*t:])
+				}
+			}
+		}
+	}
+}
+
 // ActBytes is the byte length of one activation row of p's kernels:
-// PackedActBytes(k) for Q4_0 and Q8_0, a Q8_K row for Q4_K.
+// PackedActBytes(k) for Q4_0 and Q8_0, a Q8_K row for Q4_K and Q6_K.
 func (p *Packed) ActBytes() int {
-	if p.wt == ir.Q4_K {
+	if packedQ8K(p.wt) {
 		return ActBytes(p.wt, p.k)
 	}
 	return PackedActBytes(p.k)
@@ -240,7 +287,7 @@ func (p *Packed) ActBytes() int {
 
 // QuantizeActs encodes x (p's k floats) as p's kernels read it (ActBytes).
 func (p *Packed) QuantizeActs(ks Kernels, x []float32, dst []byte) {
-	if p.wt == ir.Q4_K {
+	if packedQ8K(p.wt) {
 		ks.QuantizeActs(ir.Q8_K, x, dst)
 		return
 	}

@@ -44,6 +44,44 @@ func emulateQ4KGroup(nb int, w, a []byte) (float32, float64) {
 	return acc, mag
 }
 
+// emulateQ6KGroup computes what the packed Q6_K group kernels compute for
+// one weight row (original layout) and one Q8_K activation row: per
+// super-block the exact isum = Σ sc·q·y − 32·Σ_s sc[s]·bs[s] (q the
+// unsigned codes), then acc = fma(d_y·d_w, isum, acc). It also returns
+// Σ|terms|.
+func emulateQ6KGroup(nb int, w, a []byte) (float32, float64) {
+	var acc float32
+	var mag float64
+	for i := 0; i < nb; i++ {
+		b := decodeKQ(ir.Q6_K, w[i*210:])
+		y := (*[292]byte)(a[i*292:])
+		var isum, abs int64
+		for e, q := range b.q {
+			isum += int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
+			p := int64(b.sc[e/16]) * int64(q-32) * int64(i8(y[4+e]))
+			abs += max(p, -p)
+		}
+		for s := 0; s < 16; s++ {
+			isum -= 32 * int64(b.sc[s]) * int64(bsum(y, s))
+		}
+		if isum != int64(int32(isum)) {
+			panic("sum overflows int32")
+		}
+		d := q8kD(y) * b.d
+		acc = fma32(d, float32(isum), acc)
+		mag += math.Abs(float64(d)) * float64(abs)
+	}
+	return acc, mag
+}
+
+// TestPackedQ6K checks the packed Q6_K group kernels as TestPackedQ4K does
+// the Q4_K ones, against emulateQ6KGroup.
+func TestPackedQ6K(t *testing.T) {
+	for _, v := range []string{"avx2", "avx512", "neon"} {
+		t.Run(v, func(t *testing.T) { testPackedKQuant(t, v, ir.Q6_K, emulateQ6KGroup) })
+	}
+}
+
 // TestPackedQ4K checks the packed Q4_K group kernels against the emulated
 // order bit for bit and against the generic Dot within 1e-5·Σ|terms|, with
 // and without a partial group, one to three groups (the two-group kernel
@@ -58,16 +96,20 @@ func TestPackedQ4K(t *testing.T) {
 }
 
 func testPackedQ4K(t *testing.T, variant string) {
+	testPackedKQuant(t, variant, ir.Q4_K, emulateQ4KGroup)
+}
+
+// testPackedKQuant is TestPackedQ4K for the k-quant wt, emulated by emu.
+func testPackedKQuant(t *testing.T, variant string, wt ir.DType, emu func(nb int, w, a []byte) (float32, float64)) {
 	useVariant(t, variant)
-	if !PackedSupported(ir.Q4_K) {
-		t.Skip("no Q4_K group kernels")
+	if !PackedSupported(wt) {
+		t.Skipf("no %s group kernels", wt)
 	}
-	wt := ir.Q4_K
 	for _, n := range []int{8, 13, 1, 16, 29} {
 		for _, k := range []int{256, 2048, 5632} {
 			t.Run(fmt.Sprintf("%dx%d", n, k), func(t *testing.T) {
 				nb := k / 256
-				rb := nb * 144
+				rb := nb * wt.BlockBytes()
 				data := make([]byte, n*rb)
 				for i := 0; i < n; i++ {
 					w, _ := makeWeights(t, wt, k, uint64(1000*n+i))
@@ -84,7 +126,7 @@ func testPackedQ4K(t *testing.T, variant string) {
 						p.QuantizeActs(Current(), randRow(k, []float64{1, 0.02, 25}[r%3], uint64(r+7*R)), a[r*stride:])
 					}
 					checkPackedDots(t, p, data, a, stride, R, func(w, act []byte) (float32, float64) {
-						return emulateQ4KGroup(nb, w, act)
+						return emu(nb, w, act)
 					})
 					if n >= 16 && k == 2048 {
 						checkDotsRanges(t, p, a, stride, R)

@@ -138,38 +138,59 @@ func TestPackNilWithoutKernels(t *testing.T) {
 // BenchmarkPackedQ4_0: weight GB/s of the group kernels against Dot, one
 // activation row (decode) and 32 (prefill, counted per activation row).
 func BenchmarkPacked(b *testing.B) {
-	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
-		b.Run(wt.String(), func(b *testing.B) { benchPacked(b, wt) })
+	for _, c := range []struct {
+		wt      ir.DType
+		variant string
+	}{{ir.Q4_0, "avx2"}, {ir.Q8_0, "avx2"}, {ir.Q6_K, "avx512"}} {
+		b.Run(c.wt.String(), func(b *testing.B) { benchPacked(b, c.wt, c.variant) })
 	}
 }
 
-func benchPacked(b *testing.B, wt ir.DType) {
+// benchPacked compares the group kernels of wt (Packed.Dots) with DotRows
+// over the original rows, in variant, at one and 32 activation rows (decode
+// and prefill), in weight bytes per second times the rows.
+func benchPacked(b *testing.B, wt ir.DType, variant string) {
 	const n, k = 256, 2048
-	rb := k / 32 * wt.BlockBytes()
+	rb := k / wt.BlockSize() * wt.BlockBytes()
 	data := make([]byte, n*rb)
 	for i := 0; i < n; i++ {
 		w, _ := makeWeights(b, wt, k, uint64(i))
 		copy(data[i*rb:], w)
 	}
 	for _, R := range []int{1, 32} {
-		a := make([]byte, R*PackedActBytes(k))
+		// The packed and the original rows read the same activation
+		// format, except Q4_0 and Q8_0 (PackedActBytes for the groups).
+		ab, pab := ActBytes(wt, k), ActBytes(wt, k)
+		if !packedQ8K(wt) {
+			pab = PackedActBytes(k)
+		}
+		a, pa := make([]byte, R*ab), make([]byte, R*pab)
 		for r := 0; r < R; r++ {
-			QuantizePackedActs(randRow(k, 1, uint64(r)), a[r*PackedActBytes(k):])
+			x := randRow(k, 1, uint64(r))
+			QuantizeActs(ActType(wt), x, a[r*ab:])
+			if packedQ8K(wt) {
+				copy(pa[r*pab:], a[r*ab:][:ab])
+			} else {
+				QuantizePackedActs(x, pa[r*pab:])
+			}
 		}
 		dst := make([]float32, R*n)
 		b.Run(fmt.Sprintf("packed/R=%d", R), func(b *testing.B) {
-			useVariant(b, "avx2")
+			useVariant(b, variant)
 			p := Pack(wt, n, k, data)
+			if p == nil {
+				b.Skipf("no %s group kernels in %s", wt, variant)
+			}
 			for b.Loop() {
-				p.Dots(0, n, a, PackedActBytes(k), R, dst, n)
+				p.Dots(0, n, pa, pab, R, dst, n)
 			}
 			b.ReportMetric(float64(len(data))*float64(R)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 		})
 		b.Run(fmt.Sprintf("dot/R=%d", R), func(b *testing.B) {
-			useVariant(b, "avx2")
+			useVariant(b, variant)
 			for b.Loop() {
 				for j := 0; j < n; j++ {
-					DotRows(wt, k, data[j*rb:][:rb], a, PackedActBytes(k), dst[:R])
+					DotRows(wt, k, data[j*rb:][:rb], a, ab, dst[:R])
 				}
 			}
 			b.ReportMetric(float64(len(data))*float64(R)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")

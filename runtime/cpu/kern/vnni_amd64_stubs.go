@@ -142,3 +142,24 @@ func gemmQ4_Kx8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //
 //go:noescape
 func gemmQ4_Kx16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
+// gemvQ6_Kx8VNNI multiplies a packed group of eight Q6_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemvQ6_Kx8VNNI(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ6_Kx8x4VNNI multiplies a packed group of eight Q6_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemmQ6_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ6_Kx16x4VNNI multiplies two packed groups of eight Q6_K rows (w and w[gstride:]) by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemmQ6_Kx16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)

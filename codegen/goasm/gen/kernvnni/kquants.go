@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -34,6 +36,9 @@ var kq512 struct {
 	// For the 16-row group kernel: 64 zero bytes, and shufSc and shufMn
 	// twice (one copy per 256-bit half).
 	zero64, shufSc64, shufMn64 Mem
+	// pairQ6: 16 bytes interleaving two runs of eight (0, 8, 1, 9, …);
+	// pairQ6x2 the same twice (one per 128-bit lane).
+	pairQ6, pairQ6x2 Mem
 }
 
 // quadwords defines a read-only table of n quadwords q(i).
@@ -100,6 +105,20 @@ func kquantConsts(c *build.Context) {
 	kq512.ones16 = ymmConst(c, "kq512Ones16", func(int) uint32 { return 0x00010001 })
 	kq512.shufMn = ymmConst(c, "kq512ShufMn", func(r int) uint32 { return uint32(r) | 0x80<<8 | uint32(r)<<16 | 0x80<<24 })
 	kq512.zero64 = zConst(c, "kq512Zero64", func(int) uint64 { return 0 })
+	kq512.pairQ6 = quadwords(c, "kq512PairQ6", 2, func(i int) uint64 {
+		var q uint64
+		for b := 0; b < 8; b++ {
+			q |= uint64(4*i+b/2+8*(b%2)) << (8 * b)
+		}
+		return q
+	})
+	kq512.pairQ6x2 = quadwords(c, "kq512PairQ6x2", 4, func(i int) uint64 {
+		var q uint64
+		for b := 0; b < 8; b++ {
+			q |= uint64(4*(i%2)+b/2+8*(b%2)) << (8 * b)
+		}
+		return q
+	})
 	kq512.shufSc64 = zConst(c, "kq512ShufSc64", func(i int) uint64 { r := uint64(2 * (i % 4)); return r | 0x80808000 | (r+1)<<32 | 0x80808000<<32 })
 	kq512.shufMn64 = zConst(c, "kq512ShufMn64", func(i int) uint64 {
 		r := uint64(2 * (i % 4))
@@ -751,4 +770,196 @@ func zeroReg(c *build.Context, v reg.VecVirtual) {
 		Outputs:  []Op{v},
 		ISA:      []string{"AVX512F"},
 	})
+}
+
+// Q6_K group kernels (kern's Packed, eight Q6_K rows interleaved at load).
+// A group's super-block (1680 bytes) is
+//
+//	f16 d[8] at 0, int8 sc[16][8] at 16 (sub-block s, row r at 8s+r),
+//	per half n at 144+768n three runs of eight 32-byte vectors t whose
+//	bytes 4r..4r+3 are row r's ql[64n+4t…] (A, at +32t), ql[64n+32+4t…]
+//	(B, at +256+32t) and qh[32n+4t…] (H, at +512+32t).
+//
+// Vector t of each run holds element positions l = 4t..4t+3 of the half's
+// four 32-element chunks: chunk 0 is A's low nibbles with H's bits 0-1 as
+// bits 4-5, chunk 1 B's low nibbles with bits 2-3, chunk 2 A's high
+// nibbles with bits 4-5, chunk 3 B's high nibbles with bits 6-7 (ggml's
+// order). The codes are unsigned (0..63), so vpdpbusd takes them against
+// the activation bytes broadcast to every row's lane; the −32 of the
+// weights is −32·Σ_s sc[s]·bs[s], one vpdpwssd per pair of sub-blocks with
+// the rows' two scales as the words of each lane. Per row and super-block
+//
+//	isum = Σ sc[s]·Σ code·y − 32·Σ sc[s]·bs[s]   (exact int32)
+//	acc = fma(d_y·d_w, float(isum), acc)
+//
+// in one chain per row (kern's emulateQ6KGroup).
+
+// q6KGroup emits gemvQ6_Kx8VNNI (rows 1) or gemmQ6_Kx8x<rows>VNNI: the
+// group's eight weight rows against rows activation rows (Q8_K, stride
+// bytes apart), dst[r*ld + j] for weight row j; with groups 2,
+// gemmQ6_Kx16x<rows>VNNI: two adjacent groups (the second gstride bytes
+// after the first) in the two 256-bit halves of ZMM registers, weight row j
+// of the pair in lane j, dst[r*ld + j] for j < 16. Every lane's steps are
+// the same, so the pair kernel gives the group kernels' bits.
+func q6KGroup(c *build.Context, rows, groups int) {
+	name := "gemvQ6_Kx8VNNI"
+	sig := "func(nb int, w, a []byte, dst []float32)"
+	what := "a packed group of eight Q6_K rows"
+	switch {
+	case groups == 2:
+		name = fmt.Sprintf("gemmQ6_Kx16x%dVNNI", rows)
+		sig = "func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)"
+		what = "two packed groups of eight Q6_K rows (w and w[gstride:])"
+	case rows > 1:
+		name = fmt.Sprintf("gemmQ6_Kx8x%dVNNI", rows)
+		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
+	}
+	avoutil.Function(c, name, sig,
+		fmt.Sprintf("%s multiplies %s by %d Q8_K", name, what, rows),
+		"activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs",
+		"AVX-512 F, BW, DQ, VL and VNNI.")
+	lbl := func(s string) string { return name + "_" + s }
+	vec := func() reg.VecVirtual {
+		if groups == 2 {
+			return c.ZMM()
+		}
+		return c.YMM()
+	}
+	zeros := func(n int) []reg.VecVirtual {
+		z := make([]reg.VecVirtual, n)
+		for i := range z {
+			z[i] = vec()
+			zeroReg(c, z[i])
+		}
+		return z
+	}
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	var gs reg.Register
+	if groups == 2 {
+		gs = c.Load(c.Param("gstride"), c.GP64())
+	}
+	second := func(disp int) Mem { return Mem{Base: x, Index: gs, Scale: 1, Disp: disp} }
+	// load fills v with the 32 bytes at x+disp (and the second group's in
+	// the high half).
+	load := func(disp int, v reg.VecVirtual) {
+		if groups == 1 {
+			c.VMOVDQU32(Mem{Base: x, Disp: disp}, v)
+			return
+		}
+		c.VBROADCASTI64X4(Mem{Base: x, Disp: disp}, v)
+		c.VINSERTI64X4(Imm(1), second(disp), v, v)
+	}
+	y := avoutil.RowPointers(c, rows)
+	acc := zeros(rows)
+	nib, m30 := vec(), vec()
+	c.VMOVDQU32(kq512.nib, nib)
+	c.VMOVDQU32(kq512.m30, m30)
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	// isum = −32·Σ_j (sc[2j]·bs[2j] + sc[2j+1]·bs[2j+1]).
+	isum := zeros(rows)
+	for j := 0; j < 8; j++ {
+		w := vec()
+		if groups == 1 {
+			p := c.XMM()
+			c.VMOVDQU32(Mem{Base: x, Disp: 16 + 16*j}, p)
+			c.VPSHUFB(kq512.pairQ6, p, p)
+			c.VPMOVSXBW(p, w) // lane r: the words sc[2j][r], sc[2j+1][r]
+		} else {
+			p := c.YMM()
+			c.VBROADCASTI32X4(Mem{Base: x, Disp: 16 + 16*j}, p)
+			c.VINSERTI32X4(Imm(1), second(16+16*j), p, p)
+			c.VPSHUFB(kq512.pairQ6x2, p, p)
+			c.VPMOVSXBW(p, w)
+		}
+		for r := range rows {
+			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*j}, w, isum[r])
+		}
+	}
+	z := zeros(1)[0]
+	for r := range rows {
+		c.VPSLLD(Imm(5), isum[r], isum[r])
+		c.VPSUBD(isum[r], z, isum[r])
+	}
+	for n := 0; n < 2; n++ {
+		base := 144 + 768*n
+		for tr := 0; tr < 2; tr++ { // element positions 0..15, then 16..31
+			sums := make([][4]reg.VecVirtual, rows)
+			for r := range rows {
+				copy(sums[r][:], zeros(4))
+			}
+			for t := 4 * tr; t < 4*tr+4; t++ {
+				h := vec()
+				load(base+512+32*t, h)
+				for run, chunks := range [2][2]int{{0, 2}, {1, 3}} {
+					q := vec()
+					load(base+256*run+32*t, q)
+					for _, ch := range chunks {
+						code, hb := vec(), vec()
+						if ch < 2 {
+							c.VPANDD(nib, q, code)
+						} else {
+							c.VPSRLW(Imm(4), q, code)
+							c.VPANDD(nib, code, code)
+						}
+						switch ch { // qh bits 2ch, 2ch+1 to bits 4, 5
+						case 0:
+							c.VPSLLW(Imm(4), h, hb)
+							c.VPANDD(m30, hb, hb)
+						case 1:
+							c.VPSLLW(Imm(2), h, hb)
+							c.VPANDD(m30, hb, hb)
+						case 2:
+							c.VPANDD(m30, h, hb)
+						case 3:
+							c.VPSRLW(Imm(2), h, hb)
+							c.VPANDD(m30, hb, hb)
+						}
+						c.VPORD(hb, code, code)
+						for r := range rows {
+							vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, code, sums[r][ch])
+						}
+					}
+				}
+			}
+			for ch := range 4 {
+				sc := vec()
+				disp := 16 + 8*(8*n+2*ch+tr)
+				if groups == 1 {
+					c.VPMOVSXBD(Mem{Base: x, Disp: disp}, sc)
+				} else {
+					b := c.XMM()
+					c.VMOVQ(Mem{Base: x, Disp: disp}, b)
+					c.VPINSRQ(Imm(1), second(disp), b, b)
+					c.VPMOVSXBD(b, sc)
+				}
+				for r := range rows {
+					c.VPMULLD(sc, sums[r][ch], sums[r][ch])
+					c.VPADDD(sums[r][ch], isum[r], isum[r])
+				}
+			}
+		}
+	}
+	dw := vec()
+	if groups == 1 {
+		c.VCVTPH2PS(Mem{Base: x}, dw)
+	} else {
+		h := c.YMM()
+		c.VBROADCASTI32X4(Mem{Base: x}, h)
+		c.VINSERTI32X4(Imm(1), second(0), h, h)
+		c.VCVTPH2PS(h, dw)
+	}
+	for r := range rows {
+		dy, d := vec(), vec()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
+		c.VMULPS(dw, dy, d)
+		c.VCVTDQ2PS(isum[r], isum[r])
+		c.VFMADD231PS(isum[r], d, acc[r])
+	}
+	avoutil.NextKQBlock(c, x, 1680, y, nb, lbl("block"), lbl("done"))
+	avoutil.StoreGroupRows(c, acc)
+	c.VZEROUPPER()
+	c.RET()
 }

@@ -73,6 +73,9 @@ func run(dir string) error {
 	q4KGroup(c, 4, mask)
 	q4KGroupWide(c, 1)
 	q4KGroupWide(c, 2)
+	q6KGroup(c, 1, 1)
+	q6KGroup(c, 4, 1)
+	q6KGroup(c, 4, 2)
 	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 
