@@ -105,8 +105,8 @@ func TestFrame(t *testing.T) {
 	}
 }
 
-// TestGenerate: the generator is deterministic and emits the four kernels,
-// each SDOT as a WORD, each stub with //go:noescape.
+// TestGenerate: the generator is deterministic and emits the group and
+// k-quant kernels, each SDOT as a WORD, each stub with //go:noescape.
 func TestGenerate(t *testing.T) {
 	asm1, stubs1, err := generate()
 	if err != nil {
@@ -119,7 +119,8 @@ func TestGenerate(t *testing.T) {
 	if string(asm1) != string(asm2) || string(stubs1) != string(stubs2) {
 		t.Fatal("output differs between runs")
 	}
-	for _, k := range []string{"gemvQ4_0x8NEON", "gemmQ4_0x8x4NEON", "gemvQ8_0x8NEON", "gemmQ8_0x8x4NEON"} {
+	for _, k := range []string{"gemvQ4_0x8NEON", "gemmQ4_0x8x4NEON", "gemvQ8_0x8NEON", "gemmQ8_0x8x4NEON",
+		"gemvQ4_Kx8NEON", "gemmQ4_Kx8x4NEON", "gemvQ2_KNEON", "gemvQ3_KNEON", "gemvQ4_KNEON", "gemvQ5_KNEON", "gemvQ6_KNEON"} {
 		if !strings.Contains(string(asm1), "TEXT ·"+k+"(SB), NOSPLIT|NOFRAME") {
 			t.Errorf("no TEXT for %s", k)
 		}
@@ -128,8 +129,11 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	// Q4_0: 4 vectors × 2 nibble halves × 2 register halves × rows; Q8_0:
-	// 8 vectors × 2 halves × rows; rows = 1 + 4.
-	if n := strings.Count(string(asm1), "// sdot "); n != 16*5+16*5 {
-		t.Errorf("%d sdot, want %d", n, 160)
+	// 8 vectors × 2 halves × rows; packed Q4_K: 4 groups × 8 vectors × 2
+	// nibble halves × 2 register halves × rows; rows = 1 + 4. The five
+	// k-quant row kernels: 8 chunks × 2 halves.
+	want := 16*5 + 16*5 + 128*5 + 5*16
+	if n := strings.Count(string(asm1), "// sdot "); n != want {
+		t.Errorf("%d sdot, want %d", n, want)
 	}
 }
