@@ -195,12 +195,13 @@ func (g *fn) sdotVec(vd, vn, vm v) {
 	g.word(sdot4S(int(vd), int(vn), int(vm)), "sdot v%d.4s, v%d.16b, v%d.16b", vd, vn, vm)
 }
 
-// sxtl sign-extends the low (hi: high) half of vn's bytes to halves, or
-// (word) of its halves to words.
-func (g *fn) sxtl(vd, vn v, word, hi bool) {
-	m, from, to := "sxtl", "8b", "8h"
+// xtl sign- (signed) or zero-extends the low (hi: high) half of vn's
+// bytes to halves, or (word) of its halves to words: SXTL/SXTL2 as WORDs,
+// UXTL/UXTL2 in Go's syntax.
+func (g *fn) xtl(signed bool, vd, vn v, word, hi bool) {
+	from, to := "8b", "8h"
 	if hi {
-		m, from = "sxtl2", "16b"
+		from = "16b"
 	}
 	if word {
 		from, to = "4h", "4s"
@@ -208,7 +209,27 @@ func (g *fn) sxtl(vd, vn v, word, hi bool) {
 			from = "8h"
 		}
 	}
+	if !signed {
+		m := map[bool]string{false: "VUXTL", true: "VUXTL2"}[hi]
+		goArr := func(a string) string { // "16b" → "B16"
+			return strings.ToUpper(a[len(a)-1:]) + a[:len(a)-1]
+		}
+		g.op("%s %s, %s", m, vn.arr(goArr(from)), vd.arr(goArr(to)))
+		return
+	}
+	m := map[bool]string{false: "sxtl", true: "sxtl2"}[hi]
 	g.word(sxtl(int(vd), int(vn), word, hi), m+" v%d.%s, v%d.%s", vd, to, vn, from)
+}
+
+// widen extends 16 bytes of src to four registers of int32 from dst
+// (signed or not), through tmp and tmp+1.
+func (g *fn) widen(src, dst, tmp v, signed bool) {
+	g.xtl(signed, tmp, src, false, false)
+	g.xtl(signed, tmp+1, src, false, true)
+	g.xtl(signed, dst, tmp, true, false)
+	g.xtl(signed, dst+1, tmp, true, true)
+	g.xtl(signed, dst+2, tmp+1, true, false)
+	g.xtl(signed, dst+3, tmp+1, true, true)
 }
 
 // asm returns neon_arm64.s.

@@ -192,6 +192,12 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 	g.op("BNE %s", g.lbl("block"))
 
 	g.label("done")
+	storeGroupRows(g, rows)
+}
+
+// storeGroupRows ends a group kernel: the eight float lanes of each
+// activation row r (V(2r), V(2r+1)) to dst[r*ld:], and returns.
+func storeGroupRows(g *fn, rows int) {
 	g.op("MOVD %s, R%d", g.arg("dst_base"), rDst)
 	if rows > 1 {
 		g.op("MOVD %s, R%d", g.arg("ld"), rLd)
@@ -201,7 +207,7 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 		if r > 0 {
 			g.op("ADD R%d, R%d, R%d", rLd, rDst, rDst)
 		}
-		g.op("VST1 %s, (R%d)", acc(r, 0).list(2, "S4"), rDst)
+		g.op("VST1 %s, (R%d)", (vAcc+v(2*r)).list(2, "S4"), rDst)
 	}
 	g.end()
 }

@@ -116,9 +116,9 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 			}
 			for i := range 2 { // sub-block 2g+i: isum += sc[2g+i]·dot
 				g.op("VLD1.P 8(R%d), [%s]", kqScale, vKSc.arr("B8"))
-				g.op("VUXTL %s, %s", vKSc.arr("B8"), vKSc.arr("H8"))
-				g.op("VUXTL %s, %s", vKSc.arr("H4"), vKScLo.arr("S4"))
-				g.op("VUXTL2 %s, %s", vKSc.arr("H8"), vKScHi.arr("S4"))
+				g.xtl(false, vKSc, vKSc, false, false)
+				g.xtl(false, vKScLo, vKSc, true, false)
+				g.xtl(false, vKScHi, vKSc, true, true)
 				g.mla(vKISum, vKDot+v(2*i), vKScLo)
 				g.mla(vKISum+1, vKDot+v(2*i)+1, vKScHi)
 			}
@@ -131,9 +131,9 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 		g.saddlp(vKAct+3, vKAct+1)
 		for s := 0; s < 8; s++ {
 			g.op("VLD1.P 8(R%d), [%s]", kqScale, vKSc.arr("B8"))
-			g.op("VUXTL %s, %s", vKSc.arr("B8"), vKSc.arr("H8"))
-			g.op("VUXTL %s, %s", vKSc.arr("H4"), vKScLo.arr("S4"))
-			g.op("VUXTL2 %s, %s", vKSc.arr("H8"), vKScHi.arr("S4"))
+			g.xtl(false, vKSc, vKSc, false, false)
+			g.xtl(false, vKScLo, vKSc, true, false)
+			g.xtl(false, vKScHi, vKSc, true, true)
 			g.mlaElem(vKMSum, vKScLo, vKAct+2+v(s/4), s%4)
 			g.mlaElem(vKMSum+1, vKScHi, vKAct+2+v(s/4), s%4)
 		}
@@ -162,18 +162,7 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 	g.op("BNE %s", g.lbl("block"))
 
 	g.label("done")
-	g.op("MOVD %s, R%d", g.arg("dst_base"), rDst)
-	if rows > 1 {
-		g.op("MOVD %s, R%d", g.arg("ld"), rLd)
-		g.op("LSL $2, R%d, R%d", rLd, rLd) // bytes
-	}
-	for r := range rows {
-		if r > 0 {
-			g.op("ADD R%d, R%d, R%d", rLd, rDst, rDst)
-		}
-		g.op("VST1 %s, (R%d)", acc(r, 0).list(2, "S4"), rDst)
-	}
-	g.end()
+	storeGroupRows(g, rows)
 }
 
 // Q6_K, Q3_K and Q2_K row kernels: rows consecutive weight rows against
@@ -207,14 +196,7 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 // zero, V29 0x30 (Q6_K) or 0x04 bytes, V30 0x0f or 0x03 bytes.
 func kqSmallGemv(f *file, consts map[string]string, typ string) {
 	bb := map[string]int{"Q6_K": 210, "Q3_K": 110, "Q2_K": 84}[typ]
-	name := "gemv" + typ + "NEON"
-	args := []param{{"rows", "int"}, {"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
-	doc := []string{
-		name + " sets dst[j] to the dot of " + typ + " row j (rows rows of nb super-blocks,",
-		"one after another in w) with one Q8_K activation row, bit for bit as",
-		"gemv" + typ + "AVX2. It needs AdvSIMD and the dot product extension (SDOT).",
-	}
-	g := f.function(name, doc, args, nil)
+	g := rowKernel(f, typ)
 	const (
 		vF, vI, vQL, vQH  v = 0, 2, 4, 8
 		vQ, vY, vDot, vSc v = 10, 12, 14, 16
@@ -223,11 +205,6 @@ func kqSmallGemv(f *file, consts map[string]string, typ string) {
 	)
 	b16 := func(r v) string { return r.arr("B16") }
 	zero := func(r v) { g.op("VEOR %s, %s, %s", b16(r), b16(r), b16(r)) }
-	g.op("MOVD %s, R2", g.arg("rows"))
-	g.op("MOVD %s, R0", g.arg("nb"))
-	g.op("MOVD %s, R1", g.arg("w_base"))
-	g.op("MOVD %s, R3", g.arg("a_base"))
-	g.op("MOVD %s, R13", g.arg("dst_base"))
 	g.op("MOVD $%s, R6", consts["nibbleMask"])
 	g.op("VLD1 (R6), [%s]", b16(vLo))
 	g.op("VUSHR $3, %s, %s", b16(vLo), b16(vHi)) // 0x01
@@ -253,36 +230,11 @@ func kqSmallGemv(f *file, consts map[string]string, typ string) {
 	g.label("block")
 	// The sixteen scales as int32 in V16..V19 (Q2_K: its minima in
 	// V20..V23).
-	widen := func(src, dst v, signed bool) { // 16 bytes of src to 4 int32 registers from dst
-		ext := func(d, n v, word, hi bool) {
-			if signed {
-				g.sxtl(d, n, word, hi)
-				return
-			}
-			m, from, to := "VUXTL", "B8", "H8"
-			if hi {
-				m, from = "VUXTL2", "B16"
-			}
-			if word {
-				from, to = "H4", "S4"
-				if hi {
-					from = "H8"
-				}
-			}
-			g.op("%s %s, %s", m, n.arr(from), d.arr(to))
-		}
-		ext(vDot, src, false, false)
-		ext(vDot+1, src, false, true)
-		ext(dst, vDot, true, false)
-		ext(dst+1, vDot, true, true)
-		ext(dst+2, vDot+1, true, false)
-		ext(dst+3, vDot+1, true, true)
-	}
 	switch typ {
 	case "Q6_K":
 		g.op("ADD $192, R1, R6")
 		g.op("VLD1 (R6), [%s]", b16(vT))
-		widen(vT, vSc, true)
+		g.widen(vT, vSc, vDot, true)
 	case "Q3_K":
 		// q3Scales: a0, a1 the low bytes, t the high bit pairs; then −32.
 		g.op("MOVWU 96(R1), R6")
@@ -308,7 +260,7 @@ func kqSmallGemv(f *file, consts map[string]string, typ string) {
 			g.op("ORRW R10, R9, R9")
 			g.op("VMOV R9, %s.S[%d]", vT, j)
 		}
-		widen(vT, vSc, false)
+		g.widen(vT, vSc, vDot, false)
 		g.op("MOVW $32, R6")
 		g.op("VDUP R6, %s", vBs.arr("S4"))
 		for i := range v(4) {
@@ -320,17 +272,17 @@ func kqSmallGemv(f *file, consts map[string]string, typ string) {
 		g.op("VORR %s, %s, %s", b16(vLo), b16(vQL+2), b16(vQL+2)) // 0x0f
 		g.op("VAND %s, %s, %s", b16(vQL+2), b16(vQL), b16(vQL+1))
 		g.op("VUSHR $4, %s, %s", b16(vQL), b16(vQL+3)) // minima
-		widen(vQL+1, vSc, false)
-		widen(vQL+3, vT, false)
+		g.widen(vQL+1, vSc, vDot, false)
+		g.widen(vQL+3, vT, vDot, false)
 	}
 	// The block sums (int16 at 260) as int32, times the scales (Q2_K: the
 	// minima), pairs added: the lanes' corrections (minima sums).
 	g.op("ADD $260, R4, R6")
 	g.op("VLD1 (R6), %s", vQ.list(2, "B16"))
-	g.sxtl(vBs, vQ, true, false)
-	g.sxtl(vBs+1, vQ, true, true)
-	g.sxtl(vBs+2, vQ+1, true, false)
-	g.sxtl(vBs+3, vQ+1, true, true)
+	g.xtl(true, vBs, vQ, true, false)
+	g.xtl(true, vBs+1, vQ, true, true)
+	g.xtl(true, vBs+2, vQ+1, true, false)
+	g.xtl(true, vBs+3, vQ+1, true, true)
 	by := vSc
 	if typ == "Q2_K" {
 		by = vT
@@ -449,18 +401,7 @@ func kqSmallGemv(f *file, consts map[string]string, typ string) {
 	g.op("BNE %s", g.lbl("block"))
 
 	g.label("sum")
-	g.fadd(vF, vF, vF+1) // acc[k] + acc[k+4]
-	g.op("VEXT $8, %s, %s, %s", b16(vF), b16(vF), b16(vF+1))
-	g.fadd(vF, vF, vF+1) // r0+r2, r1+r3
-	g.op("VMOV %s.S[1], %s.S[0]", vF, vF+1)
-	g.op("FADDS F%d, F%d, F%d", vF+1, vF, vF)
-	g.op("FMOVS F%d, (R13)", vF)
-	g.op("ADD $4, R13")
-	g.op("SUBS $1, R2, R2")
-	g.op("BNE %s", g.lbl("row"))
-
-	g.label("done")
-	g.end()
+	rowSum(g, vF, vF+1)
 }
 
 // Q4_K and Q5_K row kernels: rows consecutive weight rows (144 or 176 bytes
@@ -491,25 +432,13 @@ func kq45Gemv(f *file, consts map[string]string, typ string) {
 	if typ == "Q5_K" {
 		bb, qsAt = 176, 48
 	}
-	name := "gemv" + typ + "NEON"
-	args := []param{{"rows", "int"}, {"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
-	doc := []string{
-		name + " sets dst[j] to the dot of " + typ + " row j (rows rows of nb super-blocks,",
-		"one after another in w) with one Q8_K activation row, bit for bit as",
-		"gemv" + typ + "AVX2. It needs AdvSIMD and the dot product extension (SDOT).",
-	}
-	g := f.function(name, doc, args, nil)
+	g := rowKernel(f, typ)
 	const (
 		vF, vM, vI, vQH   v = 0, 2, 3, 5
 		vQS, vQ, vY, vDot v = 7, 9, 11, 13
 		vSc, vMn, vT      v = 15, 17, 19
 		vZero, v10, v0F   v = 28, 29, 30
 	)
-	g.op("MOVD %s, R2", g.arg("rows"))
-	g.op("MOVD %s, R0", g.arg("nb"))
-	g.op("MOVD %s, R1", g.arg("w_base"))
-	g.op("MOVD %s, R3", g.arg("a_base"))
-	g.op("MOVD %s, R13", g.arg("dst_base"))
 	g.op("MOVD $%s, R6", consts["nibbleMask"])
 	g.op("VLD1 (R6), [%s]", v0F.arr("B16"))
 	g.op("VUSHR $3, %s, %s", v0F.arr("B16"), v10.arr("B16")) // 0x01
@@ -549,9 +478,9 @@ func kq45Gemv(f *file, consts map[string]string, typ string) {
 	g.op("VMOV R9, %s.S[1]", vT+1)
 	for i, dst := range []v{vSc, vMn} {
 		t := vT + v(i)
-		g.op("VUXTL %s, %s", t.arr("B8"), t.arr("H8"))
-		g.op("VUXTL %s, %s", t.arr("H4"), dst.arr("S4"))
-		g.op("VUXTL2 %s, %s", t.arr("H8"), (dst + 1).arr("S4"))
+		g.xtl(false, t, t, false, false)
+		g.xtl(false, dst, t, true, false)
+		g.xtl(false, dst+1, t, true, true)
 	}
 	// The minima's integer sums: mn[s]·(bs[2s] + bs[2s+1]), pairs added.
 	g.op("ADD $260, R4, R6")
@@ -625,15 +554,46 @@ func kq45Gemv(f *file, consts map[string]string, typ string) {
 	g.op("BNE %s", g.lbl("block"))
 
 	g.label("sum")
-	g.fadd(vF, vF, vF+1) // acc[k] + acc[k+4]
-	for _, r := range []v{vF, vM} {
-		g.op("VEXT $8, %s, %s, %s", r.arr("B16"), r.arr("B16"), vT.arr("B16"))
-		g.fadd(r, r, vT) // lanes 0+2, 1+3
-		g.op("VMOV %s.S[1], %s.S[0]", r, vT)
-		g.op("FADDS F%d, F%d, F%d", vT, r, r)
+	rowSum(g, vF, vT, vM)
+}
+
+// rowKernel starts the k-quant row kernel of typ (gemv<typ>NEON: rows
+// consecutive weight rows against one Q8_K row) and loads its arguments:
+// R2 rows, R0 super-blocks per row, R1 w, R3 a, R13 dst.
+func rowKernel(f *file, typ string) *fn {
+	name := "gemv" + typ + "NEON"
+	args := []param{{"rows", "int"}, {"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
+	doc := []string{
+		name + " sets dst[j] to the dot of " + typ + " row j (rows rows of nb super-blocks,",
+		"one after another in w) with one Q8_K activation row, bit for bit as",
+		"gemv" + typ + "AVX2. It needs AdvSIMD and the dot product extension (SDOT).",
 	}
-	g.op("FADDS F%d, F%d, F%d", vM, vF, vF)
-	g.op("FMOVS F%d, (R13)", vF)
+	g := f.function(name, doc, args, nil)
+	g.op("MOVD %s, R2", g.arg("rows"))
+	g.op("MOVD %s, R0", g.arg("nb"))
+	g.op("MOVD %s, R1", g.arg("w_base"))
+	g.op("MOVD %s, R3", g.arg("a_base"))
+	g.op("MOVD %s, R13", g.arg("dst_base"))
+	return g
+}
+
+// rowSum ends a row kernel's row and the kernel: ggml's hsum of the eight
+// float lanes in acc, acc+1 ((r0+r2) + (r1+r3) of r[k] = acc[k]+acc[k+4]),
+// plus, for each register in minima, the same sum of its four lanes, into
+// dst (R13, then on to the next row while R2 rows are left). tmp is a
+// scratch register.
+func rowSum(g *fn, acc, tmp v, minima ...v) {
+	g.fadd(acc, acc, acc+1) // acc[k] + acc[k+4]
+	for _, r := range append([]v{acc}, minima...) {
+		g.op("VEXT $8, %s, %s, %s", r.arr("B16"), r.arr("B16"), tmp.arr("B16"))
+		g.fadd(r, r, tmp) // lanes 0+2, 1+3
+		g.op("VMOV %s.S[1], %s.S[0]", r, tmp)
+		g.op("FADDS F%d, F%d, F%d", tmp, r, r)
+	}
+	for _, m := range minima {
+		g.op("FADDS F%d, F%d, F%d", m, acc, acc)
+	}
+	g.op("FMOVS F%d, (R13)", acc)
 	g.op("ADD $4, R13")
 	g.op("SUBS $1, R2, R2")
 	g.op("BNE %s", g.lbl("row"))
