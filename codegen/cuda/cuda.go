@@ -121,9 +121,9 @@ var q8Dots = map[ir.DType]bool{ir.Q4_0: true, ir.Q8_0: true}
 // steps (prefill steps take the tiled kernels, which multiply float
 // activations). A product with no tiled kernel (the logits of the rows
 // asked for) keeps its matrix-vector kernel, and rounds, at every T; the
-// emulation cases have none at T > 1. So does a product whose result goes
-// to the scratch (Qwen3's q and k head norms): it keeps the float path, and
-// the emulation cases have none with a q8Dots weight.
+// emulation cases have none at T > 1. A product whose result goes to the
+// scratch (Qwen3's q and k head norms) keeps the float path and does not
+// round (planQ8); the emulation cases have none with a q8Dots weight.
 func RoundsActivations(dt ir.DType, T int) bool { return q8Dots[dt] && T == 1 }
 
 // planQ8 has a q8Dots weight's products read their activation rows as Q8_0
