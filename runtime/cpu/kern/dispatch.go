@@ -40,6 +40,9 @@ type variant struct {
 	// adjacent ones gstride bytes apart (nil: the four-row kernel serves).
 	groupQ4_Kx8  func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	groupQ4_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+	// Group kernels over eight interleaved Q5_K rows (see Packed).
+	groupQ5_K   func(nb int, w, a []byte, dst []float32)
+	groupQ5_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	// Group kernels over eight interleaved Q6_K rows (see Packed).
 	groupQ6_K   func(nb int, w, a []byte, dst []float32)
 	groupQ6_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)

@@ -50,6 +50,8 @@ func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []floa
 		return v.gemvQ8_0, v.gemmQ8_0x4
 	case ir.Q4_K:
 		return v.groupQ4_K, v.groupQ4_Kx4
+	case ir.Q5_K:
+		return v.groupQ5_K, v.groupQ5_Kx4
 	case ir.Q6_K:
 		return v.groupQ6_K, v.groupQ6_Kx4
 	case ir.MXFP4:
@@ -98,6 +100,8 @@ func groupBlockBytes(wt ir.DType) int {
 	switch wt {
 	case ir.Q4_K:
 		return q4KGroupBytes
+	case ir.Q5_K:
+		return q5KGroupBytes
 	case ir.Q6_K:
 		return q6KGroupBytes
 	}
@@ -164,8 +168,8 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 				dst := p.groups[gi*nb*gbb:][:nb*gbb]
 				src := data[gi*8*rb:][:8*rb]
 				switch wt {
-				case ir.Q4_K:
-					packGroupQ4K(dst, src, nb, rb)
+				case ir.Q4_K, ir.Q5_K:
+					packGroupQ45K(wt, dst, src, nb, rb)
 					continue
 				case ir.Q6_K:
 					packGroupQ6K(dst, src, nb, rb)
@@ -218,23 +222,36 @@ func packGroup(dst, src []byte, nb, bb, sb, rb int) {
 // quant bytes four per row in turn.
 const q4KGroupBytes = 1184
 
-// packGroupQ4K interleaves eight Q4_K rows (rb bytes each, nb super-blocks)
-// into dst.
-func packGroupQ4K(dst, src []byte, nb, rb int) {
+// q5KGroupBytes is a packed Q5_K group's super-block: Q4_K's layout (the
+// quants' low four bits), then the rows' qh bytes four per row in turn.
+const q5KGroupBytes = q4KGroupBytes + 256
+
+// packGroupQ45K interleaves eight Q4_K or Q5_K rows (rb bytes each, nb
+// super-blocks) into dst.
+func packGroupQ45K(wt ir.DType, dst, src []byte, nb, rb int) {
 	var sc, mn [8]int32
+	gb, bb, qs := q4KGroupBytes, 144, 16
+	if wt == ir.Q5_K {
+		gb, bb, qs = q5KGroupBytes, 176, 48
+	}
 	for b := 0; b < nb; b++ {
-		d := dst[b*q4KGroupBytes:][:q4KGroupBytes]
+		d := dst[b*gb:][:gb]
 		for r := 0; r < 8; r++ {
-			x := (*[144]byte)(src[r*rb+b*144:])
+			x := src[r*rb+b*bb:][:bb]
 			d[2*r], d[2*r+1] = x[0], x[1]
 			d[16+2*r], d[16+2*r+1] = x[2], x[3]
-			scalesK4((*[12]byte)(x[4:]), &sc, &mn)
+			scalesK4((*[12]byte)(x[4:16]), &sc, &mn)
 			for s := 0; s < 8; s++ {
 				d[32+8*s+r] = byte(sc[s])
 				d[96+8*s+r] = byte(mn[s])
 			}
 			for t := 0; t < 32; t++ { // 4-byte pieces of the 128 quant bytes
-				copy(d[160+32*t+4*r:][:4], x[16+4*t:])
+				copy(d[160+32*t+4*r:][:4], x[qs+4*t:])
+			}
+			if wt == ir.Q5_K {
+				for t := 0; t < 8; t++ { // and of the 32 qh bytes
+					copy(d[q4KGroupBytes+32*t+4*r:][:4], x[16+4*t:])
+				}
 			}
 		}
 	}
@@ -242,7 +259,7 @@ func packGroupQ4K(dst, src []byte, nb, rb int) {
 
 // packedQ8K reports whether wt's group kernels read Q8_K activation rows
 // (the k-quants'), not PackedActBytes ones.
-func packedQ8K(wt ir.DType) bool { return wt == ir.Q4_K || wt == ir.Q6_K }
+func packedQ8K(wt ir.DType) bool { return wt == ir.Q4_K || wt == ir.Q5_K || wt == ir.Q6_K }
 
 // q6KGroupBytes is a packed Q6_K group's super-block (see
 // codegen/goasm/gen/kernvnni's kquants.go): f16 d[8], the int8 scales
@@ -277,7 +294,7 @@ func packGroupQ6K(dst, src []byte, nb, rb int) {
 }
 
 // ActBytes is the byte length of one activation row of p's kernels:
-// PackedActBytes(k) for Q4_0 and Q8_0, a Q8_K row for Q4_K and Q6_K.
+// PackedActBytes(k) for Q4_0 and Q8_0, a Q8_K row for the k-quants.
 func (p *Packed) ActBytes() int {
 	if packedQ8K(p.wt) {
 		return ActBytes(p.wt, p.k)

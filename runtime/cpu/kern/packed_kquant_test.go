@@ -16,10 +16,16 @@ import (
 // Σ mn[s]·(bs[2s]+bs[2s+1]), then acc = fma(d_y·d_w, isum, acc) and acc =
 // fma(-(d_y·dmin_w), msum, acc). It also returns Σ|terms|.
 func emulateQ4KGroup(nb int, w, a []byte) (float32, float64) {
+	return emulateQ45KGroup(ir.Q4_K, nb, w, a)
+}
+
+// emulateQ45KGroup is emulateQ4KGroup for Q4_K or Q5_K rows (the packed Q5_K
+// kernels are the Q4_K ones with a fifth bit in each quant).
+func emulateQ45KGroup(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 	var acc float32
 	var mag float64
 	for i := 0; i < nb; i++ {
-		b := decodeKQ(ir.Q4_K, w[i*144:])
+		b := decodeKQ(wt, w[i*wt.BlockBytes():])
 		y := (*[292]byte)(a[i*292:])
 		var isum, msum, iAbs, mAbs int64
 		for e, q := range b.q {
@@ -72,6 +78,18 @@ func emulateQ6KGroup(nb int, w, a []byte) (float32, float64) {
 		mag += math.Abs(float64(d)) * float64(abs)
 	}
 	return acc, mag
+}
+
+// TestPackedQ5K checks the packed Q5_K group kernels as TestPackedQ4K does
+// the Q4_K ones.
+func TestPackedQ5K(t *testing.T) {
+	for _, v := range []string{"avx2", "avx512", "neon"} {
+		t.Run(v, func(t *testing.T) {
+			testPackedKQuant(t, v, ir.Q5_K, func(nb int, w, a []byte) (float32, float64) {
+				return emulateQ45KGroup(ir.Q5_K, nb, w, a)
+			})
+		})
+	}
 }
 
 // TestPackedQ6K checks the packed Q6_K group kernels as TestPackedQ4K does

@@ -141,7 +141,7 @@ func BenchmarkPacked(b *testing.B) {
 	for _, c := range []struct {
 		wt      ir.DType
 		variant string
-	}{{ir.Q4_0, "avx2"}, {ir.Q8_0, "avx2"}, {ir.Q6_K, "avx512"}} {
+	}{{ir.Q4_0, "avx2"}, {ir.Q8_0, "avx2"}, {ir.Q5_K, "avx512"}, {ir.Q6_K, "avx512"}} {
 		b.Run(c.wt.String(), func(b *testing.B) { benchPacked(b, c.wt, c.variant) })
 	}
 }

@@ -128,6 +128,20 @@ func gemvQ4_Kx8VNNI(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ4_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvQ5_Kx8VNNI multiplies a packed group of eight Q5_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 VNNI and VL, FMA and F16C.
+//
+//go:noescape
+func gemvQ5_Kx8VNNI(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ5_Kx8x4VNNI multiplies a packed group of eight Q5_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 VNNI and VL, FMA and F16C.
+//
+//go:noescape
+func gemmQ5_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // gemmQ4_Kx8x8VNNI multiplies a packed group of eight Q4_K rows by 8 Q8_K
 // activation rows (dst[r*ld:r*ld+8] for row a[r*stride:]), bit for bit gemvQ4_Kx8VNNI's
 // (see codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW, VL and VNNI.

@@ -508,8 +508,19 @@ func vpdpwssdBcst(c *build.Context, m Mem, q, acc reg.VecVirtual) {
 // q4KGroup emits gemvQ4_Kx8VNNI (rows 1) or gemmQ4_Kx8x<rows>VNNI: the
 // group's eight weight rows against rows activation rows (Q8_K, stride
 // bytes apart), dst[r*ld + j] for weight row j.
-func q4KGroup(c *build.Context, rows int, mask Mem) {
-	name := avoutil.Q4KGroupFunction(c, "VNNI", rows, "kernvnni", "AVX-512 VNNI and VL, FMA and F16C")
+//
+// With q5, gemvQ5_Kx8VNNI or gemmQ5_Kx8x<rows>VNNI: the same over a packed
+// Q5_K group (avoutil.Q5KGroupBytes), whose quants take their fifth bit
+// from the qh vectors after the Q4_K layout: vector t (at 1184+32t) holds
+// row r's qh[4t..4t+3] at bytes 4r.., and the low (high) nibbles of group
+// g take its bit 2g (2g+1) as bit 4, ggml's order. The integer and float
+// steps are the Q4_K kernel's (kern's emulateQ4KGroup with Q5_K codes).
+func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
+	typ, blockBytes := "Q4_K", avoutil.Q4KGroupBytes
+	if q5 {
+		typ, blockBytes = "Q5_K", avoutil.Q5KGroupBytes
+	}
+	name := avoutil.KQGroupFunction(c, typ, "VNNI", rows, "kernvnni", "AVX-512 VNNI and VL, FMA and F16C")
 	lbl := func(s string) string { return name + "_" + s }
 	shufSc := kq512.shufSc
 	shufMn := kq512.shufMn
@@ -546,6 +557,26 @@ func q4KGroup(c *build.Context, rows int, mask Mem) {
 			c.VPANDD(nib, q, lo)
 			c.VPSRLW(Imm(4), q, hi)
 			c.VPANDD(nib, hi, hi)
+			if q5 {
+				h := c.YMM()
+				c.VMOVDQU32(Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, h)
+				for i, v := range []reg.VecVirtual{lo, hi} {
+					// qh bit 2g+i to bit 4 (word shifts: no bit
+					// from the other byte of a word reaches bit 4).
+					b, hb := 2*g+i, c.YMM()
+					switch {
+					case b < 4:
+						c.VPSLLW(Imm(uint64(4-b)), h, hb)
+						c.VPANDD(kq512.m10, hb, hb)
+					case b == 4:
+						c.VPANDD(kq512.m10, h, hb)
+					default:
+						c.VPSRLW(Imm(uint64(b-4)), h, hb)
+						c.VPANDD(kq512.m10, hb, hb)
+					}
+					c.VPORD(hb, v, v)
+				}
+			}
 			for r := range rows {
 				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 64*g + 4*t}, lo, sl[r][t%parts])
 				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 36 + 64*g + 4*t}, hi, sh[r][t%parts])
@@ -587,7 +618,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem) {
 		}
 	}
 	avoutil.Q4KGroupFloats(c, x, y, isum, msum, acc)
-	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
+	avoutil.NextKQBlock(c, x, blockBytes, y, nb, lbl("block"), lbl("done"))
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()

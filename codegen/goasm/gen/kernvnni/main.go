@@ -69,8 +69,10 @@ func run(dir string) error {
 		}
 	}
 	kquants(c)
-	q4KGroup(c, 1, mask)
-	q4KGroup(c, 4, mask)
+	for _, q5 := range []bool{false, true} {
+		q4KGroup(c, 1, mask, q5)
+		q4KGroup(c, 4, mask, q5)
+	}
 	q4KGroupWide(c, 1)
 	q4KGroupWide(c, 2)
 	q6KGroup(c, 1, 1)

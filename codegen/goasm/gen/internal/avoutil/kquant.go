@@ -22,6 +22,10 @@ const Q8KBytes = 292
 // codegen/goasm/gen/kernvnni's kquants.go).
 const Q4KGroupBytes = 1184
 
+// Q5KGroupBytes is a packed Q5_K group's super-block: Q4_K's layout, then
+// the eight rows' qh bytes, four per row in turn (8 vectors of 32 bytes).
+const Q5KGroupBytes = Q4KGroupBytes + 256
+
 // KQBody emits what a k-quant kernel needs before its loops and returns the
 // emitter of one super-block (weight block at x, Q8_K block at y), which
 // adds into the eight float lanes acc (YMM) and, for the types with minima,
@@ -235,14 +239,19 @@ func Function(c *build.Context, name, sig string, doc ...string) {
 // activation rows: gemvQ4_Kx8<isa> for one, gemmQ4_Kx8x<rows><isa> else;
 // needs names the CPU features. It returns the function's name.
 func Q4KGroupFunction(c *build.Context, isa string, rows int, generator, needs string) string {
-	name := "gemvQ4_Kx8" + isa
+	return KQGroupFunction(c, "Q4_K", isa, rows, generator, needs)
+}
+
+// KQGroupFunction is Q4KGroupFunction for the k-quant typ (Q4_K, Q5_K).
+func KQGroupFunction(c *build.Context, typ, isa string, rows int, generator, needs string) string {
+	name := "gemv" + typ + "x8" + isa
 	sig := "func(nb int, w, a []byte, dst []float32)"
 	if rows > 1 {
-		name = fmt.Sprintf("gemmQ4_Kx8x%d%s", rows, isa)
+		name = fmt.Sprintf("gemm%sx8x%d%s", typ, rows, isa)
 		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
 	}
 	Function(c, name, sig,
-		fmt.Sprintf("%s multiplies a packed group of eight Q4_K rows by %d Q8_K", name, rows),
+		fmt.Sprintf("%s multiplies a packed group of eight %s rows by %d Q8_K", name, typ, rows),
 		"activation rows (see codegen/goasm/gen/"+generator+"'s kquants.go). It needs",
 		needs+".")
 	return name
