@@ -552,6 +552,11 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 			}
 		}
 		for t := 0; t < 8; t++ {
+			if rows == 1 && 8*g+t < (blockBytes+63)/64 {
+				// Decode streams the group: one line of the block
+				// kqPrefetchBlocks ahead per step, as in q6KGroup.
+				c.PREFETCHT0(Mem{Base: x, Disp: kqPrefetchBlocks*blockBytes + 64*(8*g+t)})
+			}
 			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU32(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
 			c.VPANDD(nib, q, lo)
@@ -825,9 +830,13 @@ func zeroReg(c *build.Context, v reg.VecVirtual) {
 //
 // in one chain per row (kern's emulateQ6KGroup).
 
+// kqPrefetchBlocks is how many blocks ahead of the one they multiply the
+// one-row k-quant group kernels prefetch.
+const kqPrefetchBlocks = 4
+
 // q6KPrefetch is how far ahead of its block the one-row Q6_K group kernel
-// prefetches: four blocks.
-const q6KPrefetch = 4 * 1680
+// prefetches.
+const q6KPrefetch = kqPrefetchBlocks * 1680
 
 // q6KGroup emits gemvQ6_Kx8VNNI (rows 1) or gemmQ6_Kx8x<rows>VNNI: the
 // group's eight weight rows against rows activation rows (Q8_K, stride
