@@ -43,6 +43,10 @@ type variant struct {
 	// Group kernels over eight interleaved Q5_K rows (see Packed).
 	groupQ5_K   func(nb int, w, a []byte, dst []float32)
 	groupQ5_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	// The same against eight activation rows, for one group and for two
+	// (nil: the four-row kernel serves).
+	groupQ5_Kx8  func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	groupQ5_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 	// Group kernels over eight interleaved Q6_K rows (see Packed).
 	groupQ6_K   func(nb int, w, a []byte, dst []float32)
 	groupQ6_Kx4 func(nb int, w, a []byte, stride int, dst []float32, ld int)

@@ -53,6 +53,7 @@ func archVariants() {
 				v.groupQ4_K, v.groupQ4_Kx4 = gemvQ4_Kx8VNNI, gemmQ4_Kx8x4VNNI
 				v.groupQ4_Kx8, v.groupQ4_Kx16 = gemmQ4_Kx8x8VNNI, gemmQ4_Kx16x8VNNI
 				v.groupQ5_K, v.groupQ5_Kx4 = gemvQ5_Kx8VNNI, gemmQ5_Kx8x4VNNI
+				v.groupQ5_Kx8, v.groupQ5_Kx16 = gemmQ5_Kx8x8VNNI, gemmQ5_Kx16x8VNNI
 				if cpu.X86.HasAVX512DQ { // the pair kernel's vpinsrq on any register
 					v.groupQ6_K, v.groupQ6_Kx4, v.groupQ6_Kx16 = gemvQ6_Kx8VNNI, gemmQ6_Kx8x4VNNI, gemmQ6_Kx16x4VNNI
 				}

@@ -143,6 +143,8 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 		p.gemm8, p.pair = v.gemmQ8_0x8, v.pairQ8_0
 	case ir.Q4_K:
 		p.gemm8, p.pair = v.groupQ4_Kx8, pairKernels{nil, v.groupQ4_Kx16}
+	case ir.Q5_K:
+		p.gemm8, p.pair = v.groupQ5_Kx8, pairKernels{nil, v.groupQ5_Kx16}
 	case ir.Q6_K:
 		p.pair = pairKernels{v.groupQ6_Kx16, nil}
 	}

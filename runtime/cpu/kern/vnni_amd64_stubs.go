@@ -157,6 +157,21 @@ func gemmQ4_Kx8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //go:noescape
 func gemmQ4_Kx16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 
+// gemmQ5_Kx8x8VNNI multiplies a packed group of eight Q5_K rows by 8 Q8_K
+// activation rows (dst[r*ld:r*ld+8] for row a[r*stride:]), bit for bit gemvQ5_Kx8VNNI's
+// (see codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW, VL and VNNI.
+//
+//go:noescape
+func gemmQ5_Kx8x8VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ5_Kx16x8VNNI multiplies two packed groups of eight Q5_K rows (w and
+// w[gstride:]) by 8 Q8_K activation rows (dst[r*ld:r*ld+16] for row a[r*stride:]), bit
+// for bit gemvQ5_Kx8VNNI's per group (see codegen/goasm/gen/kernvnni's kquants.go).
+// It needs AVX-512 F, BW, VL and VNNI.
+//
+//go:noescape
+func gemmQ5_Kx16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ6_Kx8VNNI multiplies a packed group of eight Q6_K rows by 1 Q8_K
 // activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
 // AVX-512 F, BW, DQ, VL and VNNI.

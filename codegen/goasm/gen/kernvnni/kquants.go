@@ -565,22 +565,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 			if q5 {
 				h := c.YMM()
 				c.VMOVDQU32(Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, h)
-				for i, v := range []reg.VecVirtual{lo, hi} {
-					// qh bit 2g+i to bit 4 (word shifts: no bit
-					// from the other byte of a word reaches bit 4).
-					b, hb := 2*g+i, c.YMM()
-					switch {
-					case b < 4:
-						c.VPSLLW(Imm(uint64(4-b)), h, hb)
-						c.VPANDD(kq512.m10, hb, hb)
-					case b == 4:
-						c.VPANDD(kq512.m10, h, hb)
-					default:
-						c.VPSRLW(Imm(uint64(b-4)), h, hb)
-						c.VPANDD(kq512.m10, hb, hb)
-					}
-					c.VPORD(hb, v, v)
-				}
+				fifthBits(c, g, h, lo, hi, c.YMM)
 			}
 			for r := range rows {
 				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 64*g + 4*t}, lo, sl[r][t%parts])
@@ -651,20 +636,25 @@ func zeroYMMs(c *build.Context, n int) []reg.VecVirtual {
 // per row and super-block in block order, so every result is the other
 // group kernels' bit for bit. The sixteen sums and eight isum take most of
 // the 32 vector registers, so the float accumulators live in the frame.
-func q4KGroupWide(c *build.Context, groups int) {
+// With q5, the same for packed Q5_K groups (q4KGroup's q5 form).
+func q4KGroupWide(c *build.Context, groups int, q5 bool) {
 	const rows = 8
 	width := 32 * groups // bytes per vector
-	name := "gemmQ4_Kx8x8VNNI"
+	typ, blockBytes := "Q4_K", avoutil.Q4KGroupBytes
+	if q5 {
+		typ, blockBytes = "Q5_K", avoutil.Q5KGroupBytes
+	}
+	name := "gemm" + typ + "x8x8VNNI"
 	sig := "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
-	doc := []string{name + " multiplies a packed group of eight Q4_K rows by 8 Q8_K",
-		"activation rows (dst[r*ld:r*ld+8] for row a[r*stride:]), bit for bit gemvQ4_Kx8VNNI's",
+	doc := []string{name + " multiplies a packed group of eight " + typ + " rows by 8 Q8_K",
+		"activation rows (dst[r*ld:r*ld+8] for row a[r*stride:]), bit for bit gemv" + typ + "x8VNNI's",
 		"(see codegen/goasm/gen/kernvnni's kquants.go). It needs AVX-512 F, BW, VL and VNNI."}
 	if groups == 2 {
-		name = "gemmQ4_Kx16x8VNNI"
+		name = "gemm" + typ + "x16x8VNNI"
 		sig = "func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)"
-		doc = []string{name + " multiplies two packed groups of eight Q4_K rows (w and",
+		doc = []string{name + " multiplies two packed groups of eight " + typ + " rows (w and",
 			"w[gstride:]) by 8 Q8_K activation rows (dst[r*ld:r*ld+16] for row a[r*stride:]), bit",
-			"for bit gemvQ4_Kx8VNNI's per group (see codegen/goasm/gen/kernvnni's kquants.go).",
+			"for bit gemv" + typ + "x8VNNI's per group (see codegen/goasm/gen/kernvnni's kquants.go).",
 			"It needs AVX-512 F, BW, VL and VNNI."}
 	}
 	avoutil.Function(c, name, sig, doc...)
@@ -730,6 +720,11 @@ func q4KGroupWide(c *build.Context, groups int) {
 			c.VPANDD(nib, q, lo)
 			c.VPSRLW(Imm(4), q, hi)
 			c.VPANDD(nib, hi, hi)
+			if q5 {
+				h := vec()
+				load(avoutil.Q4KGroupBytes+32*t, h)
+				fifthBits(c, g, h, lo, hi, vec)
+			}
 			for r := range rows {
 				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 64*g + 4*t}, lo, sl[r])
 				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 36 + 64*g + 4*t}, hi, sh[r])
@@ -791,7 +786,7 @@ func q4KGroupWide(c *build.Context, groups int) {
 		c.VFNMADD231PS(msum[r], dm, a)
 		c.VMOVUPS(a, acc.Offset(width*r))
 	}
-	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
+	avoutil.NextKQBlock(c, x, blockBytes, y, nb, lbl("block"), lbl("done"))
 	storeStackRows(c, acc, width, rows, vec)
 	c.VZEROUPPER()
 	c.RET()
@@ -1017,4 +1012,25 @@ func q6KGroup(c *build.Context, rows, groups int) {
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
+}
+
+// fifthBits ORs the Q5_K fifth bits of group g's codes into lo (qh bit 2g)
+// and hi (bit 2g+1) as bit 4, from the qh vector h; word shifts, as no bit
+// from the other byte of a word reaches bit 4. vec makes a scratch
+// register of the kernel's width.
+func fifthBits(c *build.Context, g int, h, lo, hi reg.VecVirtual, vec func() reg.VecVirtual) {
+	for i, v := range []reg.VecVirtual{lo, hi} {
+		b, hb := 2*g+i, vec()
+		switch {
+		case b < 4:
+			c.VPSLLW(Imm(uint64(4-b)), h, hb)
+			c.VPANDD(kq512.m10, hb, hb)
+		case b == 4:
+			c.VPANDD(kq512.m10, h, hb)
+		default:
+			c.VPSRLW(Imm(uint64(b-4)), h, hb)
+			c.VPANDD(kq512.m10, hb, hb)
+		}
+		c.VPORD(hb, v, v)
+	}
 }

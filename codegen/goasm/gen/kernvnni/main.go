@@ -73,8 +73,10 @@ func run(dir string) error {
 		q4KGroup(c, 1, mask, q5)
 		q4KGroup(c, 4, mask, q5)
 	}
-	q4KGroupWide(c, 1)
-	q4KGroupWide(c, 2)
+	for _, q5 := range []bool{false, true} {
+		q4KGroupWide(c, 1, q5)
+		q4KGroupWide(c, 2, q5)
+	}
 	q6KGroup(c, 1, 1)
 	q6KGroup(c, 4, 1)
 	q6KGroup(c, 4, 2)
