@@ -97,13 +97,8 @@ func PackedBytes(wt ir.DType, n, k int) int {
 
 // groupBlockBytes is the bytes of one block of a group of eight rows.
 func groupBlockBytes(wt ir.DType) int {
-	switch wt {
-	case ir.Q4_K:
-		return q4KGroupBytes
-	case ir.Q5_K:
-		return q5KGroupBytes
-	case ir.Q6_K:
-		return q6KGroupBytes
+	if f, ok := kquantGroups[wt]; ok {
+		return f.bytes
 	}
 	return 8 * wt.BlockBytes() // packGroup: eight blocks' bytes, interleaved
 
@@ -169,12 +164,8 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 			for gi := w * g / workers; gi < (w+1)*g/workers; gi++ {
 				dst := p.groups[gi*nb*gbb:][:nb*gbb]
 				src := data[gi*8*rb:][:8*rb]
-				switch wt {
-				case ir.Q4_K, ir.Q5_K:
-					packGroupQ45K(wt, dst, src, nb, rb)
-					continue
-				case ir.Q6_K:
-					packGroupQ6K(dst, src, nb, rb)
+				if f, ok := kquantGroups[wt]; ok {
+					f.pack(dst, src, nb, rb)
 					continue
 				}
 				packGroup(dst, src, nb, bb, sb, rb)
@@ -259,9 +250,24 @@ func packGroupQ45K(wt ir.DType, dst, src []byte, nb, rb int) {
 	}
 }
 
+// kquantGroups are the k-quants with a packed group layout of their own:
+// the bytes of a group's super-block and its packer. Their group kernels
+// read Q8_K activation rows (packedQ8K).
+var kquantGroups = map[ir.DType]struct {
+	bytes int
+	pack  func(dst, src []byte, nb, rb int)
+}{
+	ir.Q4_K: {q4KGroupBytes, func(dst, src []byte, nb, rb int) { packGroupQ45K(ir.Q4_K, dst, src, nb, rb) }},
+	ir.Q5_K: {q5KGroupBytes, func(dst, src []byte, nb, rb int) { packGroupQ45K(ir.Q5_K, dst, src, nb, rb) }},
+	ir.Q6_K: {q6KGroupBytes, packGroupQ6K},
+}
+
 // packedQ8K reports whether wt's group kernels read Q8_K activation rows
 // (the k-quants'), not PackedActBytes ones.
-func packedQ8K(wt ir.DType) bool { return wt == ir.Q4_K || wt == ir.Q5_K || wt == ir.Q6_K }
+func packedQ8K(wt ir.DType) bool {
+	_, ok := kquantGroups[wt]
+	return ok
+}
 
 // q6KGroupBytes is a packed Q6_K group's super-block (see
 // codegen/goasm/gen/kernvnni's kquants.go): f16 d[8], the int8 scales
