@@ -667,31 +667,16 @@ func q4KGroupWide(c *build.Context, groups int, q5 bool) {
 	}
 	acc := c.AllocLocal(width * rows)
 	nb := c.Load(c.Param("nb"), c.GP64())
-	x := c.Load(c.Param("w").Base(), c.GP64())
-	var gs reg.Register
-	if groups == 2 {
-		gs = c.Load(c.Param("gstride"), c.GP64())
-	}
+	gp := newGroups(c, groups)
+	x, second, load := gp.x, gp.second, gp.load
 	y := avoutil.RowPointers(c, rows)
-	// load fills v with the width bytes of the group(s) at x+disp: the
-	// second group's 32 bytes (at x+gstride+disp) in the high half.
-	load := func(disp int, v reg.VecVirtual) {
-		if groups == 1 {
-			c.VMOVDQU32(Mem{Base: x, Disp: disp}, v)
-			return
-		}
-		// (broadcast, not a YMM load: avo would take the upper half as
-		// read before written)
-		c.VBROADCASTI64X4(Mem{Base: x, Disp: disp}, v)
-		c.VINSERTI64X4(Imm(1), Mem{Base: x, Index: gs, Scale: 1, Disp: disp}, v, v)
-	}
 	// bytes8 fills v with the 8 bytes at x+disp in every quadword (of each
 	// group's half), for vpshufb with the doubled tables.
 	bytes8 := func(disp int, v reg.VecVirtual) {
 		c.VPBROADCASTQ(Mem{Base: x, Disp: disp}, v)
 		if groups == 2 {
 			t := c.YMM()
-			c.VPBROADCASTQ(Mem{Base: x, Index: gs, Scale: 1, Disp: disp}, t)
+			c.VPBROADCASTQ(second(disp), t)
 			c.VINSERTI64X4(Imm(1), t, v, v)
 		}
 	}
@@ -771,7 +756,7 @@ func q4KGroupWide(c *build.Context, groups int, q5 bool) {
 		}
 		h := c.YMM()
 		c.VBROADCASTI32X4(Mem{Base: x, Disp: 16 * i}, h)
-		c.VINSERTI32X4(Imm(1), Mem{Base: x, Index: gs, Scale: 1, Disp: 16 * i}, h, h)
+		c.VINSERTI32X4(Imm(1), second(16*i), h, h)
 		c.VCVTPH2PS(h, v)
 	}
 	for r := range rows {
@@ -831,7 +816,7 @@ const kqPrefetchBlocks = 4
 
 // q6KPrefetch is how far ahead of its block the one-row Q6_K group kernel
 // prefetches.
-const q6KPrefetch = kqPrefetchBlocks * 1680
+const q6KPrefetch = kqPrefetchBlocks * avoutil.Q6KGroupBytes
 
 // q6KGroup emits gemvQ6_Kx8VNNI (rows 1) or gemmQ6_Kx8x<rows>VNNI: the
 // group's eight weight rows against rows activation rows (Q8_K, stride
@@ -873,22 +858,8 @@ func q6KGroup(c *build.Context, rows, groups int) {
 		return z
 	}
 	nb := c.Load(c.Param("nb"), c.GP64())
-	x := c.Load(c.Param("w").Base(), c.GP64())
-	var gs reg.Register
-	if groups == 2 {
-		gs = c.Load(c.Param("gstride"), c.GP64())
-	}
-	second := func(disp int) Mem { return Mem{Base: x, Index: gs, Scale: 1, Disp: disp} }
-	// load fills v with the 32 bytes at x+disp (and the second group's in
-	// the high half).
-	load := func(disp int, v reg.VecVirtual) {
-		if groups == 1 {
-			c.VMOVDQU32(Mem{Base: x, Disp: disp}, v)
-			return
-		}
-		c.VBROADCASTI64X4(Mem{Base: x, Disp: disp}, v)
-		c.VINSERTI64X4(Imm(1), second(disp), v, v)
-	}
+	gp := newGroups(c, groups)
+	x, second, load := gp.x, gp.second, gp.load
 	y := avoutil.RowPointers(c, rows)
 	acc := zeros(rows)
 	nib, m30 := vec(), vec()
@@ -1008,7 +979,7 @@ func q6KGroup(c *build.Context, rows, groups int) {
 		c.VCVTDQ2PS(isum[r], isum[r])
 		c.VFMADD231PS(isum[r], d, acc[r])
 	}
-	avoutil.NextKQBlock(c, x, 1680, y, nb, lbl("block"), lbl("done"))
+	avoutil.NextKQBlock(c, x, avoutil.Q6KGroupBytes, y, nb, lbl("block"), lbl("done"))
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
@@ -1033,4 +1004,38 @@ func fifthBits(c *build.Context, g int, h, lo, hi reg.VecVirtual, vec func() reg
 		}
 		c.VPORD(hb, v, v)
 	}
+}
+
+// groupsOperand is a group kernel's weights: one packed group at x, or two
+// (the second gs bytes after the first, gstride) side by side in the
+// halves of ZMM registers.
+type groupsOperand struct {
+	c      *build.Context
+	x, gs  reg.Register
+	groups int
+}
+
+// newGroups loads the kernel's w (and, for two groups, gstride).
+func newGroups(c *build.Context, groups int) groupsOperand {
+	g := groupsOperand{c: c, groups: groups, x: c.Load(c.Param("w").Base(), c.GP64())}
+	if groups == 2 {
+		g.gs = c.Load(c.Param("gstride"), c.GP64())
+	}
+	return g
+}
+
+// second is the second group's bytes at disp.
+func (g groupsOperand) second(disp int) Mem { return Mem{Base: g.x, Index: g.gs, Scale: 1, Disp: disp} }
+
+// load fills v with the 32 bytes of the group at x+disp, and with two
+// groups the second one's in the high half.
+func (g groupsOperand) load(disp int, v reg.VecVirtual) {
+	if g.groups == 1 {
+		g.c.VMOVDQU32(Mem{Base: g.x, Disp: disp}, v)
+		return
+	}
+	// (broadcast, not a YMM load: avo would take the upper half as read
+	// before written)
+	g.c.VBROADCASTI64X4(Mem{Base: g.x, Disp: disp}, v)
+	g.c.VINSERTI64X4(Imm(1), g.second(disp), v, v)
 }

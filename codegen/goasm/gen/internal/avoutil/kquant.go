@@ -26,6 +26,10 @@ const Q4KGroupBytes = 1184
 // the eight rows' qh bytes, four per row in turn (8 vectors of 32 bytes).
 const Q5KGroupBytes = Q4KGroupBytes + 256
 
+// Q6KGroupBytes is a packed Q6_K group's super-block (layout in
+// codegen/goasm/gen/kernvnni's kquants.go): as many bytes as the eight rows'.
+const Q6KGroupBytes = 8 * 210
+
 // KQBody emits what a k-quant kernel needs before its loops and returns the
 // emitter of one super-block (weight block at x, Q8_K block at y), which
 // adds into the eight float lanes acc (YMM) and, for the types with minima,
