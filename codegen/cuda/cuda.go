@@ -36,12 +36,16 @@ type (
 	Launch  = gpu.Launch
 )
 
+// halfType is the prelude's name of an IEEE half (Language.F16), a
+// constant so that code Language refers to can use it too.
+const halfType = "f16"
+
 // Language is CUDA C as codegen/gpu writes it.
 var Language = &gpu.Language{
 	Name:        "CUDA",
 	Package:     "cuda",
 	Prelude:     preludeSource,
-	F16:         "f16",
+	F16:         halfType,
 	Vec2:        "{%s, %s}",
 	Decoders:    decoders,
 	Helpers:     helperSource,
@@ -159,7 +163,7 @@ func launchMatVec(e *gpu.Emitter, p *gpu.Params, mv Launch) error {
 			qp.Extra = append(qp.Extra, gpu.Slot{Name: x.Name, Slot: len(args), T: x.T})
 			args = append(args, mv.Args[x.Slot])
 			qp.Name += "_gain"
-			if x.T == "f16" {
+			if x.T == halfType {
 				qp.Name += "f16"
 			}
 		}
