@@ -15,6 +15,8 @@ func archVariants() {
 			gemvQ8_0: gemvQ8_0x8AVX2, gemmQ8_0x4: gemmQ8_0x8x4AVX2,
 			gemvQ2_K: gemvQ2_KAVX2, gemvQ3_K: gemvQ3_KAVX2, q2_Kx4: dotQ2_Kx4AVX2, q3_Kx4: dotQ3_Kx4AVX2, gemvQ4_K: gemvQ4_KAVX2, gemvQ5_K: gemvQ5_KAVX2, gemvQ6_K: gemvQ6_KAVX2, kqDot: kqDotAVX2,
 			groupQ4_K: gemvQ4_Kx8AVX2, groupQ4_Kx4: gemmQ4_Kx8x4AVX2,
+			groupQ5_K: gemvQ5_Kx8AVX2, groupQ5_Kx4: gemmQ5_Kx8x4AVX2,
+			groupQ6_K: gemvQ6_Kx8AVX2, groupQ6_Kx4: gemmQ6_Kx8x4AVX2,
 			mxfp4: dotMXFP4AVX2, mxfp4x4: dotMXFP4x4AVX2,
 			q5_0: dotQ5_0AVX2, q4_1: dotQ4_1AVX2, q5_1: dotQ5_1AVX2,
 			q5_0x4: dotQ5_0x4AVX2, q4_1x4: dotQ4_1x4AVX2, q5_1x4: dotQ5_1x4AVX2,

@@ -455,19 +455,23 @@ func kqRows4(c *build.Context, t string, wBytes int, block func(x reg.GPVirtual,
 // (layout in codegen/goasm/gen/kernvnni's kquants.go, one int32 lane per
 // row) against one Q8_K activation row, with the VNNI kernel's integer
 // sums and float steps, so its results bit for bit. Without vpdpbusd the
-// four products of a lane are vpmaddubsw pairs (|pair| ≤ 2·15·127) summed
-// as int16 over a sub-block's eight vectors (≤ 30480, exact), and one
+// four products of a lane are vpmaddubsw pairs (|pair| ≤ 2·15·128) summed
+// as int16 over a sub-block's eight vectors (≤ 30720, exact), and one
 // vpmaddwd with the rows' scales, each in both words of its lane, makes
 // them the scaled int32 sums; the minima's sums are vpmaddwd of mn[s] (both
-// words) with the pair bs[2s], bs[2s+1] broadcast.
+// words) with the pair bs[2s], bs[2s+1] broadcast. It emits the Q5_K and
+// Q6_K group kernels too (q6KGroupAVX2).
 func q4KGroupAVX2(c *build.Context) {
 	dup := c.StaticGlobal("kqShufDup") // byte r into both words of dword r
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
 	for r := 0; r < 8; r++ {
 		c.AddDatum(4*r, U32(uint32(r)|0x80<<8|uint32(r)<<16|0x80<<24))
 	}
-	q4KGroupAVX2Rows(c, dup, 1)
-	q4KGroupAVX2Rows(c, dup, 4)
+	for _, q5 := range []bool{false, true} {
+		q4KGroupAVX2Rows(c, dup, 1, q5)
+		q4KGroupAVX2Rows(c, dup, 4, q5)
+	}
+	q6KGroupAVX2(c)
 }
 
 // q4KGroupAVX2Rows emits gemvQ4_Kx8AVX2 (rows 1) or gemmQ4_Kx8x4AVX2: the
@@ -476,8 +480,18 @@ func q4KGroupAVX2(c *build.Context) {
 // nibbles) is one pass over the group's quant vectors; with four rows the
 // float accumulators live in the stack frame (sixteen YMM registers hold
 // the rest).
-func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
-	name := avoutil.Q4KGroupFunction(c, "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
+//
+// With q5, gemvQ5_Kx8AVX2 or gemmQ5_Kx8x4AVX2 over a packed Q5_K group
+// (kernvnni's q4KGroup says where the fifth bits are): codes up to 31 make
+// pairs up to 2·31·128, so the int16 sums cover four vectors (≤ 31744)
+// and each sub-block half takes two vpmaddwd with the scales; the integer
+// sums, and so the results, are the VNNI kernels'.
+func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
+	typ, blockBytes := "Q4_K", avoutil.Q4KGroupBytes
+	if q5 {
+		typ, blockBytes = "Q5_K", avoutil.Q5KGroupBytes
+	}
+	name := avoutil.KQGroupFunction(c, typ, "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
 	lbl := func(s string) string { return name + "_" + s }
 	nb := c.Load(c.Param("nb"), c.GP64())
 	x := c.Load(c.Param("w").Base(), c.GP64())
@@ -509,7 +523,14 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
 	isum := make([]reg.VecVirtual, rows)
 	for g := 0; g < 4; g++ {
 		for i := 0; i < 2; i++ { // low nibbles (sub-block 2g), high (2g+1)
-			s16 := make([]reg.VecVirtual, rows)
+			parts := 1 // int16 sums per row: vectors 8/parts·p… of the sub-block
+			if q5 {
+				parts = 2
+			}
+			s16 := make([][]reg.VecVirtual, parts)
+			for p := range s16 {
+				s16[p] = make([]reg.VecVirtual, rows)
+			}
 			for t := 0; t < 8; t++ {
 				v := c.YMM()
 				if i == 0 {
@@ -519,19 +540,24 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
 					c.VPSRLW(Imm(4), v, v)
 					c.VPAND(nib, v, v)
 				}
+				if q5 {
+					fifthBitAVX2(c, Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, 2*g+i, v)
+				}
 				for r := range rows {
 					b := c.YMM()
 					c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 64*g + 32*i + 4*t}, b)
 					c.VPMADDUBSW(b, v, b)
-					add(&s16[r], b, c.VPADDW)
+					add(&s16[t*parts/8][r], b, c.VPADDW)
 				}
 			}
 			sc := c.YMM()
 			c.VPBROADCASTQ(Mem{Base: x, Disp: 32 + 16*g + 8*i}, sc)
 			c.VPSHUFB(dup, sc, sc)
-			for r := range rows {
-				c.VPMADDWD(sc, s16[r], s16[r])
-				add(&isum[r], s16[r], c.VPADDD)
+			for _, s := range s16 {
+				for r := range rows {
+					c.VPMADDWD(sc, s[r], s[r])
+					add(&isum[r], s[r], c.VPADDD)
+				}
 			}
 		}
 	}
@@ -559,7 +585,198 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int) {
 			c.VMOVUPS(a, frame.Offset(32*r))
 		}
 	}
-	avoutil.NextKQBlock(c, x, avoutil.Q4KGroupBytes, y, nb, lbl("block"), lbl("done"))
+	avoutil.NextKQBlock(c, x, blockBytes, y, nb, lbl("block"), lbl("done"))
+	if rows > 1 {
+		acc = make([]reg.VecVirtual, rows)
+		for r := range acc {
+			acc[r] = c.YMM()
+			c.VMOVUPS(frame.Offset(32*r), acc[r])
+		}
+	}
+	avoutil.StoreGroupRows(c, acc)
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// fifthBitAVX2 ORs bit b of the packed Q5_K qh vector at m into v's codes
+// as bit 4 (word shifts: no bit of a word's other byte reaches bit 4).
+func fifthBitAVX2(c *build.Context, m Mem, b int, v reg.VecVirtual) {
+	hb := c.YMM()
+	c.VMOVDQU(m, hb)
+	if b < 4 {
+		c.VPSLLW(Imm(uint64(4-b)), hb, hb)
+	} else if b > 4 {
+		c.VPSRLW(Imm(uint64(b-4)), hb, hb)
+	}
+	c.VPAND(kqConsts.m10, hb, hb)
+	c.VPOR(hb, v, v)
+}
+
+// q6KGroupAVX2 emits gemvQ6_Kx8AVX2 and gemmQ6_Kx8x4AVX2: a packed group of
+// eight Q6_K rows (layout in codegen/goasm/gen/kernvnni's kquants.go) against
+// one or four Q8_K activation rows, with the VNNI kernels' integer sums and
+// float steps, so their results bit for bit. Without vpdpbusd a lane's four
+// products are vpmaddubsw pairs (codes 0..63: |pair| ≤ 2·63·128 = 16128)
+// summed as int16 over two vectors (≤ 32256), then vpmaddwd with the
+// sub-block's scales (sign-extended, in both words of each lane) makes
+// them int32; the −32 of the codes is −32·Σ_s sc[s]·bs[s], a vpmaddwd of
+// the rows' scale pairs with the activation block sums' pairs.
+func q6KGroupAVX2(c *build.Context) {
+	// loWord: dword r's low word into both of its words (vpshufb in lanes).
+	loWord := c.StaticGlobal("kqShufLoWord")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for r := 0; r < 8; r++ {
+		b := uint32(4 * (r % 4))
+		c.AddDatum(4*r, U32(b|(b+1)<<8|b<<16|(b+1)<<24))
+	}
+	// pair: bytes 0..15 as 0, 8, 1, 9, …: sc[2j][r] next to sc[2j+1][r].
+	pair := c.StaticGlobal("kqShufPairQ6")
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for i := 0; i < 16; i++ {
+		c.AddDatum(i, U8(uint8(i/2+8*(i%2))))
+	}
+	q6KGroupAVX2Rows(c, loWord, pair, 1)
+	q6KGroupAVX2Rows(c, loWord, pair, 4)
+}
+
+// q6KGroupAVX2Prefetch is how many blocks ahead the one-row kernel asks
+// for the group's lines (the VNNI kernel's distance).
+const q6KGroupAVX2Prefetch = 4 * avoutil.Q6KGroupBytes
+
+// q6KGroupAVX2Rows emits the Q6_K group kernel against rows activation
+// rows (stride bytes apart). Per half n and sub-block (chunk ch, positions
+// 16tr…16tr+15) the four code vectors are built from the A or B run and the
+// H run, two at a time, and every row's pair sum scaled into its isum; with
+// one row the sub-blocks alternate between two isum chains.
+func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
+	name := avoutil.KQGroupFunction(c, "Q6_K", "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
+	lbl := func(s string) string { return name + "_" + s }
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.Load(c.Param("w").Base(), c.GP64())
+	y := avoutil.RowPointers(c, rows)
+	var acc []reg.VecVirtual
+	var frame Mem
+	if rows == 1 {
+		acc = avoutil.ZeroYMMs(c, 1)
+	} else {
+		frame = c.AllocLocal(32 * rows)
+		z := avoutil.ZeroYMMs(c, 1)[0]
+		for r := range rows {
+			c.VMOVUPS(z, frame.Offset(32*r))
+		}
+	}
+	nib := c.YMM()
+	c.VMOVDQU(kqConsts.m0f, nib)
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(lbl("done")))
+	c.Label(lbl("block"))
+	chains := 1
+	if rows == 1 {
+		chains = 2
+	}
+	isum := make([][]reg.VecVirtual, chains)
+	for i := range isum {
+		isum[i] = make([]reg.VecVirtual, rows)
+	}
+	add := func(sum *reg.VecVirtual, v reg.VecVirtual, op func(...Op)) {
+		if *sum == nil {
+			*sum = v
+		} else {
+			op(v, *sum, *sum)
+		}
+	}
+	step := 0
+	for n := 0; n < 2; n++ {
+		base := 144 + 768*n
+		for ch := 0; ch < 4; ch++ {
+			run := ch % 2 // chunks 0, 2 in A's nibbles, 1, 3 in B's
+			for tr := 0; tr < 2; tr++ {
+				sc := c.YMM()
+				c.VPMOVSXBD(Mem{Base: x, Disp: 16 + 8*(8*n+2*ch+tr)}, sc)
+				c.VPSHUFB(loWord, sc, sc) // sc[s][r] in both words of lane r
+				for tp := 0; tp < 2; tp++ {
+					if rows == 1 && 64*step < avoutil.Q6KGroupBytes {
+						c.PREFETCHT0(Mem{Base: x, Disp: q6KGroupAVX2Prefetch + 64*step})
+					}
+					step++
+					s16 := make([]reg.VecVirtual, rows)
+					for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {
+						code, hb := c.YMM(), c.YMM()
+						q := Mem{Base: x, Disp: base + 256*run + 32*t}
+						if ch < 2 {
+							c.VPAND(q, nib, code)
+						} else {
+							c.VMOVDQU(q, code)
+							c.VPSRLW(Imm(4), code, code)
+							c.VPAND(nib, code, code)
+						}
+						h := Mem{Base: x, Disp: base + 512 + 32*t}
+						c.VMOVDQU(h, hb)
+						switch ch { // qh bits 2ch, 2ch+1 to bits 4, 5
+						case 0:
+							c.VPSLLW(Imm(4), hb, hb)
+						case 1:
+							c.VPSLLW(Imm(2), hb, hb)
+						case 3:
+							c.VPSRLW(Imm(2), hb, hb)
+						}
+						c.VPAND(kqConsts.m30, hb, hb)
+						c.VPOR(hb, code, code)
+						for r := range rows {
+							b := c.YMM()
+							c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, b)
+							c.VPMADDUBSW(b, code, b)
+							add(&s16[r], b, c.VPADDW)
+						}
+					}
+					for r := range rows {
+						c.VPMADDWD(sc, s16[r], s16[r])
+						add(&isum[tr%chains][r], s16[r], c.VPADDD)
+					}
+				}
+			}
+		}
+	}
+	// The codes' −32: corr = Σ_j (sc[2j]·bs[2j] + sc[2j+1]·bs[2j+1]),
+	// isum −= 32·corr.
+	corr := make([]reg.VecVirtual, rows)
+	for j := 0; j < 8; j++ {
+		p, w := c.XMM(), c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 16 + 16*j}, p)
+		c.VPSHUFB(pair, p, p)
+		c.VPMOVSXBW(p, w) // lane r: the words sc[2j][r], sc[2j+1][r]
+		for r := range rows {
+			b := c.YMM()
+			c.VPBROADCASTD(Mem{Base: y[r], Disp: 260 + 4*j}, b)
+			c.VPMADDWD(w, b, b)
+			add(&corr[r], b, c.VPADDD)
+		}
+	}
+	for r := range rows {
+		for _, s := range isum[1:] {
+			c.VPADDD(s[r], isum[0][r], isum[0][r])
+		}
+		c.VPSLLD(Imm(5), corr[r], corr[r])
+		c.VPSUBD(corr[r], isum[0][r], isum[0][r])
+	}
+	dw := c.YMM()
+	c.VCVTPH2PS(Mem{Base: x}, dw)
+	for r := range rows {
+		a := acc
+		if rows > 1 {
+			a = []reg.VecVirtual{c.YMM()}
+			c.VMOVUPS(frame.Offset(32*r), a[0])
+		}
+		dy, d := c.YMM(), c.YMM()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
+		c.VMULPS(dw, dy, d)
+		c.VCVTDQ2PS(isum[0][r], isum[0][r])
+		c.VFMADD231PS(isum[0][r], d, a[0])
+		if rows > 1 {
+			c.VMOVUPS(a[0], frame.Offset(32*r))
+		}
+	}
+	avoutil.NextKQBlock(c, x, avoutil.Q6KGroupBytes, y, nb, lbl("block"), lbl("done"))
 	if rows > 1 {
 		acc = make([]reg.VecVirtual, rows)
 		for r := range acc {
