@@ -474,6 +474,10 @@ func q4KGroupAVX2(c *build.Context) {
 	q6KGroupAVX2(c)
 }
 
+// kqGroupPrefetch is how many blocks ahead of the one they multiply the
+// one-row Q4_K and Q5_K group kernels prefetch (0: not at all).
+const kqGroupPrefetch = 4
+
 // q4KGroupAVX2Rows emits gemvQ4_Kx8AVX2 (rows 1) or gemmQ4_Kx8x4AVX2: the
 // group against rows activation rows (stride bytes apart), each weight
 // vector unpacked once for all of them. Each sub-block half (low, then high
@@ -532,6 +536,11 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 				s16[p] = make([]reg.VecVirtual, rows)
 			}
 			for t := 0; t < 8; t++ {
+				if line := 16*g + 8*i + t; rows == 1 && kqGroupPrefetch > 0 && 64*line < blockBytes {
+					// Decode streams the group: one line kqGroupPrefetch
+					// blocks ahead per step.
+					c.PREFETCHT0(Mem{Base: x, Disp: kqGroupPrefetch*blockBytes + 64*line})
+				}
 				v := c.YMM()
 				if i == 0 {
 					c.VPAND(Mem{Base: x, Disp: 160 + 256*g + 32*t}, nib, v)
