@@ -525,22 +525,57 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 		}
 	}
 	isum := make([]reg.VecVirtual, rows)
-	for g := 0; g < 4; g++ {
-		for i := 0; i < 2; i++ { // low nibbles (sub-block 2g), high (2g+1)
-			parts := 1 // int16 sums per row: vectors 8/parts·p… of the sub-block
-			if q5 {
-				parts = 2
+	parts := 1 // int16 sums per row and sub-block: vectors 8/parts·p… of it
+	if q5 {
+		parts = 2
+	}
+	for g := 0; g < 4 && rows == 1; g++ {
+		// One row: each quant vector (and Q5_K's qh vector) loaded once
+		// for both of its sub-blocks, 2g (low nibbles) and 2g+1 (high).
+		var s16 [2][2]reg.VecVirtual // [i][part]
+		for t := 0; t < 8; t++ {
+			if line := 8*g + t; kqGroupPrefetch > 0 && 64*line < blockBytes {
+				// Decode streams the group: one line kqGroupPrefetch
+				// blocks ahead per step.
+				c.PREFETCHT0(Mem{Base: x, Disp: kqGroupPrefetch*blockBytes + 64*line})
 			}
+			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
+			c.VPAND(q, nib, lo)
+			c.VPSRLW(Imm(4), q, hi)
+			c.VPAND(nib, hi, hi)
+			var h reg.VecVirtual
+			if q5 {
+				h = c.YMM()
+				c.VMOVDQU(Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, h)
+			}
+			for i, v := range []reg.VecVirtual{lo, hi} {
+				if q5 {
+					fifthBitReg(c, h, 2*g+i, v)
+				}
+				b := c.YMM()
+				c.VPBROADCASTD(Mem{Base: y[0], Disp: 4 + 64*g + 32*i + 4*t}, b)
+				c.VPMADDUBSW(b, v, b)
+				add(&s16[i][t*parts/8], b, c.VPADDW)
+			}
+		}
+		for i := range 2 {
+			sc := c.YMM()
+			c.VPBROADCASTQ(Mem{Base: x, Disp: 32 + 16*g + 8*i}, sc)
+			c.VPSHUFB(dup, sc, sc)
+			for _, s := range s16[i][:parts] {
+				c.VPMADDWD(sc, s, s)
+				add(&isum[0], s, c.VPADDD)
+			}
+		}
+	}
+	for g := 0; g < 4 && rows > 1; g++ {
+		for i := 0; i < 2; i++ { // low nibbles (sub-block 2g), high (2g+1)
 			s16 := make([][]reg.VecVirtual, parts)
 			for p := range s16 {
 				s16[p] = make([]reg.VecVirtual, rows)
 			}
 			for t := 0; t < 8; t++ {
-				if line := 16*g + 8*i + t; rows == 1 && kqGroupPrefetch > 0 && 64*line < blockBytes {
-					// Decode streams the group: one line kqGroupPrefetch
-					// blocks ahead per step.
-					c.PREFETCHT0(Mem{Base: x, Disp: kqGroupPrefetch*blockBytes + 64*line})
-				}
 				v := c.YMM()
 				if i == 0 {
 					c.VPAND(Mem{Base: x, Disp: 160 + 256*g + 32*t}, nib, v)
@@ -605,6 +640,22 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
+}
+
+// fifthBitReg is fifthBitAVX2 with the qh vector in register h.
+func fifthBitReg(c *build.Context, h reg.VecVirtual, b int, v reg.VecVirtual) {
+	hb := c.YMM()
+	switch {
+	case b < 4:
+		c.VPSLLW(Imm(uint64(4-b)), h, hb)
+		c.VPAND(kqConsts.m10, hb, hb)
+	case b == 4:
+		c.VPAND(kqConsts.m10, h, hb)
+	default:
+		c.VPSRLW(Imm(uint64(b-4)), h, hb)
+		c.VPAND(kqConsts.m10, hb, hb)
+	}
+	c.VPOR(hb, v, v)
 }
 
 // fifthBitAVX2 ORs bit b of the packed Q5_K qh vector at m into v's codes
