@@ -7609,655 +7609,639 @@ TEXT ·gemvQ6_Kx8AVX2(SB), NOSPLIT, $0-80
 	JZ      gemvQ6_Kx8AVX2_done
 
 gemvQ6_Kx8AVX2_block:
+	PREFETCHT0   6720(CX)
+	PREFETCHT0   6784(CX)
+	PREFETCHT0   6848(CX)
+	PREFETCHT0   6912(CX)
+	VMOVDQU      144(CX), Y2
+	VMOVDQU      400(CX), Y3
+	VMOVDQU      656(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y6
+	VPAND        kqMask30<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 4(DX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y7
+	VPAND        kqMask30<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 36(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 68(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 100(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      176(CX), Y2
+	VMOVDQU      432(CX), Y4
+	VMOVDQU      688(CX), Y8
+	VPAND        Y2, Y1, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        kqMask30<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 8(DX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPADDW       Y10, Y6, Y6
+	VPAND        Y4, Y1, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        kqMask30<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 40(DX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPADDW       Y10, Y7, Y7
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y8, Y9
+	VPOR         Y9, Y2, Y2
+	VPBROADCASTD 72(DX), Y9
+	VPMADDUBSW   Y9, Y2, Y9
+	VPADDW       Y9, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y8, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 104(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
 	VPMOVSXBD    16(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   6720(CX)
-	VPAND        144(CX), Y1, Y3
-	VMOVDQU      656(CX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        kqMask30<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 4(DX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPAND        176(CX), Y1, Y3
-	VMOVDQU      688(CX), Y5
-	VPSLLW       $0x04, Y5, Y5
-	VPAND        kqMask30<>+0(SB), Y5, Y5
-	VPOR         Y5, Y3, Y3
-	VPBROADCASTD 8(DX), Y5
-	VPMADDUBSW   Y5, Y3, Y5
-	VPADDW       Y5, Y4, Y4
-	VPMADDWD     Y2, Y4, Y4
-	PREFETCHT0   6784(CX)
-	VPAND        208(CX), Y1, Y3
-	VMOVDQU      720(CX), Y5
-	VPSLLW       $0x04, Y5, Y5
-	VPAND        kqMask30<>+0(SB), Y5, Y5
-	VPOR         Y5, Y3, Y3
-	VPBROADCASTD 12(DX), Y5
-	VPMADDUBSW   Y5, Y3, Y5
-	VPAND        240(CX), Y1, Y3
-	VMOVDQU      752(CX), Y6
-	VPSLLW       $0x04, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 16(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPADDW       Y6, Y5, Y5
-	VPMADDWD     Y2, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VPMOVSXBD    24(CX), Y2
-	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   6848(CX)
-	VPAND        272(CX), Y1, Y3
-	VMOVDQU      784(CX), Y5
-	VPSLLW       $0x04, Y5, Y5
-	VPAND        kqMask30<>+0(SB), Y5, Y5
-	VPOR         Y5, Y3, Y3
-	VPBROADCASTD 20(DX), Y5
-	VPMADDUBSW   Y5, Y3, Y5
-	VPAND        304(CX), Y1, Y3
-	VMOVDQU      816(CX), Y6
-	VPSLLW       $0x04, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 24(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPADDW       Y6, Y5, Y5
-	VPMADDWD     Y2, Y5, Y5
-	PREFETCHT0   6912(CX)
-	VPAND        336(CX), Y1, Y3
-	VMOVDQU      848(CX), Y6
-	VPSLLW       $0x04, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 28(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        368(CX), Y1, Y3
-	VMOVDQU      880(CX), Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 32(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
 	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
 	VPMOVSXBD    32(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   6976(CX)
-	VPAND        400(CX), Y1, Y3
-	VMOVDQU      656(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 36(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        432(CX), Y1, Y3
-	VMOVDQU      688(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 40(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	PREFETCHT0   7040(CX)
-	VPAND        464(CX), Y1, Y3
-	VMOVDQU      720(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 44(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        496(CX), Y1, Y3
-	VMOVDQU      752(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 48(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPMOVSXBD    40(CX), Y2
-	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   7104(CX)
-	VPAND        528(CX), Y1, Y3
-	VMOVDQU      784(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 52(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        560(CX), Y1, Y3
-	VMOVDQU      816(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 56(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	PREFETCHT0   7168(CX)
-	VPAND        592(CX), Y1, Y3
-	VMOVDQU      848(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 60(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        624(CX), Y1, Y3
-	VMOVDQU      880(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 64(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VPMADDWD     Y2, Y7, Y7
 	VPMOVSXBD    48(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   7232(CX)
-	VMOVDQU      144(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      656(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 68(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      176(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      688(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 72(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	PREFETCHT0   7296(CX)
-	VMOVDQU      208(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      720(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 76(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      240(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      752(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 80(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPMOVSXBD    56(CX), Y2
-	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   7360(CX)
-	VMOVDQU      272(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      784(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 84(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      304(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      816(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 88(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	PREFETCHT0   7424(CX)
-	VMOVDQU      336(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      848(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 92(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      368(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      880(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 96(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
 	VPMOVSXBD    64(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   7488(CX)
-	VMOVDQU      400(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      656(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 100(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      432(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      688(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 104(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	PREFETCHT0   7552(CX)
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	PREFETCHT0   6976(CX)
+	PREFETCHT0   7040(CX)
+	PREFETCHT0   7104(CX)
+	PREFETCHT0   7168(CX)
+	VMOVDQU      208(CX), Y2
 	VMOVDQU      464(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      720(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 108(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      496(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      752(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 112(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
+	VMOVDQU      720(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        kqMask30<>+0(SB), Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPBROADCASTD 12(DX), Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        kqMask30<>+0(SB), Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VPBROADCASTD 44(DX), Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 76(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 108(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      240(CX), Y2
+	VMOVDQU      496(CX), Y4
+	VMOVDQU      752(CX), Y10
+	VPAND        Y2, Y1, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 16(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y8, Y8
+	VPAND        Y4, Y1, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 48(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y9, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y10, Y11
+	VPOR         Y11, Y2, Y2
+	VPBROADCASTD 80(DX), Y11
+	VPMADDUBSW   Y11, Y2, Y11
+	VPADDW       Y11, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y10, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 112(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMOVSXBD    16(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMOVSXBD    32(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMOVSXBD    48(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPMOVSXBD    64(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	PREFETCHT0   7232(CX)
+	PREFETCHT0   7296(CX)
+	PREFETCHT0   7360(CX)
+	PREFETCHT0   7424(CX)
+	VMOVDQU      272(CX), Y2
+	VMOVDQU      528(CX), Y3
+	VMOVDQU      784(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        kqMask30<>+0(SB), Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPBROADCASTD 20(DX), Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        kqMask30<>+0(SB), Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VPBROADCASTD 52(DX), Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 84(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 116(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      304(CX), Y2
+	VMOVDQU      560(CX), Y4
+	VMOVDQU      816(CX), Y10
+	VPAND        Y2, Y1, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 24(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y8, Y8
+	VPAND        Y4, Y1, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 56(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y9, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y10, Y11
+	VPOR         Y11, Y2, Y2
+	VPBROADCASTD 88(DX), Y11
+	VPMADDUBSW   Y11, Y2, Y11
+	VPADDW       Y11, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y10, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 120(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMOVSXBD    24(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMOVSXBD    40(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMOVSXBD    56(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
 	VPMOVSXBD    72(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	PREFETCHT0   7488(CX)
+	PREFETCHT0   7552(CX)
 	PREFETCHT0   7616(CX)
-	VMOVDQU      528(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      784(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 116(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      560(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      816(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 120(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
 	PREFETCHT0   7680(CX)
+	VMOVDQU      336(CX), Y2
 	VMOVDQU      592(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      848(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 124(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      624(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      880(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 128(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VMOVDQU      848(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        kqMask30<>+0(SB), Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPBROADCASTD 28(DX), Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        kqMask30<>+0(SB), Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VPBROADCASTD 60(DX), Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 92(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 124(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      368(CX), Y2
+	VMOVDQU      624(CX), Y4
+	VMOVDQU      880(CX), Y10
+	VPAND        Y2, Y1, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 32(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y8, Y8
+	VPAND        Y4, Y1, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 64(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y9, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y10, Y11
+	VPOR         Y11, Y2, Y2
+	VPBROADCASTD 96(DX), Y11
+	VPMADDUBSW   Y11, Y2, Y11
+	VPADDW       Y11, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y10, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 128(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMOVSXBD    24(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMOVSXBD    40(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMOVSXBD    56(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPMOVSXBD    72(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	PREFETCHT0   7744(CX)
+	PREFETCHT0   7808(CX)
+	PREFETCHT0   7872(CX)
+	PREFETCHT0   7936(CX)
+	VMOVDQU      912(CX), Y2
+	VMOVDQU      1168(CX), Y3
+	VMOVDQU      1424(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        kqMask30<>+0(SB), Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPBROADCASTD 132(DX), Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        kqMask30<>+0(SB), Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VPBROADCASTD 164(DX), Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 196(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 228(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      944(CX), Y2
+	VMOVDQU      1200(CX), Y4
+	VMOVDQU      1456(CX), Y10
+	VPAND        Y2, Y1, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 136(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y8, Y8
+	VPAND        Y4, Y1, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 168(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y9, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y10, Y11
+	VPOR         Y11, Y2, Y2
+	VPBROADCASTD 200(DX), Y11
+	VPMADDUBSW   Y11, Y2, Y11
+	VPADDW       Y11, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y10, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 232(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
 	VPMOVSXBD    80(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   7744(CX)
-	VPAND        912(CX), Y1, Y3
-	VMOVDQU      1424(CX), Y6
-	VPSLLW       $0x04, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 132(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        944(CX), Y1, Y3
-	VMOVDQU      1456(CX), Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 136(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	PREFETCHT0   7808(CX)
-	VPAND        976(CX), Y1, Y3
-	VMOVDQU      1488(CX), Y6
-	VPSLLW       $0x04, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 140(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        1008(CX), Y1, Y3
-	VMOVDQU      1520(CX), Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 144(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPMOVSXBD    88(CX), Y2
-	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   7872(CX)
-	VPAND        1040(CX), Y1, Y3
-	VMOVDQU      1552(CX), Y6
-	VPSLLW       $0x04, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 148(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        1072(CX), Y1, Y3
-	VMOVDQU      1584(CX), Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 152(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	PREFETCHT0   7936(CX)
-	VPAND        1104(CX), Y1, Y3
-	VMOVDQU      1616(CX), Y6
-	VPSLLW       $0x04, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 156(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        1136(CX), Y1, Y3
-	VMOVDQU      1648(CX), Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 160(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
 	VPMOVSXBD    96(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   8000(CX)
-	VPAND        1168(CX), Y1, Y3
-	VMOVDQU      1424(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 164(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        1200(CX), Y1, Y3
-	VMOVDQU      1456(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 168(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	PREFETCHT0   8064(CX)
-	VPAND        1232(CX), Y1, Y3
-	VMOVDQU      1488(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 172(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        1264(CX), Y1, Y3
-	VMOVDQU      1520(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 176(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPMOVSXBD    104(CX), Y2
-	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   8128(CX)
-	VPAND        1296(CX), Y1, Y3
-	VMOVDQU      1552(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 180(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        1328(CX), Y1, Y3
-	VMOVDQU      1584(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 184(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	PREFETCHT0   8192(CX)
-	VPAND        1360(CX), Y1, Y3
-	VMOVDQU      1616(CX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 188(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPAND        1392(CX), Y1, Y3
-	VMOVDQU      1648(CX), Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 192(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y7, Y7
 	VPMOVSXBD    112(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   8256(CX)
-	VMOVDQU      912(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1424(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 196(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      944(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1456(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 200(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	PREFETCHT0   8320(CX)
-	VMOVDQU      976(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1488(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 204(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      1008(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1520(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 208(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPMOVSXBD    120(CX), Y2
-	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	PREFETCHT0   8384(CX)
-	VMOVDQU      1040(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1552(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 212(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      1072(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1584(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 216(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1104(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1616(CX), Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 220(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      1136(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1648(CX), Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 224(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
 	VPMOVSXBD    128(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	VMOVDQU      1168(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1424(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 228(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      1200(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1456(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 232(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	PREFETCHT0   8000(CX)
+	PREFETCHT0   8064(CX)
+	PREFETCHT0   8128(CX)
+	PREFETCHT0   8192(CX)
+	VMOVDQU      976(CX), Y2
 	VMOVDQU      1232(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1488(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 236(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      1264(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1520(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 240(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y4, Y4
+	VMOVDQU      1488(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        kqMask30<>+0(SB), Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPBROADCASTD 140(DX), Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        kqMask30<>+0(SB), Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VPBROADCASTD 172(DX), Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 204(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 236(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      1008(CX), Y2
+	VMOVDQU      1264(CX), Y4
+	VMOVDQU      1520(CX), Y10
+	VPAND        Y2, Y1, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 144(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y8, Y8
+	VPAND        Y4, Y1, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 176(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y9, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y10, Y11
+	VPOR         Y11, Y2, Y2
+	VPBROADCASTD 208(DX), Y11
+	VPMADDUBSW   Y11, Y2, Y11
+	VPADDW       Y11, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y10, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 240(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMOVSXBD    80(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMOVSXBD    96(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMOVSXBD    112(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPMOVSXBD    128(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	PREFETCHT0   8256(CX)
+	PREFETCHT0   8320(CX)
+	PREFETCHT0   8384(CX)
+	VMOVDQU      1040(CX), Y2
+	VMOVDQU      1296(CX), Y3
+	VMOVDQU      1552(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        kqMask30<>+0(SB), Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPBROADCASTD 148(DX), Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        kqMask30<>+0(SB), Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VPBROADCASTD 180(DX), Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 212(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 244(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      1072(CX), Y2
+	VMOVDQU      1328(CX), Y4
+	VMOVDQU      1584(CX), Y10
+	VPAND        Y2, Y1, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 152(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y8, Y8
+	VPAND        Y4, Y1, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 184(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y9, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y10, Y11
+	VPOR         Y11, Y2, Y2
+	VPBROADCASTD 216(DX), Y11
+	VPMADDUBSW   Y11, Y2, Y11
+	VPADDW       Y11, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y10, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 248(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMOVSXBD    88(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMOVSXBD    104(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMOVSXBD    120(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
 	VPMOVSXBD    136(CX), Y2
 	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
-	VMOVDQU      1296(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1552(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 244(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      1328(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1584(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 248(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	VMOVDQU      1104(CX), Y2
 	VMOVDQU      1360(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1616(CX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        kqMask30<>+0(SB), Y6, Y6
-	VPOR         Y6, Y3, Y3
-	VPBROADCASTD 252(DX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VMOVDQU      1392(CX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      1648(CX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        kqMask30<>+0(SB), Y7, Y7
-	VPOR         Y7, Y3, Y3
-	VPBROADCASTD 256(DX), Y7
-	VPMADDUBSW   Y7, Y3, Y7
-	VPADDW       Y7, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	VMOVDQU      1616(CX), Y4
+	VPAND        Y2, Y1, Y5
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        kqMask30<>+0(SB), Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPBROADCASTD 156(DX), Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPAND        Y3, Y1, Y5
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        kqMask30<>+0(SB), Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VPBROADCASTD 188(DX), Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y4, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 220(DX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPSRLW       $0x04, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y4, Y3
+	VPAND        kqMask30<>+0(SB), Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 252(DX), Y3
+	VPMADDUBSW   Y3, Y2, Y3
+	VMOVDQU      1136(CX), Y2
+	VMOVDQU      1392(CX), Y4
+	VMOVDQU      1648(CX), Y10
+	VPAND        Y2, Y1, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 160(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y8, Y8
+	VPAND        Y4, Y1, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        kqMask30<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPBROADCASTD 192(DX), Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPADDW       Y12, Y9, Y9
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPAND        kqMask30<>+0(SB), Y10, Y11
+	VPOR         Y11, Y2, Y2
+	VPBROADCASTD 224(DX), Y11
+	VPMADDUBSW   Y11, Y2, Y11
+	VPADDW       Y11, Y5, Y5
+	VPSRLW       $0x04, Y4, Y2
+	VPAND        Y1, Y2, Y2
+	VPSRLW       $0x02, Y10, Y4
+	VPAND        kqMask30<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPBROADCASTD 256(DX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMOVSXBD    88(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMOVSXBD    104(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMOVSXBD    120(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPMOVSXBD    136(CX), Y2
+	VPSHUFB      kqShufLoWord<>+0(SB), Y2, Y2
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y7, Y7
 	VMOVDQU      16(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
@@ -8266,53 +8250,53 @@ gemvQ6_Kx8AVX2_block:
 	VMOVDQU      32(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
-	VPBROADCASTD 264(DX), Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPBROADCASTD 264(DX), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
 	VMOVDQU      48(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
-	VPBROADCASTD 268(DX), Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPBROADCASTD 268(DX), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
 	VMOVDQU      64(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
-	VPBROADCASTD 272(DX), Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPBROADCASTD 272(DX), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
 	VMOVDQU      80(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
-	VPBROADCASTD 276(DX), Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPBROADCASTD 276(DX), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
 	VMOVDQU      96(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
-	VPBROADCASTD 280(DX), Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPBROADCASTD 280(DX), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
 	VMOVDQU      112(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
-	VPBROADCASTD 284(DX), Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VPBROADCASTD 284(DX), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
 	VMOVDQU      128(CX), X2
 	VPSHUFB      kqShufPairQ6<>+0(SB), X2, X2
 	VPMOVSXBW    X2, Y2
-	VPBROADCASTD 288(DX), Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	VPADDD       Y5, Y4, Y4
+	VPBROADCASTD 288(DX), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y6
 	VPSLLD       $0x05, Y3, Y3
-	VPSUBD       Y3, Y4, Y4
+	VPSUBD       Y3, Y6, Y6
 	VCVTPH2PS    (CX), Y2
 	VBROADCASTSS (DX), Y3
 	VMULPS       Y2, Y3, Y2
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y2, Y0
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y2, Y0
 	ADDQ         $0x00000690, CX
 	ADDQ         $0x00000124, DX
 	DECQ         AX

@@ -745,8 +745,58 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 			op(v, *sum, *sum)
 		}
 	}
-	step := 0
-	for n := 0; n < 2; n++ {
+	for step := 0; step < 8 && rows == 1; step++ {
+		// One row: each t's A, B and H vectors loaded once for all four
+		// chunks, whose pair sums then take their own scales.
+		n, tr, tp := step/4, step/2%2, step%2
+		base := 144 + 768*n
+		for k := 4 * step; k < 4*step+4 && 64*k < avoutil.Q6KGroupBytes; k++ {
+			c.PREFETCHT0(Mem{Base: x, Disp: q6KGroupAVX2Prefetch + 64*k})
+		}
+		var s16 [4]reg.VecVirtual
+		for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {
+			a, bq, h := c.YMM(), c.YMM(), c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: base + 32*t}, a)
+			c.VMOVDQU(Mem{Base: x, Disp: base + 256 + 32*t}, bq)
+			c.VMOVDQU(Mem{Base: x, Disp: base + 512 + 32*t}, h)
+			for ch := 0; ch < 4; ch++ {
+				q := []reg.VecVirtual{a, bq}[ch%2]
+				code, hb := c.YMM(), c.YMM()
+				if ch < 2 {
+					c.VPAND(q, nib, code)
+				} else {
+					c.VPSRLW(Imm(4), q, code)
+					c.VPAND(nib, code, code)
+				}
+				switch ch { // qh bits 2ch, 2ch+1 to bits 4, 5
+				case 0:
+					c.VPSLLW(Imm(4), h, hb)
+					c.VPAND(kqConsts.m30, hb, hb)
+				case 1:
+					c.VPSLLW(Imm(2), h, hb)
+					c.VPAND(kqConsts.m30, hb, hb)
+				case 2:
+					c.VPAND(kqConsts.m30, h, hb)
+				case 3:
+					c.VPSRLW(Imm(2), h, hb)
+					c.VPAND(kqConsts.m30, hb, hb)
+				}
+				c.VPOR(hb, code, code)
+				b := c.YMM()
+				c.VPBROADCASTD(Mem{Base: y[0], Disp: 4 + 128*n + 32*ch + 4*t}, b)
+				c.VPMADDUBSW(b, code, b)
+				add(&s16[ch], b, c.VPADDW)
+			}
+		}
+		for ch := 0; ch < 4; ch++ {
+			sc := c.YMM()
+			c.VPMOVSXBD(Mem{Base: x, Disp: 16 + 8*(8*n+2*ch+tr)}, sc)
+			c.VPSHUFB(loWord, sc, sc)
+			c.VPMADDWD(sc, s16[ch], s16[ch])
+			add(&isum[ch%chains][0], s16[ch], c.VPADDD)
+		}
+	}
+	for n := 0; n < 2 && rows > 1; n++ {
 		base := 144 + 768*n
 		for ch := 0; ch < 4; ch++ {
 			run := ch % 2 // chunks 0, 2 in A's nibbles, 1, 3 in B's
@@ -755,10 +805,6 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 				c.VPMOVSXBD(Mem{Base: x, Disp: 16 + 8*(8*n+2*ch+tr)}, sc)
 				c.VPSHUFB(loWord, sc, sc) // sc[s][r] in both words of lane r
 				for tp := 0; tp < 2; tp++ {
-					if rows == 1 && 64*step < avoutil.Q6KGroupBytes {
-						c.PREFETCHT0(Mem{Base: x, Disp: q6KGroupAVX2Prefetch + 64*step})
-					}
-					step++
 					s16 := make([]reg.VecVirtual, rows)
 					for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {
 						code, hb := c.YMM(), c.YMM()
@@ -791,7 +837,7 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 					}
 					for r := range rows {
 						c.VPMADDWD(sc, s16[r], s16[r])
-						add(&isum[tr%chains][r], s16[r], c.VPADDD)
+						add(&isum[0][r], s16[r], c.VPADDD)
 					}
 				}
 			}
