@@ -480,10 +480,11 @@ const kqGroupPrefetch = 4
 
 // q4KGroupAVX2Rows emits gemvQ4_Kx8AVX2 (rows 1) or gemmQ4_Kx8x4AVX2: the
 // group against rows activation rows (stride bytes apart), each weight
-// vector unpacked once for all of them. Each sub-block half (low, then high
-// nibbles) is one pass over the group's quant vectors; with four rows the
-// float accumulators live in the stack frame (sixteen YMM registers hold
-// the rest).
+// vector unpacked once for all of them. With four rows each sub-block half
+// (low, then high nibbles) is one pass over the group's quant vectors and
+// the float accumulators live in the stack frame (sixteen YMM registers
+// hold the rest); with one row each quant vector is loaded once for both
+// halves (the two int16 sums fit in the registers).
 //
 // With q5, gemvQ5_Kx8AVX2 or gemmQ5_Kx8x4AVX2 over a packed Q5_K group
 // (kernvnni's q4KGroup says where the fifth bits are): codes up to 31 make
@@ -642,7 +643,8 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 	c.RET()
 }
 
-// fifthBitReg is fifthBitAVX2 with the qh vector in register h.
+// fifthBitReg ORs bit b of the packed Q5_K qh vector h into v's codes as
+// bit 4 (word shifts: no bit of a word's other byte reaches bit 4).
 func fifthBitReg(c *build.Context, h reg.VecVirtual, b int, v reg.VecVirtual) {
 	hb := c.YMM()
 	switch {
@@ -658,18 +660,11 @@ func fifthBitReg(c *build.Context, h reg.VecVirtual, b int, v reg.VecVirtual) {
 	c.VPOR(hb, v, v)
 }
 
-// fifthBitAVX2 ORs bit b of the packed Q5_K qh vector at m into v's codes
-// as bit 4 (word shifts: no bit of a word's other byte reaches bit 4).
+// fifthBitAVX2 is fifthBitReg with the qh vector at m.
 func fifthBitAVX2(c *build.Context, m Mem, b int, v reg.VecVirtual) {
-	hb := c.YMM()
-	c.VMOVDQU(m, hb)
-	if b < 4 {
-		c.VPSLLW(Imm(uint64(4-b)), hb, hb)
-	} else if b > 4 {
-		c.VPSRLW(Imm(uint64(b-4)), hb, hb)
-	}
-	c.VPAND(kqConsts.m10, hb, hb)
-	c.VPOR(hb, v, v)
+	h := c.YMM()
+	c.VMOVDQU(m, h)
+	fifthBitReg(c, h, b, v)
 }
 
 // q6KGroupAVX2 emits gemvQ6_Kx8AVX2 and gemmQ6_Kx8x4AVX2: a packed group of
@@ -699,15 +694,51 @@ func q6KGroupAVX2(c *build.Context) {
 	q6KGroupAVX2Rows(c, loWord, pair, 4)
 }
 
+// q6CodeAVX2 returns the 6-bit codes of chunk ch (0..3) at one position
+// vector: the low (ch < 2) or high nibbles of q, the A or B run's vector
+// (a register, or its bytes in memory), with the H vector h's bits 2ch,
+// 2ch+1 as bits 4, 5.
+func q6CodeAVX2(c *build.Context, q Op, h reg.VecVirtual, ch int, nib reg.VecVirtual) reg.VecVirtual {
+	code, hb := c.YMM(), c.YMM()
+	switch {
+	case ch < 2:
+		c.VPAND(q, nib, code)
+	case IsMem(q):
+		c.VMOVDQU(q, code)
+		c.VPSRLW(Imm(4), code, code)
+		c.VPAND(nib, code, code)
+	default:
+		c.VPSRLW(Imm(4), q, code)
+		c.VPAND(nib, code, code)
+	}
+	switch ch {
+	case 0:
+		c.VPSLLW(Imm(4), h, hb)
+		c.VPAND(kqConsts.m30, hb, hb)
+	case 1:
+		c.VPSLLW(Imm(2), h, hb)
+		c.VPAND(kqConsts.m30, hb, hb)
+	case 2:
+		c.VPAND(kqConsts.m30, h, hb)
+	case 3:
+		c.VPSRLW(Imm(2), h, hb)
+		c.VPAND(kqConsts.m30, hb, hb)
+	}
+	c.VPOR(hb, code, code)
+	return code
+}
+
 // q6KGroupAVX2Prefetch is how many blocks ahead the one-row kernel asks
 // for the group's lines (the VNNI kernel's distance).
 const q6KGroupAVX2Prefetch = 4 * avoutil.Q6KGroupBytes
 
 // q6KGroupAVX2Rows emits the Q6_K group kernel against rows activation
-// rows (stride bytes apart). Per half n and sub-block (chunk ch, positions
-// 16tr…16tr+15) the four code vectors are built from the A or B run and the
-// H run, two at a time, and every row's pair sum scaled into its isum; with
-// one row the sub-blocks alternate between two isum chains.
+// rows (stride bytes apart). A sub-block (half n, chunk ch, positions
+// 16tr…16tr+15) is four code vectors (q6CodeAVX2), summed two at a time and
+// scaled into isum. With four rows the loop runs by sub-block, each code
+// vector made once for the four; with one row by pairs of positions t, each
+// t's A, B and H vectors loaded once for the four chunks, whose sums go to
+// two isum chains.
 func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 	name := avoutil.KQGroupFunction(c, "Q6_K", "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
 	lbl := func(s string) string { return name + "_" + s }
@@ -760,28 +791,7 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 			c.VMOVDQU(Mem{Base: x, Disp: base + 256 + 32*t}, bq)
 			c.VMOVDQU(Mem{Base: x, Disp: base + 512 + 32*t}, h)
 			for ch := 0; ch < 4; ch++ {
-				q := []reg.VecVirtual{a, bq}[ch%2]
-				code, hb := c.YMM(), c.YMM()
-				if ch < 2 {
-					c.VPAND(q, nib, code)
-				} else {
-					c.VPSRLW(Imm(4), q, code)
-					c.VPAND(nib, code, code)
-				}
-				switch ch { // qh bits 2ch, 2ch+1 to bits 4, 5
-				case 0:
-					c.VPSLLW(Imm(4), h, hb)
-					c.VPAND(kqConsts.m30, hb, hb)
-				case 1:
-					c.VPSLLW(Imm(2), h, hb)
-					c.VPAND(kqConsts.m30, hb, hb)
-				case 2:
-					c.VPAND(kqConsts.m30, h, hb)
-				case 3:
-					c.VPSRLW(Imm(2), h, hb)
-					c.VPAND(kqConsts.m30, hb, hb)
-				}
-				c.VPOR(hb, code, code)
+				code := q6CodeAVX2(c, []reg.VecVirtual{a, bq}[ch%2], h, ch, nib)
 				b := c.YMM()
 				c.VPBROADCASTD(Mem{Base: y[0], Disp: 4 + 128*n + 32*ch + 4*t}, b)
 				c.VPMADDUBSW(b, code, b)
@@ -807,27 +817,9 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 				for tp := 0; tp < 2; tp++ {
 					s16 := make([]reg.VecVirtual, rows)
 					for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {
-						code, hb := c.YMM(), c.YMM()
-						q := Mem{Base: x, Disp: base + 256*run + 32*t}
-						if ch < 2 {
-							c.VPAND(q, nib, code)
-						} else {
-							c.VMOVDQU(q, code)
-							c.VPSRLW(Imm(4), code, code)
-							c.VPAND(nib, code, code)
-						}
-						h := Mem{Base: x, Disp: base + 512 + 32*t}
-						c.VMOVDQU(h, hb)
-						switch ch { // qh bits 2ch, 2ch+1 to bits 4, 5
-						case 0:
-							c.VPSLLW(Imm(4), hb, hb)
-						case 1:
-							c.VPSLLW(Imm(2), hb, hb)
-						case 3:
-							c.VPSRLW(Imm(2), hb, hb)
-						}
-						c.VPAND(kqConsts.m30, hb, hb)
-						c.VPOR(hb, code, code)
+						h := c.YMM()
+						c.VMOVDQU(Mem{Base: x, Disp: base + 512 + 32*t}, h)
+						code := q6CodeAVX2(c, Mem{Base: x, Disp: base + 256*run + 32*t}, h, ch, nib)
 						for r := range rows {
 							b := c.YMM()
 							c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, b)
