@@ -496,35 +496,8 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 	if q5 {
 		typ, blockBytes = "Q5_K", avoutil.Q5KGroupBytes
 	}
-	name := avoutil.KQGroupFunction(c, typ, "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
-	lbl := func(s string) string { return name + "_" + s }
-	nb := c.Load(c.Param("nb"), c.GP64())
-	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := avoutil.RowPointers(c, rows)
-	// acc: the float accumulators, in registers for one row, else in the frame.
-	var acc []reg.VecVirtual
-	var frame Mem
-	if rows == 1 {
-		acc = avoutil.ZeroYMMs(c, 1)
-	} else {
-		frame = c.AllocLocal(32 * rows)
-		z := avoutil.ZeroYMMs(c, 1)[0]
-		for r := range rows {
-			c.VMOVUPS(z, frame.Offset(32*r))
-		}
-	}
-	nib := c.YMM()
-	c.VMOVDQU(kqConsts.m0f, nib)
-	c.TESTQ(nb, nb)
-	c.JZ(LabelRef(lbl("done")))
-	c.Label(lbl("block"))
-	add := func(sum *reg.VecVirtual, v reg.VecVirtual, op func(...Op)) {
-		if *sum == nil {
-			*sum = v
-		} else {
-			op(v, *sum, *sum)
-		}
-	}
+	k := startAVX2Group(c, typ, rows)
+	x, y, acc, frame, nib := k.x, k.y, k.acc, k.frame, k.nib
 	isum := make([]reg.VecVirtual, rows)
 	parts := 1 // int16 sums per row and sub-block: vectors 8/parts·p… of it
 	if q5 {
@@ -557,7 +530,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 				b := c.YMM()
 				c.VPBROADCASTD(Mem{Base: y[0], Disp: 4 + 64*g + 32*i + 4*t}, b)
 				c.VPMADDUBSW(b, v, b)
-				add(&s16[i][t*parts/8], b, c.VPADDW)
+				addTo(&s16[i][t*parts/8], b, c.VPADDW)
 			}
 		}
 		for i := range 2 {
@@ -566,7 +539,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 			c.VPSHUFB(dup, sc, sc)
 			for _, s := range s16[i][:parts] {
 				c.VPMADDWD(sc, s, s)
-				add(&isum[0], s, c.VPADDD)
+				addTo(&isum[0], s, c.VPADDD)
 			}
 		}
 	}
@@ -592,7 +565,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 					b := c.YMM()
 					c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 64*g + 32*i + 4*t}, b)
 					c.VPMADDUBSW(b, v, b)
-					add(&s16[t*parts/8][r], b, c.VPADDW)
+					addTo(&s16[t*parts/8][r], b, c.VPADDW)
 				}
 			}
 			sc := c.YMM()
@@ -601,7 +574,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 			for _, s := range s16 {
 				for r := range rows {
 					c.VPMADDWD(sc, s[r], s[r])
-					add(&isum[r], s[r], c.VPADDD)
+					addTo(&isum[r], s[r], c.VPADDD)
 				}
 			}
 		}
@@ -615,7 +588,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 			b := c.YMM()
 			c.VPBROADCASTD(Mem{Base: y[r], Disp: 260 + 4*s}, b)
 			c.VPMADDWD(b, m, b)
-			add(&msum[r], b, c.VPADDD)
+			addTo(&msum[r], b, c.VPADDD)
 		}
 	}
 	if rows == 1 {
@@ -630,17 +603,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 			c.VMOVUPS(a, frame.Offset(32*r))
 		}
 	}
-	avoutil.NextKQBlock(c, x, blockBytes, y, nb, lbl("block"), lbl("done"))
-	if rows > 1 {
-		acc = make([]reg.VecVirtual, rows)
-		for r := range acc {
-			acc[r] = c.YMM()
-			c.VMOVUPS(frame.Offset(32*r), acc[r])
-		}
-	}
-	avoutil.StoreGroupRows(c, acc)
-	c.VZEROUPPER()
-	c.RET()
+	k.end(blockBytes)
 }
 
 // fifthBitReg ORs bit b of the packed Q5_K qh vector h into v's codes as
@@ -694,6 +657,74 @@ func q6KGroupAVX2(c *build.Context) {
 	q6KGroupAVX2Rows(c, loWord, pair, 4)
 }
 
+// avx2Group is an avx2 k-quant group kernel's frame: its weight and
+// activation row pointers, the float accumulators (in registers for one
+// row, in the stack frame for more: sixteen YMM registers hold the rest)
+// and the nibble mask.
+type avx2Group struct {
+	c      *build.Context
+	name   string
+	nb, x  reg.Register
+	y      []reg.Register
+	acc    []reg.VecVirtual // one row
+	frame  Mem              // more rows: row r's accumulator at 32r
+	nib    reg.VecVirtual
+	frames int
+}
+
+// startAVX2Group emits the group kernel of typ against rows activation rows
+// up to the start of its super-block loop.
+func startAVX2Group(c *build.Context, typ string, rows int) *avx2Group {
+	k := &avx2Group{c: c, name: avoutil.KQGroupFunction(c, typ, "AVX2", rows, "kerndot", "AVX2, FMA and F16C")}
+	k.nb = c.Load(c.Param("nb"), c.GP64())
+	k.x = c.Load(c.Param("w").Base(), c.GP64())
+	k.y = avoutil.RowPointers(c, rows)
+	if rows == 1 {
+		k.acc = avoutil.ZeroYMMs(c, 1)
+	} else {
+		k.frames = rows
+		k.frame = c.AllocLocal(32 * rows)
+		z := avoutil.ZeroYMMs(c, 1)[0]
+		for r := range rows {
+			c.VMOVUPS(z, k.frame.Offset(32*r))
+		}
+	}
+	k.nib = c.YMM()
+	c.VMOVDQU(kqConsts.m0f, k.nib)
+	c.TESTQ(k.nb, k.nb)
+	c.JZ(LabelRef(k.name + "_done"))
+	c.Label(k.name + "_block")
+	return k
+}
+
+// end closes the super-block loop (blockBytes of weights per step) and
+// stores the rows' eight results.
+func (k *avx2Group) end(blockBytes int) {
+	c := k.c
+	avoutil.NextKQBlock(c, k.x, blockBytes, k.y, k.nb, k.name+"_block", k.name+"_done")
+	acc := k.acc
+	if k.frames > 0 {
+		acc = make([]reg.VecVirtual, k.frames)
+		for r := range acc {
+			acc[r] = c.YMM()
+			c.VMOVUPS(k.frame.Offset(32*r), acc[r])
+		}
+	}
+	avoutil.StoreGroupRows(c, acc)
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// addTo makes v the sum *sum when there is none yet, else adds v into it
+// with op (VPADDW, VPADDD).
+func addTo(sum *reg.VecVirtual, v reg.VecVirtual, op func(...Op)) {
+	if *sum == nil {
+		*sum = v
+	} else {
+		op(v, *sum, *sum)
+	}
+}
+
 // q6CodeAVX2 returns the 6-bit codes of chunk ch (0..3) at one position
 // vector: the low (ch < 2) or high nibbles of q, the A or B run's vector
 // (a register, or its bytes in memory), with the H vector h's bits 2ch,
@@ -740,27 +771,8 @@ const q6KGroupAVX2Prefetch = 4 * avoutil.Q6KGroupBytes
 // t's A, B and H vectors loaded once for the four chunks, whose sums go to
 // two isum chains.
 func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
-	name := avoutil.KQGroupFunction(c, "Q6_K", "AVX2", rows, "kerndot", "AVX2, FMA and F16C")
-	lbl := func(s string) string { return name + "_" + s }
-	nb := c.Load(c.Param("nb"), c.GP64())
-	x := c.Load(c.Param("w").Base(), c.GP64())
-	y := avoutil.RowPointers(c, rows)
-	var acc []reg.VecVirtual
-	var frame Mem
-	if rows == 1 {
-		acc = avoutil.ZeroYMMs(c, 1)
-	} else {
-		frame = c.AllocLocal(32 * rows)
-		z := avoutil.ZeroYMMs(c, 1)[0]
-		for r := range rows {
-			c.VMOVUPS(z, frame.Offset(32*r))
-		}
-	}
-	nib := c.YMM()
-	c.VMOVDQU(kqConsts.m0f, nib)
-	c.TESTQ(nb, nb)
-	c.JZ(LabelRef(lbl("done")))
-	c.Label(lbl("block"))
+	k := startAVX2Group(c, "Q6_K", rows)
+	x, y, acc, frame, nib := k.x, k.y, k.acc, k.frame, k.nib
 	chains := 1
 	if rows == 1 {
 		chains = 2
@@ -768,13 +780,6 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 	isum := make([][]reg.VecVirtual, chains)
 	for i := range isum {
 		isum[i] = make([]reg.VecVirtual, rows)
-	}
-	add := func(sum *reg.VecVirtual, v reg.VecVirtual, op func(...Op)) {
-		if *sum == nil {
-			*sum = v
-		} else {
-			op(v, *sum, *sum)
-		}
 	}
 	for step := 0; step < 8 && rows == 1; step++ {
 		// One row: each t's A, B and H vectors loaded once for all four
@@ -795,7 +800,7 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 				b := c.YMM()
 				c.VPBROADCASTD(Mem{Base: y[0], Disp: 4 + 128*n + 32*ch + 4*t}, b)
 				c.VPMADDUBSW(b, code, b)
-				add(&s16[ch], b, c.VPADDW)
+				addTo(&s16[ch], b, c.VPADDW)
 			}
 		}
 		for ch := 0; ch < 4; ch++ {
@@ -803,7 +808,7 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 			c.VPMOVSXBD(Mem{Base: x, Disp: 16 + 8*(8*n+2*ch+tr)}, sc)
 			c.VPSHUFB(loWord, sc, sc)
 			c.VPMADDWD(sc, s16[ch], s16[ch])
-			add(&isum[ch%chains][0], s16[ch], c.VPADDD)
+			addTo(&isum[ch%chains][0], s16[ch], c.VPADDD)
 		}
 	}
 	for n := 0; n < 2 && rows > 1; n++ {
@@ -824,12 +829,12 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 							b := c.YMM()
 							c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, b)
 							c.VPMADDUBSW(b, code, b)
-							add(&s16[r], b, c.VPADDW)
+							addTo(&s16[r], b, c.VPADDW)
 						}
 					}
 					for r := range rows {
 						c.VPMADDWD(sc, s16[r], s16[r])
-						add(&isum[0][r], s16[r], c.VPADDD)
+						addTo(&isum[0][r], s16[r], c.VPADDD)
 					}
 				}
 			}
@@ -847,7 +852,7 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 			b := c.YMM()
 			c.VPBROADCASTD(Mem{Base: y[r], Disp: 260 + 4*j}, b)
 			c.VPMADDWD(w, b, b)
-			add(&corr[r], b, c.VPADDD)
+			addTo(&corr[r], b, c.VPADDD)
 		}
 	}
 	for r := range rows {
@@ -874,15 +879,5 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 			c.VMOVUPS(a[0], frame.Offset(32*r))
 		}
 	}
-	avoutil.NextKQBlock(c, x, avoutil.Q6KGroupBytes, y, nb, lbl("block"), lbl("done"))
-	if rows > 1 {
-		acc = make([]reg.VecVirtual, rows)
-		for r := range acc {
-			acc[r] = c.YMM()
-			c.VMOVUPS(frame.Offset(32*r), acc[r])
-		}
-	}
-	avoutil.StoreGroupRows(c, acc)
-	c.VZEROUPPER()
-	c.RET()
+	k.end(avoutil.Q6KGroupBytes)
 }
