@@ -101,7 +101,6 @@ func groupBlockBytes(wt ir.DType) int {
 		return f.bytes
 	}
 	return 8 * wt.BlockBytes() // packGroup: eight blocks' bytes, interleaved
-
 }
 
 func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
@@ -156,6 +155,7 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 	if wt == ir.MXFP4 {
 		sb = 1
 	}
+	kq, isKQ := kquantGroups[wt] // a k-quant's own layout and packer
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -164,8 +164,8 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 			for gi := w * g / workers; gi < (w+1)*g/workers; gi++ {
 				dst := p.groups[gi*nb*gbb:][:nb*gbb]
 				src := data[gi*8*rb:][:8*rb]
-				if f, ok := kquantGroups[wt]; ok {
-					f.pack(dst, src, nb, rb)
+				if isKQ {
+					kq.pack(dst, src, nb, rb)
 					continue
 				}
 				packGroup(dst, src, nb, bb, sb, rb)

@@ -474,10 +474,6 @@ func q4KGroupAVX2(c *build.Context) {
 	q6KGroupAVX2(c)
 }
 
-// kqGroupPrefetch is how many blocks ahead of the one they multiply the
-// one-row Q4_K and Q5_K group kernels prefetch (0: not at all).
-const kqGroupPrefetch = 4
-
 // q4KGroupAVX2Rows emits gemvQ4_Kx8AVX2 (rows 1) or gemmQ4_Kx8x4AVX2: the
 // group against rows activation rows (stride bytes apart), each weight
 // vector unpacked once for all of them. With four rows each sub-block half
@@ -508,10 +504,9 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 		// for both of its sub-blocks, 2g (low nibbles) and 2g+1 (high).
 		var s16 [2][2]reg.VecVirtual // [i][part]
 		for t := 0; t < 8; t++ {
-			if line := 8*g + t; kqGroupPrefetch > 0 && 64*line < blockBytes {
-				// Decode streams the group: one line kqGroupPrefetch
-				// blocks ahead per step.
-				c.PREFETCHT0(Mem{Base: x, Disp: kqGroupPrefetch*blockBytes + 64*line})
+			if line := 8*g + t; 64*line < blockBytes {
+				// One line avoutil.KQPrefetchBlocks blocks ahead per step.
+				c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*blockBytes + 64*line})
 			}
 			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
@@ -607,20 +602,11 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 }
 
 // fifthBitReg ORs bit b of the packed Q5_K qh vector h into v's codes as
-// bit 4 (word shifts: no bit of a word's other byte reaches bit 4).
+// bit 4 (avoutil.Q5FifthBit with VEX instructions).
 func fifthBitReg(c *build.Context, h reg.VecVirtual, b int, v reg.VecVirtual) {
-	hb := c.YMM()
-	switch {
-	case b < 4:
-		c.VPSLLW(Imm(uint64(4-b)), h, hb)
-		c.VPAND(kqConsts.m10, hb, hb)
-	case b == 4:
-		c.VPAND(kqConsts.m10, h, hb)
-	default:
-		c.VPSRLW(Imm(uint64(b-4)), h, hb)
-		c.VPAND(kqConsts.m10, hb, hb)
-	}
-	c.VPOR(hb, v, v)
+	and := func(o ...Op) { c.VPAND(o[0], o[1], o[2]) } // (VEX forms: not variadic)
+	or := func(o ...Op) { c.VPOR(o[0], o[1], o[2]) }
+	avoutil.Q5FifthBit(c, b, h, c.YMM(), v, kqConsts.m10, and, or)
 }
 
 // fifthBitAVX2 is fifthBitReg with the qh vector at m.
@@ -759,10 +745,6 @@ func q6CodeAVX2(c *build.Context, q Op, h reg.VecVirtual, ch int, nib reg.VecVir
 	return code
 }
 
-// q6KGroupAVX2Prefetch is how many blocks ahead the one-row kernel asks
-// for the group's lines (the VNNI kernel's distance).
-const q6KGroupAVX2Prefetch = 4 * avoutil.Q6KGroupBytes
-
 // q6KGroupAVX2Rows emits the Q6_K group kernel against rows activation
 // rows (stride bytes apart). A sub-block (half n, chunk ch, positions
 // 16tr…16tr+15) is four code vectors (q6CodeAVX2), summed two at a time and
@@ -787,7 +769,7 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 		n, tr, tp := step/4, step/2%2, step%2
 		base := 144 + 768*n
 		for k := 4 * step; k < 4*step+4 && 64*k < avoutil.Q6KGroupBytes; k++ {
-			c.PREFETCHT0(Mem{Base: x, Disp: q6KGroupAVX2Prefetch + 64*k})
+			c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*avoutil.Q6KGroupBytes + 64*k})
 		}
 		var s16 [4]reg.VecVirtual
 		for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {
@@ -804,6 +786,8 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 			}
 		}
 		for ch := 0; ch < 4; ch++ {
+			// (made again for each pair: four scale vectors kept
+			// over both would need more than sixteen registers)
 			sc := c.YMM()
 			c.VPMOVSXBD(Mem{Base: x, Disp: 16 + 8*(8*n+2*ch+tr)}, sc)
 			c.VPSHUFB(loWord, sc, sc)

@@ -554,8 +554,8 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 		for t := 0; t < 8; t++ {
 			if rows == 1 && 8*g+t < (blockBytes+63)/64 {
 				// Decode streams the group: one line of the block
-				// kqPrefetchBlocks ahead per step, as in q6KGroup.
-				c.PREFETCHT0(Mem{Base: x, Disp: kqPrefetchBlocks*blockBytes + 64*(8*g+t)})
+				// avoutil.KQPrefetchBlocks ahead per step, as in q6KGroup.
+				c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*blockBytes + 64*(8*g+t)})
 			}
 			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU32(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
@@ -810,13 +810,9 @@ func zeroReg(c *build.Context, v reg.VecVirtual) {
 //
 // in one chain per row (kern's emulateQ6KGroup).
 
-// kqPrefetchBlocks is how many blocks ahead of the one they multiply the
-// one-row k-quant group kernels prefetch.
-const kqPrefetchBlocks = 4
-
 // q6KPrefetch is how far ahead of its block the one-row Q6_K group kernel
 // prefetches.
-const q6KPrefetch = kqPrefetchBlocks * avoutil.Q6KGroupBytes
+const q6KPrefetch = avoutil.KQPrefetchBlocks * avoutil.Q6KGroupBytes
 
 // q6KGroup emits gemvQ6_Kx8VNNI (rows 1) or gemmQ6_Kx8x<rows>VNNI: the
 // group's eight weight rows against rows activation rows (Q8_K, stride
@@ -986,23 +982,11 @@ func q6KGroup(c *build.Context, rows, groups int) {
 }
 
 // fifthBits ORs the Q5_K fifth bits of group g's codes into lo (qh bit 2g)
-// and hi (bit 2g+1) as bit 4, from the qh vector h; word shifts, as no bit
-// from the other byte of a word reaches bit 4. vec makes a scratch
-// register of the kernel's width.
+// and hi (bit 2g+1) as bit 4, from the qh vector h (avoutil.Q5FifthBit with
+// EVEX instructions). vec makes a scratch register of the kernel's width.
 func fifthBits(c *build.Context, g int, h, lo, hi reg.VecVirtual, vec func() reg.VecVirtual) {
 	for i, v := range []reg.VecVirtual{lo, hi} {
-		b, hb := 2*g+i, vec()
-		switch {
-		case b < 4:
-			c.VPSLLW(Imm(uint64(4-b)), h, hb)
-			c.VPANDD(kq512.m10, hb, hb)
-		case b == 4:
-			c.VPANDD(kq512.m10, h, hb)
-		default:
-			c.VPSRLW(Imm(uint64(b-4)), h, hb)
-			c.VPANDD(kq512.m10, hb, hb)
-		}
-		c.VPORD(hb, v, v)
+		avoutil.Q5FifthBit(c, 2*g+i, h, vec(), v, kq512.m10, c.VPANDD, c.VPORD)
 	}
 }
 

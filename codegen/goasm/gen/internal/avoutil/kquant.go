@@ -30,6 +30,31 @@ const Q5KGroupBytes = Q4KGroupBytes + 256
 // codegen/goasm/gen/kernvnni's kquants.go): as many bytes as the eight rows'.
 const Q6KGroupBytes = 8 * 210
 
+// KQPrefetchBlocks is how many blocks ahead of the one they multiply the
+// one-row k-quant group kernels (avx2 and VNNI) prefetch: decode streams
+// the group, and the hardware prefetchers alone left the packed Q5_K and
+// Q6_K kernels at 0.60–0.71 of the read bandwidth (BenchmarkKQuantStream).
+const KQPrefetchBlocks = 4
+
+// Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
+// through the scratch register hb: word shifts, as no bit of a word's other
+// byte reaches bit 4. m10 is a vector of 0x10 bytes; and and or are the
+// kernel's forms (VPAND/VPOR, or the EVEX VPANDD/VPORD for registers VEX
+// cannot name).
+func Q5FifthBit(c *build.Context, b int, h, hb, v reg.VecVirtual, m10 Mem, and, or func(...Op)) {
+	switch {
+	case b < 4:
+		c.VPSLLW(Imm(uint64(4-b)), h, hb)
+		and(m10, hb, hb)
+	case b == 4:
+		and(m10, h, hb)
+	default:
+		c.VPSRLW(Imm(uint64(b-4)), h, hb)
+		and(m10, hb, hb)
+	}
+	or(hb, v, v)
+}
+
 // KQBody emits what a k-quant kernel needs before its loops and returns the
 // emitter of one super-block (weight block at x, Q8_K block at y), which
 // adds into the eight float lanes acc (YMM) and, for the types with minima,
