@@ -17,7 +17,8 @@ func TestBenchJSON(t *testing.T) {
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &raw), stdout)
 	for _, k := range []string{"prefill_tokens_s", "decode_tokens_s", "ttft_ms", "decode_p50_ms", "decode_p99_ms",
-		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency", "load_ms", "first_token_ms"} {
+		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency", "load_ms", "first_token_ms",
+		"decode_bandwidth_gb_s", "decode_bandwidth_samples", "decode_efficiency_paired"} {
 		v, ok := raw[k].(float64)
 		require.True(t, ok, "field %s missing or not a number in %s", k, stdout)
 		require.Greater(t, v, 0.0, k)
@@ -35,6 +36,11 @@ func TestBenchJSON(t *testing.T) {
 	require.NotEmpty(t, r.Machine.GOARCH)
 	require.Positive(t, r.Machine.CPUs)
 	require.Equal(t, r.BandwidthGBs, r.Machine.BandwidthGBs)
+	// Eight decode steps: samples before the first and after the last.
+	require.Equal(t, 2, r.DecodeBandwidthSamples)
+	// The same decode speed over two bandwidths: the efficiencies are
+	// in their inverse ratio.
+	require.InDelta(t, r.DecodeEfficiency*r.BandwidthGBs, r.DecodeEfficiencyPaired*r.DecodeBandwidthGBs, 0.01*r.DecodeEfficiency*r.BandwidthGBs+0.01)
 	// stories260K is all f32: 260K parameters read per token, about 1 MB.
 	require.InDelta(t, 1.0e6, float64(r.WeightBytesPerToken), 0.2e6)
 }
@@ -43,7 +49,7 @@ func TestBenchTable(t *testing.T) {
 	model := shared.Path(t, "models/gguf/stories260K.gguf")
 	stdout, stderr, code := minervac(t, "bench", model, "-p", "4", "-n", "2")
 	require.Equal(t, 0, code, stderr)
-	for _, s := range []string{"load", "prefill", "decode", "tok/s", "peak RSS", "decode efficiency", "GB/s"} {
+	for _, s := range []string{"load", "prefill", "decode", "tok/s", "peak RSS", "decode efficiency", "GB/s", "among the decode steps"} {
 		require.Contains(t, stdout, s)
 	}
 }
@@ -59,6 +65,8 @@ func TestBenchNoBandwidth(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
 	require.Zero(t, r.BandwidthGBs)
 	require.Zero(t, r.DecodeEfficiency)
+	require.Zero(t, r.DecodeBandwidthGBs)
+	require.Zero(t, r.DecodeEfficiencyPaired)
 	require.Positive(t, r.DecodeTokensS)
 	require.Positive(t, r.PeakRSSBytes)
 	stdout, stderr, code = minervac(t, "bench", model, "-p", "4", "-n", "2", "--bw-mib", "0")

@@ -31,6 +31,14 @@ type Options struct {
 	// and the backend's buffers for both step sizes exist before timing
 	// (llama-bench warms up the same way).
 	Warmup bool
+	// ProbeBytes > 0 samples the streaming-read bandwidth among the
+	// decode steps with a Probe of that size read by ProbeThreads: before
+	// the first step, after every ProbeEvery-th (default 8) and after the
+	// last, outside the steps' timing. The probe's buffer is allocated
+	// after the prefill and kept out of Result.PeakRSS.
+	ProbeBytes   int64
+	ProbeThreads int
+	ProbeEvery   int
 }
 
 // Result is what Run measured.
@@ -48,6 +56,16 @@ type Result struct {
 	DecodeTokensS  float64
 	DecodeP50      time.Duration
 	DecodeP99      time.Duration
+	// DecodeBandwidth is the mean of the probe's samples among the
+	// decode steps in GB/s (Probe.Mean), 0 without Options.ProbeBytes;
+	// DecodeBandwidthSamples counts them.
+	DecodeBandwidth        float64
+	DecodeBandwidthSamples int
+	// PeakRSS is the process's peak resident set (PeakRSS) at the end of
+	// the run, less the probe's buffer: the larger of the peak before the
+	// buffer was allocated and the resident set at the end without it
+	// (the process's: an earlier run's probe counts in a later run's).
+	PeakRSS int64
 }
 
 // Run evaluates o.Prompt random tokens in steps of at most o.UBatch, then
@@ -105,7 +123,20 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	}
 	r.Prefill = time.Since(t0)
 	var total time.Duration
-	for _, tok := range steps {
+	var probe *Probe
+	peakBefore := int64(0)
+	if o.ProbeBytes > 0 {
+		peakBefore = PeakRSS()
+		probe = NewProbe(o.ProbeBytes, o.ProbeThreads)
+	}
+	every := o.ProbeEvery
+	if every <= 0 {
+		every = 8
+	}
+	for i, tok := range steps {
+		if probe != nil && i%every == 0 {
+			probe.Sample()
+		}
 		t := time.Now()
 		if _, err := sess.EvalLast(tok); err != nil {
 			return nil, err
@@ -113,6 +144,13 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		d := time.Since(t)
 		r.DecodeSteps = append(r.DecodeSteps, d)
 		total += d
+	}
+	if probe != nil {
+		probe.Sample()
+		r.DecodeBandwidth, r.DecodeBandwidthSamples = probe.Mean()
+		r.PeakRSS = max(peakBefore, ResidentSet()-probe.Bytes())
+	} else {
+		r.PeakRSS = PeakRSS()
 	}
 	r.PrefillTokensS = rate(o.Prompt, r.Prefill)
 	r.DecodeTokensS = rate(o.Decode, total)
@@ -201,8 +239,36 @@ var sink uint64
 // second): threads goroutines each sum a disjoint part of a buffer of about
 // size bytes; the best of runs passes counts.
 func Bandwidth(size int64, threads, runs int) float64 {
+	p := NewProbe(size, threads)
+	best := 0.0
+	for range max(1, runs) {
+		best = max(best, p.Sample())
+	}
+	return best
+}
+
+// A Probe measures the streaming-read bandwidth in samples taken between
+// other work, for a figure from the same stretch of time as that work: on
+// a shared machine the bandwidth moves by a quarter between runs (a 2-core
+// VM read 14–22 GB/s in thirty passes over 512 MiB in a row, median 0.84
+// of the best), so decode's mean speed is comparable with the mean of
+// samples taken among its steps, not with a best pass taken before or
+// after. Run takes them (Options.Probe); minervac bench reports decode's
+// efficiency against both.
+type Probe struct {
+	buf     []uint64
+	threads int
+	per     int // words per thread
+	sums    []uint64
+	bytes   int64
+	elapsed time.Duration
+	samples int
+}
+
+// NewProbe allocates and writes the probe's buffer of about size bytes (at
+// least 64 words per thread), read by threads goroutines at once.
+func NewProbe(size int64, threads int) *Probe {
 	threads = max(1, threads)
-	runs = max(1, runs)
 	n := int(size / 8)
 	n -= n % (8 * threads) // whole 8-word groups per thread
 	if n <= 0 {
@@ -212,32 +278,46 @@ func Bandwidth(size int64, threads, runs int) float64 {
 	for i := range buf {
 		buf[i] = uint64(i)
 	}
-	per := n / threads
-	best := 0.0
-	sums := make([]uint64, threads*8) // one cache line apart
-	for range runs {
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for t := range threads {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				sums[t*8] = sumWords(buf[t*per : (t+1)*per])
-			}()
-		}
-		t0 := time.Now()
-		close(start)
-		wg.Wait()
-		d := time.Since(t0)
-		for t := range threads {
-			sink += sums[t*8]
-		}
-		if gbs := float64(per*threads*8) / d.Seconds() / 1e9; gbs > best {
-			best = gbs
-		}
+	return &Probe{buf: buf, threads: threads, per: n / threads, sums: make([]uint64, threads*8)} // sums one cache line apart
+}
+
+// Bytes is the size of the probe's buffer.
+func (p *Probe) Bytes() int64 { return int64(len(p.buf)) * 8 }
+
+// Sample reads the whole buffer once, threads parts at once, and returns
+// that pass's GB/s; the pass is added to Mean's figure.
+func (p *Probe) Sample() float64 {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for t := range p.threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			p.sums[t*8] = sumWords(p.buf[t*p.per : (t+1)*p.per])
+		}()
 	}
-	return best
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	d := time.Since(t0)
+	for t := range p.threads {
+		sink += p.sums[t*8]
+	}
+	b := int64(p.per*p.threads) * 8
+	p.bytes += b
+	p.elapsed += d
+	p.samples++
+	return float64(b) / d.Seconds() / 1e9
+}
+
+// Mean is the bytes of every sample over their total time, in GB/s (0
+// before the first), and the number of samples.
+func (p *Probe) Mean() (gbs float64, samples int) {
+	if p.elapsed <= 0 {
+		return 0, p.samples
+	}
+	return float64(p.bytes) / p.elapsed.Seconds() / 1e9, p.samples
 }
 
 // sumWords adds the words of s (len a multiple of 8) with independent
@@ -256,7 +336,13 @@ func sumWords(s []uint64) uint64 {
 
 // PeakRSS returns the process's peak resident set size in bytes (VmHWM of
 // /proc/self/status) on Linux, and 0 elsewhere or when it cannot be read.
-func PeakRSS() int64 {
+func PeakRSS() int64 { return statusBytes("VmHWM:") }
+
+// ResidentSet returns the process's resident set size in bytes now (VmRSS),
+// as PeakRSS.
+func ResidentSet() int64 { return statusBytes("VmRSS:") }
+
+func statusBytes(key string) int64 {
 	if runtime.GOOS != "linux" {
 		return 0
 	}
@@ -264,12 +350,14 @@ func PeakRSS() int64 {
 	if err != nil {
 		return 0
 	}
-	return parseHWM(string(b))
+	return parseStatus(string(b), key)
 }
 
-func parseHWM(status string) int64 {
+// parseStatus returns the size in bytes on the line of /proc/self/status
+// that starts with key ("VmHWM:    1234 kB"), 0 when there is none.
+func parseStatus(status, key string) int64 {
 	for _, line := range strings.Split(status, "\n") {
-		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		rest, ok := strings.CutPrefix(line, key)
 		if !ok {
 			continue
 		}

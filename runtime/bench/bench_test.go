@@ -40,8 +40,10 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestParseHWM(t *testing.T) {
-	require.Equal(t, int64(1234*1024), parseHWM("Name:\tx\nVmPeak:\t  9 kB\nVmHWM:\t    1234 kB\nVmRSS: 1 kB\n"))
-	require.Equal(t, int64(0), parseHWM("Name: x\n"))
+	status := "Name:\tx\nVmPeak:\t  9 kB\nVmHWM:\t    1234 kB\nVmRSS: 1 kB\n"
+	require.Equal(t, int64(1234*1024), parseStatus(status, "VmHWM:"))
+	require.Equal(t, int64(1024), parseStatus(status, "VmRSS:"))
+	require.Equal(t, int64(0), parseStatus("Name: x\n", "VmHWM:"))
 }
 
 func TestPeakRSS(t *testing.T) {
@@ -109,4 +111,23 @@ func TestWeightBytesPerTokenMoE(t *testing.T) {
 			require.Equal(t, dense+c.want, got)
 		})
 	}
+}
+
+func TestProbeMean(t *testing.T) {
+	p := NewProbe(4<<20, 2)
+	require.Equal(t, int64(4<<20), p.Bytes())
+	gbs, n := p.Mean()
+	require.Zero(t, gbs)
+	require.Zero(t, n)
+	lo, hi := 1e18, 0.0
+	for range 3 {
+		g := p.Sample()
+		lo, hi = min(lo, g), max(hi, g)
+	}
+	gbs, n = p.Mean()
+	require.Equal(t, 3, n)
+	// The mean rate of three passes of equal size lies between the
+	// slowest and the fastest.
+	require.GreaterOrEqual(t, gbs, lo*0.999)
+	require.LessOrEqual(t, gbs, hi*1.001)
 }

@@ -44,3 +44,49 @@ func TestRunUBatch(t *testing.T) {
 	require.Equal(t, 43, s.Pos())
 	require.Equal(t, 40, r.PromptTokens)
 }
+
+// With ProbeBytes, Run samples the bandwidth before the first decode step,
+// after every ProbeEvery-th and after the last, and keeps the probe's
+// buffer out of PeakRSS.
+func TestRunProbe(t *testing.T) {
+	src, err := frontend.Open(shared.Path(t, "models/gguf/stories260K.gguf"))
+	require.NoError(t, err)
+	defer src.Close()
+	m, err := src.Build(arch.Options{})
+	require.NoError(t, err)
+	b, _ := runtime.LookupBackend("reference")
+	p, err := b.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 64})
+	require.NoError(t, err)
+	defer p.Close()
+	const probe = 256 << 20
+	for i, tc := range []struct{ decode, every, samples int }{
+		{5, 2, 4}, // before steps 0, 2, 4, then after the last
+		{8, 4, 3}, // before 0 and 4, after the last
+		{3, 0, 2}, // default every 8: before 0, after the last
+		{1, 1, 2}, // before 0, after the last
+		{9, 8, 3}, // before 0 and 8, after the last
+	} {
+		s, err := runtime.NewProgramSession(p, 0)
+		require.NoError(t, err)
+		r, err := bench.Run(s, bench.Options{Prompt: 4, Decode: tc.decode, Vocab: 500, Seed: 1,
+			ProbeBytes: probe, ProbeThreads: 2, ProbeEvery: tc.every})
+		require.NoError(t, err)
+		require.Equal(t, tc.samples, r.DecodeBandwidthSamples, "decode %d every %d", tc.decode, tc.every)
+		require.Greater(t, r.DecodeBandwidth, 0.0)
+		require.Less(t, r.DecodeBandwidth, 1e5) // no machine reads 100 TB/s
+		if rss := bench.ResidentSet(); rss > 0 && i == 0 {
+			// The probe's 256 MiB were resident at the end; the
+			// model's peak leaves them out (the first run's: the
+			// process's peak then holds a probe for later ones).
+			require.Positive(t, r.PeakRSS)
+			require.Less(t, r.PeakRSS, bench.PeakRSS()-probe/2)
+		}
+	}
+	// Without a probe there are no samples.
+	s, err := runtime.NewProgramSession(p, 0)
+	require.NoError(t, err)
+	r, err := bench.Run(s, bench.Options{Prompt: 4, Decode: 2, Vocab: 500, Seed: 1})
+	require.NoError(t, err)
+	require.Zero(t, r.DecodeBandwidthSamples)
+	require.Zero(t, r.DecodeBandwidth)
+}
