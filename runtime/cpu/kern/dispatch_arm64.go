@@ -9,7 +9,7 @@ import (
 // archVariants registers the arm64 variants the CPU supports: "neon", the
 // group kernels with SDOT (AdvSIMD and the ARMv8.2 dot product, which
 // golang.org/x/sys/cpu calls ASIMDDP), bit for bit the amd64 group kernels'
-// results (Q4_0, Q8_0 and packed Q4_K), the k-quant row kernels
+// results (Q4_0, Q8_0 and packed Q4_K, Q5_K and Q6_K), the k-quant row kernels
 // (gemvQ*_KAVX2's results) and the MLX affine kernels, the amd64 ones' results bit for bit.
 // Its other kernels are the generic ones.
 func archVariants() {
@@ -18,6 +18,8 @@ func archVariants() {
 			gemvQ4_0: gemvQ4_0x8NEON, gemmQ4_0x4: gemmQ4_0x8x4NEON,
 			gemvQ8_0: gemvQ8_0x8NEON, gemmQ8_0x4: gemmQ8_0x8x4NEON,
 			groupQ4_K: gemvQ4_Kx8NEON, groupQ4_Kx4: gemmQ4_Kx8x4NEON,
+			groupQ5_K: gemvQ5_Kx8NEON, groupQ5_Kx4: gemmQ5_Kx8x4NEON,
+			groupQ6_K: gemvQ6_Kx8NEON, groupQ6_Kx4: gemmQ6_Kx8x4NEON,
 			gemvQ2_K: gemvQ2_KNEON, gemvQ3_K: gemvQ3_KNEON, gemvQ4_K: gemvQ4_KNEON, gemvQ5_K: gemvQ5_KNEON,
 			gemvQ6_K: gemvQ6_KNEON, kqDot: kqDotNEON,
 			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32NEON, dotMLXQ4G64NEON,

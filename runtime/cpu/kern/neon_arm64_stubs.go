@@ -45,6 +45,32 @@ func gemvQ4_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ4_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvQ5_Kx8NEON sets dst[0:8] to the dots of a packed group of eight Q5_K rows (nb
+// super-blocks) with one Q8_K activation row, bit for bit as gemvQ5_Kx8AVX2.
+// It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ5_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ5_Kx8x4NEON sets dst[r*ld:r*ld+8] to gemvQ5_Kx8NEON of the group and
+// activation row a[r*stride:], bit for bit, for r < 4.
+//
+//go:noescape
+func gemmQ5_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemvQ6_Kx8NEON sets dst[0:8] to the dots of a packed group of eight Q6_K rows (nb
+// super-blocks) with one Q8_K activation row, bit for bit as gemvQ6_Kx8AVX2.
+// It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ6_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ6_Kx8x4NEON sets dst[r*ld:r*ld+8] to gemvQ6_Kx8NEON of the group and
+// activation row a[r*stride:], bit for bit, for r < 4.
+//
+//go:noescape
+func gemmQ6_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ6_KNEON sets dst[j] to the dot of Q6_K row j (rows rows of nb super-blocks,
 // one after another in w) with one Q8_K activation row, bit for bit as
 // gemvQ6_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).

@@ -103,3 +103,17 @@ func sxtl(vd, vn int, word, hi bool) uint32 {
 	}
 	return twoReg(base, vd, vn)
 }
+
+// sshr4S encodes SSHR Vd.4S, Vn.4S, #shift (1..32): arithmetic right
+// shift of int32 lanes.
+// 0 Q=1 0 011110 immh:immb=64−shift 00000 1 Rn Rd.
+func sshr4S(vd, vn, shift int) uint32 {
+	if shift < 1 || shift > 32 {
+		panic(fmt.Sprintf("kernneon: sshr shift %d out of range", shift))
+	}
+	return twoReg(0x4f000400|uint32(64-shift)<<16, vd, vn)
+}
+
+// neg4S encodes NEG Vd.4S, Vn.4S: int32 lanes negated (modulo 2^32).
+// 0 Q=1 U=1 01110 size=10 10000 01011 10 Rn Rd.
+func neg4S(vd, vn int) uint32 { return twoReg(0x6ea0b800, vd, vn) }

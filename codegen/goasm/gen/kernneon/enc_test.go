@@ -61,6 +61,13 @@ func TestEncodings(t *testing.T) {
 		{"sxtl2 v21.4s, v17.8h", sxtl(21, 17, true, true), 0x4f10a635},
 		{"sxtl v0.8h, v0.8b", sxtl(0, 0, false, false), 0x0f08a400},
 		{"sxtl2 v31.4s, v31.8h", sxtl(31, 31, true, true), 0x4f10a7ff},
+		{"sshr v11.4s, v11.4s, #11", sshr4S(11, 11, 11), 0x4f35056b},
+		{"sshr v11.4s, v10.4s, #16", sshr4S(11, 10, 16), 0x4f30054b},
+		{"sshr v0.4s, v0.4s, #1", sshr4S(0, 0, 1), 0x4f3f0400},
+		{"sshr v31.4s, v31.4s, #32", sshr4S(31, 31, 32), 0x4f2007ff},
+		{"neg v11.4s, v11.4s", neg4S(11, 11), 0x6ea0b96b},
+		{"neg v0.4s, v31.4s", neg4S(0, 31), 0x6ea0bbe0},
+		{"neg v31.4s, v0.4s", neg4S(31, 0), 0x6ea0b81f},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %#08x, want %#08x", c.asm, c.got, c.want)
@@ -76,6 +83,8 @@ func TestEncodingOperandChecks(t *testing.T) {
 		"V-1":      func() { fcvtl(0, -1) },
 		"Vm V32":   func() { sdotElem(0, 1, 32, 0) },
 		"fcvtl2 V": func() { fcvtl2(1, 40) },
+		"sshr 0":   func() { sshr4S(0, 1, 0) },
+		"sshr 33":  func() { sshr4S(0, 1, 33) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -120,7 +129,8 @@ func TestGenerate(t *testing.T) {
 		t.Fatal("output differs between runs")
 	}
 	for _, k := range []string{"gemvQ4_0x8NEON", "gemmQ4_0x8x4NEON", "gemvQ8_0x8NEON", "gemmQ8_0x8x4NEON",
-		"gemvQ4_Kx8NEON", "gemmQ4_Kx8x4NEON", "gemvQ2_KNEON", "gemvQ3_KNEON", "gemvQ4_KNEON", "gemvQ5_KNEON", "gemvQ6_KNEON"} {
+		"gemvQ4_Kx8NEON", "gemmQ4_Kx8x4NEON", "gemvQ5_Kx8NEON", "gemmQ5_Kx8x4NEON", "gemvQ6_Kx8NEON",
+		"gemmQ6_Kx8x4NEON", "gemvQ2_KNEON", "gemvQ3_KNEON", "gemvQ4_KNEON", "gemvQ5_KNEON", "gemvQ6_KNEON"} {
 		if !strings.Contains(string(asm1), "TEXT ·"+k+"(SB), NOSPLIT|NOFRAME") {
 			t.Errorf("no TEXT for %s", k)
 		}
@@ -129,10 +139,11 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	// Q4_0: 4 vectors × 2 nibble halves × 2 register halves × rows; Q8_0:
-	// 8 vectors × 2 halves × rows; packed Q4_K: 4 groups × 8 vectors × 2
-	// nibble halves × 2 register halves × rows; rows = 1 + 4. The five
-	// k-quant row kernels: 8 chunks × 2 halves.
-	want := 16*5 + 16*5 + 128*5 + 5*16
+	// 8 vectors × 2 halves × rows; packed Q4_K and Q5_K: 4 groups × 8
+	// vectors × 2 nibble halves × 2 register halves × rows; packed Q6_K: 2
+	// halves × 8 vectors × 4 chunks × 2 register halves × rows; rows = 1 +
+	// 4. The five k-quant row kernels: 8 chunks × 2 halves.
+	want := 16*5 + 16*5 + 2*128*5 + 128*5 + 5*16
 	if n := strings.Count(string(asm1), "// sdot "); n != want {
 		t.Errorf("%d sdot, want %d", n, want)
 	}

@@ -2,89 +2,72 @@ package main
 
 import "fmt"
 
-// Q4_K group kernels: kern's Packed, eight Q4_K rows interleaved at load
-// (the layout is codegen/goasm/gen/kernvnni's kquants.go: f16 d[8] at 0,
-// f16 dmin[8] at 16, the decoded 6-bit scales sc[8][8] at 32 and minima
-// mn[8][8] at 96 as bytes [sub-block][row], and at 160+256g+32t+4r row r's
-// quant bytes 4t..4t+3 of its 32-byte group g: low nibbles sub-block 2g,
-// high 2g+1), against Q8_K activation rows (float32 d, int8 q[256] at 4,
-// int16 bsums[16] at 260; 292 bytes a super-block).
+// Q4_K and Q5_K group kernels: kern's Packed, eight Q4_K rows interleaved
+// at load (the layout is codegen/goasm/gen/kernvnni's kquants.go: f16 d[8]
+// at 0, f16 dmin[8] at 16, the decoded 6-bit scales sc[8][8] at 32 and
+// minima mn[8][8] at 96 as bytes [sub-block][row], and at 160+256g+32t+4r
+// row r's quant bytes 4t..4t+3 of its 32-byte group g: low nibbles
+// sub-block 2g, high 2g+1), against Q8_K activation rows (float32 d, int8
+// q[256] at 4, int16 bsums[16] at 260; 292 bytes a super-block). A packed
+// Q5_K group is the same 1184 bytes (the codes' low four bits), then at
+// 1184+32t+4r row r's qh bytes 4t..4t+3: bit s of qh byte l is the fifth
+// bit of element l of sub-block s, so the qh vector t holds the fifth bits
+// of the same positions as each group's quant vector t (1440 bytes).
 //
 // One int32 lane per row, rows 0–3 in one register and 4–7 in the next:
-// SDOT by element multiplies four of each row's nibbles with the four
-// activation bytes they meet, so a sub-block's integer dot forms for eight
-// rows at once; MLA adds it times the rows' scales (widened to int32) into
-// isum, and msum = Σ_s mn[s]·(bs[2s]+bs[2s+1]) is SADDLP of the block sums
-// and an MLA by element per sub-block. Both are exact int32 sums (kern's
-// emulateQ4KGroup checks the bound), so their order is free. The float
-// steps are the amd64 kernels' (avoutil.Q4KGroupFloats), per row and super-
-// block:
+// SDOT by element multiplies four of each row's codes (Q4_K 0..15, Q5_K
+// 0..31: positive int8) with the four activation bytes they meet, so a
+// sub-block's integer dot forms for eight rows at once; MLA adds it times
+// the rows' scales (widened to int32) into isum, and msum = Σ_s
+// mn[s]·(bs[2s]+bs[2s+1]) is SADDLP of the block sums and an MLA by
+// element per sub-block. Both are exact int32 sums (kern's
+// emulateQ45KGroup checks the bound; int32 adds wrap modulo 2^32, so any
+// order of them gives the same bits), the amd64 kernels' isum and msum.
+// The float steps are the amd64 kernels' (avoutil.Q4KGroupFloats), per row
+// and super-block:
 //
 //	d = f16(d_w)·d_y, dm = f16(dmin_w)·d_y (each product rounded once),
 //	acc = fma(d, float(isum), acc), then acc = acc − dm·float(msum), fused,
 //
-// so the results equal gemvQ4_Kx8AVX2's bit for bit. The four-row kernel
-// walks the same super-block once per activation row (it stays in L1),
-// each row's accumulators in registers.
+// so the results equal gemvQ4_Kx8AVX2's (gemvQ5_Kx8AVX2's) bit for bit.
+// The four-row kernels walk the same super-block once per activation row
+// (it stays in L1), each row's accumulators in registers.
 const (
 	q4KGroupBytes = 1184
+	q5KGroupBytes = q4KGroupBytes + 256
 	q8KBytes      = 292
 )
 
-// Registers of the Q4_K kernels. General: R0 super-blocks left, R1 the
-// group's super-block, R3+r activation row r, R11 stride, R8 the weight
-// walker, R9 the activation walker, R10 a scale pointer, R13 dst, R14 ld.
-// Vector: V0..V7 float accumulators (row r half h in V(2r+h)), V8, V9 isum,
-// V10, V11 msum, V12..V15 a group's activations (sub-blocks 2g, 2g+1),
-// then the block sums; V16..V19 the sub-block dots (2g: V16, V17; 2g+1:
-// V18, V19), V20..V25 a weight vector and its nibbles, V26..V28 widened
-// scales; in the float steps V20..V28 hold the scales; V31 the nibble mask.
+// Registers of the Q4_K and Q5_K group kernels. General: R0 super-blocks
+// left, R1 the group's super-block, R3+r activation row r, R11 stride, R8
+// the weight walker, R9 the activation walker, R10 a scale pointer, R12
+// the qh walker (Q5_K), R13 dst, R14 ld. Vector: V0..V7 float accumulators
+// (row r half h in V(2r+h)), V8, V9 isum, V10, V11 msum, V12..V15 a
+// group's activations (sub-blocks 2g, 2g+1), then the block sums;
+// V16..V19 the sub-block dots (2g: V16, V17; 2g+1: V18, V19), V20..V25 a
+// weight vector and its nibbles, V26, V27 its qh vector (Q5_K) and V28 a
+// fifth bit, V26..V28 widened scales; in the float steps V20..V28 hold the
+// scales; V30 0x10 bytes (Q5_K), V31 the nibble mask.
 const (
-	kqWalk, kqActWalk, kqScale   = 8, 9, 10
-	vKISum, vKMSum, vKAct      v = 8, 10, 12
-	vKDot, vKW, vKLo, vKHi     v = 16, 20, 22, 24
-	vKSc, vKScLo, vKScHi       v = 26, 27, 28
+	kqWalk, kqActWalk, kqScale, kqQH   = 8, 9, 10, 12
+	vKISum, vKMSum, vKAct            v = 8, 10, 12
+	vKDot, vKW, vKLo, vKHi           v = 16, 20, 22, 24
+	vKSc, vKScLo, vKScHi             v = 26, 27, 28
+	vKQH, vKBit, vK10                v = 26, 28, 30
 )
 
-func q4KGroup(f *file, consts map[string]string, rows int) {
-	name := "gemvQ4_Kx8NEON"
-	args := []param{{"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
-	doc := []string{
-		name + " sets dst[0:8] to the dots of a packed group of eight Q4_K rows (nb",
-		"super-blocks) with one Q8_K activation row, bit for bit as gemvQ4_Kx8AVX2.",
-		"It needs AdvSIMD and the dot product extension (SDOT).",
+// kq45Group emits the Q4_K or Q5_K (typ) group kernel against rows
+// activation rows.
+func kq45Group(f *file, consts map[string]string, typ string, rows int) {
+	q5 := typ == "Q5_K"
+	blockBytes := q4KGroupBytes
+	var masks []splat
+	if q5 {
+		blockBytes = q5KGroupBytes
+		masks = []splat{{vK10, 0x10}}
 	}
-	if rows > 1 {
-		name = fmt.Sprintf("gemmQ4_Kx8x%dNEON", rows)
-		args = []param{{"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"stride", "int"}, {"dst", "[]float32"}, {"ld", "int"}}
-		doc = []string{
-			fmt.Sprintf("%s sets dst[r*ld:r*ld+8] to gemvQ4_Kx8NEON of the group and", name),
-			fmt.Sprintf("activation row a[r*stride:], bit for bit, for r < %d.", rows),
-		}
-	}
-	g := f.function(name, doc, args, nil)
+	g := startKQGroup(f, consts, typ, rows, masks...)
 	acc := func(r, h int) v { return vAcc + v(2*r+h) }
-
-	g.op("MOVD %s, R%d", g.arg("nb"), rNB)
-	g.op("MOVD %s, R%d", g.arg("w_base"), rX)
-	g.op("MOVD %s, R%d", g.arg("a_base"), rY)
-	if rows > 1 {
-		g.op("MOVD %s, R%d", g.arg("stride"), rStride)
-		for r := 1; r < rows; r++ {
-			g.op("ADD R%d, R%d, R%d", rStride, rY+r-1, rY+r)
-		}
-	}
-	g.op("MOVD $%s, R%d", consts["nibbleMask"], rTmp2)
-	g.op("VLD1 (R%d), [%s]", rTmp2, vMask.arr("B16"))
-	for r := range rows {
-		for h := range 2 {
-			a := acc(r, h).arr("B16")
-			g.op("VEOR %s, %s, %s", a, a, a)
-		}
-	}
-	g.op("CBZ R%d, %s", rNB, g.lbl("done"))
-
-	g.label("block")
 	for r := range rows {
 		y := rY + r
 		for _, s := range []v{vKISum, vKISum + 1, vKMSum, vKMSum + 1} {
@@ -100,11 +83,23 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 				d := (vKDot + i).arr("B16")
 				g.op("VEOR %s, %s, %s", d, d, d)
 			}
+			if q5 {
+				g.op("ADD $%d, R%d, R%d", q4KGroupBytes, rX, kqQH)
+			}
 			for t := 0; t < 8; t++ {
 				g.op("VLD1.P 32(R%d), %s", kqWalk, vKW.list(2, "B16"))
 				for h := range v(2) {
 					g.op("VAND %s, %s, %s", vMask.arr("B16"), (vKW + h).arr("B16"), (vKLo + h).arr("B16"))
 					g.op("VUSHR $4, %s, %s", (vKW + h).arr("B16"), (vKHi + h).arr("B16"))
+				}
+				if q5 {
+					// The fifth bits: qh bit 2g of the low nibbles'
+					// sub-block, 2g+1 of the high ones'.
+					g.op("VLD1.P 32(R%d), %s", kqQH, vKQH.list(2, "B16"))
+					for h := range v(2) {
+						fifthBit(g, 2*grp, vKQH+h, vKBit, vKLo+h, vK10)
+						fifthBit(g, 2*grp+1, vKQH+h, vKBit, vKHi+h, vK10)
+					}
 				}
 				// Vector t holds elements 4t..4t+3 of each sub-block: the
 				// activation register of its half (t < 4: the first 16
@@ -154,7 +149,69 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 			g.op("VFMLS %s, %s, %s", (vKHi + h).arr("S4"), (vKMSum + h).arr("S4"), a)
 		}
 	}
-	g.op("ADD $%d, R%d", q4KGroupBytes, rX)
+	endKQGroup(g, rows, blockBytes)
+}
+
+// A splat is a vector register to fill with one byte value (VMOVI).
+type splat struct {
+	r v
+	b byte
+}
+
+// startKQGroup starts the packed k-quant group kernel of typ against rows
+// activation rows: gemv<typ>x8NEON for one, gemm<typ>x8x<rows>NEON else,
+// with their doc comments. It loads nb (R0), w (R1), the activation rows
+// (R3+r; R11 stride), the nibble mask (V31) and the masks, zeroes the
+// accumulators (row r in V(2r), V(2r+1)) and opens the super-block loop
+// (label block, which endKQGroup closes).
+func startKQGroup(f *file, consts map[string]string, typ string, rows int, masks ...splat) *fn {
+	name := "gemv" + typ + "x8NEON"
+	args := []param{{"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
+	doc := []string{
+		name + " sets dst[0:8] to the dots of a packed group of eight " + typ + " rows (nb",
+		"super-blocks) with one Q8_K activation row, bit for bit as gemv" + typ + "x8AVX2.",
+		"It needs AdvSIMD and the dot product extension (SDOT).",
+	}
+	if rows > 1 {
+		args = []param{{"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"stride", "int"}, {"dst", "[]float32"}, {"ld", "int"}}
+		doc = []string{
+			fmt.Sprintf("gemm%sx8x%dNEON sets dst[r*ld:r*ld+8] to %s of the group and", typ, rows, name),
+			fmt.Sprintf("activation row a[r*stride:], bit for bit, for r < %d.", rows),
+		}
+		name = fmt.Sprintf("gemm%sx8x%dNEON", typ, rows)
+	}
+	g := f.function(name, doc, args, nil)
+	g.op("MOVD %s, R%d", g.arg("nb"), rNB)
+	g.op("MOVD %s, R%d", g.arg("w_base"), rX)
+	g.op("MOVD %s, R%d", g.arg("a_base"), rY)
+	if rows > 1 {
+		g.op("MOVD %s, R%d", g.arg("stride"), rStride)
+		for r := 1; r < rows; r++ {
+			g.op("ADD R%d, R%d, R%d", rStride, rY+r-1, rY+r)
+		}
+	}
+	g.op("MOVD $%s, R%d", consts["nibbleMask"], rTmp2)
+	g.op("VLD1 (R%d), [%s]", rTmp2, vMask.arr("B16"))
+	for r := range rows {
+		for h := range 2 {
+			a := (vAcc + v(2*r+h)).arr("B16")
+			g.op("VEOR %s, %s, %s", a, a, a)
+		}
+	}
+	for _, m := range masks {
+		g.op("VMOVI $%d, %s", m.b, m.r.arr("B16"))
+	}
+	g.op("CBZ R%d, %s", rNB, g.lbl("done"))
+
+	g.label("block")
+	return g
+}
+
+// endKQGroup closes a group kernel's super-block loop (blockBytes of
+// weights and a Q8_K block of each activation row per step) and stores the
+// rows' results.
+func endKQGroup(g *fn, rows, blockBytes int) {
+	g.op("ADD $%d, R%d", blockBytes, rX)
 	for r := range rows {
 		g.op("ADD $%d, R%d", q8KBytes, rY+r)
 	}
@@ -163,6 +220,22 @@ func q4KGroup(f *file, consts map[string]string, rows int) {
 
 	g.label("done")
 	storeGroupRows(g, rows)
+}
+
+// fifthBit sets bit 4 of the Q5_K codes in code (whose bit 4 is clear) to
+// bit b of the qh bytes in qh, through tmp; m10 holds 0x10 bytes. Byte
+// shifts: no bit crosses into the next byte.
+func fifthBit(g *fn, b int, qh, tmp, code, m10 v) {
+	src := tmp
+	switch {
+	case b < 4:
+		g.op("VSHL $%d, %s, %s", 4-b, qh.arr("B16"), tmp.arr("B16"))
+	case b == 4:
+		src = qh
+	default:
+		g.op("VUSHR $%d, %s, %s", b-4, qh.arr("B16"), tmp.arr("B16"))
+	}
+	g.bit(code, src, m10)
 }
 
 // Q6_K, Q3_K and Q2_K row kernels: rows consecutive weight rows against
@@ -334,24 +407,7 @@ func kqSmallGemv(f *file, consts map[string]string, typ string) {
 				q, t := b16(vQ+h), b16(vT+h)
 				switch typ {
 				case "Q6_K":
-					ql := vQL + v(2*(c%2))
-					if c < 2 {
-						g.op("VAND %s, %s, %s", b16(vLo), b16(ql+h), q)
-					} else {
-						g.op("VUSHR $4, %s, %s", b16(ql+h), q)
-					}
-					switch c {
-					case 0:
-						g.op("VSHL $4, %s, %s", b16(vQH+h), t)
-					case 1:
-						g.op("VSHL $2, %s, %s", b16(vQH+h), t)
-					case 2:
-						g.op("VORR %s, %s, %s", b16(vQH+h), b16(vQH+h), t)
-					case 3:
-						g.op("VUSHR $2, %s, %s", b16(vQH+h), t)
-					}
-					g.op("VAND %s, %s, %s", b16(vHi), t, t)
-					g.op("VORR %s, %s, %s", t, q, q)
+					q6Code(g, c, vQL+v(2*(c%2))+h, vQH+h, vQ+h, vT+h, vLo, vHi)
 				case "Q3_K", "Q2_K":
 					if c == 0 {
 						g.op("VAND %s, %s, %s", b16(vLo), b16(vQL+h), q)
@@ -513,18 +569,7 @@ func kq45Gemv(f *file, consts map[string]string, typ string) {
 				g.op("VUSHR $4, %s, %s", (vQS + h).arr("B16"), q)
 			}
 			if typ == "Q5_K" {
-				// Bit c of qh as bit 4.
-				t, qh := (vT + h).arr("B16"), (vQH + h).arr("B16")
-				switch {
-				case c < 4:
-					g.op("VSHL $%d, %s, %s", 4-c, qh, t)
-				case c == 4:
-					g.op("VORR %s, %s, %s", qh, qh, t)
-				default:
-					g.op("VUSHR $%d, %s, %s", c-4, qh, t)
-				}
-				g.op("VAND %s, %s, %s", v10.arr("B16"), t, t)
-				g.op("VORR %s, %s, %s", t, q, q)
+				fifthBit(g, c, vQH+h, vT+h, vQ+h, v10) // bit c of qh as bit 4
 			}
 		}
 		g.op("VLD1.P 32(R7), %s", vY.list(2, "B16"))

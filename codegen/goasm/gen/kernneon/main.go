@@ -1,16 +1,16 @@
 // Command kernneon generates runtime/cpu/kern/neon_arm64.s and
 // neon_arm64_stubs.go: the group kernels of kern's Packed (eight interleaved
 // Q4_0 or Q8_0 weight rows against packed Q8_0 activation rows, and eight
-// Q4_K rows against Q8_K rows, kquant.go; one and four activation rows) for
-// arm64 CPUs with AdvSIMD and the ARMv8.2 dot product
-// (SDOT). They compute the amd64 group kernels' integer and float steps in
-// the same order, so their results equal those kernels' bit for bit (see
-// gemv.go).
+// Q4_K, Q5_K or Q6_K rows against Q8_K rows, kquant.go and kquant6.go; one
+// and four activation rows) for arm64 CPUs with AdvSIMD and the ARMv8.2 dot
+// product (SDOT). They compute the amd64 group kernels' integer and float
+// steps in the same order, so their results equal those kernels' bit for
+// bit (see gemv.go).
 //
 // avo emits only amd64, so this generator writes Go arm64 assembly with its
 // own small emitter (emit.go); the AdvSIMD instructions Go's assembler
-// lacks (SDOT by element, SCVTF, FCVTL, FMUL by element) are WORDs encoded
-// by the unit-tested helpers of enc.go.
+// lacks (SDOT by element, SCVTF, FCVTL, FMUL by element, SSHR, NEG, ...)
+// are WORDs encoded by the unit-tested helpers of enc.go.
 //
 // Usage (from runtime/cpu/kern, see its go:generate line in neon.go):
 //
@@ -43,8 +43,12 @@ func generate() (asm, stubs []byte, err error) {
 		gemv(f, consts, typ, 1)
 		gemv(f, consts, typ, 4)
 	}
-	q4KGroup(f, consts, 1)
-	q4KGroup(f, consts, 4)
+	for _, typ := range []string{"Q4_K", "Q5_K"} {
+		kq45Group(f, consts, typ, 1)
+		kq45Group(f, consts, typ, 4)
+	}
+	q6KGroup(f, consts, 1)
+	q6KGroup(f, consts, 4)
 	for _, typ := range []string{"Q6_K", "Q3_K", "Q2_K"} {
 		kqSmallGemv(f, consts, typ)
 	}
