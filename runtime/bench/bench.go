@@ -14,7 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
 	mrt "github.com/minerva-llm/minerva/runtime"
 )
@@ -128,6 +130,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	if o.ProbeBytes > 0 {
 		peakBefore = PeakRSS()
 		probe = NewProbe(o.ProbeBytes, o.ProbeThreads)
+		defer probe.Close() // on an error below; a second Close does nothing
 	}
 	every := o.ProbeEvery
 	if every <= 0 {
@@ -149,6 +152,9 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		probe.Sample()
 		r.DecodeBandwidth, r.DecodeBandwidthSamples = probe.Mean()
 		r.PeakRSS = max(peakBefore, ResidentSet()-probe.Bytes())
+		if err := probe.Close(); err != nil {
+			return nil, fmt.Errorf("releasing the bandwidth probe: %w", err)
+		}
 	} else {
 		r.PeakRSS = PeakRSS()
 	}
@@ -240,6 +246,7 @@ var sink uint64
 // size bytes; the best of runs passes counts.
 func Bandwidth(size int64, threads, runs int) float64 {
 	p := NewProbe(size, threads)
+	defer p.Close()
 	best := 0.0
 	for range max(1, runs) {
 		best = max(best, p.Sample())
@@ -253,20 +260,24 @@ func Bandwidth(size int64, threads, runs int) float64 {
 // VM read 14–22 GB/s in thirty passes over 512 MiB in a row, median 0.84
 // of the best), so decode's mean speed is comparable with the mean of
 // samples taken among its steps, not with a best pass taken before or
-// after. Run takes them (Options.Probe); minervac bench reports decode's
-// efficiency against both.
+// after. Run takes them (Options.ProbeBytes); minervac bench reports
+// decode's efficiency against both.
 type Probe struct {
 	buf     []uint64
 	threads int
 	per     int // words per thread
 	sums    []uint64
+	release func() error // unmaps buf (nil: heap memory)
 	bytes   int64
 	elapsed time.Duration
 	samples int
 }
 
 // NewProbe allocates and writes the probe's buffer of about size bytes (at
-// least 64 words per thread), read by threads goroutines at once.
+// least 8 words per thread), read by threads goroutines at once. The
+// buffer is the memory the CPU backend keeps its weights in (mmap.Anon:
+// off the Go heap, in huge pages where the system has them), so that
+// both reads meet the same page sizes; Close releases it.
 func NewProbe(size int64, threads int) *Probe {
 	threads = max(1, threads)
 	n := int(size / 8)
@@ -274,11 +285,27 @@ func NewProbe(size int64, threads int) *Probe {
 	if n <= 0 {
 		n = 8 * threads
 	}
-	buf := make([]uint64, n)
-	for i := range buf {
-		buf[i] = uint64(i)
+	p := &Probe{threads: threads, per: n / threads, sums: make([]uint64, threads*8)} // sums one cache line apart
+	if b, release, err := mmap.Anon(n * 8); err == nil {
+		p.buf, p.release = unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), n), release
+	} else {
+		p.buf = make([]uint64, n) // no anonymous mapping here: the heap's pages
 	}
-	return &Probe{buf: buf, threads: threads, per: n / threads, sums: make([]uint64, threads*8)} // sums one cache line apart
+	for i := range p.buf {
+		p.buf[i] = uint64(i)
+	}
+	return p
+}
+
+// Close releases the probe's buffer; the probe must not be used after.
+func (p *Probe) Close() error {
+	p.buf = nil
+	if p.release == nil {
+		return nil
+	}
+	err := p.release()
+	p.release = nil
+	return err
 }
 
 // Bytes is the size of the probe's buffer.

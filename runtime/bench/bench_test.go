@@ -130,4 +130,6 @@ func TestProbeMean(t *testing.T) {
 	// slowest and the fastest.
 	require.GreaterOrEqual(t, gbs, lo*0.999)
 	require.LessOrEqual(t, gbs, hi*1.001)
+	require.NoError(t, p.Close())
+	require.NoError(t, p.Close())
 }
