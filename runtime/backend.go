@@ -51,7 +51,9 @@ type ProgramConfig struct {
 	// Slots is the number of sequences the program holds at once; 0 means 1.
 	// Every state is one contiguous buffer of Slots·Context rows, slot s
 	// owning rows [s·Context, (s+1)·Context): the layout continuous batching
-	// will step several slots through at once.
+	// will step several slots through at once. Within a slot's part a
+	// backend may order the elements as its kernels read them best (the
+	// CPU backend keeps each KV head's rows together).
 	Slots int
 	// Options are the caller's settings of the backend (threads, kernel
 	// variant, caches, libraries).

@@ -43,8 +43,9 @@ func (e *exec) attention(nd *node) error {
 	}
 	kst := e.cache(p.stOf[nd.args[1]])
 	vst := e.cache(p.stOf[nd.args[2]])
-	kw, vw := kst.info.Width, vst.info.Width
-	dv := vw / nkv
+	// One head's rows are hw elements apart (state.at).
+	kw, vw := kst.hw, vst.hw
+	dv := vst.info.Width / nkv
 	group := nh / nkv
 	T := len(pos)
 	out := e.out(nd)
@@ -106,7 +107,7 @@ func (e *exec) attention(nd *node) error {
 		for j0 := from; j0 < to; j0 += tileKV {
 			j1 := min(j0+tileKV, to)
 			// The tile's scores in one kernel call (rows kw apart).
-			koff := kbase + j0*kw + kh*hd
+			koff := kst.at(kbase, j0, kh)
 			switch {
 			case kst.f32 != nil:
 				e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
@@ -129,7 +130,7 @@ func (e *exec) attention(nd *node) error {
 				l += wgt
 			}
 			// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-			voff := vbase + j0*vw + kh*dv
+			voff := vst.at(vbase, j0, kh)
 			switch {
 			case vst.f32 != nil:
 				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
@@ -249,7 +250,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 	ks := p.ks
 	const L = kern.GroupLanes
 	nh, hd, dv, S, tileKV := sh.nh, sh.hd, sh.dv, sh.S, sh.tileKV
-	kw, vw := kst.info.Width, vst.info.Width
+	kw, vw := kst.hw, vst.hw // one head's rows apart (state.at)
 	group := nh / sh.nkv
 	runs := (group + L - 1) / L
 	stride := 2 + dv
@@ -290,7 +291,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		sc, wt := buf[:L*tileKV], buf[L*tileKV:]
 		for j0 := from; j0 < to; j0 += tileKV {
 			nj := min(j0+tileKV, to) - j0
-			koff := kbase + j0*kw + kh*hd
+			koff := kst.at(kbase, j0, kh)
 			switch {
 			case kst.f32 != nil:
 				ks.ScoresG(qv, hd, hd, G, kst.f32[koff:], kw, sc[:L*nj])
@@ -313,7 +314,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 				}
 			}
 			ks.ExpSubSum8(wt[:L*nj], sc[:L*nj], &m, &l)
-			voff := vbase + j0*vw + kh*dv
+			voff := vst.at(vbase, j0, kh)
 			switch {
 			case vst.f32 != nil:
 				ks.AxpyRowsG(acc, hs, dv, G, wt[:L*nj], vst.f32[voff:], vw)

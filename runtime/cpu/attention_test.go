@@ -1,7 +1,9 @@
 package cpu_test
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -158,5 +160,41 @@ func BenchmarkAttentionDepth(b *testing.B) {
 			}
 		}
 		p.Close()
+	}
+}
+
+// The cache keeps each KV head's rows together, one position after another
+// (what decode's attention reads densely): after a prefill and a decode
+// step in slot 1 of two, head h of position p holds the slice of the
+// key (value) row that the kvwrite was given for that head, for every
+// head, position and slot row written, and slot 0 stays zero.
+func TestCacheHeadMajor(t *testing.T) {
+	const H, Hkv, hd, ctx = 8, 4, 16, 40
+	g, w := attnGraph(t, H, Hkv, hd, 0, false, false, ir.F32)
+	p, err := cpu.Backend{Threads: 2}.Compile(g, w, runtime.ProgramConfig{Context: ctx, Slots: 2})
+	require.NoError(t, err)
+	defer p.Close()
+	tok := []int32{5, 17, 333, 42, 7}
+	pos := []int32{0, 1, 2, 3, 4}
+	_, err = p.Step(1, tok[:4], pos[:4])
+	require.NoError(t, err)
+	_, err = p.Step(1, tok[4:], pos[4:])
+	require.NoError(t, err)
+	f32 := func(b []byte) []float32 {
+		out := make([]float32, len(b)/4)
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return out
+	}
+	for st, table := range []string{"k", "v"} {
+		tab := f32(w[table])
+		for i, id := range tok {
+			row := tab[int(id)*Hkv*hd:][:Hkv*hd]
+			for h := range Hkv {
+				require.Equal(t, row[h*hd:(h+1)*hd], cpu.CacheRow(p, st, 1, int(pos[i]), h), "%s pos %d head %d", table, pos[i], h)
+				require.Equal(t, make([]float32, hd), cpu.CacheRow(p, st, 0, int(pos[i]), h), "slot 0 untouched")
+			}
+		}
 	}
 }

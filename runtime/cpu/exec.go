@@ -214,9 +214,11 @@ func (e *exec) kvwrite(nd *node) error {
 		return err
 	}
 	st := e.cache(nd.st)
-	w := st.info.Width
+	w, hw := st.info.Width, st.hw
 	for t, q := range pos {
-		writeRow(st, e.base(st, t)+int(q)*w, x[t*w:(t+1)*w])
+		for h := 0; h*hw < w; h++ {
+			writeRow(st, st.at(e.base(st, t), int(q), h), x[t*w+h*hw:t*w+(h+1)*hw])
+		}
 	}
 	return nil
 }

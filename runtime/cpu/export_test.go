@@ -59,3 +59,12 @@ func StateResident(p runtime.Program) (int64, error) {
 	}
 	return n, nil
 }
+
+// CacheRow returns head h's f32 cache row at position pos of the slot in
+// state st of p (the states in signature order), where state's doc puts
+// it: slot s's part from s·ctx·width, head h's rows from h·ctx·hw of it.
+func CacheRow(p runtime.Program, st, slot, pos, h int) []float32 {
+	s := p.(*program).states[st]
+	off := slot*s.ctx*s.info.Width + h*s.ctx*s.hw + pos*s.hw
+	return s.f32[off : off+s.hw]
+}

@@ -273,7 +273,6 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	}
 	kst := e.cache(p.stOf[p.index[parts.KCache]])
 	vst := e.cache(p.stOf[p.index[parts.VCache]])
-	kw := kst.info.Width
 	rt, err := e.ropeTable(a, pos)
 	if err != nil {
 		return err
@@ -316,9 +315,9 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 							rmsnormRow(hv, hv, parts.QKEps, kn)
 						}
 						rt.apply(r, hv)
-						writeRow(kst, e.base(kst, r)+int(pos[r])*kw+(h-H)*hd, hv)
+						writeRow(kst, kst.at(e.base(kst, r), int(pos[r]), h-H), hv)
 					default:
-						writeRow(vst, e.base(vst, r)+int(pos[r])*vst.info.Width+(h-H-Hkv)*hd, hv)
+						writeRow(vst, vst.at(e.base(vst, r), int(pos[r]), h-H-Hkv), hv)
 					}
 				}
 			}

@@ -1,0 +1,70 @@
+package kern
+
+import (
+	"testing"
+	"time"
+
+	"github.com/minerva-llm/minerva/quant"
+)
+
+var coldSink uint64
+
+// BenchmarkGroupedAttentionCold: the grouped kernels of one decode work
+// item (eight heads of 64 over 144 f16 rows: TinyLlama at depth 576 in four
+// KV parts) on cache rows that the CPU caches do not hold, as in decode,
+// where hundreds of MB of weights pass between two reads of a layer's
+// cache. The rows are a KV head's in a cache of four heads: side by side
+// with the other heads' (512 bytes apart) or dense, one head's rows
+// together (128 bytes apart), as the CPU backend keeps them. Reports the
+// time per row of scores and weighted values:
+//
+//	go test ./runtime/cpu/kern -run '^$' -bench GroupedAttentionCold -benchtime 30x
+func BenchmarkGroupedAttentionCold(b *testing.B) {
+	const G, hd, n, heads, items = 8, 64, 144, 4, 64
+	flush := make([]uint64, 64<<20/8) // larger than the last-level cache
+	for i := range flush {
+		flush[i] = uint64(i)
+	}
+	// items work items of n rows each, every one on rows not read before
+	// in the pass: 16 blocks of n positions × 4 heads.
+	k := make([]uint16, items*n*hd)
+	v := make([]uint16, len(k))
+	for i, x := range randRow(len(k), 1, 5) {
+		k[i] = quant.F32ToF16(x)
+		v[i] = k[i]
+	}
+	q := randRow(G*hd, 1, 6)
+	w := randRow(GroupLanes*n, 0.1, 7)
+	acc := make([]float32, G*hd)
+	out := make([]float32, GroupLanes*n)
+	for _, layout := range []string{"interleaved", "dense"} {
+		b.Run(layout, func(b *testing.B) {
+			useVariant(b, "avx2")
+			ks := Current()
+			stride := hd
+			if layout == "interleaved" {
+				stride = heads * hd
+			}
+			var total time.Duration
+			for b.Loop() {
+				var s uint64
+				for _, x := range flush {
+					s += x
+				}
+				coldSink += s
+				t0 := time.Now()
+				for it := range items {
+					h, blk := it%heads, it/heads
+					base := (h*items/heads + blk) * n * hd // dense: head h's rows, block blk
+					if layout == "interleaved" {
+						base = blk*n*stride + h*hd
+					}
+					ks.ScoresF16G(q, hd, hd, G, k[base:], stride, out)
+					ks.AxpyRowsF16G(acc, hd, hd, G, w, v[base:], stride)
+				}
+				total += time.Since(t0)
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*items*n), "ns/row")
+		})
+	}
+}
