@@ -172,13 +172,14 @@ type program struct {
 	arenaPT int64
 	// mem holds the mappings that the states, the arena and folded
 	// weights live in (offheap.go), released by Close.
-	mem     *offHeapSet
-	scratch [][]float32 // per worker
-	acts    []byte
-	bounds  []int // matmul work item boundaries (splitRows)
-	xnorm   []float32
-	xsel    []float32 // the logits matmul's wanted activation rows
-	rsel    []float32 // and its residual's
+	mem        *offHeapSet
+	scratch    [][]float32 // per worker
+	acts       []byte
+	bounds     []int // matmul work item boundaries (splitRows)
+	headBounds []int // the QKV op's (splitHeads)
+	xnorm      []float32
+	xsel       []float32 // the logits matmul's wanted activation rows
+	rsel       []float32 // and its residual's
 	// logitRowsDone counts the rows the logits matmul computed, over the
 	// program's life (tests: a prompt step asking for its last row
 	// computes one).

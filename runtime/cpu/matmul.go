@@ -54,6 +54,26 @@ func (p *program) splitRows(n, k, r int) []int {
 	return b
 }
 
+// splitHeads is splitRows for the QKV op's work items, which are runs of
+// whole heads of hd rows (each item applies its heads' rope and cache
+// writes): the long runs first, shrinking to about half of chunkRows' rows
+// at the end. It returns the head boundaries in p.headBounds, valid until
+// the next call. Against runs of equal length (about chunkRows' rows each)
+// TinyLlama's Q4_0 QKV op took 4–6% less time in decode, in alternating
+// steps of three runs.
+func (p *program) splitHeads(heads, hd, k, r int) []int {
+	w := p.pool.n
+	least := max(1, (p.chunkRows(heads*hd, k, r)/2+hd-1)/hd)
+	b := append(p.headBounds[:0], 0)
+	for at := 0; at < heads; {
+		c := max(least, (heads-at+2*w-1)/(2*w))
+		at = min(heads, at+c)
+		b = append(b, at)
+	}
+	p.headBounds = b
+	return b
+}
+
 // chunkElems is the least number of weight elements of a work item (see
 // chunkRows): 147 KB of Q4_0, 272 KB of Q8_0.
 const chunkElems = 1 << 18
@@ -284,14 +304,14 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	if parts.QNorm != nil {
 		qn, kn = e.f32(p.index[parts.QNorm]), e.f32(p.index[parts.KNorm])
 	}
-	// Work items are runs of whole heads, long enough to stream well (see
-	// chunkRows), up to eight per worker.
+	// Work items are runs of whole heads, cut as splitRows cuts rows
+	// (splitHeads).
 	heads := H + 2*Hkv
-	hpi := max(1, (p.chunkRows(heads*hd, wr.k, R)+hd-1)/hd)
+	hb := p.splitHeads(heads, hd, wr.k, R)
 	// Each item's heads in passes that keep scratch in L2 (as SwiGLU).
 	hpp := max(1, passRows(1, R)/hd)
-	p.pool.run((heads+hpi-1)/hpi, func(w, it int) {
-		for h0, end := it*hpi, min(heads, (it+1)*hpi); h0 < end; h0 += hpp {
+	p.pool.run(len(hb)-1, func(w, it int) {
+		for h0, end := hb[it], hb[it+1]; h0 < end; h0 += hpp {
 			h1 := min(end, h0+hpp)
 			rows := (h1 - h0) * hd
 			buf := p.scratchFor(w, R*rows+R)
