@@ -2063,7 +2063,7 @@ Q5_1_4_done:
 	RET
 
 // func gemvQ4_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·gemvQ4_0x8AVX2(SB), NOSPLIT, $0-80
 	MOVQ   nb+0(FP), AX
 	MOVQ   w_base+8(FP), CX
@@ -2075,6 +2075,9 @@ TEXT ·gemvQ4_0x8AVX2(SB), NOSPLIT, $0-80
 	JZ     gemvQ4_0x8AVX2_done
 
 gemvQ4_0x8AVX2_block:
+	PREFETCHT0   4176(CX)
+	PREFETCHT0   4240(CX)
+	PREFETCHT0   4304(CX)
 	VMOVDQU      16(CX), Y1
 	VPAND        nibbleMask<>+0(SB), Y1, Y2
 	VPSRLW       $0x04, Y1, Y1
@@ -2324,7 +2327,7 @@ gemmQ4_0x8x4AVX2_done:
 	RET
 
 // func gemvQ8_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·gemvQ8_0x8AVX2(SB), NOSPLIT, $0-80
 	MOVQ   nb+0(FP), AX
 	MOVQ   w_base+8(FP), CX
@@ -2336,6 +2339,11 @@ TEXT ·gemvQ8_0x8AVX2(SB), NOSPLIT, $0-80
 	JZ     gemvQ8_0x8AVX2_done
 
 gemvQ8_0x8AVX2_block:
+	PREFETCHT0   4352(CX)
+	PREFETCHT0   4416(CX)
+	PREFETCHT0   4480(CX)
+	PREFETCHT0   4544(CX)
+	PREFETCHT0   4608(CX)
 	VMOVDQU      16(CX), Y1
 	VPABSB       Y1, Y2
 	VPBROADCASTD 2(DX), Y3
