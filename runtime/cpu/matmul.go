@@ -59,7 +59,7 @@ func (p *program) splitRows(n, k, r int) []int {
 // writes): the long runs first, shrinking to about half of chunkRows' rows
 // at the end. It returns the head boundaries in p.headBounds, valid until
 // the next call. Against runs of equal length (about chunkRows' rows each)
-// TinyLlama's Q4_0 QKV op took 4–6% less time in decode, in alternating
+// TinyLlama's Q4_0 QKV op took 3–6% less time in decode, in alternating
 // steps of three runs.
 func (p *program) splitHeads(heads, hd, k, r int) []int {
 	w := p.pool.n
