@@ -23,9 +23,9 @@ func (c *countSteps) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	return c.Program.Step(slot, tokens, pos)
 }
 
-// With UBatch the prompt runs in steps of at most that many tokens (the last
-// one shorter), and decode then starts at the prompt's depth.
-func TestRunUBatch(t *testing.T) {
+// storiesProgram compiles stories260K for the reference interpreter with a
+// 64-token context, closed when the test ends.
+func storiesProgram(t *testing.T) runtime.Program {
 	src, err := frontend.Open(shared.Path(t, "models/gguf/stories260K.gguf"))
 	require.NoError(t, err)
 	defer src.Close()
@@ -34,7 +34,14 @@ func TestRunUBatch(t *testing.T) {
 	b, _ := runtime.LookupBackend("reference")
 	p, err := b.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 64})
 	require.NoError(t, err)
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// With UBatch the prompt runs in steps of at most that many tokens (the last
+// one shorter), and decode then starts at the prompt's depth.
+func TestRunUBatch(t *testing.T) {
+	p := storiesProgram(t)
 	c := &countSteps{Program: p}
 	s, err := runtime.NewProgramSession(c, 0)
 	require.NoError(t, err)
@@ -49,15 +56,7 @@ func TestRunUBatch(t *testing.T) {
 // after every ProbeEvery-th and after the last, and keeps the probe's
 // buffer out of PeakRSS.
 func TestRunProbe(t *testing.T) {
-	src, err := frontend.Open(shared.Path(t, "models/gguf/stories260K.gguf"))
-	require.NoError(t, err)
-	defer src.Close()
-	m, err := src.Build(arch.Options{})
-	require.NoError(t, err)
-	b, _ := runtime.LookupBackend("reference")
-	p, err := b.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 64})
-	require.NoError(t, err)
-	defer p.Close()
+	p := storiesProgram(t)
 	const probe = 256 << 20
 	for i, tc := range []struct{ decode, every, samples int }{
 		{5, 2, 4}, // before steps 0, 2, 4, then after the last

@@ -26,13 +26,7 @@ func BenchmarkPackedStreamThreads(b *testing.B) {
 			useVariant(b, "avx2")
 			rb := k / wt.BlockSize() * wt.BlockBytes()
 			n := size / rb &^ (item - 1)
-			one, _ := makeWeights(b, wt, k, 1)
-			data := make([]byte, n*rb)
-			for i := 0; i < n; i++ {
-				copy(data[i*rb:], one)
-				data[i*rb] ^= byte(i) // distinct scales
-			}
-			p := Pack(wt, n, k, data)
+			p := Pack(wt, n, k, streamMatrix(b, wt, n, k))
 			if p == nil {
 				b.Skip("no group kernels")
 			}

@@ -19,17 +19,24 @@ func BenchmarkPackedStream(b *testing.B) {
 	}
 }
 
-func benchPackedStream(b *testing.B) {
-	const n, k = 65536, 2048
-	wt := ir.Q4_0
-	rb := k / 32 * wt.BlockBytes()
+// streamMatrix returns n rows of k weights of type wt: one random row
+// repeated, each copy with its own first scale byte.
+func streamMatrix(b *testing.B, wt ir.DType, n, k int) []byte {
+	rb := k / wt.BlockSize() * wt.BlockBytes()
 	one, _ := makeWeights(b, wt, k, 1)
 	data := make([]byte, n*rb)
 	for i := 0; i < n; i++ {
 		copy(data[i*rb:], one)
 		data[i*rb] ^= byte(i) // distinct scales
 	}
-	p := Pack(wt, n, k, data)
+	return data
+}
+
+func benchPackedStream(b *testing.B) {
+	const n, k = 65536, 2048
+	wt := ir.Q4_0
+	rb := k / 32 * wt.BlockBytes()
+	p := Pack(wt, n, k, streamMatrix(b, wt, n, k))
 	if p == nil {
 		b.Skip("no group kernels")
 	}
