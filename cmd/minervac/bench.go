@@ -182,13 +182,15 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 			}
 		}
 	}
-	eff, effPaired := 0.0, 0.0
-	if bw > 0 {
-		eff = float64(wbytes) * res.DecodeTokensS / (bw * 1e9)
+	// efficiency is decode's weight read rate over a bandwidth (0 when
+	// that was not measured).
+	efficiency := func(gbs float64) float64 {
+		if gbs <= 0 {
+			return 0
+		}
+		return float64(wbytes) * res.DecodeTokensS / (gbs * 1e9)
 	}
-	if res.DecodeBandwidth > 0 {
-		effPaired = float64(wbytes) * res.DecodeTokensS / (res.DecodeBandwidth * 1e9)
-	}
+	eff, effPaired := efficiency(bw), efficiency(res.DecodeBandwidth)
 	r := benchReport{
 		Model: displayName(c.Model), Target: m.target, Threads: threads,
 		Kernels:      kernelsOf(m.target, opts.CPUKernels),

@@ -268,7 +268,6 @@ type Probe struct {
 	per     int // words per thread
 	sums    []uint64
 	release func() error // unmaps buf (nil: heap memory)
-	bytes   int64
 	elapsed time.Duration
 	samples int
 }
@@ -331,11 +330,9 @@ func (p *Probe) Sample() float64 {
 	for t := range p.threads {
 		sink += p.sums[t*8]
 	}
-	b := int64(p.per*p.threads) * 8
-	p.bytes += b
 	p.elapsed += d
 	p.samples++
-	return float64(b) / d.Seconds() / 1e9
+	return float64(p.Bytes()) / d.Seconds() / 1e9
 }
 
 // Mean is the bytes of every sample over their total time, in GB/s (0
@@ -344,7 +341,7 @@ func (p *Probe) Mean() (gbs float64, samples int) {
 	if p.elapsed <= 0 {
 		return 0, p.samples
 	}
-	return float64(p.bytes) / p.elapsed.Seconds() / 1e9, p.samples
+	return float64(p.Bytes()) * float64(p.samples) / p.elapsed.Seconds() / 1e9, p.samples
 }
 
 // sumWords adds the words of s (len a multiple of 8) with independent
