@@ -23,10 +23,7 @@ func TestNEONGroupKernelsExtremes(t *testing.T) {
 		for _, nb := range []int{1, 3, 64} {
 			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(nb), 7))
-				scale := func(b []byte) {
-					h := uint16(rng.IntN(0x7c00)) | uint16(rng.IntN(2))<<15
-					binary.LittleEndian.PutUint16(b, h)
-				}
+				scale := func(b []byte) { randF16(rng, b) }
 				bb := wt.BlockBytes()
 				rb := nb * bb
 				data := make([]byte, 8*rb)
@@ -68,14 +65,10 @@ func TestNEONGroupKernelsExtremes(t *testing.T) {
 						binary.LittleEndian.PutUint32(side[4:], math.Float32bits(h16(blk)))
 					}
 				}
-				dst := make([]float32, R*11)
-				p.Dots(0, 8, a, stride, R, dst, 11)
-				for r := 0; r < R; r++ {
-					for j := 0; j < 8; j++ {
-						emu, _ := emulateGroup(wt, nb, data[j*rb:][:rb], a[r*stride:][:ab])
-						require.Equal(t, math.Float32bits(emu), math.Float32bits(dst[r*11+j]), "row %d act %d: kernel %v, emulated %v", j, r, dst[r*11+j], emu)
-					}
-				}
+				requireGroupDots(t, p, data, rb, a, stride, ab, R, func(w, a []byte) float32 {
+					emu, _ := emulateGroup(wt, nb, w, a)
+					return emu
+				})
 			})
 		}
 	}
@@ -98,10 +91,7 @@ func TestNEONKQuantGroupExtremes(t *testing.T) {
 		for _, nb := range []int{1, 3, 16} {
 			t.Run(fmt.Sprintf("%s/%d", wt, nb), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(nb), 11))
-				f16 := func(b []byte) {
-					h := uint16(rng.IntN(0x7c00)) | uint16(rng.IntN(2))<<15
-					binary.LittleEndian.PutUint16(b, h)
-				}
+				f16 := func(b []byte) { randF16(rng, b) }
 				bb := wt.BlockBytes()
 				rb := nb * bb
 				data := make([]byte, 8*rb)
@@ -148,15 +138,33 @@ func TestNEONKQuantGroupExtremes(t *testing.T) {
 						}
 					}
 				}
-				dst := make([]float32, R*11)
-				p.Dots(0, 8, a, stride, R, dst, 11)
-				for r := 0; r < R; r++ {
-					for j := 0; j < 8; j++ {
-						want, _ := emu[wt](nb, data[j*rb:][:rb], a[r*stride:][:ab])
-						require.Equal(t, math.Float32bits(want), math.Float32bits(dst[r*11+j]), "row %d act %d: kernel %v, emulated %v", j, r, dst[r*11+j], want)
-					}
-				}
+				requireGroupDots(t, p, data, rb, a, stride, ab, R, func(w, a []byte) float32 {
+					want, _ := emu[wt](nb, w, a)
+					return want
+				})
 			})
+		}
+	}
+}
+
+// randF16 writes a random finite f16 of any exponent (subnormals included)
+// and either sign to b.
+func randF16(rng *rand.Rand, b []byte) {
+	binary.LittleEndian.PutUint16(b, uint16(rng.IntN(0x7c00))|uint16(rng.IntN(2))<<15)
+}
+
+// requireGroupDots runs p.Dots over the packed group of eight rows (data,
+// rb bytes a row) against R activation rows stride bytes apart (ab bytes
+// each) into a destination 11 floats a row, and requires emulate's bits
+// for every row and activation row.
+func requireGroupDots(t *testing.T, p *Packed, data []byte, rb int, a []byte, stride, ab, R int, emulate func(w, a []byte) float32) {
+	t.Helper()
+	dst := make([]float32, R*11)
+	p.Dots(0, 8, a, stride, R, dst, 11)
+	for r := 0; r < R; r++ {
+		for j := 0; j < 8; j++ {
+			want := emulate(data[j*rb:][:rb], a[r*stride:][:ab])
+			require.Equal(t, math.Float32bits(want), math.Float32bits(dst[r*11+j]), "row %d act %d: kernel %v, emulated %v", j, r, dst[r*11+j], want)
 		}
 	}
 }
