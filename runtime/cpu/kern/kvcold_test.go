@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/minerva-llm/minerva/quant"
+	"github.com/minerva-llm/minerva/runtime/bench"
 )
-
-var coldSink uint64
 
 // BenchmarkGroupedAttentionCold: the grouped kernels of one decode work
 // item (eight heads of 64 over 144 f16 rows: TinyLlama at depth 576 in four
@@ -21,10 +20,8 @@ var coldSink uint64
 //	go test ./runtime/cpu/kern -run '^$' -bench GroupedAttentionCold -benchtime 30x
 func BenchmarkGroupedAttentionCold(b *testing.B) {
 	const G, hd, n, heads, items = 8, 64, 144, 4, 64
-	flush := make([]uint64, 64<<20/8) // larger than the last-level cache
-	for i := range flush {
-		flush[i] = uint64(i)
-	}
+	flush := bench.NewProbe(64<<20, 1) // a read larger than the last-level cache
+	defer flush.Close()
 	// items work items of n rows each, every one on rows not read before
 	// in the pass: 16 blocks of n positions × 4 heads.
 	k := make([]uint16, items*n*hd)
@@ -47,11 +44,7 @@ func BenchmarkGroupedAttentionCold(b *testing.B) {
 			}
 			var total time.Duration
 			for b.Loop() {
-				var s uint64
-				for _, x := range flush {
-					s += x
-				}
-				coldSink += s
+				flush.Sample()
 				t0 := time.Now()
 				for it := range items {
 					h, blk := it%heads, it/heads
