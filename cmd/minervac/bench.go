@@ -34,22 +34,26 @@ type benchCmd struct {
 
 // benchReport is the --json output.
 type benchReport struct {
-	Model               string       `json:"model"`
-	Target              string       `json:"target"`
-	Threads             int          `json:"threads"`
-	Kernels             string       `json:"kernels,omitempty"`
-	PromptTokens        int          `json:"prompt_tokens"`
-	DecodeTokens        int          `json:"decode_tokens"`
-	PrefillTokensS      float64      `json:"prefill_tokens_s"`
-	DecodeTokensS       float64      `json:"decode_tokens_s"`
-	TTFTMs              float64      `json:"ttft_ms"`
-	DecodeP50Ms         float64      `json:"decode_p50_ms"`
-	DecodeP99Ms         float64      `json:"decode_p99_ms"`
-	PeakRSSBytes        int64        `json:"peak_rss_bytes"`
-	WeightBytesPerToken int64        `json:"weight_bytes_per_token"`
-	BandwidthGBs        float64      `json:"bandwidth_gb_s"`
-	DecodeEfficiency    float64      `json:"decode_efficiency"`
-	Machine             benchMachine `json:"machine"`
+	Model               string  `json:"model"`
+	Target              string  `json:"target"`
+	Threads             int     `json:"threads"`
+	Kernels             string  `json:"kernels,omitempty"`
+	PromptTokens        int     `json:"prompt_tokens"`
+	DecodeTokens        int     `json:"decode_tokens"`
+	PrefillTokensS      float64 `json:"prefill_tokens_s"`
+	DecodeTokensS       float64 `json:"decode_tokens_s"`
+	TTFTMs              float64 `json:"ttft_ms"`
+	DecodeP50Ms         float64 `json:"decode_p50_ms"`
+	DecodeP99Ms         float64 `json:"decode_p99_ms"`
+	PeakRSSBytes        int64   `json:"peak_rss_bytes"`
+	WeightBytesPerToken int64   `json:"weight_bytes_per_token"`
+	// KVBytesPerToken is the mean KV cache bytes a decode step read
+	// (bench.KVBytesPerToken); both efficiencies count it beside the
+	// weights, since decode streams both.
+	KVBytesPerToken  int64        `json:"kv_bytes_per_token"`
+	BandwidthGBs     float64      `json:"bandwidth_gb_s"`
+	DecodeEfficiency float64      `json:"decode_efficiency"`
+	Machine          benchMachine `json:"machine"`
 	// DecodeBandwidthGBs is the mean read bandwidth of the samples taken
 	// among the decode steps (bench.Probe; CPU targets), and
 	// DecodeEfficiencyPaired decode's read rate over it: on a shared
@@ -113,6 +117,10 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		return usageError{fmt.Sprintf("-p %d + -n %d = %d positions exceed the model's context of %d", c.P, c.N, c.P+c.N, m.ctx)}
 	}
 	wbytes, err := bench.WeightBytesPerToken(m.graph)
+	if err != nil {
+		return err
+	}
+	kvbytes, err := bench.KVBytesPerToken(m.graph, c.P, c.N)
 	if err != nil {
 		return err
 	}
@@ -182,13 +190,13 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 			}
 		}
 	}
-	// efficiency is decode's weight read rate over a bandwidth (0 when
-	// that was not measured).
+	// efficiency is decode's read rate, weights and KV cache, over a
+	// bandwidth (0 when that was not measured).
 	efficiency := func(gbs float64) float64 {
 		if gbs <= 0 {
 			return 0
 		}
-		return float64(wbytes) * res.DecodeTokensS / (gbs * 1e9)
+		return float64(wbytes+kvbytes) * res.DecodeTokensS / (gbs * 1e9)
 	}
 	eff, effPaired := efficiency(bw), efficiency(res.DecodeBandwidth)
 	r := benchReport{
@@ -197,7 +205,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		PromptTokens: c.P, DecodeTokens: c.N,
 		PrefillTokensS: round(res.PrefillTokensS, 2), DecodeTokensS: round(res.DecodeTokensS, 2),
 		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
-		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, BandwidthGBs: round(bw, 2),
+		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, KVBytesPerToken: kvbytes, BandwidthGBs: round(bw, 2),
 		DecodeEfficiency: round(eff, 6), KernelTimes: ktimes,
 		DecodeBandwidthGBs: round(res.DecodeBandwidth, 2), DecodeBandwidthSamples: res.DecodeBandwidthSamples,
 		DecodeEfficiencyPaired: round(effPaired, 6),
@@ -225,6 +233,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)
 	fmt.Fprintf(w, "decode\t%.1f tok/s\t(%d tokens at depth %d, p50 %.2f ms, p99 %.2f ms)\n", r.DecodeTokensS, c.N, c.P, r.DecodeP50Ms, r.DecodeP99Ms)
 	fmt.Fprintf(w, "weights/token\t%.1f MiB\n", float64(wbytes)/(1<<20))
+	fmt.Fprintf(w, "KV cache/token\t%.1f MiB\t(read by a decode step, the mean over the steps)\n", float64(kvbytes)/(1<<20))
 	if bw > 0 {
 		fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth, the best of five passes)\n", 100*eff)
 	}

@@ -18,7 +18,7 @@ func TestBenchJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &raw), stdout)
 	for _, k := range []string{"prefill_tokens_s", "decode_tokens_s", "ttft_ms", "decode_p50_ms", "decode_p99_ms",
 		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency", "load_ms", "first_token_ms",
-		"decode_bandwidth_gb_s", "decode_bandwidth_samples", "decode_efficiency_paired"} {
+		"decode_bandwidth_gb_s", "decode_bandwidth_samples", "decode_efficiency_paired", "kv_bytes_per_token"} {
 		v, ok := raw[k].(float64)
 		require.True(t, ok, "field %s missing or not a number in %s", k, stdout)
 		require.Greater(t, v, 0.0, k)
@@ -43,13 +43,19 @@ func TestBenchJSON(t *testing.T) {
 	require.InDelta(t, r.DecodeEfficiency*r.BandwidthGBs, r.DecodeEfficiencyPaired*r.DecodeBandwidthGBs, 0.01*r.DecodeEfficiency*r.BandwidthGBs+0.01)
 	// stories260K is all f32: 260K parameters read per token, about 1 MB.
 	require.InDelta(t, 1.0e6, float64(r.WeightBytesPerToken), 0.2e6)
+	// Its 5 layers keep 4 KV heads of 8 in f16 caches: 2·32·2 bytes a
+	// layer and position; the steps at positions 16…23 read 17…24 rows.
+	require.Equal(t, int64(5*2*32*2)*(17+24)/2, r.KVBytesPerToken)
+	// Both efficiencies count the weights and the KV cache.
+	read := float64(r.WeightBytesPerToken+r.KVBytesPerToken) * r.DecodeTokensS
+	require.InDelta(t, read/(r.BandwidthGBs*1e9), r.DecodeEfficiency, 1e-3*r.DecodeEfficiency+1e-5)
 }
 
 func TestBenchTable(t *testing.T) {
 	model := shared.Path(t, "models/gguf/stories260K.gguf")
 	stdout, stderr, code := minervac(t, "bench", model, "-p", "4", "-n", "2")
 	require.Equal(t, 0, code, stderr)
-	for _, s := range []string{"load", "prefill", "decode", "tok/s", "peak RSS", "decode efficiency", "GB/s", "among the decode steps"} {
+	for _, s := range []string{"load", "prefill", "decode", "tok/s", "peak RSS", "decode efficiency", "GB/s", "among the decode steps", "KV cache/token"} {
 		require.Contains(t, stdout, s)
 	}
 }

@@ -133,3 +133,61 @@ func TestProbeMean(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.NoError(t, p.Close())
 }
+
+// Each attention op reads its caches' rows 0…p at step p (its last window
+// of them with a sliding window), each row at the state's element type,
+// through a kvwrite or straight from the state; the figure is the mean
+// over the steps.
+func TestKVBytesPerToken(t *testing.T) {
+	const W = 32 // row width (2 KV heads of 16); the context is symbolic
+	b := ir.NewBuilder("t")
+	tok := b.Input("tokens", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+	pos := b.Input("pos", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+	emb := b.Weight("emb", ir.Type{DType: ir.F32, Shape: ir.S(10, 64)})
+	x := b.Embed(emb, tok)
+	wq := b.Weight("wq", ir.Type{DType: ir.F32, Shape: ir.S(64, 64)})
+	wkv := b.Weight("wkv", ir.Type{DType: ir.F32, Shape: ir.S(W, 64)})
+	attrs := ir.Attrs{"n_head": 4, "n_kv_head": 2, "head_dim": 16, "scale": 0.25}
+	kv := b.MatMul(x, wkv, nil)
+	// Layer 0: f16 keys written through kvwrite, q8_0 values read from
+	// the state itself; layer 1: f32 caches and a window of 3.
+	k0 := b.KVWrite(b.State("k0", ir.Type{DType: ir.F16, Shape: ir.S("C", W)}), kv, pos)
+	v0 := b.State("v0", ir.Type{DType: ir.Q8_0, Shape: ir.S("C", W)})
+	a0 := b.Attention(b.MatMul(x, wq, nil), k0, v0, pos, nil, attrs)
+	k1 := b.KVWrite(b.State("k1", ir.Type{DType: ir.F32, Shape: ir.S("C", W)}), kv, pos)
+	v1 := b.KVWrite(b.State("v1", ir.Type{DType: ir.F32, Shape: ir.S("C", W)}), kv, pos)
+	wattrs := ir.Attrs{"window": 3}
+	for k, v := range attrs {
+		wattrs[k] = v
+	}
+	a1 := b.Attention(a0, k1, v1, pos, nil, wattrs)
+	b.Output("logits", b.MatMul(a1, emb, nil))
+	g, err := b.Finish()
+	require.NoError(t, err)
+
+	f16, q8, f32 := int64(W*2), int64(W/32*34), int64(W*4)
+	// Steps at positions 4, 5, 6: layer 0 reads 5+6+7 rows, layer 1 three
+	// rows each step.
+	got, err := KVBytesPerToken(g, 4, 3)
+	require.NoError(t, err)
+	require.Equal(t, ((5+6+7)*(f16+q8)+3*3*2*f32)/3, got)
+	// At position 0 one row, in both layers.
+	got, err = KVBytesPerToken(g, 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, f16+q8+2*f32, got)
+	_, err = KVBytesPerToken(g, 0, 0)
+	require.ErrorContains(t, err, "decode steps 0")
+
+	// Keys that are no cache are an error naming them.
+	b = ir.NewBuilder("t")
+	tok = b.Input("tokens", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+	pos = b.Input("pos", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+	emb = b.Weight("emb", ir.Type{DType: ir.F32, Shape: ir.S(10, 32)})
+	x = b.Embed(emb, tok)
+	a := b.Attention(x, x, x, pos, nil, ir.Attrs{"n_head": 2, "n_kv_head": 2, "head_dim": 16, "scale": 0.25})
+	b.Output("logits", b.MatMul(a, emb, nil))
+	g, err = b.Finish()
+	require.NoError(t, err)
+	_, err = KVBytesPerToken(g, 0, 1)
+	require.ErrorContains(t, err, "not a KV cache state")
+}
