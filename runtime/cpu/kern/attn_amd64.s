@@ -7,14 +7,75 @@
 // func scoresF16AVX2(q []float32, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3
 TEXT ·scoresF16AVX2(SB), NOSPLIT, $0-80
-	MOVQ  q_len+8(FP), AX
-	MOVQ  q_base+0(FP), CX
-	MOVQ  k_base+24(FP), DX
-	MOVQ  stride+48(FP), BX
-	SHLQ  $0x01, BX
-	MOVQ  out_len+64(FP), SI
-	MOVQ  out_base+56(FP), DI
-	SHRQ  $0x03, AX
+	MOVQ q_len+8(FP), AX
+	MOVQ q_base+0(FP), CX
+	MOVQ k_base+24(FP), DX
+	MOVQ stride+48(FP), BX
+	SHLQ $0x01, BX
+	MOVQ out_len+64(FP), SI
+	MOVQ out_base+56(FP), DI
+	SHRQ $0x03, AX
+	LEAQ (BX)(BX*2), R8
+	CMPQ SI, $0x04
+	JB   sf16_one
+
+sf16_rows:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+	MOVQ   DX, R11
+
+sf16_cols:
+	VCVTPH2PS    (R11), Y4
+	VFMADD231PS  (R10), Y4, Y0
+	VCVTPH2PS    (R11)(BX*1), Y4
+	VFMADD231PS  (R10), Y4, Y1
+	VCVTPH2PS    (R11)(BX*2), Y4
+	VFMADD231PS  (R10), Y4, Y2
+	VCVTPH2PS    (R11)(R8*1), Y4
+	VFMADD231PS  (R10), Y4, Y3
+	ADDQ         $0x00000020, R10
+	ADDQ         $0x00000010, R11
+	DECQ         R9
+	JNZ          sf16_cols
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (DI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(DI)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(DI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(DI)
+	ADDQ         $0x00000010, DI
+	LEAQ         (DX)(BX*4), DX
+	SUBQ         $0x04, SI
+	CMPQ         SI, $0x04
+	JAE          sf16_rows
+
+sf16_one:
 	TESTQ SI, SI
 	JZ    sf16_done
 
@@ -140,13 +201,130 @@ af16_done:
 // func scoresQ8AVX2(q []float32, k []byte, stride int, out []float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·scoresQ8AVX2(SB), NOSPLIT, $0-80
-	MOVQ  q_len+8(FP), AX
-	MOVQ  q_base+0(FP), CX
-	MOVQ  k_base+24(FP), DX
-	MOVQ  stride+48(FP), BX
-	MOVQ  out_len+64(FP), SI
-	MOVQ  out_base+56(FP), DI
-	SHRQ  $0x05, AX
+	MOVQ q_len+8(FP), AX
+	MOVQ q_base+0(FP), CX
+	MOVQ k_base+24(FP), DX
+	MOVQ stride+48(FP), BX
+	MOVQ out_len+64(FP), SI
+	MOVQ out_base+56(FP), DI
+	SHRQ $0x05, AX
+	LEAQ (BX)(BX*2), R8
+	CMPQ SI, $0x04
+	JB   sq8_one
+
+sq8_rows:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+	MOVQ   DX, R11
+
+sq8_cols:
+	VXORPS       Y4, Y4, Y4
+	VPMOVSXBD    2(R11), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  (R10), Y5, Y4
+	VPMOVSXBD    10(R11), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  32(R10), Y5, Y4
+	VPMOVSXBD    18(R11), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  64(R10), Y5, Y4
+	VPMOVSXBD    26(R11), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  96(R10), Y5, Y4
+	VCVTPH2PS    (R11), X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VXORPS       Y4, Y4, Y4
+	VPMOVSXBD    2(R11)(BX*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  (R10), Y5, Y4
+	VPMOVSXBD    10(R11)(BX*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  32(R10), Y5, Y4
+	VPMOVSXBD    18(R11)(BX*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  64(R10), Y5, Y4
+	VPMOVSXBD    26(R11)(BX*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  96(R10), Y5, Y4
+	VCVTPH2PS    (R11)(BX*1), X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VXORPS       Y4, Y4, Y4
+	VPMOVSXBD    2(R11)(BX*2), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  (R10), Y5, Y4
+	VPMOVSXBD    10(R11)(BX*2), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  32(R10), Y5, Y4
+	VPMOVSXBD    18(R11)(BX*2), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  64(R10), Y5, Y4
+	VPMOVSXBD    26(R11)(BX*2), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  96(R10), Y5, Y4
+	VCVTPH2PS    (R11)(BX*2), X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VXORPS       Y4, Y4, Y4
+	VPMOVSXBD    2(R11)(R8*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  (R10), Y5, Y4
+	VPMOVSXBD    10(R11)(R8*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  32(R10), Y5, Y4
+	VPMOVSXBD    18(R11)(R8*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  64(R10), Y5, Y4
+	VPMOVSXBD    26(R11)(R8*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  96(R10), Y5, Y4
+	VCVTPH2PS    (R11)(R8*1), X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000080, R10
+	ADDQ         $0x00000022, R11
+	DECQ         R9
+	JNZ          sq8_cols
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (DI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(DI)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(DI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(DI)
+	ADDQ         $0x00000010, DI
+	LEAQ         (DX)(BX*4), DX
+	SUBQ         $0x04, SI
+	CMPQ         SI, $0x04
+	JAE          sq8_rows
+
+sq8_one:
 	TESTQ SI, SI
 	JZ    sq8_done
 

@@ -1227,14 +1227,72 @@ dotBF16_done:
 // func scoresF32AVX2(q []float32, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3
 TEXT ·scoresF32AVX2(SB), NOSPLIT, $0-80
-	MOVQ  q_len+8(FP), AX
-	MOVQ  q_base+0(FP), CX
-	MOVQ  k_base+24(FP), DX
-	MOVQ  stride+48(FP), BX
-	SHLQ  $0x02, BX
-	MOVQ  out_len+64(FP), SI
-	MOVQ  out_base+56(FP), DI
-	SHRQ  $0x03, AX
+	MOVQ q_len+8(FP), AX
+	MOVQ q_base+0(FP), CX
+	MOVQ k_base+24(FP), DX
+	MOVQ stride+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ out_len+64(FP), SI
+	MOVQ out_base+56(FP), DI
+	SHRQ $0x03, AX
+	LEAQ (BX)(BX*2), R8
+	CMPQ SI, $0x04
+	JB   scores_one
+
+scores_rows:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+	MOVQ   DX, R11
+
+scores_cols:
+	VMOVUPS      (R10), Y4
+	VFMADD231PS  (R11), Y4, Y0
+	VFMADD231PS  (R11)(BX*1), Y4, Y1
+	VFMADD231PS  (R11)(BX*2), Y4, Y2
+	VFMADD231PS  (R11)(R8*1), Y4, Y3
+	ADDQ         $0x00000020, R10
+	ADDQ         $0x00000020, R11
+	DECQ         R9
+	JNZ          scores_cols
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (DI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(DI)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(DI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(DI)
+	ADDQ         $0x00000010, DI
+	LEAQ         (DX)(BX*4), DX
+	SUBQ         $0x04, SI
+	CMPQ         SI, $0x04
+	JAE          scores_rows
+
+scores_one:
 	TESTQ SI, SI
 	JZ    scores_done
 

@@ -61,13 +61,13 @@ func run(dir string) error {
 func scoresF16(c *build.Context) {
 	avoutil.TileScores(c, "scoresF16AVX2", "func(q []float32, k []uint16, stride int, out []float32)", "sf16",
 		[]string{"scoresF16AVX2 sets out[j] to the dot of q (len a multiple of 8) with row j of the f16",
-			"cache k (rows stride halves apart). It needs AVX2, FMA and F16C."}, 1, 3,
-		func(acc reg.VecVirtual, qi, ki reg.Register) {
-			v := c.YMM()
-			c.VCVTPH2PS(Mem{Base: ki}, v)
-			c.VFMADD231PS(Mem{Base: qi}, v, acc)
-			c.ADDQ(U32(32), qi)
-			c.ADDQ(U32(16), ki)
+			"cache k (rows stride halves apart). It needs AVX2, FMA and F16C."}, 1, 3, 32, 16,
+		func(acc []reg.VecVirtual, q Mem, k []Mem) {
+			for r := range acc {
+				v := c.YMM()
+				c.VCVTPH2PS(k[r], v)
+				c.VFMADD231PS(q, v, acc[r])
+			}
 		})
 }
 
@@ -142,18 +142,18 @@ func q8Values(c *build.Context, m Mem) reg.VecVirtual {
 func scoresQ8(c *build.Context) {
 	avoutil.TileScores(c, "scoresQ8AVX2", "func(q []float32, k []byte, stride int, out []float32)", "sq8",
 		[]string{"scoresQ8AVX2 sets out[j] to the dot of q (len a multiple of 32) with row j of the q8_0",
-			"cache k (rows stride bytes apart). It needs AVX2, FMA and F16C."}, 0, 5,
-		func(acc reg.VecVirtual, qi, ki reg.Register) {
-			blk := c.YMM()
-			c.VXORPS(blk, blk, blk)
-			for i := 0; i < 4; i++ {
-				t := q8Values(c, Mem{Base: ki, Disp: 2 + 8*i})
-				c.VFMADD231PS(Mem{Base: qi, Disp: 32 * i}, t, blk)
+			"cache k (rows stride bytes apart). It needs AVX2, FMA and F16C."}, 0, 5, 128, 34,
+		func(acc []reg.VecVirtual, q Mem, k []Mem) {
+			for r := range acc {
+				blk := c.YMM()
+				c.VXORPS(blk, blk, blk)
+				for i := 0; i < 4; i++ {
+					t := q8Values(c, k[r].Offset(2+8*i))
+					c.VFMADD231PS(q.Offset(32*i), t, blk)
+				}
+				d := q8Scale(c, k[r])
+				c.VFMADD231PS(blk, d, acc[r])
 			}
-			d := q8Scale(c, Mem{Base: ki})
-			c.VFMADD231PS(blk, d, acc)
-			c.ADDQ(U32(128), qi)
-			c.ADDQ(U32(34), ki)
 		})
 }
 

@@ -495,13 +495,13 @@ func dotWeights(c *build.Context, t string) {
 func scoresF32(c *build.Context) {
 	avoutil.TileScores(c, "scoresF32AVX2", "func(q, k []float32, stride int, out []float32)", "scores",
 		[]string{"scoresF32AVX2 sets out[j] to the dot of q (len a multiple of 8) with row j of k",
-			"(rows stride floats apart). It needs AVX2 and FMA."}, 2, 3,
-		func(acc reg.VecVirtual, qi, ki reg.Register) {
+			"(rows stride floats apart). It needs AVX2 and FMA."}, 2, 3, 32, 32,
+		func(acc []reg.VecVirtual, q Mem, k []Mem) {
 			v := c.YMM()
-			c.VMOVUPS(Mem{Base: qi}, v)
-			c.VFMADD231PS(Mem{Base: ki}, v, acc)
-			c.ADDQ(U32(32), qi)
-			c.ADDQ(U32(32), ki)
+			c.VMOVUPS(q, v)
+			for r := range acc {
+				c.VFMADD231PS(k[r], v, acc[r])
+			}
 		})
 }
 

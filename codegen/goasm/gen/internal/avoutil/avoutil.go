@@ -111,14 +111,23 @@ func ZeroYMMs(c *build.Context, n int) []reg.VecVirtual {
 	return acc
 }
 
+// ScoresRows is how many rows TileScores's main loop scores at once: a
+// row's dot is one chain of dependent FMAs (len(q)/8 of them, 16 at head
+// dimension 128), so one row at a time waits on the FMA latency; four
+// independent chains fill the pipes. Each row keeps its own accumulator
+// and order, so the bits are those of one row at a time.
+const ScoresRows = 4
+
 // TileScores emits an attention tile-scores kernel: func name(q, k, stride,
 // out) (types in sig) setting out[j] to the dot of q with row j of k, rows
 // stride units apart (stride << strideShift bytes). Per row it zeroes an
-// eight-lane accumulator, runs unit (which accumulates one unit of the row
-// and advances qi and ki) len(q) >> unitShift times, and stores the lanes
-// summed as HSumFloat8. Labels start with prefix.
+// eight-lane accumulator, runs unit (which accumulates one unit of each
+// row k[r] into acc[r], reading q at q; the kernel then advances q by
+// qStep and the rows by kStep bytes) len(q) >> unitShift times, and stores
+// the lanes summed as HSumFloat8. ScoresRows rows at a time while that
+// many remain, then one. Labels start with prefix.
 func TileScores(c *build.Context, name, sig, prefix string, doc []string, strideShift, unitShift uint64,
-	unit func(acc reg.VecVirtual, qi, ki reg.Register)) {
+	qStep, kStep int, unit func(acc []reg.VecVirtual, q Mem, k []Mem)) {
 	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
 	c.Pragma("noescape")
@@ -134,23 +143,49 @@ func TileScores(c *build.Context, name, sig, prefix string, doc []string, stride
 	n := c.Load(c.Param("out").Len(), c.GP64())
 	op := c.Load(c.Param("out").Base(), c.GP64())
 	c.SHRQ(Imm(unitShift), d)
+	st3 := c.GP64() // three rows' bytes
+	c.LEAQ(Mem{Base: st, Index: st, Scale: 2}, st3)
+	// rows emits the loop body over R rows at kp, kp+st, …: their dots
+	// into out[0:R], then out and kp advanced past them.
+	rows := func(label string, R int) {
+		acc := make([]reg.VecVirtual, R)
+		for r := range acc {
+			acc[r] = c.YMM()
+			c.VXORPS(acc[r], acc[r], acc[r])
+		}
+		i, qi, ki := c.GP64(), c.GP64(), c.GP64()
+		c.MOVQ(d, i)
+		c.MOVQ(qp, qi)
+		c.MOVQ(kp, ki)
+		k := []Mem{{Base: ki}, {Base: ki, Index: st, Scale: 1}, {Base: ki, Index: st, Scale: 2}, {Base: ki, Index: st3, Scale: 1}}[:R]
+		c.Label(label)
+		unit(acc, Mem{Base: qi}, k)
+		c.ADDQ(U32(qStep), qi)
+		c.ADDQ(U32(kStep), ki)
+		c.DECQ(i)
+		c.JNZ(LabelRef(label))
+		for r := range acc {
+			c.VMOVSS(HSumFloat8(c, acc[r]), Mem{Base: op, Disp: 4 * r})
+		}
+		c.ADDQ(U32(4*R), op)
+		if R == 1 {
+			c.ADDQ(st, kp)
+		} else {
+			c.LEAQ(Mem{Base: kp, Index: st, Scale: 4}, kp)
+		}
+	}
+	c.CMPQ(n, Imm(ScoresRows))
+	c.JB(LabelRef(prefix + "_one"))
+	c.Label(prefix + "_rows")
+	rows(prefix+"_cols", ScoresRows)
+	c.SUBQ(Imm(ScoresRows), n)
+	c.CMPQ(n, Imm(ScoresRows))
+	c.JAE(LabelRef(prefix + "_rows"))
+	c.Label(prefix + "_one")
 	c.TESTQ(n, n)
 	c.JZ(LabelRef(prefix + "_done"))
 	c.Label(prefix + "_row")
-	acc := c.YMM()
-	c.VXORPS(acc, acc, acc)
-	i, qi, ki := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(d, i)
-	c.MOVQ(qp, qi)
-	c.MOVQ(kp, ki)
-	c.Label(prefix + "_col")
-	unit(acc, qi, ki)
-	c.DECQ(i)
-	c.JNZ(LabelRef(prefix + "_col"))
-	r := HSumFloat8(c, acc)
-	c.VMOVSS(r, Mem{Base: op})
-	c.ADDQ(U32(4), op)
-	c.ADDQ(st, kp)
+	rows(prefix+"_col", 1)
 	c.DECQ(n)
 	c.JNZ(LabelRef(prefix + "_row"))
 	c.Label(prefix + "_done")
