@@ -158,12 +158,17 @@ func (e *exec) attention(nd *node) error {
 // its worker's own buffer and merges its heads at once: one pass over the
 // workers instead of two, and no buffer of T·heads·S partials (a
 // 512-token chunk of TinyLlama's had 17 MB), with the same arithmetic.
-// Decode at depth keeps the split across the workers.
+// "Enough" is four items a worker, or any whole number of items a worker
+// when every item has the same rows (one token: decode), so that no worker
+// waits on another; a decode step of TinyLlama (4 KV heads) on two workers
+// then streams each head's rows in one run instead of handing its parts
+// to alternate workers. Otherwise (fewer items than that) the parts are
+// shared across the workers and merged in a second pass.
 func (e *exec) attentionPasses(sh attnShape, T, n int, heads func(i int) (th0, G int), item func(w, it int, pp []float32), merge func(th int, pp []float32)) {
 	p := e.p
 	S, stride := sh.S, 2+sh.dv
 	hs := S * stride // one head's partials
-	if S == 1 || n >= 4*p.pool.n {
+	if S == 1 || n >= 4*p.pool.n || T == 1 && n%p.pool.n == 0 {
 		p.runChunked(n, func(w, i int) {
 			th0, G := heads(i)
 			pp := growF32(p.attnPart[w], G*hs)

@@ -120,6 +120,29 @@ func TestAttentionGroupedExact(t *testing.T) {
 	}
 }
 
+// Attention's results do not depend on the number of workers: a decode
+// step's KV parts run in turn in one item per head when the items divide
+// among the workers (2 KV heads on 1 or 2 workers; grouped and one-head)
+// and are shared across the workers otherwise (3 and 4), with the same
+// bits; so do prefill chunks.
+func TestAttentionThreadsExact(t *testing.T) {
+	for _, oneHead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("onehead=%v", oneHead), func(t *testing.T) {
+			defer cpu.SetOneHeadAttention(oneHead)()
+			g, w := attnGraph(t, 8, 2, 64, 0, false, true, ir.F16)
+			steps := []int{300, 1, 1, 1}
+			want := attnRun(t, g, w, 1, steps)
+			for _, threads := range []int{2, 3, 4} {
+				got := attnRun(t, g, w, threads, steps)
+				require.Equal(t, len(want), len(got))
+				for i := range want {
+					require.Equal(t, want[i], got[i], "%d threads, row %d", threads, i)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkAttentionDepth times attention alone (TinyLlama's shape: 32
 // query heads over 4 KV heads of 64, f16 cache, flash attention) at depth
 // 1024 and 2048, a 64-token prefill chunk and a decode step, with the
