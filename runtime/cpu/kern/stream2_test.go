@@ -21,7 +21,7 @@ import (
 //	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamThreads -benchtime 10x
 func BenchmarkPackedStreamThreads(b *testing.B) {
 	const k, size, item, threads = 2048, 256 << 20, 128, 2
-	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q4_K, ir.Q5_K, ir.Q6_K} {
 		b.Run(fmt.Sprint(wt), func(b *testing.B) {
 			useVariant(b, "avx2")
 			rb := k / wt.BlockSize() * wt.BlockBytes()
