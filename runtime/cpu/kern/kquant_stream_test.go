@@ -35,12 +35,7 @@ func benchKQuantMatVec(b *testing.B, size int, stream bool) {
 				const k = 2048
 				rb := k / wt.BlockSize() * wt.BlockBytes()
 				n := size / rb &^ 7
-				one, _ := makeWeights(b, wt, k, 1)
-				data := make([]byte, n*rb)
-				for i := 0; i < n; i++ {
-					copy(data[i*rb:], one)
-					data[i*rb] ^= byte(i)
-				}
+				data := streamMatrix(b, wt, n, k)
 				a := make([]byte, ActBytes(wt, k))
 				QuantizeActs(ActType(wt), randRow(k, 1, 2), a)
 				dst := make([]float32, n)
