@@ -584,11 +584,11 @@ TEXT ·axpyRowsF16G1AVX2(SB), NOSPLIT, $0-96
 	TESTQ SI, SI
 	JZ    axpyRowsF16G1AVX2_done
 
-axpyRowsF16G1AVX2_chunk:
+axpyRowsF16G1AVX2_chunk0:
 	TESTQ   DX, DX
 	JZ      axpyRowsF16G1AVX2_done
 	CMPQ    DX, $0x06
-	JL      axpyRowsF16G1AVX2_small
+	JL      axpyRowsF16G1AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -599,7 +599,7 @@ axpyRowsF16G1AVX2_chunk:
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF16G1AVX2_rows:
+axpyRowsF16G1AVX2_rows0:
 	VCVTPH2PS    (R11), Y6
 	VCVTPH2PS    16(R11), Y7
 	VCVTPH2PS    32(R11), Y8
@@ -616,7 +616,7 @@ axpyRowsF16G1AVX2_rows:
 	ADDQ         $0x00000020, R10
 	ADDQ         R8, R11
 	DECQ         R9
-	JNZ          axpyRowsF16G1AVX2_rows
+	JNZ          axpyRowsF16G1AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, 64(AX)
@@ -627,28 +627,28 @@ axpyRowsF16G1AVX2_rows:
 	ADDQ         $0x000000c0, CX
 	ADDQ         $0x00000060, DI
 	SUBQ         $0x06, DX
-	JMP          axpyRowsF16G1AVX2_chunk
+	JMP          axpyRowsF16G1AVX2_chunk0
 
-axpyRowsF16G1AVX2_small:
+axpyRowsF16G1AVX2_small0:
 	VMOVUPS (AX), Y0
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF16G1AVX2_row1:
+axpyRowsF16G1AVX2_row10:
 	VCVTPH2PS    (R11), Y1
 	VBROADCASTSS (R10), Y2
 	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         $0x00000020, R10
 	ADDQ         R8, R11
 	DECQ         R9
-	JNZ          axpyRowsF16G1AVX2_row1
+	JNZ          axpyRowsF16G1AVX2_row10
 	VMOVUPS      Y0, (AX)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000010, DI
 	SUBQ         $0x01, DX
-	JMP          axpyRowsF16G1AVX2_chunk
+	JMP          axpyRowsF16G1AVX2_chunk0
 
 axpyRowsF16G1AVX2_done:
 	VZEROUPPER
@@ -745,11 +745,11 @@ TEXT ·axpyRowsF32G1AVX2(SB), NOSPLIT, $0-96
 	TESTQ SI, SI
 	JZ    axpyRowsF32G1AVX2_done
 
-axpyRowsF32G1AVX2_chunk:
+axpyRowsF32G1AVX2_chunk0:
 	TESTQ   DX, DX
 	JZ      axpyRowsF32G1AVX2_done
 	CMPQ    DX, $0x06
-	JL      axpyRowsF32G1AVX2_small
+	JL      axpyRowsF32G1AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -760,7 +760,7 @@ axpyRowsF32G1AVX2_chunk:
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF32G1AVX2_rows:
+axpyRowsF32G1AVX2_rows0:
 	VMOVUPS      (R11), Y6
 	VMOVUPS      32(R11), Y7
 	VMOVUPS      64(R11), Y8
@@ -777,7 +777,7 @@ axpyRowsF32G1AVX2_rows:
 	ADDQ         $0x00000020, R10
 	ADDQ         R8, R11
 	DECQ         R9
-	JNZ          axpyRowsF32G1AVX2_rows
+	JNZ          axpyRowsF32G1AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, 64(AX)
@@ -788,28 +788,28 @@ axpyRowsF32G1AVX2_rows:
 	ADDQ         $0x000000c0, CX
 	ADDQ         $0x000000c0, DI
 	SUBQ         $0x06, DX
-	JMP          axpyRowsF32G1AVX2_chunk
+	JMP          axpyRowsF32G1AVX2_chunk0
 
-axpyRowsF32G1AVX2_small:
+axpyRowsF32G1AVX2_small0:
 	VMOVUPS (AX), Y0
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF32G1AVX2_row1:
+axpyRowsF32G1AVX2_row10:
 	VMOVUPS      (R11), Y1
 	VBROADCASTSS (R10), Y2
 	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         $0x00000020, R10
 	ADDQ         R8, R11
 	DECQ         R9
-	JNZ          axpyRowsF32G1AVX2_row1
+	JNZ          axpyRowsF32G1AVX2_row10
 	VMOVUPS      Y0, (AX)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000020, DI
 	SUBQ         $0x01, DX
-	JMP          axpyRowsF32G1AVX2_chunk
+	JMP          axpyRowsF32G1AVX2_chunk0
 
 axpyRowsF32G1AVX2_done:
 	VZEROUPPER
@@ -931,11 +931,11 @@ TEXT ·axpyRowsF16G1AVX512(SB), NOSPLIT, $0-96
 	TESTQ SI, SI
 	JZ    axpyRowsF16G1AVX512_done
 
-axpyRowsF16G1AVX512_chunk:
+axpyRowsF16G1AVX512_chunk0:
 	TESTQ   DX, DX
 	JZ      axpyRowsF16G1AVX512_done
 	CMPQ    DX, $0x04
-	JL      axpyRowsF16G1AVX512_small
+	JL      axpyRowsF16G1AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -944,7 +944,7 @@ axpyRowsF16G1AVX512_chunk:
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF16G1AVX512_rows:
+axpyRowsF16G1AVX512_rows0:
 	VCVTPH2PS        (R11), Z4
 	VCVTPH2PS        32(R11), Z5
 	VCVTPH2PS        64(R11), Z6
@@ -956,7 +956,7 @@ axpyRowsF16G1AVX512_rows:
 	ADDQ             $0x00000020, R10
 	ADDQ             R8, R11
 	DECQ             R9
-	JNZ              axpyRowsF16G1AVX512_rows
+	JNZ              axpyRowsF16G1AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -965,27 +965,27 @@ axpyRowsF16G1AVX512_rows:
 	ADDQ             $0x00000100, CX
 	ADDQ             $0x00000080, DI
 	SUBQ             $0x04, DX
-	JMP              axpyRowsF16G1AVX512_chunk
+	JMP              axpyRowsF16G1AVX512_chunk0
 
-axpyRowsF16G1AVX512_small:
+axpyRowsF16G1AVX512_small0:
 	VMOVUPS (AX), Z0
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF16G1AVX512_row1:
+axpyRowsF16G1AVX512_row10:
 	VCVTPH2PS        (R11), Z1
 	VFMADD231PS.BCST (R10), Z1, Z0
 	ADDQ             $0x00000020, R10
 	ADDQ             R8, R11
 	DECQ             R9
-	JNZ              axpyRowsF16G1AVX512_row1
+	JNZ              axpyRowsF16G1AVX512_row10
 	VMOVUPS          Z0, (AX)
 	ADDQ             $0x00000040, AX
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000020, DI
 	SUBQ             $0x01, DX
-	JMP              axpyRowsF16G1AVX512_chunk
+	JMP              axpyRowsF16G1AVX512_chunk0
 
 axpyRowsF16G1AVX512_done:
 	VZEROUPPER
@@ -1105,11 +1105,11 @@ TEXT ·axpyRowsF32G1AVX512(SB), NOSPLIT, $0-96
 	TESTQ SI, SI
 	JZ    axpyRowsF32G1AVX512_done
 
-axpyRowsF32G1AVX512_chunk:
+axpyRowsF32G1AVX512_chunk0:
 	TESTQ   DX, DX
 	JZ      axpyRowsF32G1AVX512_done
 	CMPQ    DX, $0x04
-	JL      axpyRowsF32G1AVX512_small
+	JL      axpyRowsF32G1AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -1118,7 +1118,7 @@ axpyRowsF32G1AVX512_chunk:
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF32G1AVX512_rows:
+axpyRowsF32G1AVX512_rows0:
 	VMOVUPS          (R11), Z4
 	VMOVUPS          64(R11), Z5
 	VMOVUPS          128(R11), Z6
@@ -1130,7 +1130,7 @@ axpyRowsF32G1AVX512_rows:
 	ADDQ             $0x00000020, R10
 	ADDQ             R8, R11
 	DECQ             R9
-	JNZ              axpyRowsF32G1AVX512_rows
+	JNZ              axpyRowsF32G1AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -1139,27 +1139,27 @@ axpyRowsF32G1AVX512_rows:
 	ADDQ             $0x00000100, CX
 	ADDQ             $0x00000100, DI
 	SUBQ             $0x04, DX
-	JMP              axpyRowsF32G1AVX512_chunk
+	JMP              axpyRowsF32G1AVX512_chunk0
 
-axpyRowsF32G1AVX512_small:
+axpyRowsF32G1AVX512_small0:
 	VMOVUPS (AX), Z0
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
 
-axpyRowsF32G1AVX512_row1:
+axpyRowsF32G1AVX512_row10:
 	VMOVUPS          (R11), Z1
 	VFMADD231PS.BCST (R10), Z1, Z0
 	ADDQ             $0x00000020, R10
 	ADDQ             R8, R11
 	DECQ             R9
-	JNZ              axpyRowsF32G1AVX512_row1
+	JNZ              axpyRowsF32G1AVX512_row10
 	VMOVUPS          Z0, (AX)
 	ADDQ             $0x00000040, AX
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000040, DI
 	SUBQ             $0x01, DX
-	JMP              axpyRowsF32G1AVX512_chunk
+	JMP              axpyRowsF32G1AVX512_chunk0
 
 axpyRowsF32G1AVX512_done:
 	VZEROUPPER
@@ -1310,11 +1310,11 @@ TEXT ·axpyRowsF16G2AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G2AVX2_done
 
-axpyRowsF16G2AVX2_chunk:
+axpyRowsF16G2AVX2_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G2AVX2_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF16G2AVX2_small
+	JL      axpyRowsF16G2AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -1327,7 +1327,7 @@ axpyRowsF16G2AVX2_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G2AVX2_rows:
+axpyRowsF16G2AVX2_rows0:
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VCVTPH2PS    32(R12), Y10
@@ -1345,7 +1345,7 @@ axpyRowsF16G2AVX2_rows:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G2AVX2_rows
+	JNZ          axpyRowsF16G2AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, 64(AX)
@@ -1358,16 +1358,16 @@ axpyRowsF16G2AVX2_rows:
 	ADDQ         $0x00000080, DX
 	ADDQ         $0x00000040, R8
 	SUBQ         $0x04, BX
-	JMP          axpyRowsF16G2AVX2_chunk
+	JMP          axpyRowsF16G2AVX2_chunk0
 
-axpyRowsF16G2AVX2_small:
+axpyRowsF16G2AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G2AVX2_row1:
+axpyRowsF16G2AVX2_row10:
 	VCVTPH2PS    (R12), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -1376,14 +1376,14 @@ axpyRowsF16G2AVX2_row1:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G2AVX2_row1
+	JNZ          axpyRowsF16G2AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000010, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF16G2AVX2_chunk
+	JMP          axpyRowsF16G2AVX2_chunk0
 
 axpyRowsF16G2AVX2_done:
 	VZEROUPPER
@@ -1481,11 +1481,11 @@ TEXT ·axpyRowsF32G2AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G2AVX2_done
 
-axpyRowsF32G2AVX2_chunk:
+axpyRowsF32G2AVX2_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G2AVX2_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF32G2AVX2_small
+	JL      axpyRowsF32G2AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -1498,7 +1498,7 @@ axpyRowsF32G2AVX2_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G2AVX2_rows:
+axpyRowsF32G2AVX2_rows0:
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VMOVUPS      64(R12), Y10
@@ -1516,7 +1516,7 @@ axpyRowsF32G2AVX2_rows:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G2AVX2_rows
+	JNZ          axpyRowsF32G2AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, 64(AX)
@@ -1529,16 +1529,16 @@ axpyRowsF32G2AVX2_rows:
 	ADDQ         $0x00000080, DX
 	ADDQ         $0x00000080, R8
 	SUBQ         $0x04, BX
-	JMP          axpyRowsF32G2AVX2_chunk
+	JMP          axpyRowsF32G2AVX2_chunk0
 
-axpyRowsF32G2AVX2_small:
+axpyRowsF32G2AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G2AVX2_row1:
+axpyRowsF32G2AVX2_row10:
 	VMOVUPS      (R12), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -1547,14 +1547,14 @@ axpyRowsF32G2AVX2_row1:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G2AVX2_row1
+	JNZ          axpyRowsF32G2AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000020, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF32G2AVX2_chunk
+	JMP          axpyRowsF32G2AVX2_chunk0
 
 axpyRowsF32G2AVX2_done:
 	VZEROUPPER
@@ -1681,11 +1681,11 @@ TEXT ·axpyRowsF16G2AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G2AVX512_done
 
-axpyRowsF16G2AVX512_chunk:
+axpyRowsF16G2AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G2AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF16G2AVX512_small
+	JL      axpyRowsF16G2AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -1698,7 +1698,7 @@ axpyRowsF16G2AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G2AVX512_rows:
+axpyRowsF16G2AVX512_rows0:
 	VCVTPH2PS        (R12), Z8
 	VCVTPH2PS        32(R12), Z9
 	VCVTPH2PS        64(R12), Z10
@@ -1714,7 +1714,7 @@ axpyRowsF16G2AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G2AVX512_rows
+	JNZ              axpyRowsF16G2AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -1727,30 +1727,30 @@ axpyRowsF16G2AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000080, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF16G2AVX512_chunk
+	JMP              axpyRowsF16G2AVX512_chunk0
 
-axpyRowsF16G2AVX512_small:
+axpyRowsF16G2AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G2AVX512_row1:
+axpyRowsF16G2AVX512_row10:
 	VCVTPH2PS        (R12), Z2
 	VFMADD231PS.BCST (R11), Z2, Z0
 	VFMADD231PS.BCST 4(R11), Z2, Z1
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G2AVX512_row1
+	JNZ              axpyRowsF16G2AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	ADDQ             $0x00000040, AX
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000020, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF16G2AVX512_chunk
+	JMP              axpyRowsF16G2AVX512_chunk0
 
 axpyRowsF16G2AVX512_done:
 	VZEROUPPER
@@ -1875,11 +1875,11 @@ TEXT ·axpyRowsF32G2AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G2AVX512_done
 
-axpyRowsF32G2AVX512_chunk:
+axpyRowsF32G2AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G2AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF32G2AVX512_small
+	JL      axpyRowsF32G2AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -1892,7 +1892,7 @@ axpyRowsF32G2AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G2AVX512_rows:
+axpyRowsF32G2AVX512_rows0:
 	VMOVUPS          (R12), Z8
 	VMOVUPS          64(R12), Z9
 	VMOVUPS          128(R12), Z10
@@ -1908,7 +1908,7 @@ axpyRowsF32G2AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G2AVX512_rows
+	JNZ              axpyRowsF32G2AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -1921,30 +1921,30 @@ axpyRowsF32G2AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000100, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF32G2AVX512_chunk
+	JMP              axpyRowsF32G2AVX512_chunk0
 
-axpyRowsF32G2AVX512_small:
+axpyRowsF32G2AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G2AVX512_row1:
+axpyRowsF32G2AVX512_row10:
 	VMOVUPS          (R12), Z2
 	VFMADD231PS.BCST (R11), Z2, Z0
 	VFMADD231PS.BCST 4(R11), Z2, Z1
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G2AVX512_row1
+	JNZ              axpyRowsF32G2AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	ADDQ             $0x00000040, AX
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000040, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF32G2AVX512_chunk
+	JMP              axpyRowsF32G2AVX512_chunk0
 
 axpyRowsF32G2AVX512_done:
 	VZEROUPPER
@@ -2103,11 +2103,11 @@ TEXT ·axpyRowsF16G3AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G3AVX2_done
 
-axpyRowsF16G3AVX2_chunk:
+axpyRowsF16G3AVX2_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G3AVX2_done
 	CMPQ    BX, $0x03
-	JL      axpyRowsF16G3AVX2_small
+	JL      axpyRowsF16G3AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -2121,7 +2121,7 @@ axpyRowsF16G3AVX2_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G3AVX2_rows:
+axpyRowsF16G3AVX2_rows0:
 	VCVTPH2PS    (R12), Y9
 	VCVTPH2PS    16(R12), Y10
 	VCVTPH2PS    32(R12), Y11
@@ -2140,7 +2140,7 @@ axpyRowsF16G3AVX2_rows:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G3AVX2_rows
+	JNZ          axpyRowsF16G3AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, 64(AX)
@@ -2154,9 +2154,9 @@ axpyRowsF16G3AVX2_rows:
 	ADDQ         $0x00000060, DX
 	ADDQ         $0x00000030, R8
 	SUBQ         $0x03, BX
-	JMP          axpyRowsF16G3AVX2_chunk
+	JMP          axpyRowsF16G3AVX2_chunk0
 
-axpyRowsF16G3AVX2_small:
+axpyRowsF16G3AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
@@ -2164,7 +2164,7 @@ axpyRowsF16G3AVX2_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G3AVX2_row1:
+axpyRowsF16G3AVX2_row10:
 	VCVTPH2PS    (R12), Y3
 	VBROADCASTSS (R11), Y4
 	VFMADD231PS  Y3, Y4, Y0
@@ -2175,7 +2175,7 @@ axpyRowsF16G3AVX2_row1:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G3AVX2_row1
+	JNZ          axpyRowsF16G3AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
@@ -2183,7 +2183,7 @@ axpyRowsF16G3AVX2_row1:
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000010, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF16G3AVX2_chunk
+	JMP          axpyRowsF16G3AVX2_chunk0
 
 axpyRowsF16G3AVX2_done:
 	VZEROUPPER
@@ -2282,11 +2282,11 @@ TEXT ·axpyRowsF32G3AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G3AVX2_done
 
-axpyRowsF32G3AVX2_chunk:
+axpyRowsF32G3AVX2_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G3AVX2_done
 	CMPQ    BX, $0x03
-	JL      axpyRowsF32G3AVX2_small
+	JL      axpyRowsF32G3AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -2300,7 +2300,7 @@ axpyRowsF32G3AVX2_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G3AVX2_rows:
+axpyRowsF32G3AVX2_rows0:
 	VMOVUPS      (R12), Y9
 	VMOVUPS      32(R12), Y10
 	VMOVUPS      64(R12), Y11
@@ -2319,7 +2319,7 @@ axpyRowsF32G3AVX2_rows:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G3AVX2_rows
+	JNZ          axpyRowsF32G3AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, 64(AX)
@@ -2333,9 +2333,9 @@ axpyRowsF32G3AVX2_rows:
 	ADDQ         $0x00000060, DX
 	ADDQ         $0x00000060, R8
 	SUBQ         $0x03, BX
-	JMP          axpyRowsF32G3AVX2_chunk
+	JMP          axpyRowsF32G3AVX2_chunk0
 
-axpyRowsF32G3AVX2_small:
+axpyRowsF32G3AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
@@ -2343,7 +2343,7 @@ axpyRowsF32G3AVX2_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G3AVX2_row1:
+axpyRowsF32G3AVX2_row10:
 	VMOVUPS      (R12), Y3
 	VBROADCASTSS (R11), Y4
 	VFMADD231PS  Y3, Y4, Y0
@@ -2354,7 +2354,7 @@ axpyRowsF32G3AVX2_row1:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G3AVX2_row1
+	JNZ          axpyRowsF32G3AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
@@ -2362,7 +2362,7 @@ axpyRowsF32G3AVX2_row1:
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000020, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF32G3AVX2_chunk
+	JMP          axpyRowsF32G3AVX2_chunk0
 
 axpyRowsF32G3AVX2_done:
 	VZEROUPPER
@@ -2494,11 +2494,11 @@ TEXT ·axpyRowsF16G3AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G3AVX512_done
 
-axpyRowsF16G3AVX512_chunk:
+axpyRowsF16G3AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G3AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF16G3AVX512_small
+	JL      axpyRowsF16G3AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -2515,7 +2515,7 @@ axpyRowsF16G3AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G3AVX512_rows:
+axpyRowsF16G3AVX512_rows0:
 	VCVTPH2PS        (R12), Z12
 	VCVTPH2PS        32(R12), Z13
 	VCVTPH2PS        64(R12), Z14
@@ -2535,7 +2535,7 @@ axpyRowsF16G3AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G3AVX512_rows
+	JNZ              axpyRowsF16G3AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -2552,9 +2552,9 @@ axpyRowsF16G3AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000080, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF16G3AVX512_chunk
+	JMP              axpyRowsF16G3AVX512_chunk0
 
-axpyRowsF16G3AVX512_small:
+axpyRowsF16G3AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -2562,7 +2562,7 @@ axpyRowsF16G3AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G3AVX512_row1:
+axpyRowsF16G3AVX512_row10:
 	VCVTPH2PS        (R12), Z3
 	VFMADD231PS.BCST (R11), Z3, Z0
 	VFMADD231PS.BCST 4(R11), Z3, Z1
@@ -2570,7 +2570,7 @@ axpyRowsF16G3AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G3AVX512_row1
+	JNZ              axpyRowsF16G3AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -2578,7 +2578,7 @@ axpyRowsF16G3AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000020, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF16G3AVX512_chunk
+	JMP              axpyRowsF16G3AVX512_chunk0
 
 axpyRowsF16G3AVX512_done:
 	VZEROUPPER
@@ -2708,11 +2708,11 @@ TEXT ·axpyRowsF32G3AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G3AVX512_done
 
-axpyRowsF32G3AVX512_chunk:
+axpyRowsF32G3AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G3AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF32G3AVX512_small
+	JL      axpyRowsF32G3AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -2729,7 +2729,7 @@ axpyRowsF32G3AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G3AVX512_rows:
+axpyRowsF32G3AVX512_rows0:
 	VMOVUPS          (R12), Z12
 	VMOVUPS          64(R12), Z13
 	VMOVUPS          128(R12), Z14
@@ -2749,7 +2749,7 @@ axpyRowsF32G3AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G3AVX512_rows
+	JNZ              axpyRowsF32G3AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -2766,9 +2766,9 @@ axpyRowsF32G3AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000100, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF32G3AVX512_chunk
+	JMP              axpyRowsF32G3AVX512_chunk0
 
-axpyRowsF32G3AVX512_small:
+axpyRowsF32G3AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -2776,7 +2776,7 @@ axpyRowsF32G3AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G3AVX512_row1:
+axpyRowsF32G3AVX512_row10:
 	VMOVUPS          (R12), Z3
 	VFMADD231PS.BCST (R11), Z3, Z0
 	VFMADD231PS.BCST 4(R11), Z3, Z1
@@ -2784,7 +2784,7 @@ axpyRowsF32G3AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G3AVX512_row1
+	JNZ              axpyRowsF32G3AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -2792,7 +2792,7 @@ axpyRowsF32G3AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000040, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF32G3AVX512_chunk
+	JMP              axpyRowsF32G3AVX512_chunk0
 
 axpyRowsF32G3AVX512_done:
 	VZEROUPPER
@@ -2959,11 +2959,11 @@ TEXT ·axpyRowsF16G4AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G4AVX2_done
 
-axpyRowsF16G4AVX2_chunk:
+axpyRowsF16G4AVX2_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G4AVX2_done
 	CMPQ    BX, $0x02
-	JL      axpyRowsF16G4AVX2_small
+	JL      axpyRowsF16G4AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS (AX)(CX*1), Y2
@@ -2976,7 +2976,7 @@ axpyRowsF16G4AVX2_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G4AVX2_rows:
+axpyRowsF16G4AVX2_rows0:
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -2994,7 +2994,7 @@ axpyRowsF16G4AVX2_rows:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G4AVX2_rows
+	JNZ          axpyRowsF16G4AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, (AX)(CX*1)
@@ -3007,9 +3007,9 @@ axpyRowsF16G4AVX2_rows:
 	ADDQ         $0x00000040, DX
 	ADDQ         $0x00000020, R8
 	SUBQ         $0x02, BX
-	JMP          axpyRowsF16G4AVX2_chunk
+	JMP          axpyRowsF16G4AVX2_chunk0
 
-axpyRowsF16G4AVX2_small:
+axpyRowsF16G4AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
@@ -3018,7 +3018,7 @@ axpyRowsF16G4AVX2_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G4AVX2_row1:
+axpyRowsF16G4AVX2_row10:
 	VCVTPH2PS    (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -3031,7 +3031,7 @@ axpyRowsF16G4AVX2_row1:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G4AVX2_row1
+	JNZ          axpyRowsF16G4AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
@@ -3040,7 +3040,7 @@ axpyRowsF16G4AVX2_row1:
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000010, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF16G4AVX2_chunk
+	JMP          axpyRowsF16G4AVX2_chunk0
 
 axpyRowsF16G4AVX2_done:
 	VZEROUPPER
@@ -3140,11 +3140,11 @@ TEXT ·axpyRowsF32G4AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G4AVX2_done
 
-axpyRowsF32G4AVX2_chunk:
+axpyRowsF32G4AVX2_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G4AVX2_done
 	CMPQ    BX, $0x02
-	JL      axpyRowsF32G4AVX2_small
+	JL      axpyRowsF32G4AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS (AX)(CX*1), Y2
@@ -3157,7 +3157,7 @@ axpyRowsF32G4AVX2_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G4AVX2_rows:
+axpyRowsF32G4AVX2_rows0:
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -3175,7 +3175,7 @@ axpyRowsF32G4AVX2_rows:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G4AVX2_rows
+	JNZ          axpyRowsF32G4AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, (AX)(CX*1)
@@ -3188,9 +3188,9 @@ axpyRowsF32G4AVX2_rows:
 	ADDQ         $0x00000040, DX
 	ADDQ         $0x00000040, R8
 	SUBQ         $0x02, BX
-	JMP          axpyRowsF32G4AVX2_chunk
+	JMP          axpyRowsF32G4AVX2_chunk0
 
-axpyRowsF32G4AVX2_small:
+axpyRowsF32G4AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
@@ -3199,7 +3199,7 @@ axpyRowsF32G4AVX2_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G4AVX2_row1:
+axpyRowsF32G4AVX2_row10:
 	VMOVUPS      (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -3212,7 +3212,7 @@ axpyRowsF32G4AVX2_row1:
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G4AVX2_row1
+	JNZ          axpyRowsF32G4AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
@@ -3221,7 +3221,7 @@ axpyRowsF32G4AVX2_row1:
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000020, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF32G4AVX2_chunk
+	JMP          axpyRowsF32G4AVX2_chunk0
 
 axpyRowsF32G4AVX2_done:
 	VZEROUPPER
@@ -3358,11 +3358,11 @@ TEXT ·axpyRowsF16G4AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G4AVX512_done
 
-axpyRowsF16G4AVX512_chunk:
+axpyRowsF16G4AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G4AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF16G4AVX512_small
+	JL      axpyRowsF16G4AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -3383,7 +3383,7 @@ axpyRowsF16G4AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G4AVX512_rows:
+axpyRowsF16G4AVX512_rows0:
 	VCVTPH2PS        (R12), Z16
 	VCVTPH2PS        32(R12), Z17
 	VCVTPH2PS        64(R12), Z18
@@ -3407,7 +3407,7 @@ axpyRowsF16G4AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G4AVX512_rows
+	JNZ              axpyRowsF16G4AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -3428,9 +3428,9 @@ axpyRowsF16G4AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000080, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF16G4AVX512_chunk
+	JMP              axpyRowsF16G4AVX512_chunk0
 
-axpyRowsF16G4AVX512_small:
+axpyRowsF16G4AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -3439,7 +3439,7 @@ axpyRowsF16G4AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G4AVX512_row1:
+axpyRowsF16G4AVX512_row10:
 	VCVTPH2PS        (R12), Z4
 	VFMADD231PS.BCST (R11), Z4, Z0
 	VFMADD231PS.BCST 4(R11), Z4, Z1
@@ -3448,7 +3448,7 @@ axpyRowsF16G4AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G4AVX512_row1
+	JNZ              axpyRowsF16G4AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -3457,7 +3457,7 @@ axpyRowsF16G4AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000020, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF16G4AVX512_chunk
+	JMP              axpyRowsF16G4AVX512_chunk0
 
 axpyRowsF16G4AVX512_done:
 	VZEROUPPER
@@ -3592,11 +3592,11 @@ TEXT ·axpyRowsF32G4AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G4AVX512_done
 
-axpyRowsF32G4AVX512_chunk:
+axpyRowsF32G4AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G4AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF32G4AVX512_small
+	JL      axpyRowsF32G4AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -3617,7 +3617,7 @@ axpyRowsF32G4AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G4AVX512_rows:
+axpyRowsF32G4AVX512_rows0:
 	VMOVUPS          (R12), Z16
 	VMOVUPS          64(R12), Z17
 	VMOVUPS          128(R12), Z18
@@ -3641,7 +3641,7 @@ axpyRowsF32G4AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G4AVX512_rows
+	JNZ              axpyRowsF32G4AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -3662,9 +3662,9 @@ axpyRowsF32G4AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000100, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF32G4AVX512_chunk
+	JMP              axpyRowsF32G4AVX512_chunk0
 
-axpyRowsF32G4AVX512_small:
+axpyRowsF32G4AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -3673,7 +3673,7 @@ axpyRowsF32G4AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G4AVX512_row1:
+axpyRowsF32G4AVX512_row10:
 	VMOVUPS          (R12), Z4
 	VFMADD231PS.BCST (R11), Z4, Z0
 	VFMADD231PS.BCST 4(R11), Z4, Z1
@@ -3682,7 +3682,7 @@ axpyRowsF32G4AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G4AVX512_row1
+	JNZ              axpyRowsF32G4AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -3691,7 +3691,7 @@ axpyRowsF32G4AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000040, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF32G4AVX512_chunk
+	JMP              axpyRowsF32G4AVX512_chunk0
 
 axpyRowsF32G4AVX512_done:
 	VZEROUPPER
@@ -3866,11 +3866,11 @@ TEXT ·axpyRowsF16G5AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G5AVX2_done
 
-axpyRowsF16G5AVX2_chunk:
+axpyRowsF16G5AVX2_chunk0:
 	TESTQ   BX, BX
-	JZ      axpyRowsF16G5AVX2_done
+	JZ      axpyRowsF16G5AVX2_set1
 	CMPQ    BX, $0x02
-	JL      axpyRowsF16G5AVX2_small
+	JL      axpyRowsF16G5AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS (AX)(CX*1), Y2
@@ -3879,34 +3879,29 @@ axpyRowsF16G5AVX2_chunk:
 	VMOVUPS 32(AX)(CX*2), Y5
 	VMOVUPS (DX), Y6
 	VMOVUPS 32(DX), Y7
-	VMOVUPS (AX)(CX*4), Y8
-	VMOVUPS 32(AX)(CX*4), Y9
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G5AVX2_rows:
-	VCVTPH2PS    (R12), Y10
-	VCVTPH2PS    16(R12), Y11
-	VBROADCASTSS (R11), Y12
-	VFMADD231PS  Y10, Y12, Y0
-	VFMADD231PS  Y11, Y12, Y1
-	VBROADCASTSS 4(R11), Y12
-	VFMADD231PS  Y10, Y12, Y2
-	VFMADD231PS  Y11, Y12, Y3
-	VBROADCASTSS 8(R11), Y12
-	VFMADD231PS  Y10, Y12, Y4
-	VFMADD231PS  Y11, Y12, Y5
-	VBROADCASTSS 12(R11), Y12
-	VFMADD231PS  Y10, Y12, Y6
-	VFMADD231PS  Y11, Y12, Y7
-	VBROADCASTSS 16(R11), Y12
-	VFMADD231PS  Y10, Y12, Y8
-	VFMADD231PS  Y11, Y12, Y9
+axpyRowsF16G5AVX2_rows0:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G5AVX2_rows
+	JNZ          axpyRowsF16G5AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, (AX)(CX*1)
@@ -3915,50 +3910,129 @@ axpyRowsF16G5AVX2_rows:
 	VMOVUPS      Y5, 32(AX)(CX*2)
 	VMOVUPS      Y6, (DX)
 	VMOVUPS      Y7, 32(DX)
-	VMOVUPS      Y8, (AX)(CX*4)
-	VMOVUPS      Y9, 32(AX)(CX*4)
 	ADDQ         $0x00000040, AX
 	ADDQ         $0x00000040, DX
 	ADDQ         $0x00000020, R8
 	SUBQ         $0x02, BX
-	JMP          axpyRowsF16G5AVX2_chunk
+	JMP          axpyRowsF16G5AVX2_chunk0
 
-axpyRowsF16G5AVX2_small:
+axpyRowsF16G5AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
 	VMOVUPS (DX), Y3
-	VMOVUPS (AX)(CX*4), Y4
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G5AVX2_row1:
-	VCVTPH2PS    (R12), Y5
-	VBROADCASTSS (R11), Y6
-	VFMADD231PS  Y5, Y6, Y0
-	VBROADCASTSS 4(R11), Y6
-	VFMADD231PS  Y5, Y6, Y1
-	VBROADCASTSS 8(R11), Y6
-	VFMADD231PS  Y5, Y6, Y2
-	VBROADCASTSS 12(R11), Y6
-	VFMADD231PS  Y5, Y6, Y3
-	VBROADCASTSS 16(R11), Y6
-	VFMADD231PS  Y5, Y6, Y4
+axpyRowsF16G5AVX2_row10:
+	VCVTPH2PS    (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G5AVX2_row1
+	JNZ          axpyRowsF16G5AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
 	VMOVUPS      Y3, (DX)
-	VMOVUPS      Y4, (AX)(CX*4)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000010, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF16G5AVX2_chunk
+	JMP          axpyRowsF16G5AVX2_chunk0
+
+axpyRowsF16G5AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  w_base+40(FP), BX
+	ADDQ  $0x00000010, BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x01, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF16G5AVX2_done
+
+axpyRowsF16G5AVX2_chunk1:
+	TESTQ   DX, DX
+	JZ      axpyRowsF16G5AVX2_done
+	CMPQ    DX, $0x06
+	JL      axpyRowsF16G5AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G5AVX2_rows1:
+	VCVTPH2PS    (R11), Y6
+	VCVTPH2PS    16(R11), Y7
+	VCVTPH2PS    32(R11), Y8
+	VCVTPH2PS    48(R11), Y9
+	VCVTPH2PS    64(R11), Y10
+	VCVTPH2PS    80(R11), Y11
+	VBROADCASTSS (R10), Y12
+	VFMADD231PS  Y6, Y12, Y0
+	VFMADD231PS  Y7, Y12, Y1
+	VFMADD231PS  Y8, Y12, Y2
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF16G5AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x000000c0, CX
+	ADDQ         $0x00000060, DI
+	SUBQ         $0x06, DX
+	JMP          axpyRowsF16G5AVX2_chunk1
+
+axpyRowsF16G5AVX2_small1:
+	VMOVUPS (AX), Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF16G5AVX2_row11:
+	VCVTPH2PS    (R11), Y1
+	VBROADCASTSS (R10), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF16G5AVX2_row11
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, DI
+	SUBQ         $0x01, DX
+	JMP          axpyRowsF16G5AVX2_chunk1
 
 axpyRowsF16G5AVX2_done:
 	VZEROUPPER
@@ -4059,11 +4133,11 @@ TEXT ·axpyRowsF32G5AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G5AVX2_done
 
-axpyRowsF32G5AVX2_chunk:
+axpyRowsF32G5AVX2_chunk0:
 	TESTQ   BX, BX
-	JZ      axpyRowsF32G5AVX2_done
+	JZ      axpyRowsF32G5AVX2_set1
 	CMPQ    BX, $0x02
-	JL      axpyRowsF32G5AVX2_small
+	JL      axpyRowsF32G5AVX2_small0
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS (AX)(CX*1), Y2
@@ -4072,34 +4146,29 @@ axpyRowsF32G5AVX2_chunk:
 	VMOVUPS 32(AX)(CX*2), Y5
 	VMOVUPS (DX), Y6
 	VMOVUPS 32(DX), Y7
-	VMOVUPS (AX)(CX*4), Y8
-	VMOVUPS 32(AX)(CX*4), Y9
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G5AVX2_rows:
-	VMOVUPS      (R12), Y10
-	VMOVUPS      32(R12), Y11
-	VBROADCASTSS (R11), Y12
-	VFMADD231PS  Y10, Y12, Y0
-	VFMADD231PS  Y11, Y12, Y1
-	VBROADCASTSS 4(R11), Y12
-	VFMADD231PS  Y10, Y12, Y2
-	VFMADD231PS  Y11, Y12, Y3
-	VBROADCASTSS 8(R11), Y12
-	VFMADD231PS  Y10, Y12, Y4
-	VFMADD231PS  Y11, Y12, Y5
-	VBROADCASTSS 12(R11), Y12
-	VFMADD231PS  Y10, Y12, Y6
-	VFMADD231PS  Y11, Y12, Y7
-	VBROADCASTSS 16(R11), Y12
-	VFMADD231PS  Y10, Y12, Y8
-	VFMADD231PS  Y11, Y12, Y9
+axpyRowsF32G5AVX2_rows0:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G5AVX2_rows
+	JNZ          axpyRowsF32G5AVX2_rows0
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, (AX)(CX*1)
@@ -4108,50 +4177,129 @@ axpyRowsF32G5AVX2_rows:
 	VMOVUPS      Y5, 32(AX)(CX*2)
 	VMOVUPS      Y6, (DX)
 	VMOVUPS      Y7, 32(DX)
-	VMOVUPS      Y8, (AX)(CX*4)
-	VMOVUPS      Y9, 32(AX)(CX*4)
 	ADDQ         $0x00000040, AX
 	ADDQ         $0x00000040, DX
 	ADDQ         $0x00000040, R8
 	SUBQ         $0x02, BX
-	JMP          axpyRowsF32G5AVX2_chunk
+	JMP          axpyRowsF32G5AVX2_chunk0
 
-axpyRowsF32G5AVX2_small:
+axpyRowsF32G5AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
 	VMOVUPS (DX), Y3
-	VMOVUPS (AX)(CX*4), Y4
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G5AVX2_row1:
-	VMOVUPS      (R12), Y5
-	VBROADCASTSS (R11), Y6
-	VFMADD231PS  Y5, Y6, Y0
-	VBROADCASTSS 4(R11), Y6
-	VFMADD231PS  Y5, Y6, Y1
-	VBROADCASTSS 8(R11), Y6
-	VFMADD231PS  Y5, Y6, Y2
-	VBROADCASTSS 12(R11), Y6
-	VFMADD231PS  Y5, Y6, Y3
-	VBROADCASTSS 16(R11), Y6
-	VFMADD231PS  Y5, Y6, Y4
+axpyRowsF32G5AVX2_row10:
+	VMOVUPS      (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G5AVX2_row1
+	JNZ          axpyRowsF32G5AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
 	VMOVUPS      Y3, (DX)
-	VMOVUPS      Y4, (AX)(CX*4)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000020, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF32G5AVX2_chunk
+	JMP          axpyRowsF32G5AVX2_chunk0
+
+axpyRowsF32G5AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), CX
+	MOVQ  d+32(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  w_base+40(FP), BX
+	ADDQ  $0x00000010, BX
+	MOVQ  w_len+48(FP), SI
+	SHRQ  $0x03, SI
+	MOVQ  v_base+64(FP), DI
+	MOVQ  stride+88(FP), R8
+	SHLQ  $0x02, R8
+	TESTQ SI, SI
+	JZ    axpyRowsF32G5AVX2_done
+
+axpyRowsF32G5AVX2_chunk1:
+	TESTQ   DX, DX
+	JZ      axpyRowsF32G5AVX2_done
+	CMPQ    DX, $0x06
+	JL      axpyRowsF32G5AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G5AVX2_rows1:
+	VMOVUPS      (R11), Y6
+	VMOVUPS      32(R11), Y7
+	VMOVUPS      64(R11), Y8
+	VMOVUPS      96(R11), Y9
+	VMOVUPS      128(R11), Y10
+	VMOVUPS      160(R11), Y11
+	VBROADCASTSS (R10), Y12
+	VFMADD231PS  Y6, Y12, Y0
+	VFMADD231PS  Y7, Y12, Y1
+	VFMADD231PS  Y8, Y12, Y2
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF32G5AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x000000c0, CX
+	ADDQ         $0x000000c0, DI
+	SUBQ         $0x06, DX
+	JMP          axpyRowsF32G5AVX2_chunk1
+
+axpyRowsF32G5AVX2_small1:
+	VMOVUPS (AX), Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    DI, R11
+
+axpyRowsF32G5AVX2_row11:
+	VMOVUPS      (R11), Y1
+	VBROADCASTSS (R10), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         R8, R11
+	DECQ         R9
+	JNZ          axpyRowsF32G5AVX2_row11
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x01, DX
+	JMP          axpyRowsF32G5AVX2_chunk1
 
 axpyRowsF32G5AVX2_done:
 	VZEROUPPER
@@ -4293,11 +4441,11 @@ TEXT ·axpyRowsF16G5AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G5AVX512_done
 
-axpyRowsF16G5AVX512_chunk:
+axpyRowsF16G5AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G5AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF16G5AVX512_small
+	JL      axpyRowsF16G5AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -4322,7 +4470,7 @@ axpyRowsF16G5AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G5AVX512_rows:
+axpyRowsF16G5AVX512_rows0:
 	VCVTPH2PS        (R12), Z20
 	VCVTPH2PS        32(R12), Z21
 	VCVTPH2PS        64(R12), Z22
@@ -4350,7 +4498,7 @@ axpyRowsF16G5AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G5AVX512_rows
+	JNZ              axpyRowsF16G5AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -4375,9 +4523,9 @@ axpyRowsF16G5AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000080, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF16G5AVX512_chunk
+	JMP              axpyRowsF16G5AVX512_chunk0
 
-axpyRowsF16G5AVX512_small:
+axpyRowsF16G5AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -4387,7 +4535,7 @@ axpyRowsF16G5AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G5AVX512_row1:
+axpyRowsF16G5AVX512_row10:
 	VCVTPH2PS        (R12), Z5
 	VFMADD231PS.BCST (R11), Z5, Z0
 	VFMADD231PS.BCST 4(R11), Z5, Z1
@@ -4397,7 +4545,7 @@ axpyRowsF16G5AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G5AVX512_row1
+	JNZ              axpyRowsF16G5AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -4407,7 +4555,7 @@ axpyRowsF16G5AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000020, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF16G5AVX512_chunk
+	JMP              axpyRowsF16G5AVX512_chunk0
 
 axpyRowsF16G5AVX512_done:
 	VZEROUPPER
@@ -4547,11 +4695,11 @@ TEXT ·axpyRowsF32G5AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G5AVX512_done
 
-axpyRowsF32G5AVX512_chunk:
+axpyRowsF32G5AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G5AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF32G5AVX512_small
+	JL      axpyRowsF32G5AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -4576,7 +4724,7 @@ axpyRowsF32G5AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G5AVX512_rows:
+axpyRowsF32G5AVX512_rows0:
 	VMOVUPS          (R12), Z20
 	VMOVUPS          64(R12), Z21
 	VMOVUPS          128(R12), Z22
@@ -4604,7 +4752,7 @@ axpyRowsF32G5AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G5AVX512_rows
+	JNZ              axpyRowsF32G5AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -4629,9 +4777,9 @@ axpyRowsF32G5AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000100, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF32G5AVX512_chunk
+	JMP              axpyRowsF32G5AVX512_chunk0
 
-axpyRowsF32G5AVX512_small:
+axpyRowsF32G5AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -4641,7 +4789,7 @@ axpyRowsF32G5AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G5AVX512_row1:
+axpyRowsF32G5AVX512_row10:
 	VMOVUPS          (R12), Z5
 	VFMADD231PS.BCST (R11), Z5, Z0
 	VFMADD231PS.BCST 4(R11), Z5, Z1
@@ -4651,7 +4799,7 @@ axpyRowsF32G5AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G5AVX512_row1
+	JNZ              axpyRowsF32G5AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -4661,7 +4809,7 @@ axpyRowsF32G5AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000040, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF32G5AVX512_chunk
+	JMP              axpyRowsF32G5AVX512_chunk0
 
 axpyRowsF32G5AVX512_done:
 	VZEROUPPER
@@ -4844,48 +4992,182 @@ TEXT ·axpyRowsF16G6AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G6AVX2_done
 
-axpyRowsF16G6AVX2_chunk:
+axpyRowsF16G6AVX2_chunk0:
 	TESTQ   BX, BX
-	JZ      axpyRowsF16G6AVX2_done
+	JZ      axpyRowsF16G6AVX2_set1
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G6AVX2_small0
 	VMOVUPS (AX), Y0
-	VMOVUPS (AX)(CX*1), Y1
-	VMOVUPS (AX)(CX*2), Y2
-	VMOVUPS (DX), Y3
-	VMOVUPS (AX)(CX*4), Y4
-	VMOVUPS (DX)(CX*2), Y5
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G6AVX2_row1:
-	VCVTPH2PS    (R12), Y6
-	VBROADCASTSS (R11), Y7
-	VFMADD231PS  Y6, Y7, Y0
-	VBROADCASTSS 4(R11), Y7
-	VFMADD231PS  Y6, Y7, Y1
-	VBROADCASTSS 8(R11), Y7
-	VFMADD231PS  Y6, Y7, Y2
-	VBROADCASTSS 12(R11), Y7
-	VFMADD231PS  Y6, Y7, Y3
-	VBROADCASTSS 16(R11), Y7
-	VFMADD231PS  Y6, Y7, Y4
-	VBROADCASTSS 20(R11), Y7
-	VFMADD231PS  Y6, Y7, Y5
+axpyRowsF16G6AVX2_rows0:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF16G6AVX2_row1
+	JNZ          axpyRowsF16G6AVX2_rows0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G6AVX2_chunk0
+
+axpyRowsF16G6AVX2_small0:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX2_row10:
+	VCVTPH2PS    (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G6AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
 	VMOVUPS      Y3, (DX)
-	VMOVUPS      Y4, (AX)(CX*4)
-	VMOVUPS      Y5, (DX)(CX*2)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000010, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF16G6AVX2_chunk
+	JMP          axpyRowsF16G6AVX2_chunk0
+
+axpyRowsF16G6AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	ADDQ  $0x00000010, SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G6AVX2_done
+
+axpyRowsF16G6AVX2_chunk1:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G6AVX2_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF16G6AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS (AX)(CX*1), Y4
+	VMOVUPS 32(AX)(CX*1), Y5
+	VMOVUPS 64(AX)(CX*1), Y6
+	VMOVUPS 96(AX)(CX*1), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX2_rows1:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VCVTPH2PS    32(R12), Y10
+	VCVTPH2PS    48(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G6AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, (AX)(CX*1)
+	VMOVUPS      Y5, 32(AX)(CX*1)
+	VMOVUPS      Y6, 64(AX)(CX*1)
+	VMOVUPS      Y7, 96(AX)(CX*1)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x04, BX
+	JMP          axpyRowsF16G6AVX2_chunk1
+
+axpyRowsF16G6AVX2_small1:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G6AVX2_row11:
+	VCVTPH2PS    (R12), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G6AVX2_row11
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G6AVX2_chunk1
 
 axpyRowsF16G6AVX2_done:
 	VZEROUPPER
@@ -4987,48 +5269,182 @@ TEXT ·axpyRowsF32G6AVX2(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G6AVX2_done
 
-axpyRowsF32G6AVX2_chunk:
+axpyRowsF32G6AVX2_chunk0:
 	TESTQ   BX, BX
-	JZ      axpyRowsF32G6AVX2_done
+	JZ      axpyRowsF32G6AVX2_set1
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G6AVX2_small0
 	VMOVUPS (AX), Y0
-	VMOVUPS (AX)(CX*1), Y1
-	VMOVUPS (AX)(CX*2), Y2
-	VMOVUPS (DX), Y3
-	VMOVUPS (AX)(CX*4), Y4
-	VMOVUPS (DX)(CX*2), Y5
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G6AVX2_row1:
-	VMOVUPS      (R12), Y6
-	VBROADCASTSS (R11), Y7
-	VFMADD231PS  Y6, Y7, Y0
-	VBROADCASTSS 4(R11), Y7
-	VFMADD231PS  Y6, Y7, Y1
-	VBROADCASTSS 8(R11), Y7
-	VFMADD231PS  Y6, Y7, Y2
-	VBROADCASTSS 12(R11), Y7
-	VFMADD231PS  Y6, Y7, Y3
-	VBROADCASTSS 16(R11), Y7
-	VFMADD231PS  Y6, Y7, Y4
-	VBROADCASTSS 20(R11), Y7
-	VFMADD231PS  Y6, Y7, Y5
+axpyRowsF32G6AVX2_rows0:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
 	ADDQ         $0x00000020, R11
 	ADDQ         R9, R12
 	DECQ         R10
-	JNZ          axpyRowsF32G6AVX2_row1
+	JNZ          axpyRowsF32G6AVX2_rows0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G6AVX2_chunk0
+
+axpyRowsF32G6AVX2_small0:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX2_row10:
+	VMOVUPS      (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G6AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
 	VMOVUPS      Y3, (DX)
-	VMOVUPS      Y4, (AX)(CX*4)
-	VMOVUPS      Y5, (DX)(CX*2)
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000020, R8
 	SUBQ         $0x01, BX
-	JMP          axpyRowsF32G6AVX2_chunk
+	JMP          axpyRowsF32G6AVX2_chunk0
+
+axpyRowsF32G6AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	ADDQ  $0x00000010, SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G6AVX2_done
+
+axpyRowsF32G6AVX2_chunk1:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G6AVX2_done
+	CMPQ    BX, $0x04
+	JL      axpyRowsF32G6AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS (AX)(CX*1), Y4
+	VMOVUPS 32(AX)(CX*1), Y5
+	VMOVUPS 64(AX)(CX*1), Y6
+	VMOVUPS 96(AX)(CX*1), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX2_rows1:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VMOVUPS      64(R12), Y10
+	VMOVUPS      96(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G6AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, (AX)(CX*1)
+	VMOVUPS      Y5, 32(AX)(CX*1)
+	VMOVUPS      Y6, 64(AX)(CX*1)
+	VMOVUPS      Y7, 96(AX)(CX*1)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000080, R8
+	SUBQ         $0x04, BX
+	JMP          axpyRowsF32G6AVX2_chunk1
+
+axpyRowsF32G6AVX2_small1:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G6AVX2_row11:
+	VMOVUPS      (R12), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G6AVX2_row11
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G6AVX2_chunk1
 
 axpyRowsF32G6AVX2_done:
 	VZEROUPPER
@@ -5175,11 +5591,11 @@ TEXT ·axpyRowsF16G6AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF16G6AVX512_done
 
-axpyRowsF16G6AVX512_chunk:
+axpyRowsF16G6AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF16G6AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF16G6AVX512_small
+	JL      axpyRowsF16G6AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -5208,7 +5624,7 @@ axpyRowsF16G6AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G6AVX512_rows:
+axpyRowsF16G6AVX512_rows0:
 	VCVTPH2PS        (R12), Z24
 	VCVTPH2PS        32(R12), Z25
 	VCVTPH2PS        64(R12), Z26
@@ -5240,7 +5656,7 @@ axpyRowsF16G6AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G6AVX512_rows
+	JNZ              axpyRowsF16G6AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -5269,9 +5685,9 @@ axpyRowsF16G6AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000080, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF16G6AVX512_chunk
+	JMP              axpyRowsF16G6AVX512_chunk0
 
-axpyRowsF16G6AVX512_small:
+axpyRowsF16G6AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -5282,7 +5698,7 @@ axpyRowsF16G6AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF16G6AVX512_row1:
+axpyRowsF16G6AVX512_row10:
 	VCVTPH2PS        (R12), Z6
 	VFMADD231PS.BCST (R11), Z6, Z0
 	VFMADD231PS.BCST 4(R11), Z6, Z1
@@ -5293,7 +5709,7 @@ axpyRowsF16G6AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF16G6AVX512_row1
+	JNZ              axpyRowsF16G6AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -5304,7 +5720,7 @@ axpyRowsF16G6AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000020, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF16G6AVX512_chunk
+	JMP              axpyRowsF16G6AVX512_chunk0
 
 axpyRowsF16G6AVX512_done:
 	VZEROUPPER
@@ -5449,11 +5865,11 @@ TEXT ·axpyRowsF32G6AVX512(SB), NOSPLIT, $0-96
 	TESTQ DI, DI
 	JZ    axpyRowsF32G6AVX512_done
 
-axpyRowsF32G6AVX512_chunk:
+axpyRowsF32G6AVX512_chunk0:
 	TESTQ   BX, BX
 	JZ      axpyRowsF32G6AVX512_done
 	CMPQ    BX, $0x04
-	JL      axpyRowsF32G6AVX512_small
+	JL      axpyRowsF32G6AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -5482,7 +5898,7 @@ axpyRowsF32G6AVX512_chunk:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G6AVX512_rows:
+axpyRowsF32G6AVX512_rows0:
 	VMOVUPS          (R12), Z24
 	VMOVUPS          64(R12), Z25
 	VMOVUPS          128(R12), Z26
@@ -5514,7 +5930,7 @@ axpyRowsF32G6AVX512_rows:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G6AVX512_rows
+	JNZ              axpyRowsF32G6AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -5543,9 +5959,9 @@ axpyRowsF32G6AVX512_rows:
 	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000100, R8
 	SUBQ             $0x04, BX
-	JMP              axpyRowsF32G6AVX512_chunk
+	JMP              axpyRowsF32G6AVX512_chunk0
 
-axpyRowsF32G6AVX512_small:
+axpyRowsF32G6AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -5556,7 +5972,7 @@ axpyRowsF32G6AVX512_small:
 	MOVQ    SI, R11
 	MOVQ    R8, R12
 
-axpyRowsF32G6AVX512_row1:
+axpyRowsF32G6AVX512_row10:
 	VMOVUPS          (R12), Z6
 	VFMADD231PS.BCST (R11), Z6, Z0
 	VFMADD231PS.BCST 4(R11), Z6, Z1
@@ -5567,7 +5983,7 @@ axpyRowsF32G6AVX512_row1:
 	ADDQ             $0x00000020, R11
 	ADDQ             R9, R12
 	DECQ             R10
-	JNZ              axpyRowsF32G6AVX512_row1
+	JNZ              axpyRowsF32G6AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -5578,7 +5994,7 @@ axpyRowsF32G6AVX512_row1:
 	ADDQ             $0x00000040, DX
 	ADDQ             $0x00000040, R8
 	SUBQ             $0x01, BX
-	JMP              axpyRowsF32G6AVX512_chunk
+	JMP              axpyRowsF32G6AVX512_chunk0
 
 axpyRowsF32G6AVX512_done:
 	VZEROUPPER
@@ -5757,64 +6173,201 @@ TEXT ·axpyRowsF16G7AVX2(SB), NOSPLIT, $0-96
 	MOVQ  as+24(FP), CX
 	SHLQ  $0x02, CX
 	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  w_base+40(FP), DI
-	MOVQ  w_len+48(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  v_base+64(FP), R9
-	MOVQ  stride+88(FP), R10
-	SHLQ  $0x01, R10
-	TESTQ R8, R8
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
 	JZ    axpyRowsF16G7AVX2_done
 
-axpyRowsF16G7AVX2_chunk:
-	TESTQ   SI, SI
-	JZ      axpyRowsF16G7AVX2_done
+axpyRowsF16G7AVX2_chunk0:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G7AVX2_set1
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G7AVX2_small0
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G7AVX2_rows0:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G7AVX2_rows0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G7AVX2_chunk0
+
+axpyRowsF16G7AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
-	VMOVUPS (BX), Y3
-	VMOVUPS (AX)(CX*4), Y4
-	VMOVUPS (BX)(CX*2), Y5
-	VMOVUPS (AX)(DX*2), Y6
-	MOVQ    R8, R11
-	MOVQ    DI, R12
-	MOVQ    R9, R13
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
 
-axpyRowsF16G7AVX2_row1:
-	VCVTPH2PS    (R13), Y7
-	VBROADCASTSS (R12), Y8
-	VFMADD231PS  Y7, Y8, Y0
-	VBROADCASTSS 4(R12), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VBROADCASTSS 8(R12), Y8
-	VFMADD231PS  Y7, Y8, Y2
-	VBROADCASTSS 12(R12), Y8
-	VFMADD231PS  Y7, Y8, Y3
-	VBROADCASTSS 16(R12), Y8
-	VFMADD231PS  Y7, Y8, Y4
-	VBROADCASTSS 20(R12), Y8
-	VFMADD231PS  Y7, Y8, Y5
-	VBROADCASTSS 24(R12), Y8
-	VFMADD231PS  Y7, Y8, Y6
-	ADDQ         $0x00000020, R12
-	ADDQ         R10, R13
-	DECQ         R11
-	JNZ          axpyRowsF16G7AVX2_row1
+axpyRowsF16G7AVX2_row10:
+	VCVTPH2PS    (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G7AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, (AX)(CX*4)
-	VMOVUPS      Y5, (BX)(CX*2)
-	VMOVUPS      Y6, (AX)(DX*2)
+	VMOVUPS      Y3, (DX)
 	ADDQ         $0x00000020, AX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000010, R9
-	SUBQ         $0x01, SI
-	JMP          axpyRowsF16G7AVX2_chunk
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G7AVX2_chunk0
+
+axpyRowsF16G7AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	ADDQ  $0x00000010, SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G7AVX2_done
+
+axpyRowsF16G7AVX2_chunk1:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G7AVX2_done
+	CMPQ    BX, $0x03
+	JL      axpyRowsF16G7AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS (AX)(CX*1), Y3
+	VMOVUPS 32(AX)(CX*1), Y4
+	VMOVUPS 64(AX)(CX*1), Y5
+	VMOVUPS (AX)(CX*2), Y6
+	VMOVUPS 32(AX)(CX*2), Y7
+	VMOVUPS 64(AX)(CX*2), Y8
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G7AVX2_rows1:
+	VCVTPH2PS    (R12), Y9
+	VCVTPH2PS    16(R12), Y10
+	VCVTPH2PS    32(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G7AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, (AX)(CX*1)
+	VMOVUPS      Y4, 32(AX)(CX*1)
+	VMOVUPS      Y5, 64(AX)(CX*1)
+	VMOVUPS      Y6, (AX)(CX*2)
+	VMOVUPS      Y7, 32(AX)(CX*2)
+	VMOVUPS      Y8, 64(AX)(CX*2)
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000060, DX
+	ADDQ         $0x00000030, R8
+	SUBQ         $0x03, BX
+	JMP          axpyRowsF16G7AVX2_chunk1
+
+axpyRowsF16G7AVX2_small1:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G7AVX2_row11:
+	VCVTPH2PS    (R12), Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS 4(R11), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS 8(R11), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G7AVX2_row11
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G7AVX2_chunk1
 
 axpyRowsF16G7AVX2_done:
 	VZEROUPPER
@@ -5905,64 +6458,201 @@ TEXT ·axpyRowsF32G7AVX2(SB), NOSPLIT, $0-96
 	MOVQ  as+24(FP), CX
 	SHLQ  $0x02, CX
 	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  w_base+40(FP), DI
-	MOVQ  w_len+48(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  v_base+64(FP), R9
-	MOVQ  stride+88(FP), R10
-	SHLQ  $0x02, R10
-	TESTQ R8, R8
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
 	JZ    axpyRowsF32G7AVX2_done
 
-axpyRowsF32G7AVX2_chunk:
-	TESTQ   SI, SI
-	JZ      axpyRowsF32G7AVX2_done
+axpyRowsF32G7AVX2_chunk0:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G7AVX2_set1
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G7AVX2_small0
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G7AVX2_rows0:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G7AVX2_rows0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G7AVX2_chunk0
+
+axpyRowsF32G7AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
-	VMOVUPS (BX), Y3
-	VMOVUPS (AX)(CX*4), Y4
-	VMOVUPS (BX)(CX*2), Y5
-	VMOVUPS (AX)(DX*2), Y6
-	MOVQ    R8, R11
-	MOVQ    DI, R12
-	MOVQ    R9, R13
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
 
-axpyRowsF32G7AVX2_row1:
-	VMOVUPS      (R13), Y7
-	VBROADCASTSS (R12), Y8
-	VFMADD231PS  Y7, Y8, Y0
-	VBROADCASTSS 4(R12), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VBROADCASTSS 8(R12), Y8
-	VFMADD231PS  Y7, Y8, Y2
-	VBROADCASTSS 12(R12), Y8
-	VFMADD231PS  Y7, Y8, Y3
-	VBROADCASTSS 16(R12), Y8
-	VFMADD231PS  Y7, Y8, Y4
-	VBROADCASTSS 20(R12), Y8
-	VFMADD231PS  Y7, Y8, Y5
-	VBROADCASTSS 24(R12), Y8
-	VFMADD231PS  Y7, Y8, Y6
-	ADDQ         $0x00000020, R12
-	ADDQ         R10, R13
-	DECQ         R11
-	JNZ          axpyRowsF32G7AVX2_row1
+axpyRowsF32G7AVX2_row10:
+	VMOVUPS      (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G7AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, (AX)(CX*4)
-	VMOVUPS      Y5, (BX)(CX*2)
-	VMOVUPS      Y6, (AX)(DX*2)
+	VMOVUPS      Y3, (DX)
 	ADDQ         $0x00000020, AX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000020, R9
-	SUBQ         $0x01, SI
-	JMP          axpyRowsF32G7AVX2_chunk
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G7AVX2_chunk0
+
+axpyRowsF32G7AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	ADDQ  $0x00000010, SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G7AVX2_done
+
+axpyRowsF32G7AVX2_chunk1:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G7AVX2_done
+	CMPQ    BX, $0x03
+	JL      axpyRowsF32G7AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS (AX)(CX*1), Y3
+	VMOVUPS 32(AX)(CX*1), Y4
+	VMOVUPS 64(AX)(CX*1), Y5
+	VMOVUPS (AX)(CX*2), Y6
+	VMOVUPS 32(AX)(CX*2), Y7
+	VMOVUPS 64(AX)(CX*2), Y8
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G7AVX2_rows1:
+	VMOVUPS      (R12), Y9
+	VMOVUPS      32(R12), Y10
+	VMOVUPS      64(R12), Y11
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VBROADCASTSS 4(R11), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS 8(R11), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G7AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, (AX)(CX*1)
+	VMOVUPS      Y4, 32(AX)(CX*1)
+	VMOVUPS      Y5, 64(AX)(CX*1)
+	VMOVUPS      Y6, (AX)(CX*2)
+	VMOVUPS      Y7, 32(AX)(CX*2)
+	VMOVUPS      Y8, 64(AX)(CX*2)
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000060, DX
+	ADDQ         $0x00000060, R8
+	SUBQ         $0x03, BX
+	JMP          axpyRowsF32G7AVX2_chunk1
+
+axpyRowsF32G7AVX2_small1:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G7AVX2_row11:
+	VMOVUPS      (R12), Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS 4(R11), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS 8(R11), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G7AVX2_row11
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G7AVX2_chunk1
 
 axpyRowsF32G7AVX2_done:
 	VZEROUPPER
@@ -6114,11 +6804,11 @@ TEXT ·axpyRowsF16G7AVX512(SB), NOSPLIT, $0-96
 	TESTQ R8, R8
 	JZ    axpyRowsF16G7AVX512_done
 
-axpyRowsF16G7AVX512_chunk:
+axpyRowsF16G7AVX512_chunk0:
 	TESTQ   SI, SI
 	JZ      axpyRowsF16G7AVX512_done
 	CMPQ    SI, $0x03
-	JL      axpyRowsF16G7AVX512_small
+	JL      axpyRowsF16G7AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -6144,7 +6834,7 @@ axpyRowsF16G7AVX512_chunk:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF16G7AVX512_rows:
+axpyRowsF16G7AVX512_rows0:
 	VCVTPH2PS        (R13), Z21
 	VCVTPH2PS        32(R13), Z22
 	VCVTPH2PS        64(R13), Z23
@@ -6172,7 +6862,7 @@ axpyRowsF16G7AVX512_rows:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF16G7AVX512_rows
+	JNZ              axpyRowsF16G7AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -6198,9 +6888,9 @@ axpyRowsF16G7AVX512_rows:
 	ADDQ             $0x000000c0, BX
 	ADDQ             $0x00000060, R9
 	SUBQ             $0x03, SI
-	JMP              axpyRowsF16G7AVX512_chunk
+	JMP              axpyRowsF16G7AVX512_chunk0
 
-axpyRowsF16G7AVX512_small:
+axpyRowsF16G7AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -6212,7 +6902,7 @@ axpyRowsF16G7AVX512_small:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF16G7AVX512_row1:
+axpyRowsF16G7AVX512_row10:
 	VCVTPH2PS        (R13), Z7
 	VFMADD231PS.BCST (R12), Z7, Z0
 	VFMADD231PS.BCST 4(R12), Z7, Z1
@@ -6224,7 +6914,7 @@ axpyRowsF16G7AVX512_row1:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF16G7AVX512_row1
+	JNZ              axpyRowsF16G7AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -6236,7 +6926,7 @@ axpyRowsF16G7AVX512_row1:
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00000020, R9
 	SUBQ             $0x01, SI
-	JMP              axpyRowsF16G7AVX512_chunk
+	JMP              axpyRowsF16G7AVX512_chunk0
 
 axpyRowsF16G7AVX512_done:
 	VZEROUPPER
@@ -6386,11 +7076,11 @@ TEXT ·axpyRowsF32G7AVX512(SB), NOSPLIT, $0-96
 	TESTQ R8, R8
 	JZ    axpyRowsF32G7AVX512_done
 
-axpyRowsF32G7AVX512_chunk:
+axpyRowsF32G7AVX512_chunk0:
 	TESTQ   SI, SI
 	JZ      axpyRowsF32G7AVX512_done
 	CMPQ    SI, $0x03
-	JL      axpyRowsF32G7AVX512_small
+	JL      axpyRowsF32G7AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -6416,7 +7106,7 @@ axpyRowsF32G7AVX512_chunk:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF32G7AVX512_rows:
+axpyRowsF32G7AVX512_rows0:
 	VMOVUPS          (R13), Z21
 	VMOVUPS          64(R13), Z22
 	VMOVUPS          128(R13), Z23
@@ -6444,7 +7134,7 @@ axpyRowsF32G7AVX512_rows:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF32G7AVX512_rows
+	JNZ              axpyRowsF32G7AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -6470,9 +7160,9 @@ axpyRowsF32G7AVX512_rows:
 	ADDQ             $0x000000c0, BX
 	ADDQ             $0x000000c0, R9
 	SUBQ             $0x03, SI
-	JMP              axpyRowsF32G7AVX512_chunk
+	JMP              axpyRowsF32G7AVX512_chunk0
 
-axpyRowsF32G7AVX512_small:
+axpyRowsF32G7AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -6484,7 +7174,7 @@ axpyRowsF32G7AVX512_small:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF32G7AVX512_row1:
+axpyRowsF32G7AVX512_row10:
 	VMOVUPS          (R13), Z7
 	VFMADD231PS.BCST (R12), Z7, Z0
 	VFMADD231PS.BCST 4(R12), Z7, Z1
@@ -6496,7 +7186,7 @@ axpyRowsF32G7AVX512_row1:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF32G7AVX512_row1
+	JNZ              axpyRowsF32G7AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -6508,7 +7198,7 @@ axpyRowsF32G7AVX512_row1:
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00000040, R9
 	SUBQ             $0x01, SI
-	JMP              axpyRowsF32G7AVX512_chunk
+	JMP              axpyRowsF32G7AVX512_chunk0
 
 axpyRowsF32G7AVX512_done:
 	VZEROUPPER
@@ -6695,68 +7385,202 @@ TEXT ·axpyRowsF16G8AVX2(SB), NOSPLIT, $0-96
 	MOVQ  as+24(FP), CX
 	SHLQ  $0x02, CX
 	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  w_base+40(FP), DI
-	MOVQ  w_len+48(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  v_base+64(FP), R9
-	MOVQ  stride+88(FP), R10
-	SHLQ  $0x01, R10
-	TESTQ R8, R8
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
 	JZ    axpyRowsF16G8AVX2_done
 
-axpyRowsF16G8AVX2_chunk:
-	TESTQ   SI, SI
-	JZ      axpyRowsF16G8AVX2_done
+axpyRowsF16G8AVX2_chunk0:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G8AVX2_set1
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G8AVX2_small0
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G8AVX2_rows0:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G8AVX2_rows0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G8AVX2_chunk0
+
+axpyRowsF16G8AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
-	VMOVUPS (BX), Y3
-	VMOVUPS (AX)(CX*4), Y4
-	VMOVUPS (BX)(CX*2), Y5
-	VMOVUPS (AX)(DX*2), Y6
-	VMOVUPS (BX)(CX*4), Y7
-	MOVQ    R8, R11
-	MOVQ    DI, R12
-	MOVQ    R9, R13
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
 
-axpyRowsF16G8AVX2_row1:
-	VCVTPH2PS    (R13), Y8
-	VBROADCASTSS (R12), Y9
-	VFMADD231PS  Y8, Y9, Y0
-	VBROADCASTSS 4(R12), Y9
-	VFMADD231PS  Y8, Y9, Y1
-	VBROADCASTSS 8(R12), Y9
-	VFMADD231PS  Y8, Y9, Y2
-	VBROADCASTSS 12(R12), Y9
-	VFMADD231PS  Y8, Y9, Y3
-	VBROADCASTSS 16(R12), Y9
-	VFMADD231PS  Y8, Y9, Y4
-	VBROADCASTSS 20(R12), Y9
-	VFMADD231PS  Y8, Y9, Y5
-	VBROADCASTSS 24(R12), Y9
-	VFMADD231PS  Y8, Y9, Y6
-	VBROADCASTSS 28(R12), Y9
-	VFMADD231PS  Y8, Y9, Y7
-	ADDQ         $0x00000020, R12
-	ADDQ         R10, R13
-	DECQ         R11
-	JNZ          axpyRowsF16G8AVX2_row1
+axpyRowsF16G8AVX2_row10:
+	VCVTPH2PS    (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G8AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, (AX)(CX*4)
-	VMOVUPS      Y5, (BX)(CX*2)
-	VMOVUPS      Y6, (AX)(DX*2)
-	VMOVUPS      Y7, (BX)(CX*4)
+	VMOVUPS      Y3, (DX)
 	ADDQ         $0x00000020, AX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000010, R9
-	SUBQ         $0x01, SI
-	JMP          axpyRowsF16G8AVX2_chunk
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G8AVX2_chunk0
+
+axpyRowsF16G8AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	ADDQ  $0x00000010, SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x01, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF16G8AVX2_done
+
+axpyRowsF16G8AVX2_chunk1:
+	TESTQ   BX, BX
+	JZ      axpyRowsF16G8AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF16G8AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G8AVX2_rows1:
+	VCVTPH2PS    (R12), Y8
+	VCVTPH2PS    16(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G8AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF16G8AVX2_chunk1
+
+axpyRowsF16G8AVX2_small1:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF16G8AVX2_row11:
+	VCVTPH2PS    (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF16G8AVX2_row11
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000010, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF16G8AVX2_chunk1
 
 axpyRowsF16G8AVX2_done:
 	VZEROUPPER
@@ -6848,68 +7672,202 @@ TEXT ·axpyRowsF32G8AVX2(SB), NOSPLIT, $0-96
 	MOVQ  as+24(FP), CX
 	SHLQ  $0x02, CX
 	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  w_base+40(FP), DI
-	MOVQ  w_len+48(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  v_base+64(FP), R9
-	MOVQ  stride+88(FP), R10
-	SHLQ  $0x02, R10
-	TESTQ R8, R8
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
 	JZ    axpyRowsF32G8AVX2_done
 
-axpyRowsF32G8AVX2_chunk:
-	TESTQ   SI, SI
-	JZ      axpyRowsF32G8AVX2_done
+axpyRowsF32G8AVX2_chunk0:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G8AVX2_set1
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G8AVX2_small0
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G8AVX2_rows0:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G8AVX2_rows0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G8AVX2_chunk0
+
+axpyRowsF32G8AVX2_small0:
 	VMOVUPS (AX), Y0
 	VMOVUPS (AX)(CX*1), Y1
 	VMOVUPS (AX)(CX*2), Y2
-	VMOVUPS (BX), Y3
-	VMOVUPS (AX)(CX*4), Y4
-	VMOVUPS (BX)(CX*2), Y5
-	VMOVUPS (AX)(DX*2), Y6
-	VMOVUPS (BX)(CX*4), Y7
-	MOVQ    R8, R11
-	MOVQ    DI, R12
-	MOVQ    R9, R13
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
 
-axpyRowsF32G8AVX2_row1:
-	VMOVUPS      (R13), Y8
-	VBROADCASTSS (R12), Y9
-	VFMADD231PS  Y8, Y9, Y0
-	VBROADCASTSS 4(R12), Y9
-	VFMADD231PS  Y8, Y9, Y1
-	VBROADCASTSS 8(R12), Y9
-	VFMADD231PS  Y8, Y9, Y2
-	VBROADCASTSS 12(R12), Y9
-	VFMADD231PS  Y8, Y9, Y3
-	VBROADCASTSS 16(R12), Y9
-	VFMADD231PS  Y8, Y9, Y4
-	VBROADCASTSS 20(R12), Y9
-	VFMADD231PS  Y8, Y9, Y5
-	VBROADCASTSS 24(R12), Y9
-	VFMADD231PS  Y8, Y9, Y6
-	VBROADCASTSS 28(R12), Y9
-	VFMADD231PS  Y8, Y9, Y7
-	ADDQ         $0x00000020, R12
-	ADDQ         R10, R13
-	DECQ         R11
-	JNZ          axpyRowsF32G8AVX2_row1
+axpyRowsF32G8AVX2_row10:
+	VMOVUPS      (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G8AVX2_row10
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, (AX)(CX*1)
 	VMOVUPS      Y2, (AX)(CX*2)
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, (AX)(CX*4)
-	VMOVUPS      Y5, (BX)(CX*2)
-	VMOVUPS      Y6, (AX)(DX*2)
-	VMOVUPS      Y7, (BX)(CX*4)
+	VMOVUPS      Y3, (DX)
 	ADDQ         $0x00000020, AX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000020, R9
-	SUBQ         $0x01, SI
-	JMP          axpyRowsF32G8AVX2_chunk
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G8AVX2_chunk0
+
+axpyRowsF32G8AVX2_set1:
+	MOVQ  acc_base+0(FP), AX
+	MOVQ  as+24(FP), CX
+	SHLQ  $0x02, CX
+	LEAQ  (CX)(CX*2), DX
+	LEAQ  (AX)(CX*4), AX
+	LEAQ  (AX)(DX*1), DX
+	MOVQ  d+32(FP), BX
+	SHRQ  $0x03, BX
+	MOVQ  w_base+40(FP), SI
+	ADDQ  $0x00000010, SI
+	MOVQ  w_len+48(FP), DI
+	SHRQ  $0x03, DI
+	MOVQ  v_base+64(FP), R8
+	MOVQ  stride+88(FP), R9
+	SHLQ  $0x02, R9
+	TESTQ DI, DI
+	JZ    axpyRowsF32G8AVX2_done
+
+axpyRowsF32G8AVX2_chunk1:
+	TESTQ   BX, BX
+	JZ      axpyRowsF32G8AVX2_done
+	CMPQ    BX, $0x02
+	JL      axpyRowsF32G8AVX2_small1
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(CX*1), Y2
+	VMOVUPS 32(AX)(CX*1), Y3
+	VMOVUPS (AX)(CX*2), Y4
+	VMOVUPS 32(AX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G8AVX2_rows1:
+	VMOVUPS      (R12), Y8
+	VMOVUPS      32(R12), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G8AVX2_rows1
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, (AX)(CX*1)
+	VMOVUPS      Y3, 32(AX)(CX*1)
+	VMOVUPS      Y4, (AX)(CX*2)
+	VMOVUPS      Y5, 32(AX)(CX*2)
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000040, R8
+	SUBQ         $0x02, BX
+	JMP          axpyRowsF32G8AVX2_chunk1
+
+axpyRowsF32G8AVX2_small1:
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (DX), Y3
+	MOVQ    DI, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+axpyRowsF32G8AVX2_row11:
+	VMOVUPS      (R12), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, R11
+	ADDQ         R9, R12
+	DECQ         R10
+	JNZ          axpyRowsF32G8AVX2_row11
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, (AX)(CX*1)
+	VMOVUPS      Y2, (AX)(CX*2)
+	VMOVUPS      Y3, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, R8
+	SUBQ         $0x01, BX
+	JMP          axpyRowsF32G8AVX2_chunk1
 
 axpyRowsF32G8AVX2_done:
 	VZEROUPPER
@@ -7066,11 +8024,11 @@ TEXT ·axpyRowsF16G8AVX512(SB), NOSPLIT, $0-96
 	TESTQ R8, R8
 	JZ    axpyRowsF16G8AVX512_done
 
-axpyRowsF16G8AVX512_chunk:
+axpyRowsF16G8AVX512_chunk0:
 	TESTQ   SI, SI
 	JZ      axpyRowsF16G8AVX512_done
 	CMPQ    SI, $0x03
-	JL      axpyRowsF16G8AVX512_small
+	JL      axpyRowsF16G8AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -7099,7 +8057,7 @@ axpyRowsF16G8AVX512_chunk:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF16G8AVX512_rows:
+axpyRowsF16G8AVX512_rows0:
 	VCVTPH2PS        (R13), Z24
 	VCVTPH2PS        32(R13), Z25
 	VCVTPH2PS        64(R13), Z26
@@ -7130,7 +8088,7 @@ axpyRowsF16G8AVX512_rows:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF16G8AVX512_rows
+	JNZ              axpyRowsF16G8AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -7159,9 +8117,9 @@ axpyRowsF16G8AVX512_rows:
 	ADDQ             $0x000000c0, BX
 	ADDQ             $0x00000060, R9
 	SUBQ             $0x03, SI
-	JMP              axpyRowsF16G8AVX512_chunk
+	JMP              axpyRowsF16G8AVX512_chunk0
 
-axpyRowsF16G8AVX512_small:
+axpyRowsF16G8AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -7174,7 +8132,7 @@ axpyRowsF16G8AVX512_small:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF16G8AVX512_row1:
+axpyRowsF16G8AVX512_row10:
 	VCVTPH2PS        (R13), Z8
 	VFMADD231PS.BCST (R12), Z8, Z0
 	VFMADD231PS.BCST 4(R12), Z8, Z1
@@ -7187,7 +8145,7 @@ axpyRowsF16G8AVX512_row1:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF16G8AVX512_row1
+	JNZ              axpyRowsF16G8AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -7200,7 +8158,7 @@ axpyRowsF16G8AVX512_row1:
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00000020, R9
 	SUBQ             $0x01, SI
-	JMP              axpyRowsF16G8AVX512_chunk
+	JMP              axpyRowsF16G8AVX512_chunk0
 
 axpyRowsF16G8AVX512_done:
 	VZEROUPPER
@@ -7355,11 +8313,11 @@ TEXT ·axpyRowsF32G8AVX512(SB), NOSPLIT, $0-96
 	TESTQ R8, R8
 	JZ    axpyRowsF32G8AVX512_done
 
-axpyRowsF32G8AVX512_chunk:
+axpyRowsF32G8AVX512_chunk0:
 	TESTQ   SI, SI
 	JZ      axpyRowsF32G8AVX512_done
 	CMPQ    SI, $0x03
-	JL      axpyRowsF32G8AVX512_small
+	JL      axpyRowsF32G8AVX512_small0
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
@@ -7388,7 +8346,7 @@ axpyRowsF32G8AVX512_chunk:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF32G8AVX512_rows:
+axpyRowsF32G8AVX512_rows0:
 	VMOVUPS          (R13), Z24
 	VMOVUPS          64(R13), Z25
 	VMOVUPS          128(R13), Z26
@@ -7419,7 +8377,7 @@ axpyRowsF32G8AVX512_rows:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF32G8AVX512_rows
+	JNZ              axpyRowsF32G8AVX512_rows0
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, 64(AX)
 	VMOVUPS          Z2, 128(AX)
@@ -7448,9 +8406,9 @@ axpyRowsF32G8AVX512_rows:
 	ADDQ             $0x000000c0, BX
 	ADDQ             $0x000000c0, R9
 	SUBQ             $0x03, SI
-	JMP              axpyRowsF32G8AVX512_chunk
+	JMP              axpyRowsF32G8AVX512_chunk0
 
-axpyRowsF32G8AVX512_small:
+axpyRowsF32G8AVX512_small0:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(CX*1), Z1
 	VMOVUPS (AX)(CX*2), Z2
@@ -7463,7 +8421,7 @@ axpyRowsF32G8AVX512_small:
 	MOVQ    DI, R12
 	MOVQ    R9, R13
 
-axpyRowsF32G8AVX512_row1:
+axpyRowsF32G8AVX512_row10:
 	VMOVUPS          (R13), Z8
 	VFMADD231PS.BCST (R12), Z8, Z0
 	VFMADD231PS.BCST 4(R12), Z8, Z1
@@ -7476,7 +8434,7 @@ axpyRowsF32G8AVX512_row1:
 	ADDQ             $0x00000020, R12
 	ADDQ             R10, R13
 	DECQ             R11
-	JNZ              axpyRowsF32G8AVX512_row1
+	JNZ              axpyRowsF32G8AVX512_row10
 	VMOVUPS          Z0, (AX)
 	VMOVUPS          Z1, (AX)(CX*1)
 	VMOVUPS          Z2, (AX)(CX*2)
@@ -7489,7 +8447,7 @@ axpyRowsF32G8AVX512_row1:
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00000040, R9
 	SUBQ             $0x01, SI
-	JMP              axpyRowsF32G8AVX512_chunk
+	JMP              axpyRowsF32G8AVX512_chunk0
 
 axpyRowsF32G8AVX512_done:
 	VZEROUPPER

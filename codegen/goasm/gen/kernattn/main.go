@@ -467,97 +467,135 @@ func reduce8x2(c *build.Context, a [maxGroup]reg.VecVirtual) reg.VecVirtual {
 // axpyRowsG emits func name(acc []float32, as, d int, w []float32, v,
 // stride): acc[g·as : g·as+d] += Σ_j w[8j+g]·row j of v for g < G, rows in
 // order with FMA; each row's vectors are loaded (and widened) once for all
-// G heads, blk of them per pass over the rows. AVX2: eight elements per
+// G heads (AVX2 with more than four: once for each four), blk of them per
+// pass over the rows. AVX2: eight elements per
 // YMM, each weight broadcast to a register, d a positive multiple of 8;
 // zmm (AVX-512): sixteen per ZMM, the weight a broadcast operand of the
 // FMAs, d a positive multiple of 16.
 func axpyRowsG(c *build.Context, name, kt string, G int, f16, zmm bool) {
-	lanes, vec, blk, needs := 8, c.YMM, max(1, 13/(G+1)), "AVX2, FMA and F16C"
+	lanes, vec, needs := 8, c.YMM, "AVX2, FMA and F16C"
 	if zmm {
-		lanes, vec, blk, needs = 16, c.ZMM, min(4, 30/(G+1)), "AVX-512F"
+		lanes, vec, needs = 16, c.ZMM, "AVX-512F"
+	}
+	blkFor := func(heads int) int {
+		if zmm {
+			return min(4, 30/(heads+1))
+		}
+		return max(1, 13/(heads+1))
+	}
+	// AVX2 with more than four heads: two passes over the tile, four
+	// heads at a time, each with two vectors of every row per pass. One
+	// pass of all the heads holds a single vector (eight accumulators, a
+	// row vector, a weight: all that sixteen YMM registers allow), so each
+	// row vector took eight weight broadcasts (a load each) for its eight
+	// FMAs; by halves it takes four for eight, and each head's FMAs are
+	// the same in the same order.
+	sets := [][2]int{{0, G}}
+	if !zmm && G > 4 {
+		sets = [][2]int{{0, 4}, {4, G}}
 	}
 	groupedFunc(c, name, axpySig, kt,
 		fmt.Sprintf("%s adds w[8j+g]·(row j of v) to acc[g*as:g*as+d] for g < %d and every", name, G),
 		fmt.Sprintf("j < len(w)/8, in row order with FMA; d a positive multiple of %d. It needs %s.", lanes, needs))
-	ap := c.Load(c.Param("acc").Base(), c.GP64())
-	a3, as, as3 := headBases(c, "as", ap)
-	nch := c.Load(c.Param("d"), c.GP64())
 	shift := uint64(3) // a vector's elements, log2
 	if zmm {
 		shift = 4
 	}
-	c.SHRQ(Imm(shift), nch)
-	wp0 := c.Load(c.Param("w").Base(), c.GP64())
-	n0 := c.Load(c.Param("w").Len(), c.GP64())
-	c.SHRQ(Imm(3), n0)
-	vp0 := c.Load(c.Param("v").Base(), c.GP64())
-	st, eight := cacheStride(c, f16)
-	unit := eight * lanes / 8 // a row vector's bytes
 	accBytes := 4 * lanes
-	c.TESTQ(n0, n0)
-	c.JZ(LabelRef(name + "_done"))
-	c.Label(name + "_chunk")
-	c.TESTQ(nch, nch)
-	c.JZ(LabelRef(name + "_done"))
-	pass := func(label string, nv int) {
-		r := make([][]reg.VecVirtual, G)
-		for g := range r {
-			r[g] = make([]reg.VecVirtual, nv)
-			for k := range r[g] {
-				r[g][k] = vec()
-				c.VMOVUPS(headMem(ap, a3, as, as3, g, accBytes*k), r[g][k])
-			}
+	for si, set := range sets {
+		g0, heads := set[0], set[1]-set[0]
+		blk := blkFor(heads)
+		lbl := func(s string) string { return fmt.Sprintf("%s_%s%d", name, s, si) }
+		end := name + "_done"
+		if si+1 < len(sets) {
+			end = fmt.Sprintf("%s_set%d", name, si+1)
 		}
-		n, wp, vp := c.GP64(), c.GP64(), c.GP64()
-		c.MOVQ(n0, n)
-		c.MOVQ(wp0, wp)
-		c.MOVQ(vp0, vp)
-		c.Label(label)
-		kv := make([]reg.VecVirtual, nv)
-		for k := range kv {
-			kv[k] = vec()
-			if f16 {
-				c.VCVTPH2PS(Mem{Base: vp, Disp: unit * k}, kv[k])
-			} else {
-				c.VMOVUPS(Mem{Base: vp, Disp: unit * k}, kv[k])
-			}
+		if si > 0 {
+			c.Label(lbl("set"))
 		}
-		for g := range r {
-			wm := Mem{Base: wp, Disp: 4 * g}
-			if zmm {
-				for k := range kv {
-					c.VFMADD231PS_BCST(wm, kv[k], r[g][k])
+		ap := c.Load(c.Param("acc").Base(), c.GP64())
+		as, as3 := strides(c, "as", 2)
+		if g0 > 0 {
+			c.LEAQ(Mem{Base: ap, Index: as, Scale: uint8(g0)}, ap) // g0 is 4
+		}
+		a3 := c.GP64()
+		c.LEAQ(Mem{Base: ap, Index: as3, Scale: 1}, a3)
+		nch := c.Load(c.Param("d"), c.GP64())
+		c.SHRQ(Imm(shift), nch)
+		wp0 := c.Load(c.Param("w").Base(), c.GP64())
+		if g0 > 0 {
+			c.ADDQ(U32(uint64(4*g0)), wp0)
+		}
+		n0 := c.Load(c.Param("w").Len(), c.GP64())
+		c.SHRQ(Imm(3), n0)
+		vp0 := c.Load(c.Param("v").Base(), c.GP64())
+		st, eight := cacheStride(c, f16)
+		unit := eight * lanes / 8 // a row vector's bytes
+		c.TESTQ(n0, n0)
+		c.JZ(LabelRef(name + "_done"))
+		c.Label(lbl("chunk"))
+		c.TESTQ(nch, nch)
+		c.JZ(LabelRef(end))
+		pass := func(label string, nv int) {
+			r := make([][]reg.VecVirtual, heads)
+			for g := range r {
+				r[g] = make([]reg.VecVirtual, nv)
+				for k := range r[g] {
+					r[g][k] = vec()
+					c.VMOVUPS(headMem(ap, a3, as, as3, g, accBytes*k), r[g][k])
 				}
-				continue
 			}
-			wv := c.YMM()
-			c.VBROADCASTSS(wm, wv)
+			n, wp, vp := c.GP64(), c.GP64(), c.GP64()
+			c.MOVQ(n0, n)
+			c.MOVQ(wp0, wp)
+			c.MOVQ(vp0, vp)
+			c.Label(label)
+			kv := make([]reg.VecVirtual, nv)
 			for k := range kv {
-				c.VFMADD231PS(kv[k], wv, r[g][k])
+				kv[k] = vec()
+				if f16 {
+					c.VCVTPH2PS(Mem{Base: vp, Disp: unit * k}, kv[k])
+				} else {
+					c.VMOVUPS(Mem{Base: vp, Disp: unit * k}, kv[k])
+				}
 			}
-		}
-		c.ADDQ(U32(32), wp)
-		c.ADDQ(st, vp)
-		c.DECQ(n)
-		c.JNZ(LabelRef(label))
-		for g := range r {
-			for k := range r[g] {
-				c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, accBytes*k))
+			for g := range r {
+				wm := Mem{Base: wp, Disp: 4 * g}
+				if zmm {
+					for k := range kv {
+						c.VFMADD231PS_BCST(wm, kv[k], r[g][k])
+					}
+					continue
+				}
+				wv := c.YMM()
+				c.VBROADCASTSS(wm, wv)
+				for k := range kv {
+					c.VFMADD231PS(kv[k], wv, r[g][k])
+				}
 			}
+			c.ADDQ(U32(32), wp)
+			c.ADDQ(st, vp)
+			c.DECQ(n)
+			c.JNZ(LabelRef(label))
+			for g := range r {
+				for k := range r[g] {
+					c.VMOVUPS(r[g][k], headMem(ap, a3, as, as3, g, accBytes*k))
+				}
+			}
+			c.ADDQ(U32(uint64(accBytes*nv)), ap)
+			c.ADDQ(U32(uint64(accBytes*nv)), a3)
+			c.ADDQ(U32(uint64(unit*nv)), vp0)
+			c.SUBQ(Imm(uint64(nv)), nch)
+			c.JMP(LabelRef(lbl("chunk")))
 		}
-		c.ADDQ(U32(uint64(accBytes*nv)), ap)
-		c.ADDQ(U32(uint64(accBytes*nv)), a3)
-		c.ADDQ(U32(uint64(unit*nv)), vp0)
-		c.SUBQ(Imm(uint64(nv)), nch)
-		c.JMP(LabelRef(name + "_chunk"))
+		if blk > 1 {
+			c.CMPQ(nch, Imm(uint64(blk)))
+			c.JL(LabelRef(lbl("small")))
+			pass(lbl("rows"), blk)
+			c.Label(lbl("small"))
+		}
+		pass(lbl("row1"), 1)
 	}
-	if blk > 1 {
-		c.CMPQ(nch, Imm(uint64(blk)))
-		c.JL(LabelRef(name + "_small"))
-		pass(name+"_rows", blk)
-		c.Label(name + "_small")
-	}
-	pass(name+"_row1", 1)
 	c.Label(name + "_done")
 	c.VZEROUPPER()
 	c.RET()
