@@ -36,14 +36,19 @@ func (p *program) chunkRows(n, k, r int) int {
 
 // splitRows cuts n output features into work items for guided scheduling:
 // large items first (a quarter of what is left per worker's share: long
-// streaming runs), shrinking to half of chunkRows' size at the end, so that
-// the workers finish within a small item of each other. It returns the item
-// boundaries (items+1 values) in p.bounds, valid until the next call. Items
-// are multiples of 16 rows so that the packed kernels' pairs of groups
-// (kern.Packed.Dots) never straddle two.
+// streaming runs), shrinking to an eighth of chunkRows' size at the end, so
+// that the workers finish within a small item of each other. It returns the
+// item boundaries (items+1 values) in p.bounds, valid until the next call.
+// Items are multiples of 16 rows so that the packed kernels' pairs of
+// groups (kern.Packed.Dots) never straddle two.
+//
+// The last items are what one worker may wait on while the other ends: at
+// half of chunkRows (64 rows of a 2048-wide matrix, 176 of SwiGLU's pairs
+// of 5632 rows) the caller waited 9.4 µs a run for its helper in a
+// TinyLlama Q5_K decode (per-run timers, 111 runs a step), at an eighth 6.0.
 func (p *program) splitRows(n, k, r int) []int {
 	w := p.pool.n
-	least := max(rowChunk, (p.chunkRows(n, k, r)/2+15)&^15)
+	least := max(rowChunk, (p.chunkRows(n, k, r)/8+15)&^15)
 	b := append(p.bounds[:0], 0)
 	for at := 0; at < n; {
 		c := max(least, ((n-at+2*w-1)/(2*w)+15)&^15)
@@ -56,14 +61,14 @@ func (p *program) splitRows(n, k, r int) []int {
 
 // splitHeads is splitRows for the QKV op's work items, which are runs of
 // whole heads of hd rows (each item applies its heads' rope and cache
-// writes): the long runs first, shrinking to about half of chunkRows' rows
-// at the end. It returns the head boundaries in p.headBounds, valid until
+// writes): the long runs first, shrinking to about an eighth of chunkRows'
+// rows (at least one head) at the end. It returns the head boundaries in p.headBounds, valid until
 // the next call. Against runs of equal length (about chunkRows' rows each)
 // TinyLlama's Q4_0 QKV op took 3–6% less time in decode, in alternating
 // steps of three runs.
 func (p *program) splitHeads(heads, hd, k, r int) []int {
 	w := p.pool.n
-	least := max(1, (p.chunkRows(heads*hd, k, r)/2+hd-1)/hd)
+	least := max(1, (p.chunkRows(heads*hd, k, r)/8+hd-1)/hd)
 	b := append(p.headBounds[:0], 0)
 	for at := 0; at < heads; {
 		c := max(least, (heads-at+2*w-1)/(2*w))

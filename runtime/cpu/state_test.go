@@ -24,8 +24,8 @@ func TestStateSetHeads(t *testing.T) {
 }
 
 // splitHeads cuts the QKV op's heads into runs that cover them once, in
-// order, longest first, none shorter than half of chunkRows' rows (but the
-// last) nor longer than a quarter of the heads per worker.
+// order, longest first, none shorter than an eighth of chunkRows' rows (but
+// the last) nor longer than a quarter of the heads per worker.
 func TestSplitHeads(t *testing.T) {
 	for _, tc := range []struct{ workers, heads, hd, k int }{
 		{2, 48, 64, 2048},  // TinyLlama
@@ -39,7 +39,7 @@ func TestSplitHeads(t *testing.T) {
 		b := p.splitHeads(tc.heads, tc.hd, tc.k, 1)
 		require.Equal(t, 0, b[0], "%+v", tc)
 		require.Equal(t, tc.heads, b[len(b)-1], "%+v", tc)
-		least := max(1, (p.chunkRows(tc.heads*tc.hd, tc.k, 1)/2+tc.hd-1)/tc.hd)
+		least := max(1, (p.chunkRows(tc.heads*tc.hd, tc.k, 1)/8+tc.hd-1)/tc.hd)
 		for i := 1; i < len(b); i++ {
 			n := b[i] - b[i-1]
 			require.Positive(t, n, "%+v: %v", tc, b)
