@@ -6,8 +6,10 @@ import "math"
 
 // The attention tile kernels over f16 and q8_0 KV caches (the f32 ones are
 // Scores and AxpyRows in vec.go). With a SIMD variant active they run the
-// AVX2+FMA+F16C code of attn_amd64.s (codegen/goasm/gen/kernattn); the
-// generic variant runs the Go loops below, which compute in the kernels'
+// AVX2+FMA+F16C code of attn_amd64.s (codegen/goasm/gen/kernattn), and with
+// arm64's neon variant the f16 ones run neon_arm64.s (codegen/goasm/gen/
+// kernneon's attn.go, the same arithmetic); the generic variant runs the Go
+// loops below, which compute in the kernels'
 // order (eight lanes, fused multiply-adds, ggml's lane sum), so both give
 // the same bits (TestAttentionCacheKernelsExact).
 
@@ -25,9 +27,15 @@ func (ks Kernels) ScoresF16(q []float32, k []uint16, stride int, out []float32) 
 		return
 	}
 	_ = k[(len(out)-1)*stride+len(q)-1]
-	if ks.vec() && len(q)%8 == 0 && len(q) > 0 {
-		scoresF16AVX2(q, k, stride, out)
-		return
+	if len(q)%8 == 0 && len(q) > 0 {
+		switch {
+		case ks.vec():
+			scoresF16AVX2(q, k, stride, out)
+			return
+		case ks.v.scoresF16 != nil:
+			ks.v.scoresF16(q, k, stride, out)
+			return
+		}
 	}
 	for j := range out {
 		row := k[j*stride : j*stride+len(q)]
@@ -46,9 +54,15 @@ func (ks Kernels) AxpyRowsF16(acc, w []float32, v []uint16, stride int) {
 		return
 	}
 	_ = v[(len(w)-1)*stride+len(acc)-1]
-	if ks.vec() && len(acc)%8 == 0 && len(acc) > 0 {
-		axpyRowsF16AVX2(acc, w, v, stride)
-		return
+	if len(acc)%8 == 0 && len(acc) > 0 {
+		switch {
+		case ks.vec():
+			axpyRowsF16AVX2(acc, w, v, stride)
+			return
+		case ks.v.axpyRowsF16 != nil:
+			ks.v.axpyRowsF16(acc, w, v, stride)
+			return
+		}
 	}
 	for j, wj := range w {
 		row := v[j*stride : j*stride+len(acc)]

@@ -10,8 +10,9 @@ import (
 // group kernels with SDOT (AdvSIMD and the ARMv8.2 dot product, which
 // golang.org/x/sys/cpu calls ASIMDDP), bit for bit the amd64 group kernels'
 // results (Q4_0, Q8_0 and packed Q4_K, Q5_K and Q6_K), the k-quant row kernels
-// (gemvQ*_KAVX2's results) and the MLX affine kernels, the amd64 ones' results bit for bit.
-// Its other kernels are the generic ones.
+// (gemvQ*_KAVX2's results), the MLX affine kernels and the one-head attention
+// kernels over f16 caches (which the grouped ones call head by head), the
+// amd64 ones' results bit for bit. Its other kernels are the generic ones.
 func archVariants() {
 	if cpu.ARM64.HasASIMD && cpu.ARM64.HasASIMDDP {
 		neon := &variant{name: "neon",
@@ -26,7 +27,8 @@ func archVariants() {
 				dotMLXQ4G128NEON, dotMLXQ8G32NEON, dotMLXQ8G64NEON, dotMLXQ8G128NEON},
 			mlxx: [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x2NEON, dotMLXQ4G64x2NEON,
 				dotMLXQ4G128x2NEON, dotMLXQ8G32x2NEON, dotMLXQ8G64x2NEON, dotMLXQ8G128x2NEON},
-			mlxRows: 2}
+			mlxRows:   2,
+			scoresF16: scoresF16NEON, axpyRowsF16: axpyRowsF16NEON}
 		variants[neon.name] = neon
 		best = neon
 	}

@@ -13277,3 +13277,220 @@ dotMLXQ8G128x2NEON_done:
 	FADDS F9, F8, F8
 	FMOVS F8, 4(R7)
 	RET
+
+// func scoresF16NEON(q []float32, k []uint16, stride int, out []float32)
+TEXT ·scoresF16NEON(SB), NOSPLIT|NOFRAME, $0-80
+	MOVD out_len+64(FP), R0
+	MOVD k_base+24(FP), R1
+	MOVD q_base+0(FP), R2
+	MOVD q_len+8(FP), R3
+	LSR $3, R3, R3
+	MOVD stride+48(FP), R4
+	LSL $1, R4, R4
+	MOVD out_base+56(FP), R5
+	CMP $4, R0
+	BLT scoresF16NEON_single
+
+scoresF16NEON_rows:
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	MOVD R1, R8
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	ADD R4, R8, R9
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	ADD R4, R9, R10
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	ADD R4, R10, R11
+	MOVD R3, R6
+	MOVD R2, R7
+
+scoresF16NEON_chunks:
+	VLD1.P 32(R7), [V16.S4, V17.S4]
+	VLD1.P 16(R8), [V18.B16]
+	WORD $0x0e217a56 // fcvtl v22.4s, v18.4h
+	WORD $0x4e217a57 // fcvtl2 v23.4s, v18.8h
+	VFMLA V16.S4, V22.S4, V0.S4
+	VFMLA V17.S4, V23.S4, V1.S4
+	VLD1.P 16(R9), [V19.B16]
+	WORD $0x0e217a78 // fcvtl v24.4s, v19.4h
+	WORD $0x4e217a79 // fcvtl2 v25.4s, v19.8h
+	VFMLA V16.S4, V24.S4, V2.S4
+	VFMLA V17.S4, V25.S4, V3.S4
+	VLD1.P 16(R10), [V20.B16]
+	WORD $0x0e217a9a // fcvtl v26.4s, v20.4h
+	WORD $0x4e217a9b // fcvtl2 v27.4s, v20.8h
+	VFMLA V16.S4, V26.S4, V4.S4
+	VFMLA V17.S4, V27.S4, V5.S4
+	VLD1.P 16(R11), [V21.B16]
+	WORD $0x0e217abc // fcvtl v28.4s, v21.4h
+	WORD $0x4e217abd // fcvtl2 v29.4s, v21.8h
+	VFMLA V16.S4, V28.S4, V6.S4
+	VFMLA V17.S4, V29.S4, V7.S4
+	SUBS $1, R6, R6
+	BNE scoresF16NEON_chunks
+	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
+	VEXT $8, V0.B16, V0.B16, V1.B16
+	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
+	VMOV V0.S[1], V1.S[0]
+	FADDS F1, F0, F0
+	FMOVS F0, 0(R5)
+	WORD $0x4e23d442 // fadd v2.4s, v2.4s, v3.4s
+	VEXT $8, V2.B16, V2.B16, V3.B16
+	WORD $0x4e23d442 // fadd v2.4s, v2.4s, v3.4s
+	VMOV V2.S[1], V3.S[0]
+	FADDS F3, F2, F2
+	FMOVS F2, 4(R5)
+	WORD $0x4e25d484 // fadd v4.4s, v4.4s, v5.4s
+	VEXT $8, V4.B16, V4.B16, V5.B16
+	WORD $0x4e25d484 // fadd v4.4s, v4.4s, v5.4s
+	VMOV V4.S[1], V5.S[0]
+	FADDS F5, F4, F4
+	FMOVS F4, 8(R5)
+	WORD $0x4e27d4c6 // fadd v6.4s, v6.4s, v7.4s
+	VEXT $8, V6.B16, V6.B16, V7.B16
+	WORD $0x4e27d4c6 // fadd v6.4s, v6.4s, v7.4s
+	VMOV V6.S[1], V7.S[0]
+	FADDS F7, F6, F6
+	FMOVS F6, 12(R5)
+	ADD $16, R5, R5
+	ADD R4<<2, R1, R1
+	SUB $4, R0, R0
+	CMP $4, R0
+	BGE scoresF16NEON_rows
+
+scoresF16NEON_single:
+	CBZ R0, scoresF16NEON_done
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	MOVD R1, R8
+	MOVD R3, R6
+	MOVD R2, R7
+
+scoresF16NEON_chunk1:
+	VLD1.P 32(R7), [V16.S4, V17.S4]
+	VLD1.P 16(R8), [V18.B16]
+	WORD $0x0e217a56 // fcvtl v22.4s, v18.4h
+	WORD $0x4e217a57 // fcvtl2 v23.4s, v18.8h
+	VFMLA V16.S4, V22.S4, V0.S4
+	VFMLA V17.S4, V23.S4, V1.S4
+	SUBS $1, R6, R6
+	BNE scoresF16NEON_chunk1
+	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
+	VEXT $8, V0.B16, V0.B16, V1.B16
+	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
+	VMOV V0.S[1], V1.S[0]
+	FADDS F1, F0, F0
+	FMOVS F0, 0(R5)
+	ADD $4, R5, R5
+	ADD R4, R1, R1
+	SUB $1, R0, R0
+	B scoresF16NEON_single
+
+scoresF16NEON_done:
+	RET
+
+// func axpyRowsF16NEON(acc []float32, w []float32, v []uint16, stride int)
+TEXT ·axpyRowsF16NEON(SB), NOSPLIT|NOFRAME, $0-80
+	MOVD acc_base+0(FP), R0
+	MOVD acc_len+8(FP), R1
+	LSR $3, R1, R1
+	MOVD w_base+24(FP), R2
+	MOVD w_len+32(FP), R3
+	MOVD stride+72(FP), R4
+	LSL $1, R4, R4
+	MOVD v_base+48(FP), R5
+	CBZ R3, axpyRowsF16NEON_done
+
+axpyRowsF16NEON_block:
+	CMP $8, R1
+	BLT axpyRowsF16NEON_single
+	MOVD R0, R9
+	VLD1.P 64(R9), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1.P 64(R9), [V4.S4, V5.S4, V6.S4, V7.S4]
+	VLD1.P 64(R9), [V8.S4, V9.S4, V10.S4, V11.S4]
+	VLD1.P 64(R9), [V12.S4, V13.S4, V14.S4, V15.S4]
+	MOVD R3, R6
+	MOVD R2, R7
+	MOVD R5, R8
+
+axpyRowsF16NEON_rows:
+	VLD1R.P 4(R7), [V16.S4]
+	MOVD R8, R9
+	VLD1.P 64(R9), [V17.B16, V18.B16, V19.B16, V20.B16]
+	VLD1.P 64(R9), [V21.B16, V22.B16, V23.B16, V24.B16]
+	WORD $0x0e217a39 // fcvtl v25.4s, v17.4h
+	WORD $0x4e217a3a // fcvtl2 v26.4s, v17.8h
+	VFMLA V16.S4, V25.S4, V0.S4
+	VFMLA V16.S4, V26.S4, V1.S4
+	WORD $0x0e217a5b // fcvtl v27.4s, v18.4h
+	WORD $0x4e217a5c // fcvtl2 v28.4s, v18.8h
+	VFMLA V16.S4, V27.S4, V2.S4
+	VFMLA V16.S4, V28.S4, V3.S4
+	WORD $0x0e217a7d // fcvtl v29.4s, v19.4h
+	WORD $0x4e217a7e // fcvtl2 v30.4s, v19.8h
+	VFMLA V16.S4, V29.S4, V4.S4
+	VFMLA V16.S4, V30.S4, V5.S4
+	WORD $0x0e217a99 // fcvtl v25.4s, v20.4h
+	WORD $0x4e217a9a // fcvtl2 v26.4s, v20.8h
+	VFMLA V16.S4, V25.S4, V6.S4
+	VFMLA V16.S4, V26.S4, V7.S4
+	WORD $0x0e217abb // fcvtl v27.4s, v21.4h
+	WORD $0x4e217abc // fcvtl2 v28.4s, v21.8h
+	VFMLA V16.S4, V27.S4, V8.S4
+	VFMLA V16.S4, V28.S4, V9.S4
+	WORD $0x0e217add // fcvtl v29.4s, v22.4h
+	WORD $0x4e217ade // fcvtl2 v30.4s, v22.8h
+	VFMLA V16.S4, V29.S4, V10.S4
+	VFMLA V16.S4, V30.S4, V11.S4
+	WORD $0x0e217af9 // fcvtl v25.4s, v23.4h
+	WORD $0x4e217afa // fcvtl2 v26.4s, v23.8h
+	VFMLA V16.S4, V25.S4, V12.S4
+	VFMLA V16.S4, V26.S4, V13.S4
+	WORD $0x0e217b1b // fcvtl v27.4s, v24.4h
+	WORD $0x4e217b1c // fcvtl2 v28.4s, v24.8h
+	VFMLA V16.S4, V27.S4, V14.S4
+	VFMLA V16.S4, V28.S4, V15.S4
+	ADD R4, R8, R8
+	SUBS $1, R6, R6
+	BNE axpyRowsF16NEON_rows
+	MOVD R0, R9
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R9)
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R9)
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R9)
+	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R9)
+	ADD $256, R0, R0
+	ADD $128, R5, R5
+	SUB $8, R1, R1
+	B axpyRowsF16NEON_block
+
+axpyRowsF16NEON_single:
+	CBZ R1, axpyRowsF16NEON_done
+	MOVD R0, R9
+	VLD1.P 32(R9), [V0.S4, V1.S4]
+	MOVD R3, R6
+	MOVD R2, R7
+	MOVD R5, R8
+
+axpyRowsF16NEON_row1:
+	VLD1R.P 4(R7), [V16.S4]
+	MOVD R8, R9
+	VLD1.P 16(R9), [V17.B16]
+	WORD $0x0e217a39 // fcvtl v25.4s, v17.4h
+	WORD $0x4e217a3a // fcvtl2 v26.4s, v17.8h
+	VFMLA V16.S4, V25.S4, V0.S4
+	VFMLA V16.S4, V26.S4, V1.S4
+	ADD R4, R8, R8
+	SUBS $1, R6, R6
+	BNE axpyRowsF16NEON_row1
+	MOVD R0, R9
+	VST1.P [V0.S4, V1.S4], 32(R9)
+	ADD $32, R0, R0
+	ADD $16, R5, R5
+	SUB $1, R1, R1
+	B axpyRowsF16NEON_single
+
+axpyRowsF16NEON_done:
+	RET

@@ -40,7 +40,7 @@ func (p param) size() int {
 		return 8
 	case "float32":
 		return 4
-	case "[]byte", "[]float32":
+	case "[]byte", "[]float32", "[]uint16":
 		return 24
 	}
 	panic("kernneon: unsupported parameter type " + p.typ)

@@ -5,7 +5,8 @@
 // and four activation rows) for arm64 CPUs with AdvSIMD and the ARMv8.2 dot
 // product (SDOT). They compute the amd64 group kernels' integer and float
 // steps in the same order, so their results equal those kernels' bit for
-// bit (see gemv.go).
+// bit (see gemv.go); and the one-head attention tile kernels over f16 KV
+// caches (attn.go), bit for bit the amd64 ones.
 //
 // avo emits only amd64, so this generator writes Go arm64 assembly with its
 // own small emitter (emit.go); the AdvSIMD instructions Go's assembler
@@ -55,6 +56,7 @@ func generate() (asm, stubs []byte, err error) {
 	kq45Gemv(f, consts, "Q4_K")
 	kq45Gemv(f, consts, "Q5_K")
 	mlx(f, consts)
+	attnF16(f)
 	stubs, err = f.goStubs()
 	if err != nil {
 		return nil, nil, err
