@@ -11,7 +11,8 @@ import "math"
 // of the one-head kernels (ScoresF16, Scores, AxpyRowsF16, AxpyRows,
 // ExpSub) over the same rows: the SIMD kernels (AVX2, and for the avx512
 // variant the same lanes in ZMM registers) keep their lanes, FMA order and
-// lane sums, and the generic variant, and q8_0 caches (but for the
+// lane sums, and the variants without them (generic; arm64's neon, whose
+// one-head f16 kernels are then NEON code), and q8_0 caches (but for the
 // avx512 variant's weighted values), call the one-head kernels head by head
 // (TestGroupedAttentionKernelsExact).
 

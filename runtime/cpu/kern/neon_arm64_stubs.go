@@ -186,15 +186,14 @@ func dotMLXQ8G128x2NEON(ng int, w []byte, a []byte, stride int, dst []float32)
 
 // scoresF16NEON sets out[j] = q · k[j*stride : j*stride+len(q)] for j < len(out), k an f16
 // cache, len(q) a positive multiple of 8, bit for bit scoresF16AVX2
-// (codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD and FP16 conversions.
+// (codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD.
 //
 //go:noescape
 func scoresF16NEON(q []float32, k []uint16, stride int, out []float32)
 
 // axpyRowsF16NEON adds w[j]·v[j*stride : j*stride+len(acc)] to acc for every j < len(w),
 // rows in order with fused multiply-adds, v an f16 cache, len(acc) a positive multiple of 8,
-// bit for bit axpyRowsF16AVX2 (codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD and
-// FP16 conversions.
+// bit for bit axpyRowsF16AVX2 (codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD.
 //
 //go:noescape
 func axpyRowsF16NEON(acc []float32, w []float32, v []uint16, stride int)

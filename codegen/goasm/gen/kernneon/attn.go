@@ -8,7 +8,8 @@ package main
 // FMLA chain per lane in element order, then hsum_float_8's sums:
 // lanes l+4 onto l, then (r0+r2) + (r1+r3). Weighted values are element by
 // element: acc[i] = fma(w[j], v[j][i], acc[i]) for the rows in order. FMLA
-// rounds once, as vfmadd231ps does; FCVTL widens f16 exactly, as vcvtph2ps.
+// rounds once, as vfmadd231ps does; FCVTL (base AdvSIMD, no FP16
+// extension needed) widens f16 exactly, as vcvtph2ps.
 
 // scoreRows is how many cache rows the scores kernel takes at a time: each
 // query vector loaded once for them, four independent FMLA chains per lane.
@@ -30,7 +31,7 @@ func attnF16(f *file) {
 	g := f.function("scoresF16NEON", []string{
 		"scoresF16NEON sets out[j] = q · k[j*stride : j*stride+len(q)] for j < len(out), k an f16",
 		"cache, len(q) a positive multiple of 8, bit for bit scoresF16AVX2",
-		"(codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD and FP16 conversions.",
+		"(codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD.",
 	}, []param{{"q", "[]float32"}, {"k", "[]uint16"}, {"stride", "int"}, {"out", "[]float32"}}, nil)
 	g.op("MOVD %s, R0", g.arg("out_len"))
 	g.op("MOVD %s, R1", g.arg("k_base"))
@@ -119,8 +120,7 @@ func axpyRowsF16(f *file) {
 	g := f.function("axpyRowsF16NEON", []string{
 		"axpyRowsF16NEON adds w[j]·v[j*stride : j*stride+len(acc)] to acc for every j < len(w),",
 		"rows in order with fused multiply-adds, v an f16 cache, len(acc) a positive multiple of 8,",
-		"bit for bit axpyRowsF16AVX2 (codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD and",
-		"FP16 conversions.",
+		"bit for bit axpyRowsF16AVX2 (codegen/goasm/gen/kernneon/attn.go). It needs AdvSIMD.",
 	}, []param{{"acc", "[]float32"}, {"w", "[]float32"}, {"v", "[]uint16"}, {"stride", "int"}}, nil)
 	g.op("MOVD %s, R0", g.arg("acc_base"))
 	g.op("MOVD %s, R1", g.arg("acc_len"))
