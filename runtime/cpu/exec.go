@@ -28,6 +28,11 @@ type exec struct {
 	// want lists the rows whose logits the step returns (nil: all). The
 	// output matmul computes only those rows (logitRows).
 	want []int
+	// acts says what program.acts holds when actsOK: the activation rows
+	// the last matmul encoded, which the next one reuses when it reads the
+	// same rows encoded the same way (actsKey). Per step, as values are.
+	acts   actsKey
+	actsOK bool
 }
 
 // logitRows returns the rows nd computes when it is the logits matmul and

@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"sync/atomic"
+
 	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/runtime"
 )
@@ -26,6 +28,20 @@ func SetOneHeadAttention(on bool) (restore func()) {
 	old := oneHeadAttention
 	oneHeadAttention = on
 	return func() { oneHeadAttention = old }
+}
+
+// SetActsReuse turns the matmuls' reuse of the previous one's activation
+// rows on or off, and CountActsReuse counts the reuses from now on.
+func SetActsReuse(on bool) (restore func()) {
+	old := actsReuse
+	actsReuse = on
+	return func() { actsReuse = old }
+}
+
+func CountActsReuse() (n *atomic.Int64, restore func()) {
+	old := actsReused
+	actsReused = new(atomic.Int64)
+	return actsReused, func() { actsReused = old }
 }
 
 // StateBytes is the size of a CPU program's state buffers (the KV caches).

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 
@@ -200,30 +201,18 @@ func (e *exec) matmul(nd *node) error {
 	if nd.idx == p.logits {
 		p.logitRowsDone += int64(R)
 	}
-	var gain, xn []float32
-	if parts.Norm {
-		if parts.Gain != nil {
-			gain = e.f32(p.index[parts.Gain])
-		}
-		p.xnorm = growF32(p.xnorm, R*K)
-		xn = p.xnorm
-	}
 	ab := wr.actBytes()
-	if cap(p.acts) < R*ab {
-		p.acts = alignedBytes(R * ab)
+	key := actsKey{x: p.index[parts.X], rows: R, rowBytes: ab, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: -1}
+	if parts.Gain != nil {
+		key.gain = p.index[parts.Gain]
+	}
+	if sel != nil || !e.actsOK || e.acts != key || !actsReuse {
+		e.encodeActs(parts, wr, x, R, K, ab)
+		e.acts, e.actsOK = key, sel == nil
+	} else if actsReused != nil {
+		actsReused.Add(1)
 	}
 	acts := p.acts[:R*ab]
-	// Each row normalized (when the matmul is fused with an rmsnorm) and
-	// encoded in one work item: one pass over the workers, not two (a
-	// serving step of eight rows had some 270 of them).
-	p.pool.run(R, func(_, r int) {
-		xr := x[r*K : (r+1)*K]
-		if xn != nil {
-			rmsnormRow(xr, xn[r*K:(r+1)*K], parts.Eps, gain)
-			xr = xn[r*K : (r+1)*K]
-		}
-		p.encodeActs(wr, xr, acts[r*ab:(r+1)*ab])
-	})
 	var bias []float32
 	if parts.Bias != nil {
 		bias = e.f32(p.index[parts.Bias])
@@ -283,6 +272,71 @@ func (e *exec) matmul(nd *node) error {
 		return e.qkv(nd, parts, R, wr, acts, ab, bias)
 	}
 	return nil
+}
+
+// actsKey identifies a matmul's encoded activation rows: the input value
+// (values do not change within a step), its row count and the fused norm's
+// parameters, and the encoding. A layer whose q, k and v projections stay
+// apart (a Q4_K_M file's Q6_K attn_v stops fuse-qkv) normalizes and encodes
+// its input once instead of three times.
+type actsKey struct {
+	x, rows, rowBytes int
+	enc               actsEncoding
+	norm              bool
+	eps               float64
+	gain              int // value index, -1 for none
+}
+
+// actsEncoding is what decides the bytes encodeActs writes for a row
+// (encodeActs, encodeRow): weights with the same one read the same
+// activation rows (Q4_K, Q5_K and Q6_K all read Q8_K).
+type actsEncoding struct {
+	float, q82 bool     // float rows (floatActs), rounded as Q8_2 first
+	act        ir.DType // the activation type otherwise
+	packedQ8   bool     // in the packed group kernels' Q8_0 format
+}
+
+func actsEncodingOf(wr weightRows) actsEncoding {
+	if wr.floatActs {
+		return actsEncoding{float: true, q82: q82FloatTypes[wr.dt]}
+	}
+	at := actType(wr.dt)
+	return actsEncoding{act: at, packedQ8: wr.packed != nil && at == ir.Q8_0}
+}
+
+// actsReuse lets a matmul reuse the previous one's activation rows; tests
+// turn it off to compare. actsReused counts the reuses when a test sets it.
+var (
+	actsReuse  = true
+	actsReused *atomic.Int64
+)
+
+// encodeActs fills program.acts with the R rows of x (width K) normalized
+// when the matmul is fused with an rmsnorm and encoded for wr, ab bytes a
+// row: each row in one work item, one pass over the workers, not two (a
+// serving step of eight rows had some 270 of them).
+func (e *exec) encodeActs(parts ir.Parts, wr weightRows, x []float32, R, K, ab int) {
+	p := e.p
+	var gain, xn []float32
+	if parts.Norm {
+		if parts.Gain != nil {
+			gain = e.f32(p.index[parts.Gain])
+		}
+		p.xnorm = growF32(p.xnorm, R*K)
+		xn = p.xnorm
+	}
+	if cap(p.acts) < R*ab {
+		p.acts = alignedBytes(R * ab)
+	}
+	acts := p.acts[:R*ab]
+	p.pool.run(R, func(_, r int) {
+		xr := x[r*K : (r+1)*K]
+		if xn != nil {
+			rmsnormRow(xr, xn[r*K:(r+1)*K], parts.Eps, gain)
+			xr = xn[r*K : (r+1)*K]
+		}
+		p.encodeActs(wr, xr, acts[r*ab:(r+1)*ab])
+	})
 }
 
 func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, ab int, bias []float32) error {

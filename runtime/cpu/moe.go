@@ -378,6 +378,7 @@ func (e *exec) moe(nd *node) error {
 	if cap(p.acts) < T*(gRB+uRB) {
 		p.acts = alignedBytes(T * (gRB + uRB))
 	}
+	e.actsOK = false // overwritten below
 	qg, qu := p.acts[:T*gRB], p.acts[T*gRB:T*(gRB+uRB)]
 	p.pool.run(T, func(_, t int) {
 		xr := x[t*D : (t+1)*D]
