@@ -63,10 +63,10 @@ func (p *program) splitRows(n, k, r int) []int {
 // splitHeads is splitRows for the QKV op's work items, which are runs of
 // whole heads of hd rows (each item applies its heads' rope and cache
 // writes): the long runs first, shrinking to about an eighth of chunkRows'
-// rows (at least one head) at the end. It returns the head boundaries in p.headBounds, valid until
-// the next call. Against runs of equal length (about chunkRows' rows each)
-// TinyLlama's Q4_0 QKV op took 3–6% less time in decode, in alternating
-// steps of three runs.
+// rows (at least one head) at the end. It returns the head boundaries in
+// p.headBounds, valid until the next call. Against runs of equal length
+// (about chunkRows' rows each) TinyLlama's Q4_0 QKV op took 3–6% less time
+// in decode, in alternating steps of three runs.
 func (p *program) splitHeads(heads, hd, k, r int) []int {
 	w := p.pool.n
 	least := max(1, (p.chunkRows(heads*hd, k, r)/8+hd-1)/hd)
@@ -202,12 +202,12 @@ func (e *exec) matmul(nd *node) error {
 		p.logitRowsDone += int64(R)
 	}
 	ab := wr.actBytes()
-	key := actsKey{x: p.index[parts.X], rows: R, rowBytes: ab, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: -1}
+	key := actsKey{x: p.index[parts.X], rows: R, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: -1}
 	if parts.Gain != nil {
 		key.gain = p.index[parts.Gain]
 	}
 	if sel != nil || !e.actsOK || e.acts != key || !actsReuse {
-		e.encodeActs(parts, wr, x, R, K, ab)
+		e.encodeInput(parts, wr, x, R, K, ab)
 		e.acts, e.actsOK = key, sel == nil
 	} else if actsReused != nil {
 		actsReused.Add(1)
@@ -275,16 +275,17 @@ func (e *exec) matmul(nd *node) error {
 }
 
 // actsKey identifies a matmul's encoded activation rows: the input value
-// (values do not change within a step), its row count and the fused norm's
-// parameters, and the encoding. A layer whose q, k and v projections stay
+// (values do not change within a step; it fixes the row width), its row
+// count, the fused norm's parameters and the encoding, which with the width
+// gives the bytes of a row. A layer whose q, k and v projections stay
 // apart (a Q4_K_M file's Q6_K attn_v stops fuse-qkv) normalizes and encodes
 // its input once instead of three times.
 type actsKey struct {
-	x, rows, rowBytes int
-	enc               actsEncoding
-	norm              bool
-	eps               float64
-	gain              int // value index, -1 for none
+	x, rows int
+	enc     actsEncoding
+	norm    bool
+	eps     float64
+	gain    int // value index, -1 for none
 }
 
 // actsEncoding is what decides the bytes encodeActs writes for a row
@@ -311,11 +312,12 @@ var (
 	actsReused *atomic.Int64
 )
 
-// encodeActs fills program.acts with the R rows of x (width K) normalized
-// when the matmul is fused with an rmsnorm and encoded for wr, ab bytes a
-// row: each row in one work item, one pass over the workers, not two (a
-// serving step of eight rows had some 270 of them).
-func (e *exec) encodeActs(parts ir.Parts, wr weightRows, x []float32, R, K, ab int) {
+// encodeInput fills program.acts with the R rows of x (width K), each
+// normalized when the matmul is fused with an rmsnorm and then encoded for
+// wr (program.encodeActs), ab bytes a row: each row in one work item, one
+// pass over the workers, not two (a serving step of eight rows had some 270
+// of them).
+func (e *exec) encodeInput(parts ir.Parts, wr weightRows, x []float32, R, K, ab int) {
 	p := e.p
 	var gain, xn []float32
 	if parts.Norm {

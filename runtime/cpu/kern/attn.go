@@ -8,10 +8,10 @@ import "math"
 // Scores and AxpyRows in vec.go). With a SIMD variant active they run the
 // AVX2+FMA+F16C code of attn_amd64.s (codegen/goasm/gen/kernattn), and with
 // arm64's neon variant the f16 ones run neon_arm64.s (codegen/goasm/gen/
-// kernneon's attn.go, the same arithmetic); the generic variant runs the Go
-// loops below, which compute in the kernels'
-// order (eight lanes, fused multiply-adds, ggml's lane sum), so both give
-// the same bits (TestAttentionCacheKernelsExact).
+// kernneon's attn.go, the same arithmetic): the variant's scoresF16 and
+// axpyRowsF16. The generic variant runs the Go loops below, which compute
+// in the kernels' order (eight lanes, fused multiply-adds, ggml's lane
+// sum), so all give the same bits (TestAttentionCacheKernelsExact).
 
 // Q8Block and Q8BlockBytes are a q8_0 cache row's block: an f16 scale d,
 // then Q8Block int8 values q (value = q·d).
@@ -27,15 +27,9 @@ func (ks Kernels) ScoresF16(q []float32, k []uint16, stride int, out []float32) 
 		return
 	}
 	_ = k[(len(out)-1)*stride+len(q)-1]
-	if len(q)%8 == 0 && len(q) > 0 {
-		switch {
-		case ks.vec():
-			scoresF16AVX2(q, k, stride, out)
-			return
-		case ks.v.scoresF16 != nil:
-			ks.v.scoresF16(q, k, stride, out)
-			return
-		}
+	if f := ks.v.scoresF16; f != nil && len(q)%8 == 0 && len(q) > 0 {
+		f(q, k, stride, out)
+		return
 	}
 	for j := range out {
 		row := k[j*stride : j*stride+len(q)]
@@ -54,15 +48,9 @@ func (ks Kernels) AxpyRowsF16(acc, w []float32, v []uint16, stride int) {
 		return
 	}
 	_ = v[(len(w)-1)*stride+len(acc)-1]
-	if len(acc)%8 == 0 && len(acc) > 0 {
-		switch {
-		case ks.vec():
-			axpyRowsF16AVX2(acc, w, v, stride)
-			return
-		case ks.v.axpyRowsF16 != nil:
-			ks.v.axpyRowsF16(acc, w, v, stride)
-			return
-		}
+	if f := ks.v.axpyRowsF16; f != nil && len(acc)%8 == 0 && len(acc) > 0 {
+		f(acc, w, v, stride)
+		return
 	}
 	for j, wj := range w {
 		row := v[j*stride : j*stride+len(acc)]

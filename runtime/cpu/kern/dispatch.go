@@ -82,9 +82,8 @@ type variant struct {
 	// mlxx: the same against mlxRows activation rows at once (0: none).
 	mlxx    [mlxCount]func(ng int, w, a []byte, stride int, dst []float32)
 	mlxRows int
-	// One-head attention tile kernels over f16 caches, for variants
-	// without the amd64 vector kernels (ks.vec() false): nil for the Go
-	// loops. Bit for bit the AVX2 ones (attn.go).
+	// One-head attention tile kernels over f16 caches (AVX2, NEON; nil:
+	// the Go loops of attn.go), each bit for bit the others.
 	scoresF16   func(q []float32, k []uint16, stride int, out []float32)
 	axpyRowsF16 func(acc, w []float32, v []uint16, stride int)
 }

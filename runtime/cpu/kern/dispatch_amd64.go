@@ -24,7 +24,8 @@ func archVariants() {
 				dotMLXQ4G128AVX2, dotMLXQ8G32AVX2, dotMLXQ8G64AVX2, dotMLXQ8G128AVX2},
 			mlxx: [mlxCount]func(int, []byte, []byte, int, []float32){dotMLXQ4G32x2AVX2, dotMLXQ4G64x2AVX2,
 				dotMLXQ4G128x2AVX2, dotMLXQ8G32x2AVX2, dotMLXQ8G64x2AVX2, dotMLXQ8G128x2AVX2},
-			mlxRows: 2}
+			mlxRows:   2,
+			scoresF16: scoresF16AVX2, axpyRowsF16: axpyRowsF16AVX2}
 		variants[avx2.name] = avx2
 		best = avx2
 		// AVX-512 VNNI: the AVX2 kernels, with vpdpbusd in the group

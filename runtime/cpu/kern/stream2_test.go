@@ -13,11 +13,10 @@ import (
 
 // BenchmarkPackedStreamThreads: two threads decoding one activation row
 // against a 256 MB packed Q4_0, Q8_0, Q4_K, Q5_K or Q6_K matrix (2048
-// wide), taking 128-row
-// work items from a shared counter as the CPU backend's pool does, against
-// the streaming read bandwidth of two threads (bench.Bandwidth) measured
-// in the same iterations; each reports its best, and of_stream is kernel
-// GB/s over read GB/s:
+// wide), taking 128-row work items from a shared counter as the CPU
+// backend's pool does, against the streaming read bandwidth of two threads
+// (bench.Bandwidth) measured in the same iterations; each reports its best,
+// and of_stream is kernel GB/s over read GB/s:
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamThreads -benchtime 10x
 func BenchmarkPackedStreamThreads(b *testing.B) {
