@@ -16,6 +16,12 @@ S=$OUT/summary.txt
 say() { echo "== $*" | tee -a "$S"; }
 B=/tmp/minerva-bin && mkdir -p $B && tar xzf .dev/bins.tgz -C $B
 [ -e ../shared ] || ln -s "$root/.dev/shared" ../shared
+# libcuda comes with the driver; where the loader's path lacks it, name it.
+if ! ldconfig -p | grep -q 'libcuda.so.1'; then
+  cu=$(find /usr /lib /opt -name 'libcuda.so.1' 2>/dev/null | head -1)
+  [ -n "$cu" ] && export MINERVA_CUDA_LIB=${MINERVA_CUDA_LIB:-$cu}
+fi
+say "cuda driver: ${MINERVA_CUDA_LIB:-libcuda.so.1 on the loader path}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >>"$S" 2>&1
 nv=$(ls /usr/local/cuda/lib64/libnvrtc.so.* 2>/dev/null | head -1)
 [ -n "$nv" ] || nv=$(find /usr /opt -name 'libnvrtc.so.*' 2>/dev/null | head -1)

@@ -21,7 +21,7 @@ import json, os, re, shutil
 pat = re.compile(os.environ["MODELS"])
 src, dst = "../shared", ".dev/shared"
 os.makedirs(dst + "/golden/e2e")
-for idx in ("index.json", "index-gptoss.json"):
+for idx in ("index.json", "index-gptoss.json", "index-archs.json"):
     d = json.load(open(f"{src}/golden/e2e/{idx}"))
     d["cases"] = [c for c in d["cases"] if pat.search(c["case"])]
     if not d["cases"]:
