@@ -552,12 +552,26 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d8v8_s4(
     const float rs = expf(m - mm);
     l = warp_sum(l * rs);
     float* o = part + (((u64)t * 8u + h) * 4u + s) * 10u;
+    // The lanes' accumulators are summed through shared memory, transposed:
+    // lane l stores its 8 values as row l (one float of padding per
+    // row, so that the stores of one d and the reads of one row each hit 32
+    // distinct banks), then sums column d for every d ≡ l (mod 32) in row
+    // order. A warp_sum per d (8 chains of five dependent shuffles) was
+    // a fixed cost of about 10 µs per layer of a 7B decode step on an H100,
+    // whatever the depth (Nsight: 1.6% achieved occupancy).
+    __shared__ float red[32 * (8 + 1)];
 #pragma unroll
     for (u32 d = 0; d < 8u; ++d) {
-        const float a = warp_sum(acc[d] * rs);
-        if (lane == 0) {
-            o[2 + d] = a;
+        red[lane * (8u + 1u) + d] = acc[d] * rs;
+    }
+    __syncwarp();
+    for (u32 d = lane; d < 8u; d += 32) {
+        float a = 0.0f;
+#pragma unroll 8
+        for (u32 r = 0; r < 32u; ++r) {
+            a += red[r * (8u + 1u) + d];
         }
+        o[2 + d] = a;
     }
     if (lane == 0) {
         o[0] = mm;

@@ -282,6 +282,10 @@ func AttentionCases(prefill []int32) []Attention {
 		{Name: "flash_attention/decode/f32/s4", Cache: ir.F32, Splits: 4, HD: 32, DV: 32, H: 4, KV: 2, Pos: []int32{77}},
 		{Name: "flash_attention/decode/f16/s3/window", Cache: ir.F16, Splits: 3, Window: 20, HD: 16, DV: 16, H: 4, KV: 1, Pos: []int32{77}},
 		{Name: "flash_attention/prefill/f32/s2/sinks", Cache: ir.F32, Splits: 2, Sinks: true, HD: 16, DV: 24, H: 2, KV: 2, Pos: prefill},
+		// A decode step whose splits are longer than a warp (every lane
+		// holds rows) with Dv a multiple of 32 above it (each lane sums
+		// two columns of the lanes' accumulators).
+		{Name: "flash_attention/decode/f16/s2/deep", Cache: ir.F16, Splits: 2, HD: 64, DV: 64, H: 8, KV: 2, Ctx: 160, Pos: []int32{150}},
 	}
 }
 
