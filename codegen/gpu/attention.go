@@ -8,6 +8,11 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 )
 
+// attnRows is how many cache rows a warp scores before one online-softmax
+// step (CUDA's attn_split, one lane per dimension): their warp_sums
+// interleave.
+const attnRows = 4
+
 // attention lowers attention and flash_attention to a split pass and a
 // merge pass through the step's scratch buffer (kv_splits partials per
 // query and head); plain attention is one split.
@@ -39,6 +44,7 @@ func (e *Emitter) attention(v *ir.Value) error {
 	p := &Params{
 		CacheT: ct, H: nh, HD: hd, DV: dv, Group: nh / nkv, Splits: splits, Window: a.Int("window", 0),
 		QW: nh * hd, KW: kw, VW: vw, OW: nh * dv, PartW: dv + 2, Scale: scale, Sinks: len(v.Args) == 5,
+		QPer: kernsrc.CeilDiv(hd, 32), VPer: kernsrc.CeilDiv(dv, 32), Rows: attnRows,
 	}
 	p.Name = fmt.Sprintf("attn_split_%s_h%dkv%dd%dv%d_s%d", ct, nh, nkv, hd, dv, splits)
 	if p.Window > 0 {

@@ -37,6 +37,7 @@ type Params struct {
 	QW, KW, VW, H, PartW, OW  int64
 	Scale                     string
 	Sinks                     bool
+	QPer, VPer, Rows          int64 // CUDA attn_split: query and value dimensions per lane, rows per softmax step
 
 	// eltwise
 	Expr, BIndex string
