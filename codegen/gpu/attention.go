@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/minerva-llm/minerva/codegen/internal/kernsrc"
 	"github.com/minerva-llm/minerva/codegen/sched"
@@ -53,12 +54,26 @@ func (e *Emitter) attention(v *ir.Value) error {
 	scratch := Arg{Value: sched.Scratch, ScratchPerToken: 4 * nh * splits * p.PartW}
 	args := []Arg{val(q), val(k), val(vv), val(v.Args[3]), KVBaseArg, scratch}
 	p.bind(args)
+	grid := [3]GridDim{{N: nh}, {N: splits}, {N: 1, PerToken: true}}
+	minT := 0
+	// A language with a kernel of its own for one-token steps
+	// (attn_split_rows) runs it then, and attn_split for longer steps;
+	// both write the same partials.
+	if _, ok := e.Lang.Templates["attn_split_rows"]; ok {
+		rp := *p
+		rp.Name = "attn_split_rows" + strings.TrimPrefix(p.Name, "attn_split")
+		rows, err := e.Add("attn_split_rows", k.Type.DType.String(), &rp)
+		if err != nil {
+			return err
+		}
+		e.Launch(Launch{Value: v.ID, Kernel: rows, Threads: 32, Args: args, MaxT: 1, Grid: grid})
+		minT = 2
+	}
 	split, err := e.Add("attn_split", k.Type.DType.String(), p)
 	if err != nil {
 		return err
 	}
-	e.Launch(Launch{Value: v.ID, Kernel: split, Threads: 32, Args: args,
-		Grid: [3]GridDim{{N: nh}, {N: splits}, {N: 1, PerToken: true}}})
+	e.Launch(Launch{Value: v.ID, Kernel: split, Threads: 32, Args: args, MinT: minT, Grid: grid})
 
 	m := &Params{H: nh, DV: dv, Splits: splits, PartW: dv + 2, OW: nh * dv, Sinks: p.Sinks}
 	args = []Arg{scratch}
