@@ -188,13 +188,13 @@ func loadAPI(open func(string) (uintptr, error), o runtime.Options) (*api, error
 // The wrappers below are the thin typed layer over the entry points. Out
 // parameters are locals whose address is passed as a uintptr, so call and
 // nvcall carry go:uintptrescapes themselves: the directive acts only where
-// the conversion is written in the call's own arguments, and purego.
-// SyscallN's (which a wrapper calls with a slice) does not reach them. Without
-// it such a local stays on the goroutine stack, and a stack that grows
-// before the C call moves it: the driver then writes the result into the old
-// stack. On an H100 that left cuModuleLoadData's module handle unset, and
-// cuModuleGetFunction failed with CUDA_ERROR_INVALID_HANDLE. Go buffers
-// handed to C are kept alive for the call.
+// the conversion is written in the call's own arguments, and the one on
+// purego.SyscallN (which a wrapper calls with a slice) does not reach
+// them. Without it such a local stays on the goroutine stack, and a stack
+// that grows before the C call moves it: the driver then writes the result
+// into the old stack. On an H100 that left cuModuleLoadData's module handle
+// unset, and cuModuleGetFunction failed with CUDA_ERROR_INVALID_HANDLE. Go
+// buffers handed to C are kept alive for the call.
 
 //go:uintptrescapes
 func (a *api) call(fn uintptr, args ...uintptr) Result {
