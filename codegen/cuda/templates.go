@@ -309,6 +309,29 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
             }{{end}}
         }{{end}}{{end}}`
 
+// attnSplitHead is the head of both attention split kernels (attn_split,
+// attn_split_rows): the signature, and for warp (h, s, t) the cache rows
+// [from, to) of its split that query t sees, its query row qv and its
+// slot's first cache row.
+const attnSplitHead = `
+// {{.Name}}: partial attention of query t, head h over KV split s of {{.Splits}}, head_dim {{.HD}}, Dv {{.DV}}, GQA group {{.Group}}{{if .Window}}, window {{.Window}}{{end}}.
+extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
+    const float* __restrict__ q,
+    const {{.CacheT}}* __restrict__ kc,
+    const {{.CacheT}}* __restrict__ vc,
+    const int* __restrict__ pos,
+    const int* __restrict__ base,
+    float* __restrict__ part,
+    const u32 T) {` + ids + `
+    const u32 h = blockIdx.x, s = blockIdx.y, t = blockIdx.z, kh = h / {{.Group}}u;
+    const int p = pos[t];
+    int lo = 0;{{if .Window}}
+    lo = p - {{.Window}} + 1 > 0 ? p - {{.Window}} + 1 : 0;{{end}}
+    const int n = p + 1 - lo;
+    const int from = lo + n * int(s) / {{.Splits}}, to = lo + n * (int(s) + 1) / {{.Splits}};
+    const float* qv = q + (u64)t * {{.QW}}u + h * {{.HD}}u;
+    const u64 row0 = (u64)base[t]; // the query's slot's first cache row`
+
 // ropeFreqs, ropePair, ropeRotate and ropeWrite are the RoPE pieces of the
 // qkv_rope kernel (its epilogue, lane 0 of the pair's warp), of rope_kv
 // and of rope (one thread per pair): the frequency table, the pair's
@@ -607,24 +630,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
 	// acc[Dv]) needs no reduction at the end. With a warp per (head,
 	// split) of a one-token step there are too few warps to hide the
 	// per-row warp_sums: those steps take attn_split_rows.
-	"attn_split": `
-// {{.Name}}: partial attention of query t, head h over KV split s of {{.Splits}}, head_dim {{.HD}}, Dv {{.DV}}, GQA group {{.Group}}{{if .Window}}, window {{.Window}}{{end}}.
-extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
-    const float* __restrict__ q,
-    const {{.CacheT}}* __restrict__ kc,
-    const {{.CacheT}}* __restrict__ vc,
-    const int* __restrict__ pos,
-    const int* __restrict__ base,
-    float* __restrict__ part,
-    const u32 T) {` + ids + `
-    const u32 h = blockIdx.x, s = blockIdx.y, t = blockIdx.z, kh = h / {{.Group}}u;
-    const int p = pos[t];
-    int lo = 0;{{if .Window}}
-    lo = p - {{.Window}} + 1 > 0 ? p - {{.Window}} + 1 : 0;{{end}}
-    const int n = p + 1 - lo;
-    const int from = lo + n * int(s) / {{.Splits}}, to = lo + n * (int(s) + 1) / {{.Splits}};
-    const float* qv = q + (u64)t * {{.QW}}u + h * {{.HD}}u;
-    const u64 row0 = (u64)base[t]; // the query's slot's first cache row
+	"attn_split": attnSplitHead + `
     // The lane's query dimensions.
     float qr[{{.QPer}}];
 #pragma unroll
@@ -712,24 +718,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
 	// 512–640 took 0.86 ms longer (p50 4.25 → 5.11 ms), while the
 	// 512-token prefill's attention took 11.5 ms instead of this kernel's
 	// 134.8.
-	"attn_split_rows": `
-// {{.Name}}: partial attention of query t, head h over KV split s of {{.Splits}}, head_dim {{.HD}}, Dv {{.DV}}, GQA group {{.Group}}{{if .Window}}, window {{.Window}}{{end}}.
-extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
-    const float* __restrict__ q,
-    const {{.CacheT}}* __restrict__ kc,
-    const {{.CacheT}}* __restrict__ vc,
-    const int* __restrict__ pos,
-    const int* __restrict__ base,
-    float* __restrict__ part,
-    const u32 T) {` + ids + `
-    const u32 h = blockIdx.x, s = blockIdx.y, t = blockIdx.z, kh = h / {{.Group}}u;
-    const int p = pos[t];
-    int lo = 0;{{if .Window}}
-    lo = p - {{.Window}} + 1 > 0 ? p - {{.Window}} + 1 : 0;{{end}}
-    const int n = p + 1 - lo;
-    const int from = lo + n * int(s) / {{.Splits}}, to = lo + n * (int(s) + 1) / {{.Splits}};
-    const float* qv = q + (u64)t * {{.QW}}u + h * {{.HD}}u;
-    const u64 row0 = (u64)base[t]; // the query's slot's first cache row
+	"attn_split_rows": attnSplitHead + `
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
