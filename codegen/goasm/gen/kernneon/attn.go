@@ -91,11 +91,7 @@ func scoreTile(g *fn, rows int, loop string) {
 	g.op("BNE %s", g.lbl(loop))
 	for r := range rows {
 		a := v(2 * r)
-		g.fadd(a, a, a+1) // lanes l+4 onto l
-		g.op("VEXT $8, %s, %s, %s", a.arr("B16"), a.arr("B16"), (a + 1).arr("B16"))
-		g.fadd(a, a, a+1) // r0+r2, r1+r3
-		g.op("VMOV %s.S[1], %s.S[0]", a, a+1)
-		g.op("FADDS F%d, F%d, F%d", a+1, a, a)
+		g.hsum8(a, a+1)
 		g.op("FMOVS F%d, %d(R5)", a, 4*r)
 	}
 	g.op("ADD $%d, R5, R5", 4*rows)
@@ -154,16 +150,11 @@ func axpyPass(g *fn, chunks int, loop string) {
 	move := func(load bool, base string) {
 		for at := 0; at < nv; at += 4 {
 			n := min(4, nv-at)
-			op := "VST1"
-			if load {
-				op = "VLD1"
-			}
 			regs := v(at).list(n, "S4")
-			switch {
-			case load:
-				g.op("%s.P %d(%s), %s", op, 16*n, base, regs)
-			default: // (Go's order: the registers, then the address)
-				g.op("%s.P %s, %d(%s)", op, regs, 16*n, base)
+			if load {
+				g.op("VLD1.P %d(%s), %s", 16*n, base, regs)
+			} else { // Go's order: the registers, then the address
+				g.op("VST1.P %s, %d(%s)", regs, 16*n, base)
 			}
 		}
 	}

@@ -630,10 +630,7 @@ func rowKernel(f *file, typ string) *fn {
 func rowSum(g *fn, acc, tmp v, minima ...v) {
 	g.fadd(acc, acc, acc+1) // acc[k] + acc[k+4]
 	for _, r := range append([]v{acc}, minima...) {
-		g.op("VEXT $8, %s, %s, %s", r.arr("B16"), r.arr("B16"), tmp.arr("B16"))
-		g.fadd(r, r, tmp) // lanes 0+2, 1+3
-		g.op("VMOV %s.S[1], %s.S[0]", r, tmp)
-		g.op("FADDS F%d, F%d, F%d", tmp, r, r)
+		g.hsum4(r, tmp)
 	}
 	for _, m := range minima {
 		g.op("FADDS F%d, F%d, F%d", m, acc, acc)

@@ -132,11 +132,7 @@ func mlxDot(g *fn, consts map[string]string, bits, group, rows int) {
 			g.fadd(a+4+h, a+4+h, a+6+h) // acc2 + acc3
 			g.fadd(a+h, a+h, a+4+h)
 		}
-		g.fadd(a, a, a+1) // hi + lo
-		g.op("VEXT $8, %s, %s, %s", a.arr("B16"), a.arr("B16"), (a + 1).arr("B16"))
-		g.fadd(a, a, a+1) // r0+r2, r1+r3
-		g.op("VMOV %s.S[1], %s.S[0]", a, a+1)
-		g.op("FADDS F%d, F%d, F%d", a+1, a, a)
+		g.hsum8(a, a+1)
 		if rows == 1 {
 			g.op("FMOVS F0, %s", g.arg("ret"))
 		} else {
@@ -144,6 +140,23 @@ func mlxDot(g *fn, consts map[string]string, bits, group, rows int) {
 		}
 	}
 	g.end()
+}
+
+// hsum8 leaves hsum_float_8 of eight float lanes, lanes 0–3 in lo and 4–7
+// in hi, in lane 0 of lo: lanes l+4 onto l, then (r0+r2) + (r1+r3). hi is
+// clobbered.
+func (g *fn) hsum8(lo, hi v) {
+	g.fadd(lo, lo, hi)
+	g.hsum4(lo, hi)
+}
+
+// hsum4 leaves (r0+r2) + (r1+r3) of r's four float lanes in lane 0 of r;
+// tmp is clobbered.
+func (g *fn) hsum4(r, tmp v) {
+	g.op("VEXT $8, %s, %s, %s", r.arr("B16"), r.arr("B16"), tmp.arr("B16"))
+	g.fadd(r, r, tmp) // lanes 0+2, 1+3
+	g.op("VMOV %s.S[1], %s.S[0]", r, tmp)
+	g.op("FADDS F%d, F%d, F%d", tmp, r, r)
 }
 
 func (g *fn) fadd(vd, vn, vm v) {
