@@ -104,8 +104,8 @@ func (c *cval) rows(ks kern.Kernels) weightRows {
 	return weightRows{dt: c.dt, k: k, rb: rb, data: c.data, packed: c.packed, ks: ks}
 }
 
-// actFormat is the activation row layout the matrix's kernels read, and its
-// byte length per row.
+// actBytes is the byte length of an activation row in the layout the
+// matrix's kernels read.
 func (w weightRows) actBytes() int {
 	if w.floatActs {
 		return 4 * w.k
@@ -202,17 +202,21 @@ func (e *exec) matmul(nd *node) error {
 		p.logitRowsDone += int64(R)
 	}
 	ab := wr.actBytes()
-	key := actsKey{x: p.index[parts.X], rows: R, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: -1}
+	key := actsKey{x: p.index[parts.X], enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: -1}
 	if parts.Gain != nil {
 		key.gain = p.index[parts.Gain]
 	}
-	if sel != nil || !e.actsOK || e.acts != key || !actsReuse {
-		e.encodeInput(parts, wr, x, R, K, ab)
+	var acts []byte
+	// Gathered logits rows are not the value's rows: never reused.
+	if actsReuse && sel == nil && e.actsOK && e.acts == key {
+		acts = p.acts[:R*ab]
+		if actsReused != nil {
+			actsReused.Add(1)
+		}
+	} else {
+		acts = e.encodeInput(parts, wr, x, R, K, ab)
 		e.acts, e.actsOK = key, sel == nil
-	} else if actsReused != nil {
-		actsReused.Add(1)
 	}
-	acts := p.acts[:R*ab]
 	var bias []float32
 	if parts.Bias != nil {
 		bias = e.f32(p.index[parts.Bias])
@@ -275,34 +279,17 @@ func (e *exec) matmul(nd *node) error {
 }
 
 // actsKey identifies a matmul's encoded activation rows: the input value
-// (values do not change within a step; it fixes the row width), its row
-// count, the fused norm's parameters and the encoding, which with the width
-// gives the bytes of a row. A layer whose q, k and v projections stay
-// apart (a Q4_K_M file's Q6_K attn_v stops fuse-qkv) normalizes and encodes
-// its input once instead of three times.
+// (values do not change within a step; it fixes the rows and their width),
+// the fused norm's parameters and the encoding, which with the width gives
+// the bytes of a row. A layer whose q, k and v projections stay apart (a
+// Q4_K_M file's Q6_K attn_v stops fuse-qkv) normalizes and encodes its
+// input once instead of three times.
 type actsKey struct {
-	x, rows int
-	enc     actsEncoding
-	norm    bool
-	eps     float64
-	gain    int // value index, -1 for none
-}
-
-// actsEncoding is what decides the bytes encodeActs writes for a row
-// (encodeActs, encodeRow): weights with the same one read the same
-// activation rows (Q4_K, Q5_K and Q6_K all read Q8_K).
-type actsEncoding struct {
-	float, q82 bool     // float rows (floatActs), rounded as Q8_2 first
-	act        ir.DType // the activation type otherwise
-	packedQ8   bool     // in the packed group kernels' Q8_0 format
-}
-
-func actsEncodingOf(wr weightRows) actsEncoding {
-	if wr.floatActs {
-		return actsEncoding{float: true, q82: q82FloatTypes[wr.dt]}
-	}
-	at := actType(wr.dt)
-	return actsEncoding{act: at, packedQ8: wr.packed != nil && at == ir.Q8_0}
+	x    int
+	enc  actsEncoding
+	norm bool
+	eps  float64
+	gain int // value index, -1 for none
 }
 
 // actsReuse lets a matmul reuse the previous one's activation rows; tests
@@ -312,12 +299,23 @@ var (
 	actsReused *atomic.Int64
 )
 
+// actsBuf returns program.acts grown to n bytes for a writer: what the
+// memo (exec.acts) says it holds is stale from here on.
+func (e *exec) actsBuf(n int) []byte {
+	p := e.p
+	if cap(p.acts) < n {
+		p.acts = alignedBytes(n)
+	}
+	e.actsOK = false
+	return p.acts[:n]
+}
+
 // encodeInput fills program.acts with the R rows of x (width K), each
 // normalized when the matmul is fused with an rmsnorm and then encoded for
-// wr (program.encodeActs), ab bytes a row: each row in one work item, one
-// pass over the workers, not two (a serving step of eight rows had some 270
-// of them).
-func (e *exec) encodeInput(parts ir.Parts, wr weightRows, x []float32, R, K, ab int) {
+// wr (program.encodeActs), ab bytes a row, and returns them: each row in
+// one work item, one pass over the workers, not two (a serving step of
+// eight rows had some 270 of them).
+func (e *exec) encodeInput(parts ir.Parts, wr weightRows, x []float32, R, K, ab int) []byte {
 	p := e.p
 	var gain, xn []float32
 	if parts.Norm {
@@ -327,18 +325,17 @@ func (e *exec) encodeInput(parts ir.Parts, wr weightRows, x []float32, R, K, ab 
 		p.xnorm = growF32(p.xnorm, R*K)
 		xn = p.xnorm
 	}
-	if cap(p.acts) < R*ab {
-		p.acts = alignedBytes(R * ab)
-	}
-	acts := p.acts[:R*ab]
+	acts := e.actsBuf(R * ab)
+	enc := actsEncodingOf(wr)
 	p.pool.run(R, func(_, r int) {
 		xr := x[r*K : (r+1)*K]
 		if xn != nil {
 			rmsnormRow(xr, xn[r*K:(r+1)*K], parts.Eps, gain)
 			xr = xn[r*K : (r+1)*K]
 		}
-		p.encodeActs(wr, xr, acts[r*ab:(r+1)*ab])
+		p.encodeActs(enc, xr, acts[r*ab:(r+1)*ab])
 	})
+	return acts
 }
 
 func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, ab int, bias []float32) error {

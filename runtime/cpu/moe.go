@@ -375,16 +375,14 @@ func (e *exec) moe(nd *node) error {
 	// (2) inputs encoded once per token, then gathered into pair rows.
 	gRB, uRB := dims.gate.actRB, dims.up.actRB
 	sameAct := dims.gate.act == dims.up.act && (dims.gate.packed == nil) == (dims.up.packed == nil)
-	if cap(p.acts) < T*(gRB+uRB) {
-		p.acts = alignedBytes(T * (gRB + uRB))
-	}
-	e.actsOK = false // overwritten below
-	qg, qu := p.acts[:T*gRB], p.acts[T*gRB:T*(gRB+uRB)]
+	buf := e.actsBuf(T * (gRB + uRB))
+	qg, qu := buf[:T*gRB], buf[T*gRB:]
+	gEnc, uEnc := rowEncoding(dims.gate.dt, dims.gate.packed != nil), rowEncoding(dims.up.dt, dims.up.packed != nil)
 	p.pool.run(T, func(_, t int) {
 		xr := x[t*D : (t+1)*D]
-		p.encodeRow(dims.gate.dt, dims.gate.packed != nil, xr, qg[t*gRB:(t+1)*gRB])
+		p.encodeActs(gEnc, xr, qg[t*gRB:(t+1)*gRB])
 		if !sameAct {
-			p.encodeRow(dims.up.dt, dims.up.packed != nil, xr, qu[t*uRB:(t+1)*uRB])
+			p.encodeActs(uEnc, xr, qu[t*uRB:(t+1)*uRB])
 		}
 	})
 	if sameAct {
@@ -425,8 +423,9 @@ func (e *exec) moe(nd *node) error {
 	// (4) hidden rows encoded for down.
 	dRB := dims.down.actRB
 	b.hq = growBytes(b.hq, P*dRB)
+	dEnc := rowEncoding(dims.down.dt, dims.down.packed != nil)
 	p.pool.run(P, func(_, r int) {
-		p.encodeRow(dims.down.dt, dims.down.packed != nil, b.hid[r*F:(r+1)*F], b.hq[r*dRB:(r+1)*dRB])
+		p.encodeActs(dEnc, b.hid[r*F:(r+1)*F], b.hq[r*dRB:(r+1)*dRB])
 	})
 
 	// (5) down with its bias into y.

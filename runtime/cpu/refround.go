@@ -92,34 +92,50 @@ func quantizeQ8_2Packed(x []float32, dst []byte) {
 	}
 }
 
-// encodeActs writes one activation row for wr's dots, rounded as the
-// program's reference engine does: Q8_2 for Q8_0-activation weights in a
-// q8_2 graph (in the packed kernels' format where the weights are packed),
-// else wr's own encoding.
-func (p *program) encodeActs(wr weightRows, x []float32, dst []byte) {
-	if wr.floatActs {
-		if q82FloatTypes[wr.dt] {
-			roundQ8_2(x, dst)
-		} else {
-			for i, v := range x {
-				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
-			}
-		}
-		return
-	}
-	p.encodeRow(wr.dt, wr.packed != nil, x, dst)
+// actsEncoding is what decides the bytes of an encoded activation row:
+// weights with the same one read the same rows (Q4_K, Q5_K and Q6_K all
+// read Q8_K), which lets a matmul reuse the rows the one before it encoded
+// (actsKey).
+type actsEncoding struct {
+	float, q82 bool     // float rows (floatActs), rounded as Q8_2 first
+	act        ir.DType // the activation type otherwise
+	packedQ8   bool     // in the packed group kernels' Q8_0 format
 }
 
-// encodeRow writes x for the dots of weights of type dt, rounded as the
-// program's reference engine does (quantizeActs): in the packed group
+// actsEncodingOf is wr's activation encoding: rounded as the program's
+// reference engine does (float rows for floatActs weights, Q8_2 ones for
+// its q8_2 float types), else wr's own activation type.
+func actsEncodingOf(wr weightRows) actsEncoding {
+	if wr.floatActs {
+		return actsEncoding{float: true, q82: q82FloatTypes[wr.dt]}
+	}
+	return rowEncoding(wr.dt, wr.packed != nil)
+}
+
+// rowEncoding is the encoding of rows for weights of type dt, rounded as
+// the program's reference engine does (quantizeActs): in the packed group
 // kernels' format (kern.PackedActBytes) when the weights are packed and
 // read Q8_0 activations (a packed Q4_K matrix reads plain Q8_K rows), else
-// in dt's activation format. Matmuls (encodeActs) and MoE experts both
+// in dt's activation format. Matmuls (actsEncodingOf) and MoE experts both
 // encode through it.
-func (p *program) encodeRow(dt ir.DType, packed bool, x []float32, dst []byte) {
+func rowEncoding(dt ir.DType, packed bool) actsEncoding {
+	at := actType(dt)
+	return actsEncoding{act: at, packedQ8: packed && at == ir.Q8_0}
+}
+
+// encodeActs writes one activation row as enc says: Q8_2 for Q8_0
+// activations in a q8_2 graph (in the packed kernels' format where the
+// weights are packed).
+func (p *program) encodeActs(enc actsEncoding, x []float32, dst []byte) {
 	switch {
-	case !packed || actType(dt) != ir.Q8_0:
-		p.quantizeActs(actType(dt), x, dst)
+	case enc.float && enc.q82:
+		roundQ8_2(x, dst)
+	case enc.float:
+		for i, v := range x {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		}
+	case !enc.packedQ8:
+		p.quantizeActs(enc.act, x, dst)
 	case p.q82:
 		quantizeQ8_2Packed(x, dst)
 	default:
