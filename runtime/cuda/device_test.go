@@ -53,7 +53,7 @@ func TestDeviceStepRows(t *testing.T) {
 func TestDeviceGoldenE2E(t *testing.T) {
 	opts := realDevice(t)
 	var indexes []string
-	for _, index := range []string{"index.json", "index-gptoss.json", "index-archs.json"} {
+	for _, index := range goldenIndexes {
 		if _, err := os.Stat(filepath.Join(shared.Path(t, "golden/e2e"), index)); err == nil {
 			indexes = append(indexes, index)
 		} else {

@@ -33,8 +33,12 @@ var emuGoldenDefault = []string{
 func TestGoldenE2EEmulated(t *testing.T) {
 	opts := emuDriver(t)
 	all := os.Getenv("MINERVA_CUDAEMU_GOLDEN") == "all"
-	goldenE2E(t, opts, []string{"index.json", "index-gptoss.json", "index-archs.json"}, func(c *golden.Case) bool { return all || contains(emuGoldenDefault, c.Name) })
+	goldenE2E(t, opts, goldenIndexes, func(c *golden.Case) bool { return all || contains(emuGoldenDefault, c.Name) })
 }
+
+// goldenIndexes are the golden e2e indexes the CUDA program is checked
+// against, emulated and on a device.
+var goldenIndexes = []string{"index.json", "index-gptoss.json", "index-archs.json"}
 
 // goldenE2E runs the golden cases that want accepts through the CUDA
 // program on whichever driver the environment loads, from the indexes
