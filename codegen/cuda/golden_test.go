@@ -22,7 +22,30 @@ var golden = gputest.Golden{Package: "codegen/cuda", Ext: ".cu", Emit: cuda.Emit
 		}
 	}
 	checkArgmax(t, lib)
+	checkGridDepSync(t, lib.Source)
 }}
+
+// checkGridDepSync checks that every kernel's body begins with
+// grid_dep_sync(): the runtime launches every kernel with programmatic
+// stream serialization on sm_90, and a kernel that touched global memory
+// before the wait would race with the grid before it.
+func checkGridDepSync(t *testing.T, src string) {
+	t.Helper()
+	kernels := strings.Split(src, `extern "C" __global__ void `)[1:]
+	if len(kernels) == 0 {
+		t.Fatal("no kernels in the library")
+	}
+	for _, k := range kernels {
+		if strings.HasPrefix(k, "__launch_bounds__(") {
+			_, k, _ = strings.Cut(k, ") ")
+		}
+		name, _, _ := strings.Cut(k, "(")
+		_, body, ok := strings.Cut(k, "const u32 T) {\n")
+		if !ok || !strings.HasPrefix(body, "    grid_dep_sync();\n") {
+			t.Errorf("kernel %s does not begin with grid_dep_sync()", name)
+		}
+	}
+}
 
 func TestGolden(t *testing.T) { golden.Test(t, *update) }
 
@@ -59,6 +82,7 @@ func checkArgmax(t *testing.T, lib *cuda.Library) {
 func TestGoldenFixturesEmit(t *testing.T) {
 	golden.TestModels(t, func(t *testing.T, lib *gpu.Library) {
 		checkArgmax(t, lib)
+		checkGridDepSync(t, lib.Source)
 		if clang, ok := clangPath(); ok {
 			compilePTX(t, clang, gputest.WriteTemp(t, "lib.cu", lib.Source))
 		}

@@ -13,7 +13,9 @@ package cuda
 //   - gridDim is Launch.Grid, blockDim.x is Launch.Threads, no dynamic
 //     shared memory;
 //   - control flow around the warp reductions (full-mask __shfl_*_sync)
-//     and barriers is uniform in a warp (no early return before them).
+//     and barriers is uniform in a warp (no early return before them);
+//   - the body begins with grid_dep_sync(), before any global memory
+//     access (programmatic dependent launch; checkGridDepSync).
 
 // preludeSource makes the library self-contained: fixed-width names, half
 // conversions as single PTX instructions (no cuda_fp16.h, so NVRTC needs no
@@ -78,6 +80,24 @@ __device__ __forceinline__ v16 ld_nc16(const v16* p) {
 // ld_f16 reads a little-endian IEEE half at any byte offset.
 __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
+}
+
+// grid_dep_sync is the first statement of every kernel: it waits until
+// the grids before this one in the stream have completed and their writes
+// are visible, then lets the next grid launch. A runtime that launches with
+// programmatic stream serialization (sm_90 and newer: runtime/cuda) lets
+// this grid's blocks start while the previous grid drains, so a launch's
+// fixed cost overlaps the previous kernel's tail instead of following it; a
+// decode step is some three hundred small kernels in a row. Launched the
+// ordinary way, the wait returns at once, and before sm_90 (or on the CPU
+// emulation) the function is empty. No kernel touches global memory before
+// it: a write could race with the previous grid's reads as surely as a read
+// with its writes.
+__device__ __forceinline__ void grid_dep_sync() {
+#if !defined(MINERVA_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 // warp_sum and warp_max reduce over the 32 lanes of a warp (a tree of
@@ -164,6 +184,7 @@ __device__ __forceinline__ void dq_{{.Name}}(const u8* row, u32 u, float* w) {{"
 
 // ids is the shared head of every kernel body.
 const ids = `
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -561,6 +582,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const {{.QNT}}* __restrict__ knorm,{{end}}
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 t = blockIdx.y, p = blockIdx.x * {{.Threads}}u + threadIdx.x;
     if (p >= {{.Pairs}}u) {
         return;
@@ -592,6 +614,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const int* __restrict__ pos,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 t = blockIdx.y, p = blockIdx.x * {{.Threads}}u + threadIdx.x;
     if (p >= {{.Pairs}}u) {
         return;
@@ -611,6 +634,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
     const int* __restrict__ base,
     {{.CacheT}}* __restrict__ cache,
     const u32 T) {
+    grid_dep_sync();
     const u32 i = blockIdx.x * 32u + threadIdx.x, t = blockIdx.y;
     if (i >= {{.K}}u) {
         return;

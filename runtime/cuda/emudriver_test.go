@@ -452,7 +452,7 @@ func TestEmuDriverKernel(t *testing.T) {
 		dx, dout := e.alloc(4*c.n), e.alloc(4*blocks)
 		e.upload(dx, x)
 		b := e.args(dx, dout, uint32(c.n))
-		if err := e.a.launchKernel(sum, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{uint32(c.threads), 1, 1}, 0, 0, b); err != nil {
+		if err := e.a.launchKernel(sum, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{uint32(c.threads), 1, 1}, 0, 0, b, false); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.a.streamSynchronize(0); err != nil {
@@ -483,7 +483,7 @@ func TestEmuDriverLaunchChecks(t *testing.T) {
 	}
 	grid, block := [3]uint32{4, 1, 1}, [3]uint32{32, 1, 1}
 	// A pointer inside an allocation (not its start) is fine.
-	if err := e.a.launchKernel(f, grid, block, 0, 0, e.args(da+16, dy, uint32(n-4), float32(2))); err != nil {
+	if err := e.a.launchKernel(f, grid, block, 0, 0, e.args(da+16, dy, uint32(n-4), float32(2)), false); err != nil {
 		t.Fatalf("a pointer into the middle of an allocation: %v", err)
 	}
 	cases := []struct {
@@ -502,7 +502,7 @@ func TestEmuDriverLaunchChecks(t *testing.T) {
 		{"dynamic shared memory", e.args(da, dy, uint32(n), float32(2)), grid, block, 1024},
 	}
 	for _, c := range cases {
-		err := e.a.launchKernel(f, c.grid, c.block, c.shared, 0, c.args)
+		err := e.a.launchKernel(f, c.grid, c.block, c.shared, 0, c.args, false)
 		var ce *Error
 		if !errors.As(err, &ce) || ce.Code != ErrorInvalidValue {
 			t.Errorf("%s: launch = %v, want CUDA_ERROR_INVALID_VALUE", c.name, err)
@@ -623,10 +623,10 @@ func TestEmuDriverGraph(t *testing.T) {
 	a2 := e.args(dsum, dy, uint32(blocks), float32(-3))
 	e.must("cuStreamBeginCapture_v2", stream, 0)
 	e.must("cuMemcpyHtoDAsync_v2", uintptr(dx), uintptr(unsafe.Pointer(&in[0])), 4*n, stream)
-	if err := e.a.launchKernel(sum, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{threads, 1, 1}, 0, stream, a1); err != nil {
+	if err := e.a.launchKernel(sum, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{threads, 1, 1}, 0, stream, a1, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.a.launchKernel(affine, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, stream, a2); err != nil {
+	if err := e.a.launchKernel(affine, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, stream, a2, false); err != nil {
 		t.Fatal(err)
 	}
 	// z = y, then its tail of 64 bytes set to 0x3f3f3f3f.
@@ -792,7 +792,7 @@ func TestEmuDriverGuardPage(t *testing.T) {
 		da, dy := e.alloc(4*n), e.alloc(4*(n+32))
 		e.upload(da, randVals(rand.New(rand.NewPCG(7, 8)), n))
 		fmt.Println("launching the overrun")
-		err := e.a.launchKernel(f, [3]uint32{1, 1, 1}, [3]uint32{n + 32, 1, 1}, 0, 0, e.args(da, dy, uint32(n+1), float32(1)))
+		err := e.a.launchKernel(f, [3]uint32{1, 1, 1}, [3]uint32{n + 32, 1, 1}, 0, 0, e.args(da, dy, uint32(n+1), float32(1)), false)
 		fmt.Println("the overrun returned:", err)
 		return
 	}
@@ -823,7 +823,7 @@ func BenchmarkEmuDriverLaunch(b *testing.B) {
 	e.upload(dx, x)
 	args := e.args(dx, dout, uint32(n))
 	for b.Loop() {
-		if err := e.a.launchKernel(f, [3]uint32{blocks, 1, 1}, [3]uint32{threads, 1, 1}, 0, 0, args); err != nil {
+		if err := e.a.launchKernel(f, [3]uint32{blocks, 1, 1}, [3]uint32{threads, 1, 1}, 0, 0, args, false); err != nil {
 			b.Fatal(err)
 		}
 	}

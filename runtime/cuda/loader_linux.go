@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"os"
 	"errors"
 	"fmt"
 	goruntime "runtime"
@@ -84,8 +85,10 @@ type api struct {
 	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime             uintptr
 	cuEventDestroy                                                                   uintptr
 
-	// Optional entry points (0 when the library lacks them): diagnostics.
-	cuCtxGetCurrent uintptr
+	// Optional entry points (0 when the library lacks them): diagnostics,
+	// and the launch with attributes (CUDA 12.0) that programmatic
+	// dependent launch needs.
+	cuCtxGetCurrent, cuLaunchKernelEx uintptr
 }
 
 var (
@@ -181,6 +184,9 @@ func loadAPI(open func(string) (uintptr, error), o runtime.Options) (*api, error
 	}
 	if p, err := purego.Dlsym(cu, "cuCtxGetCurrent"); err == nil {
 		a.cuCtxGetCurrent = p
+	}
+	if p, err := purego.Dlsym(cu, "cuLaunchKernelEx"); err == nil {
+		a.cuLaunchKernelEx = p
 	}
 	return a, nil
 }
@@ -325,12 +331,26 @@ func (a *api) memcpyDtoH(dst []byte, src uint64) error {
 }
 
 // launchKernel issues f on stream with the parameter block b (memory outside
-// the Go heap, see argBlock).
-func (a *api) launchKernel(f uintptr, grid, block [3]uint32, sharedBytes uint32, stream uintptr, b *argBlock) error {
+// the Go heap, see argBlock). With pdl, through cuLaunchKernelEx with
+// programmatic stream serialization allowed: the grid may start while the
+// previous kernel on the stream drains, and waits for it in grid_dep_sync
+// (codegen/cuda's prelude); a program asks for it where pdlSupported.
+func (a *api) launchKernel(f uintptr, grid, block [3]uint32, sharedBytes uint32, stream uintptr, b *argBlock, pdl bool) error {
+	if pdl {
+		return check("cuLaunchKernelEx", a.call(a.cuLaunchKernelEx, b.launchConfig(grid, block, sharedBytes, stream), f, b.params(), 0))
+	}
 	return check("cuLaunchKernel", a.call(a.cuLaunchKernel, f,
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
 		uintptr(sharedBytes), stream, b.params(), 0))
+}
+
+// pdlSupported reports whether kernels on a device of compute capability
+// major can be launched with programmatic stream serialization: sm_90 and
+// newer (griddepcontrol), a driver with cuLaunchKernelEx, and
+// MINERVA_CUDA_PDL not "0" (the switch that measures without it).
+func (a *api) pdlSupported(major int) bool {
+	return major >= 9 && a.cuLaunchKernelEx != 0 && os.Getenv("MINERVA_CUDA_PDL") != "0"
 }
 
 func (a *api) streamSynchronize(stream uintptr) error {

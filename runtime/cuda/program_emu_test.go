@@ -254,3 +254,26 @@ func stepRowsMatchesSlotSteps(t *testing.T, opts runtime.Options) {
 		})
 	}
 }
+
+// On a device of compute capability 9.0 a program launches every kernel
+// through cuLaunchKernelEx with programmatic stream serialization (the
+// emulated driver reads the CUlaunchConfig at cuda.h's offsets and refuses
+// any other attribute), unless MINERVA_CUDA_PDL=0; either way the steps
+// match the interpreter as TestProgramMatchesReference's do, the captured
+// decode graphs included.
+func TestProgramLaunchesWithPDLOnSM90(t *testing.T) {
+	opts := emuDriver(t)
+	t.Setenv("MINERVA_CUDAEMU_SM90", "1")
+	m := fusedModel(t, shared.Path(t, "models/gguf/stories260K.gguf"))
+	for _, c := range []struct {
+		env  string
+		want bool
+	}{{"0", false}, {"", true}} {
+		t.Setenv("MINERVA_CUDA_PDL", c.env)
+		p, err := backend{}.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 16, Slots: 1, Options: opts})
+		require.NoError(t, err)
+		require.Equal(t, c.want, p.(*program).pdl, "MINERVA_CUDA_PDL=%q", c.env)
+		require.NoError(t, p.Close())
+	}
+	programMatchesReference(t, opts, "emulat")
+}

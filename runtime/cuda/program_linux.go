@@ -80,6 +80,7 @@ type program struct {
 	argmaxOut   uint64
 	device      string
 	closed      bool
+	pdl         bool // launches allow programmatic stream serialization (api.pdlSupported)
 }
 
 // enter binds the calling goroutine to its OS thread and makes the
@@ -144,6 +145,7 @@ func (pr *program) open() error {
 	}
 	pr.device, pr.ctx = d.name, d.ctx
 	major, minor := d.major, d.minor
+	pr.pdl = a.pdlSupported(major)
 	if pr.stream, err = a.streamCreate(); err != nil {
 		return err
 	}
@@ -583,7 +585,7 @@ func (pr *program) launch(i int, d devplan.Dispatch, T int) error {
 	}
 	b.setU32(len(d.Args), uint32(T))
 	grid := [3]uint32{uint32(d.Grid[0]), uint32(d.Grid[1]), uint32(d.Grid[2])}
-	if err := pr.a.launchKernel(pr.fns[i], grid, [3]uint32{uint32(d.Threads), 1, 1}, 0, pr.stream, b); err != nil {
+	if err := pr.a.launchKernel(pr.fns[i], grid, [3]uint32{uint32(d.Threads), 1, 1}, 0, pr.stream, b, pr.pdl); err != nil {
 		return fmt.Errorf("%w: kernel %s", err, d.Kernel)
 	}
 	return nil
@@ -666,7 +668,7 @@ func (pr *program) enqueue(T int, out output, rows []int) error {
 		b.setPtr(0, logits+uint64(4*(T-1)*pr.vocab))
 		b.setPtr(1, pr.argmaxOut)
 		b.setU32(2, 1)
-		if err := a.launchKernel(pr.argmaxFn, [3]uint32{1, 1, 1}, [3]uint32{uint32(pr.lib.Argmax.Threads), 1, 1}, 0, pr.stream, b); err != nil {
+		if err := a.launchKernel(pr.argmaxFn, [3]uint32{1, 1, 1}, [3]uint32{uint32(pr.lib.Argmax.Threads), 1, 1}, 0, pr.stream, b, pr.pdl); err != nil {
 			return fmt.Errorf("%w: kernel %s", err, pr.lib.Argmax.Kernel)
 		}
 		return a.memcpyDtoHAsync(unsafe.Pointer(pr.hostGreedy()), pr.argmaxOut, 4, pr.stream)

@@ -60,6 +60,24 @@ __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
 }
 
+// grid_dep_sync is the first statement of every kernel: it waits until
+// the grids before this one in the stream have completed and their writes
+// are visible, then lets the next grid launch. A runtime that launches with
+// programmatic stream serialization (sm_90 and newer: runtime/cuda) lets
+// this grid's blocks start while the previous grid drains, so a launch's
+// fixed cost overlaps the previous kernel's tail instead of following it; a
+// decode step is some three hundred small kernels in a row. Launched the
+// ordinary way, the wait returns at once, and before sm_90 (or on the CPU
+// emulation) the function is empty. No kernel touches global memory before
+// it: a write could race with the previous grid's reads as surely as a read
+// with its writes.
+__device__ __forceinline__ void grid_dep_sync() {
+#if !defined(MINERVA_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // warp_sum and warp_max reduce over the 32 lanes of a warp (a tree of
 // __shfl_down_sync into lane 0) and broadcast the result to every lane.
 __device__ __forceinline__ float warp_sum(float v) {
@@ -207,6 +225,7 @@ extern "C" __global__ void embed_q8_0_50257x128(
     const int* __restrict__ idx,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -244,6 +263,7 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_bias_f32_768x128
     const float* __restrict__ bias,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -434,6 +454,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
     const float* __restrict__ bias,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -581,6 +602,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
     float* __restrict__ vcache,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 t = blockIdx.y, p = blockIdx.x * 128u + threadIdx.x;
     if (p >= 384u) {
         return;
@@ -636,6 +658,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_rows_float_h8kv2d64v
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -720,6 +743,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -814,6 +838,7 @@ extern "C" __global__ void attn_merge_h8v64_s4_sinks(
     const float* __restrict__ sinks,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -848,6 +873,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_bias_res_f32_128x
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -932,6 +958,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_bias_res_f32_128x
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1068,6 +1095,7 @@ extern "C" __global__ void __launch_bounds__(32) rmsnorm_gain_128(
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1092,6 +1120,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_bias_f32_8x128(
     const float* __restrict__ bias,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1175,6 +1204,7 @@ extern "C" __global__ void __launch_bounds__(128) matmul_bias_f32_8x128_mm(
     const float* __restrict__ bias,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1310,6 +1340,7 @@ extern "C" __global__ void __launch_bounds__(32) topk_softmax_8_k2(
     const float* __restrict__ x,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1381,6 +1412,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_up_oai_bias_mxfp4_e8k2_256
     const float* __restrict__ bu,
     float* __restrict__ act,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1443,6 +1475,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_bias_mxfp4_e8k2_128x2
     const float* __restrict__ bd,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1495,6 +1528,7 @@ extern "C" __global__ void add_128(
     const float* __restrict__ b,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1518,6 +1552,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_rows_float_h8kv2d64v
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1601,6 +1636,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv2d64v64_s4
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1695,6 +1731,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1724,6 +1761,7 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_128_norm_gain(
     const float* __restrict__ gain,
     u8* __restrict__ xq,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1774,6 +1812,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1913,6 +1952,7 @@ extern "C" __global__ void __launch_bounds__(1024) argmax_50257(
     const float* __restrict__ logits,
     int* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;

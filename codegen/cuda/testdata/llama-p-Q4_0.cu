@@ -60,6 +60,24 @@ __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
 }
 
+// grid_dep_sync is the first statement of every kernel: it waits until
+// the grids before this one in the stream have completed and their writes
+// are visible, then lets the next grid launch. A runtime that launches with
+// programmatic stream serialization (sm_90 and newer: runtime/cuda) lets
+// this grid's blocks start while the previous grid drains, so a launch's
+// fixed cost overlaps the previous kernel's tail instead of following it; a
+// decode step is some three hundred small kernels in a row. Launched the
+// ordinary way, the wait returns at once, and before sm_90 (or on the CPU
+// emulation) the function is empty. No kernel touches global memory before
+// it: a write could race with the previous grid's reads as surely as a read
+// with its writes.
+__device__ __forceinline__ void grid_dep_sync() {
+#if !defined(MINERVA_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // warp_sum and warp_max reduce over the 32 lanes of a warp (a tree of
 // __shfl_down_sync into lane 0) and broadcast the result to every lane.
 __device__ __forceinline__ float warp_sum(float v) {
@@ -180,6 +198,7 @@ extern "C" __global__ void embed_q4_0_512x256(
     const int* __restrict__ idx,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -217,6 +236,7 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -287,6 +307,7 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_256_norm_gain(
     const float* __restrict__ gain,
     u8* __restrict__ xq,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -337,6 +358,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -485,6 +507,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
     float* __restrict__ vcache,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 t = blockIdx.y, p = blockIdx.x * 128u + threadIdx.x;
     if (p >= 256u) {
         return;
@@ -536,6 +559,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_rows_float_h8kv4d32v
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -619,6 +643,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d32v32_s4
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -711,6 +736,7 @@ extern "C" __global__ void attn_merge_h8v32_s4(
     const float* __restrict__ part,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -742,6 +768,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x256(
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -770,6 +797,7 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_256(
     const float* __restrict__ x,
     u8* __restrict__ xq,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -802,6 +830,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x256_
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -940,6 +969,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_norm_gain_q4_0_1024x256
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -977,6 +1007,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1133,6 +1164,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x512(
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1161,6 +1193,7 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_512(
     const float* __restrict__ x,
     u8* __restrict__ xq,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1193,6 +1226,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x512_
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1331,6 +1365,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q4_0_51
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1362,6 +1397,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_51
     const float* __restrict__ gain,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1501,6 +1537,7 @@ extern "C" __global__ void __launch_bounds__(256) argmax_512(
     const float* __restrict__ logits,
     int* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;

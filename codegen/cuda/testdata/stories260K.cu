@@ -60,6 +60,24 @@ __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
 }
 
+// grid_dep_sync is the first statement of every kernel: it waits until
+// the grids before this one in the stream have completed and their writes
+// are visible, then lets the next grid launch. A runtime that launches with
+// programmatic stream serialization (sm_90 and newer: runtime/cuda) lets
+// this grid's blocks start while the previous grid drains, so a launch's
+// fixed cost overlaps the previous kernel's tail instead of following it; a
+// decode step is some three hundred small kernels in a row. Launched the
+// ordinary way, the wait returns at once, and before sm_90 (or on the CPU
+// emulation) the function is empty. No kernel touches global memory before
+// it: a write could race with the previous grid's reads as surely as a read
+// with its writes.
+__device__ __forceinline__ void grid_dep_sync() {
+#if !defined(MINERVA_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // warp_sum and warp_max reduce over the 32 lanes of a warp (a tree of
 // __shfl_down_sync into lane 0) and broadcast the result to every lane.
 __device__ __forceinline__ float warp_sum(float v) {
@@ -174,6 +192,7 @@ extern "C" __global__ void embed_f32_512x64(
     const int* __restrict__ idx,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -210,6 +229,7 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_f32_128x64_float
     float* __restrict__ vcache,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -306,6 +326,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
     const u8* __restrict__ w,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -453,6 +474,7 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
     float* __restrict__ vcache,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 t = blockIdx.y, p = blockIdx.x * 128u + threadIdx.x;
     if (p >= 64u) {
         return;
@@ -504,6 +526,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_rows_float_h8kv4d8v8
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -587,6 +610,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d8v8_s4(
     const int* __restrict__ base,
     float* __restrict__ part,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -679,6 +703,7 @@ extern "C" __global__ void attn_merge_h8v8_s4(
     const float* __restrict__ part,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -710,6 +735,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_f32_64x64(
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -749,6 +775,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x64_mm(
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -885,6 +912,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_norm_f32_344x64(
     const u8* __restrict__ w,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -947,6 +975,7 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64_mm(
     const u8* __restrict__ w,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1102,6 +1131,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_f32_64x172(
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1193,6 +1223,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172_mm
     const float* __restrict__ res,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1329,6 +1360,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_f32_512x64(
     const u8* __restrict__ w,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1380,6 +1412,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_f32_512x64_m
     const u8* __restrict__ w,
     float* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;
@@ -1518,6 +1551,7 @@ extern "C" __global__ void __launch_bounds__(256) argmax_512(
     const float* __restrict__ logits,
     int* __restrict__ out,
     const u32 T) {
+    grid_dep_sync();
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     (void)tid;
     (void)lane;

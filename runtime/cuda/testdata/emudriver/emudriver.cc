@@ -54,6 +54,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstddef>
 #include <cstdarg>
 #include <chrono>
 #include <cstdint>
@@ -616,6 +617,8 @@ EXPORT CUresult cuDeviceGet(CUdevice* d, int ordinal) {
     return CUDA_SUCCESS;
 }
 
+static std::string env(const char* name, const std::string& def);
+
 EXPORT CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice dev) {
     Lock lk(mu);
     if (!inited) {
@@ -644,6 +647,12 @@ EXPORT CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice dev) {
         {75, 8},         // COMPUTE_CAPABILITY_MAJOR
         {76, 0},         // COMPUTE_CAPABILITY_MINOR
     };
+    // MINERVA_CUDAEMU_SM90=1 reports compute capability 9.0, where the
+    // runtime launches through cuLaunchKernelEx.
+    if (attr == 75 && env("MINERVA_CUDAEMU_SM90", "") == "1") {
+        *v = 9;
+        return CUDA_SUCCESS;
+    }
     auto it = attrs.find(attr);
     if (it == attrs.end()) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -1001,6 +1010,42 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
         return r;
     }
     return submit(h, std::move(op), "cuLaunchKernel");
+}
+
+// cuLaunchKernelEx (CUDA 12.0) reads the launch from a CUlaunchConfig. The
+// runtime calls it only to allow programmatic stream serialization, so the
+// emulation accepts exactly that one attribute, set (CUDA would take none,
+// or others): the kernels run one at a time here, so the overlap it allows
+// is moot, and the kernels' griddepcontrol waits compile to nothing. The
+// struct is read at cuda.h's offsets, so a caller that lays it out wrongly
+// fails the launch checks or this one.
+struct EmuLaunchAttribute {
+    uint32_t id;
+    uint32_t pad;
+    int32_t value[16];
+};
+struct EmuLaunchConfig {
+    unsigned gx, gy, gz, bx, by, bz, sharedMemBytes;
+    CUstream h;
+    EmuLaunchAttribute* attrs;
+    unsigned numAttrs;
+};
+static_assert(sizeof(EmuLaunchConfig) == 56 && offsetof(EmuLaunchConfig, h) == 32 &&
+                  offsetof(EmuLaunchConfig, attrs) == 40 && offsetof(EmuLaunchConfig, numAttrs) == 48,
+              "CUlaunchConfig layout");
+static_assert(sizeof(EmuLaunchAttribute) == 72, "CUlaunchAttribute layout");
+
+EXPORT CUresult cuLaunchKernelEx(const EmuLaunchConfig* c, CUfunction f, void** params, void** extra) {
+    if (c == nullptr || c->numAttrs != 1 || c->attrs == nullptr) {
+        report("cuLaunchKernelEx: want a config with one attribute (programmatic stream serialization)");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (c->attrs[0].id != 6 || c->attrs[0].value[0] != 1) {
+        report("cuLaunchKernelEx: attribute id %u value %d, want programmatic stream serialization (6) allowed (1)",
+               c->attrs[0].id, c->attrs[0].value[0]);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->sharedMemBytes, c->h, params, extra);
 }
 
 // ---- streams, graphs, events ----
