@@ -3,9 +3,9 @@
 package cuda
 
 import (
-	"os"
 	"errors"
 	"fmt"
+	"os"
 	goruntime "runtime"
 	"strings"
 	"sync"
