@@ -77,6 +77,24 @@ for p in $BENCH; do
   say "bench $p"
   timeout ${BTIME:-90} $B/minervac bench /tmp/$p.gguf -t cuda --json --kernel-times -p 512 -n 128 -v >>"$OUT/bench.json" 2>>"$S"
   echo "rc=$?" >>"$S"
+  # Variants: each .dev/variants/NAME.gz (a minervac built as device-pack.sh
+  # builds it, from another commit or with a constant changed), run after
+  # this binary on the same file, with NAME.env's variables when there (a
+  # NAME.env beside no NAME.gz reruns this binary with them).
+  for env in .dev/variants/*.env .dev/variants/*.gz; do
+    [ -e "$env" ] || continue
+    v=$(basename "${env%.*}")
+    bin=$B/minervac
+    if [ -e .dev/variants/$v.gz ]; then
+      [ "${env##*.}" = env ] && continue # its .gz entry runs it
+      bin=$B/var-$v
+      [ -x $bin ] || { gunzip -c .dev/variants/$v.gz >$bin && chmod +x $bin; }
+    fi
+    say "bench $p (variant $v)"
+    ( [ -e .dev/variants/$v.env ] && set -a && . .dev/variants/$v.env
+      timeout ${BTIME:-90} $bin bench /tmp/$p.gguf -t cuda --json --kernel-times -p 512 -n 128 ) >>"$OUT/bench-$v.json" 2>>"$S"
+    echo "rc=$?" >>"$S"
+  done
 done
 # Registers and spills per kernel of the first benchmark's module (ptxas on
 # the cached PTX), and one profiled decode step of it (ncu), when there.

@@ -7,6 +7,7 @@
 # ../shared does not fit the 64 MiB a call carries), with the golden indexes
 # trimmed to those cases.
 #   MODELS='stories260K|llama-2-tiny|llama-p-|gptoss-g1-mxfp4' .ci/device-pack.sh
+# Variants for an A/B (device-check.sh) go in .dev/variants after packing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODELS=${MODELS:-'stories260K|llama-2-tiny|llama-p-'}
@@ -14,7 +15,9 @@ export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 rm -rf .dev && mkdir -p .dev/bin
 go build -ldflags='-s -w' -o .dev/bin/minervac ./cmd/minervac
 go test -c -ldflags='-s -w' -o .dev/bin/rtcuda.test ./runtime/cuda
-go test -c -ldflags='-s -w' -o .dev/bin/cgcuda.test ./codegen/cuda
+# KERNEL_TESTS=0 leaves out codegen/cuda's test binary (run device-check.sh
+# with SKIP_KERNELS=1), room for variant binaries in the 64 MiB.
+[ "${KERNEL_TESTS-1}" = 0 ] || go test -c -ldflags='-s -w' -o .dev/bin/cgcuda.test ./codegen/cuda
 tar czf .dev/bins.tgz -C .dev/bin . && rm -rf .dev/bin
 MODELS="$MODELS" python3 - <<'PY'
 import json, os, re, shutil
