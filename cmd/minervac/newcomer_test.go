@@ -157,7 +157,7 @@ func TestInspectAndEmitGPUKernels(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	stdout, stderr, code := minervac(t, "inspect", planPath)
 	require.Equal(t, 0, code, stderr)
-	require.Regexp(t, `kernels \(cuda\): 16, .*attn_split 1, attn_split_rows 1, .*matvec 3, .*source \d+ bytes; launches per step: 32 decode \(T = 1\), 37 prefill \(T = 512\)`, stdout)
+	require.Regexp(t, `kernels \(cuda\): 16, .*attn_split 2, .*matvec 3, .*source \d+ bytes; launches per step: 32 decode \(T = 1\), 37 prefill \(T = 512\)`, stdout)
 
 	// The golden file was emitted with f32 caches.
 	stdout, stderr, code = minervac(t, "compile", model, "-target", "cuda", "--emit", "cuda", "--cache-type", "f32")

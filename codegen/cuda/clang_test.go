@@ -124,7 +124,7 @@ func TestCompileDTypes(t *testing.T) {
 			for _, k := range lib.Kernels {
 				families[k.Family] = true
 			}
-			for _, f := range []string{"embed", "matvec", "swiglu", "qkv_rope", "attn_split", "attn_split_rows", "attn_merge", "rmsnorm",
+			for _, f := range []string{"embed", "matvec", "swiglu", "qkv_rope", "attn_split", "attn_merge", "rmsnorm",
 				"softmax", "eltwise", "topk_softmax", "moe_up", "moe_down", "argmax"} {
 				if !families[f] {
 					t.Errorf("no %s kernel in the library", f)

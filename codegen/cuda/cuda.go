@@ -54,6 +54,9 @@ var Language = &gpu.Language{
 	Templates:   gpu.Compile(familyTemplates, moeTemplates),
 	MatVec:      matVec,
 	Prefill:     prefill,
+	// Four warps per (head, split) for decode: the H100 measured one warp
+	// (attn_split's) too few to hide its per-row warp_sums.
+	AttnDecodeWarps: 4,
 }
 
 // Emit lowers g, a graph after the pass pipeline, to one CUDA C library,

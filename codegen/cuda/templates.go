@@ -330,13 +330,12 @@ const dotLoop = `{{define "dot"}}{{if $.Vec.On}}
             }{{end}}
         }{{end}}{{end}}`
 
-// attnSplitHead is the head of both attention split kernels (attn_split,
-// attn_split_rows): the signature, and for warp (h, s, t) the cache rows
-// [from, to) of its split that query t sees, its query row qv and its
-// slot's first cache row.
+// attnSplitHead is the head of the attention split kernel: the signature,
+// and for block (h, s, t) the cache rows [from, to) of its split that query
+// t sees, its query row qv and its slot's first cache row.
 const attnSplitHead = `
-// {{.Name}}: partial attention of query t, head h over KV split s of {{.Splits}}, head_dim {{.HD}}, Dv {{.DV}}, GQA group {{.Group}}{{if .Window}}, window {{.Window}}{{end}}.
-extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
+// {{.Name}}: partial attention of query t, head h over KV split s of {{.Splits}}, head_dim {{.HD}}, Dv {{.DV}}, GQA group {{.Group}}{{if .Window}}, window {{.Window}}{{end}}{{if gt .NW 1}}, {{.NW}} warps{{end}}.
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const float* __restrict__ q,
     const {{.CacheT}}* __restrict__ kc,
     const {{.CacheT}}* __restrict__ vc,
@@ -642,18 +641,21 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
     stf(cache + ((u64)base[t] + (u64)pos[t]) * {{.K}}u + i, x[(u64)t * {{.K}}u + i]);
 }
 `,
-	// attn_split: one warp per (head, KV split, query). Lane l holds the
+	// attn_split: NW warps per (head, KV split, query). Lane l holds the
 	// query's dimensions l, l+32, … and the same dimensions of the value
-	// accumulator. The warp walks its split's visible cache rows
-	// attnRows at a time: each row's score is the lanes' partial dots
-	// summed with warp_sum (the rows' sums interleave), then one online
-	// softmax step (m, l, identical in every lane) rescales the
+	// accumulator. Warp w walks every NW-th group of attnRows of its
+	// split's visible cache rows: each row's score is the lanes' partial
+	// dots summed with warp_sum (the rows' sums interleave), then one
+	// online softmax step (m, l, identical in every lane) rescales the
 	// accumulator and adds the rows' weighted value rows. Every load of a
-	// key or value row is one contiguous 32-lane read, the loops are
-	// ceil(HD/32) and ceil(Dv/32) long, and the split's partial (m, l,
-	// acc[Dv]) needs no reduction at the end. With a warp per (head,
-	// split) of a one-token step there are too few warps to hide the
-	// per-row warp_sums: those steps take attn_split_rows.
+	// key or value row is one contiguous 32-lane read, and the loops are
+	// ceil(HD/32) and ceil(Dv/32) long. With one warp the split's partial
+	// (m, l, acc[Dv]) is the warp's; with several, their partials combine
+	// through shared memory. A one-token step has one block per (head,
+	// split), too few single warps to hide the per-row warp_sums, so it
+	// takes Language.AttnDecodeWarps of them (H100, 7B at depths 512–640:
+	// one warp 5.11 ms a decode step; the lane-per-row kernel before it
+	// 4.25; four warps 3.46 with programmatic dependent launch).
 	"attn_split": attnSplitHead + `
     // The lane's query dimensions.
     float qr[{{.QPer}}];
@@ -670,7 +672,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
     for (u32 k = 0; k < {{.VPer}}u; ++k) {
         acc[k] = 0.0f;
     }
-    for (int j0 = from; j0 < to; j0 += {{.Rows}}) {
+    for (int j0 = from + int(warp) * {{.Rows}}; j0 < to; j0 += {{.NW}} * {{.Rows}}) {
         float sc[{{.Rows}}];
 #pragma unroll
         for (u32 r = 0; r < {{.Rows}}u; ++r) {
@@ -717,7 +719,7 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
             }
         }
     }
-    float* o = part + (((u64)t * {{.H}}u + h) * {{.Splits}}u + s) * {{.PartW}}u;
+    float* o = part + (((u64)t * {{.H}}u + h) * {{.Splits}}u + s) * {{.PartW}}u;{{if eq .NW 1}}
 #pragma unroll
     for (u32 k = 0; k < {{.VPer}}u; ++k) {
         const u32 d = lane + 32u * k;
@@ -728,82 +730,44 @@ extern "C" __global__ void __launch_bounds__(32) {{.Name}}(
     if (lane == 0) {
         o[0] = m;
         o[1] = l;
+    }{{else}}
+    // The warps' partials combine through shared memory: thread d sums
+    // dimension d over the warps, each rescaled to the block's maximum.
+    __shared__ float wm[{{.NW}}], wl[{{.NW}}], wacc[{{.NW}} * {{.DV}}];
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
     }
-}
-`,
-	// attn_split_rows: attn_split for one-token steps (MaxT 1): one warp
-	// per (head, KV split), each lane walking every 32nd visible cache row
-	// of its split with its own online softmax (m, l, acc); the lanes are
-	// then merged (m and l with warp_max and warp_sum, acc through shared
-	// memory) into the same partial (m, l, acc[DV]) as attn_split's. A
-	// decode step has one warp per (head, split), too few to hide the
-	// latency of attn_split's per-row warp_sums. On an H100, with
-	// attn_split for every step instead, a 7B decode step at depths
-	// 512–640 took 0.86 ms longer (p50 4.25 → 5.11 ms), while the
-	// 512-token prefill's attention took 11.5 ms instead of this kernel's
-	// 134.8.
-	"attn_split_rows": attnSplitHead + `
-    // -3e38 rather than -INFINITY: fast math may assume no infinities, and
-    // exp(-3e38 - x) is 0 just the same.
-    float m = -3.0e38f, l = 0.0f;
-    float acc[{{.DV}}];
 #pragma unroll
-    for (u32 d = 0; d < {{.DV}}u; ++d) {
-        acc[d] = 0.0f;
-    }
-    for (int j = from + int(lane); j < to; j += 32) {
-        const {{.CacheT}}* kr = kc + (row0 + (u64)j) * {{.KW}}u + kh * {{.HD}}u;
-        float dot = 0.0f;
-#pragma unroll
-        for (u32 i = 0; i < {{.HD}}u; ++i) {
-            dot += qv[i] * ldf(kr[i]);
-        }
-        const float sc = dot * {{.Scale}};
-        if (sc > m) {
-            const float rs = expf(m - sc);
-            l *= rs;
-#pragma unroll
-            for (u32 d = 0; d < {{.DV}}u; ++d) {
-                acc[d] *= rs;
-            }
-            m = sc;
-        }
-        const float wt = expf(sc - m);
-        l += wt;
-        const {{.CacheT}}* vr = vc + (row0 + (u64)j) * {{.VW}}u + kh * {{.DV}}u;
-#pragma unroll
-        for (u32 d = 0; d < {{.DV}}u; ++d) {
-            acc[d] += wt * ldf(vr[d]);
+    for (u32 k = 0; k < {{.VPer}}u; ++k) {
+        const u32 d = lane + 32u * k;
+        if (d < {{.DV}}u) {
+            wacc[warp * {{.DV}}u + d] = acc[k];
         }
     }
-    const float mm = warp_max(m);
-    const float rs = expf(m - mm);
-    l = warp_sum(l * rs);
-    float* o = part + (((u64)t * {{.H}}u + h) * {{.Splits}}u + s) * {{.PartW}}u;
-    // The lanes' accumulators are summed through shared memory, transposed:
-    // lane l stores its {{.DV}} values as row l (one float of padding per
-    // row, so that the stores of one d and the reads of one row each hit 32
-    // distinct banks), then sums column d for every d ≡ l (mod 32) in row
-    // order. It replaced a warp_sum per d ({{.DV}} chains of five dependent
-    // shuffles): 331 → 298 µs per 7B decode step on an H100.
-    __shared__ float red[32 * ({{.DV}} + 1)];
+    __syncthreads();
+    float mm = wm[0];
 #pragma unroll
-    for (u32 d = 0; d < {{.DV}}u; ++d) {
-        red[lane * ({{.DV}}u + 1u) + d] = acc[d] * rs;
+    for (u32 w = 1; w < {{.NW}}u; ++w) {
+        mm = fmaxf(mm, wm[w]);
     }
-    __syncwarp();
-    for (u32 d = lane; d < {{.DV}}u; d += 32) {
+    for (u32 d = tid; d < {{.DV}}u; d += {{.Threads}}u) {
         float a = 0.0f;
-#pragma unroll 8
-        for (u32 r = 0; r < 32u; ++r) {
-            a += red[r * ({{.DV}}u + 1u) + d];
+#pragma unroll
+        for (u32 w = 0; w < {{.NW}}u; ++w) {
+            a += wacc[w * {{.DV}}u + d] * expf(wm[w] - mm);
         }
         o[2 + d] = a;
     }
-    if (lane == 0) {
+    if (tid == 0) {
+        float ll = 0.0f;
+#pragma unroll
+        for (u32 w = 0; w < {{.NW}}u; ++w) {
+            ll += wl[w] * expf(wm[w] - mm);
+        }
         o[0] = mm;
-        o[1] = l;
-    }
+        o[1] = ll;
+    }{{end}}
 }
 `,
 	// attn_merge: thread d of (head, query) merges the splits' partials

@@ -216,7 +216,7 @@ func TestTiledSchedule(t *testing.T) {
 				seen := map[string]int{}
 				for _, l := range lib.Step(T) {
 					// attention and moe are two launches of one value each
-					if f := family[l.Kernel]; f != "attn_split" && f != "attn_split_rows" && f != "attn_merge" && f != "moe_up" && f != "moe_down" && f != "rope_kv" && f != "q8_quant" {
+					if f := family[l.Kernel]; f != "attn_split" && f != "attn_merge" && f != "moe_up" && f != "moe_down" && f != "rope_kv" && f != "q8_quant" {
 						seen[fmt.Sprint(l.Value)]++
 					}
 				}

@@ -45,7 +45,7 @@ func (e *Emitter) attention(v *ir.Value) error {
 	p := &Params{
 		CacheT: ct, H: nh, HD: hd, DV: dv, Group: nh / nkv, Splits: splits, Window: a.Int("window", 0),
 		QW: nh * hd, KW: kw, VW: vw, OW: nh * dv, PartW: dv + 2, Scale: scale, Sinks: len(v.Args) == 5,
-		QPer: kernsrc.CeilDiv(hd, 32), VPer: kernsrc.CeilDiv(dv, 32), Rows: attnRows,
+		QPer: kernsrc.CeilDiv(hd, 32), VPer: kernsrc.CeilDiv(dv, 32), Rows: attnRows, NW: 1, Threads: 32,
 	}
 	p.Name = fmt.Sprintf("attn_split_%s_h%dkv%dd%dv%d_s%d", ct, nh, nkv, hd, dv, splits)
 	if p.Window > 0 {
@@ -56,17 +56,18 @@ func (e *Emitter) attention(v *ir.Value) error {
 	p.bind(args)
 	grid := [3]GridDim{{N: nh}, {N: splits}, {N: 1, PerToken: true}}
 	minT := 0
-	// A language with a kernel of its own for one-token steps
-	// (attn_split_rows) runs it then, and attn_split for longer steps;
-	// both write the same partials.
-	if _, ok := e.Lang.Templates["attn_split_rows"]; ok {
-		rp := *p
-		rp.Name = "attn_split_rows" + strings.TrimPrefix(p.Name, "attn_split")
-		rows, err := e.Add("attn_split_rows", k.Type.DType.String(), &rp)
+	// A language with a kernel of its own for one-token steps runs it
+	// then, and attn_split with one warp for longer steps; both write the
+	// same partials.
+	if nw := e.Lang.AttnDecodeWarps; nw > 1 {
+		dp := *p
+		dp.NW, dp.Threads = nw, 32*nw
+		dp.Name = "attn_split_dec" + strings.TrimPrefix(p.Name, "attn_split")
+		dec, err := e.Add("attn_split", k.Type.DType.String(), &dp)
 		if err != nil {
 			return err
 		}
-		e.Launch(Launch{Value: v.ID, Kernel: rows, Threads: 32, Args: args, MaxT: 1, Grid: grid})
+		e.Launch(Launch{Value: v.ID, Kernel: dec, Threads: dp.Threads, Args: args, MaxT: 1, Grid: grid})
 		minT = 2
 	}
 	split, err := e.Add("attn_split", k.Type.DType.String(), p)

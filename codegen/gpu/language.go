@@ -44,6 +44,11 @@ type Language struct {
 	// or qkv_rope) whose matrix-vector launch is mv: mv alone, or mv for one
 	// token and tiled kernels for prefill steps.
 	Prefill func(e *Emitter, family string, p *Params, wdt ir.DType, rows GridDim, width int64, mv Launch) error
+	// AttnDecodeWarps, when above 1, gives one-token steps an attn_split
+	// kernel of their own with that many warps (simdgroups) per (head,
+	// split); longer steps, and every step when it is 0 or 1, run
+	// attn_split with one.
+	AttnDecodeWarps int
 }
 
 // Decoder renders one weight dtype as a function dq_<Name>(row, u, w) that

@@ -550,8 +550,8 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
     }
 }
 
-// attn_split_rows_float_h8kv4d32v32_s4: partial attention of query t, head h over KV split s of 4, head_dim 32, Dv 32, GQA group 2.
-extern "C" __global__ void __launch_bounds__(32) attn_split_rows_float_h8kv4d32v32_s4(
+// attn_split_dec_float_h8kv4d32v32_s4: partial attention of query t, head h over KV split s of 4, head_dim 32, Dv 32, GQA group 2, 4 warps.
+extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d32v32_s4(
     const float* __restrict__ q,
     const float* __restrict__ kc,
     const float* __restrict__ vc,
@@ -571,66 +571,105 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_rows_float_h8kv4d32v
     const int from = lo + n * int(s) / 4, to = lo + n * (int(s) + 1) / 4;
     const float* qv = q + (u64)t * 256u + h * 32u;
     const u64 row0 = (u64)base[t]; // the query's slot's first cache row
+    // The lane's query dimensions.
+    float qr[1];
+#pragma unroll
+    for (u32 k = 0; k < 1u; ++k) {
+        const u32 i = lane + 32u * k;
+        qr[k] = i < 32u ? qv[i] : 0.0f;
+    }
     // -3e38 rather than -INFINITY: fast math may assume no infinities, and
     // exp(-3e38 - x) is 0 just the same.
     float m = -3.0e38f, l = 0.0f;
-    float acc[32];
+    float acc[1];
 #pragma unroll
-    for (u32 d = 0; d < 32u; ++d) {
-        acc[d] = 0.0f;
+    for (u32 k = 0; k < 1u; ++k) {
+        acc[k] = 0.0f;
     }
-    for (int j = from + int(lane); j < to; j += 32) {
-        const float* kr = kc + (row0 + (u64)j) * 128u + kh * 32u;
-        float dot = 0.0f;
+    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 4 * 4) {
+        float sc[4];
 #pragma unroll
-        for (u32 i = 0; i < 32u; ++i) {
-            dot += qv[i] * ldf(kr[i]);
-        }
-        const float sc = dot * 0.17677669f;
-        if (sc > m) {
-            const float rs = expf(m - sc);
-            l *= rs;
+        for (u32 r = 0; r < 4u; ++r) {
+            const int j = j0 + int(r) < to ? j0 + int(r) : to - 1;
+            const float* kr = kc + (row0 + (u64)j) * 128u + kh * 32u;
+            float d = 0.0f;
 #pragma unroll
-            for (u32 d = 0; d < 32u; ++d) {
-                acc[d] *= rs;
+            for (u32 k = 0; k < 1u; ++k) {
+                const u32 i = lane + 32u * k;
+                if (i < 32u) {
+                    d += qr[k] * ldf(kr[i]);
+                }
             }
-            m = sc;
+            sc[r] = d;
         }
-        const float wt = expf(sc - m);
-        l += wt;
-        const float* vr = vc + (row0 + (u64)j) * 128u + kh * 32u;
+        float mn = m;
 #pragma unroll
-        for (u32 d = 0; d < 32u; ++d) {
-            acc[d] += wt * ldf(vr[d]);
+        for (u32 r = 0; r < 4u; ++r) {
+            sc[r] = warp_sum(sc[r]) * 0.17677669f;
+            if (j0 + int(r) < to) {
+                mn = fmaxf(mn, sc[r]);
+            }
+        }
+        const float rs = expf(m - mn);
+        l *= rs;
+#pragma unroll
+        for (u32 k = 0; k < 1u; ++k) {
+            acc[k] *= rs;
+        }
+        m = mn;
+#pragma unroll
+        for (u32 r = 0; r < 4u; ++r) {
+            if (j0 + int(r) < to) {
+                const float wt = expf(sc[r] - m);
+                l += wt;
+                const float* vr = vc + (row0 + (u64)(j0 + int(r))) * 128u + kh * 32u;
+#pragma unroll
+                for (u32 k = 0; k < 1u; ++k) {
+                    const u32 d = lane + 32u * k;
+                    if (d < 32u) {
+                        acc[k] += wt * ldf(vr[d]);
+                    }
+                }
+            }
         }
     }
-    const float mm = warp_max(m);
-    const float rs = expf(m - mm);
-    l = warp_sum(l * rs);
     float* o = part + (((u64)t * 8u + h) * 4u + s) * 34u;
-    // The lanes' accumulators are summed through shared memory, transposed:
-    // lane l stores its 32 values as row l (one float of padding per
-    // row, so that the stores of one d and the reads of one row each hit 32
-    // distinct banks), then sums column d for every d ≡ l (mod 32) in row
-    // order. It replaced a warp_sum per d (32 chains of five dependent
-    // shuffles): 331 → 298 µs per 7B decode step on an H100.
-    __shared__ float red[32 * (32 + 1)];
-#pragma unroll
-    for (u32 d = 0; d < 32u; ++d) {
-        red[lane * (32u + 1u) + d] = acc[d] * rs;
+    // The warps' partials combine through shared memory: thread d sums
+    // dimension d over the warps, each rescaled to the block's maximum.
+    __shared__ float wm[4], wl[4], wacc[4 * 32];
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
     }
-    __syncwarp();
-    for (u32 d = lane; d < 32u; d += 32) {
+#pragma unroll
+    for (u32 k = 0; k < 1u; ++k) {
+        const u32 d = lane + 32u * k;
+        if (d < 32u) {
+            wacc[warp * 32u + d] = acc[k];
+        }
+    }
+    __syncthreads();
+    float mm = wm[0];
+#pragma unroll
+    for (u32 w = 1; w < 4u; ++w) {
+        mm = fmaxf(mm, wm[w]);
+    }
+    for (u32 d = tid; d < 32u; d += 128u) {
         float a = 0.0f;
-#pragma unroll 8
-        for (u32 r = 0; r < 32u; ++r) {
-            a += red[r * (32u + 1u) + d];
+#pragma unroll
+        for (u32 w = 0; w < 4u; ++w) {
+            a += wacc[w * 32u + d] * expf(wm[w] - mm);
         }
         o[2 + d] = a;
     }
-    if (lane == 0) {
+    if (tid == 0) {
+        float ll = 0.0f;
+#pragma unroll
+        for (u32 w = 0; w < 4u; ++w) {
+            ll += wl[w] * expf(wm[w] - mm);
+        }
         o[0] = mm;
-        o[1] = l;
+        o[1] = ll;
     }
 }
 
@@ -670,7 +709,7 @@ extern "C" __global__ void __launch_bounds__(32) attn_split_float_h8kv4d32v32_s4
     for (u32 k = 0; k < 1u; ++k) {
         acc[k] = 0.0f;
     }
-    for (int j0 = from; j0 < to; j0 += 4) {
+    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 1 * 4) {
         float sc[4];
 #pragma unroll
         for (u32 r = 0; r < 4u; ++r) {
