@@ -87,6 +87,8 @@ for p in $BENCH; do
     bin=$B/minervac
     if [ -e .dev/variants/$v.gz ]; then
       [ "${env##*.}" = env ] && continue # its .gz entry runs it
+      # VARIANT_BENCH: the models binary variants run on (default BENCH).
+      case " ${VARIANT_BENCH-$BENCH} " in *" $p "*) ;; *) continue ;; esac
       bin=$B/var-$v
       [ -x $bin ] || { gunzip -c .dev/variants/$v.gz >$bin && chmod +x $bin; }
     fi
