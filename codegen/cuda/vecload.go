@@ -43,6 +43,14 @@ import (
 // more lowers occupancy.
 const prefetchWords = 6
 
+// wholeRowWords is the most 16-byte loads per lane with which a row is
+// loaded whole before its first chunk is decoded, past prefetchWords: a
+// 4096-wide Q4_0 row is 4 chunks of 2 loads. On an H100 (7B Q4_0 decode,
+// same binary otherwise) qkv_rope went 661 → 532 µs a step and swiglu 881
+// → 780; at 12 words for every row the 11008-wide down projections, 6 of
+// 10 chunks deep, went 844 → 1000 µs.
+const wholeRowWords = 8
+
 // maxPer bounds Per: a chunk of 8·32 units of any dtype is 16-byte aligned
 // (32·8 units hold a whole number of 256-element super-blocks, 256 being a
 // multiple of every block size here, and every block size in bytes is
@@ -62,6 +70,9 @@ func planVecLoad(dt ir.DType, unit, nu, rb int64) gpu.VecLoad {
 			Ragged: (cb/16)%32 != 0, Tail: nu%units != 0, TailFrom: nu / units * units}
 		v.Rounds = (v.Words + 31) / 32
 		v.Depth = max(1, min(v.Chunks, prefetchWords/v.Rounds))
+		if v.Chunks*v.Rounds <= wholeRowWords {
+			v.Depth = max(1, v.Chunks)
+		}
 		switch {
 		case rb%16 != 0:
 			v.Why = fmt.Sprintf("direct loads: a %s row is %d bytes, not a multiple of 16, so its chunks are not 16-byte aligned", dt, rb)

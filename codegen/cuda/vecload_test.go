@@ -225,12 +225,27 @@ func TestVecLoadCompile(t *testing.T) {
 // feature share the warp's stage) for several. Each checks that its
 // kernels took the vector path.
 func vecEmuCases(seeds *gputest.Seeds) []gputest.Case {
-	vec := func(t *testing.T, lib *gpu.Library) { checkLoads(t, lib, true, nil) }
+	vec := func(t *testing.T, lib *gpu.Library) {
+		checkLoads(t, lib, true, nil)
+		checkGridDepSync(t, lib.Source)
+	}
+	// A one-token product that multiplies Q8_0 activations waits for the
+	// grid before it after its first weight loads (mvIds).
+	vecQ8 := func(t *testing.T, lib *gpu.Library) {
+		vec(t, lib)
+		if checkGridDepSync(t, lib.Source) == 0 {
+			t.Error("no kernel waits after its first weight loads")
+		}
+	}
 	mv := func(op ir.Op, dt ir.DType, T, N int) gputest.MatVec {
 		fused := op == ir.OpFusedMatMul
 		K, _ := vecK(dt)
+		check := vec
+		if cuda.RoundsActivations(dt, T) {
+			check = vecQ8
+		}
 		return gputest.MatVec{Name: fmt.Sprintf("vec/%s/%s/T=%d,N=%d", op, dt, T, N), Op: op, DT: dt,
-			Norm: fused, Gain: fused, Bias: true, Res: fused, T: T, N: N, K: K, Check: vec}
+			Norm: fused, Gain: fused, Bias: true, Res: fused, T: T, N: N, K: K, Check: check}
 	}
 	var mvs []gputest.MatVec
 	for _, dt := range cuda.WeightDTypes() {

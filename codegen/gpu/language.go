@@ -109,10 +109,13 @@ func Compile(sets ...map[string]string) map[string]*template.Template {
 type DotCall struct {
 	*Params
 	Row, Acc string
+	First    bool // the kernel's first dot (CUDA: where a late grid_dep_sync goes)
 }
 
 var funcs = template.FuncMap{
-	"dotArgs": func(p *Params, row, acc string) DotCall { return DotCall{p, row, acc} },
+	"dotArgs": func(p *Params, row, acc string, first ...bool) DotCall {
+		return DotCall{p, row, acc, len(first) > 0 && first[0]}
+	},
 }
 
 // AffineUnit is the geometry of one 32-element unit of an MLX affine
