@@ -20,6 +20,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/minerva-llm/minerva/codegen/gpu"
 	"github.com/minerva-llm/minerva/codegen/sched"
@@ -73,6 +74,43 @@ func Emit(g *ir.Graph) (*Library, error) {
 	lib := e.Library()
 	lib.Argmax = am
 	return lib, nil
+}
+
+// KernelsWait reports whether every kernel of a library's source calls
+// grid_dep_sync(), so that a runtime may launch them with programmatic
+// dependent launch: a library stored in a plan by a build before the wait
+// existed must be launched the ordinary way, or its kernels would read
+// their inputs while the kernel before them still writes them.
+func KernelsWait(src string) bool {
+	bodies := KernelBodies(src)
+	for _, b := range bodies {
+		if !strings.Contains(b.Body, "grid_dep_sync();") {
+			return false
+		}
+	}
+	return len(bodies) > 0
+}
+
+// KernelBody is one kernel of a library's source: its name and the text of
+// its body after the parameter list.
+type KernelBody struct {
+	Name, Body string
+}
+
+// KernelBodies splits a library's source into its kernels (see the
+// template conventions: extern "C" __global__, the parameter list ending
+// in const u32 T).
+func KernelBodies(src string) []KernelBody {
+	var out []KernelBody
+	for _, k := range strings.Split(src, `extern "C" __global__ void `)[1:] {
+		if strings.HasPrefix(k, "__launch_bounds__(") {
+			_, k, _ = strings.Cut(k, ") ")
+		}
+		name, _, _ := strings.Cut(k, "(")
+		_, body, _ := strings.Cut(k, "const u32 T) {\n")
+		out = append(out, KernelBody{name, body})
+	}
+	return out
 }
 
 // Supports reports whether Emit handles op.

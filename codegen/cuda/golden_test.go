@@ -35,19 +35,17 @@ var golden = gputest.Golden{Package: "codegen/cuda", Ext: ".cu", Emit: cuda.Emit
 // returns how many kernels wait late.
 func checkGridDepSync(t *testing.T, src string) (late int) {
 	t.Helper()
-	kernels := strings.Split(src, `extern "C" __global__ void `)[1:]
+	kernels := cuda.KernelBodies(src)
 	if len(kernels) == 0 {
 		t.Fatal("no kernels in the library")
 	}
+	if !cuda.KernelsWait(src) {
+		t.Error("KernelsWait is false")
+	}
 	for _, k := range kernels {
-		if strings.HasPrefix(k, "__launch_bounds__(") {
-			_, k, _ = strings.Cut(k, ") ")
-		}
-		name, _, _ := strings.Cut(k, "(")
-		_, body, ok := strings.Cut(k, "const u32 T) {\n")
-		pre, _, waits := strings.Cut(body, "grid_dep_sync();")
-		if !ok || !waits {
-			t.Errorf("kernel %s does not call grid_dep_sync()", name)
+		pre, _, waits := strings.Cut(k.Body, "grid_dep_sync();")
+		if !waits {
+			t.Errorf("kernel %s does not call grid_dep_sync()", k.Name)
 			continue
 		}
 		if strings.TrimSpace(pre) == "" {
@@ -56,7 +54,7 @@ func checkGridDepSync(t *testing.T, src string) (late int) {
 		late++
 		rest := preWaitAllowed.ReplaceAllString(pre, "")
 		if bad := preWaitForbidden.FindString(rest); bad != "" {
-			t.Errorf("kernel %s reads or writes %q before grid_dep_sync()", name, bad)
+			t.Errorf("kernel %s reads or writes %q before grid_dep_sync()", k.Name, bad)
 		}
 	}
 	return late

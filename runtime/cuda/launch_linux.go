@@ -109,6 +109,7 @@ func RunLaunches(lib *cudagen.Library, bufs map[int][]byte, T int) (err error) {
 			return err
 		}
 	}
+	pdl := a.pdlSupported(harness.major) && cudagen.KernelsWait(lib.Source)
 	fns := map[string]uintptr{}
 	for _, l := range lib.Step(T) {
 		f, ok := fns[l.Kernel]
@@ -132,7 +133,7 @@ func RunLaunches(lib *cudagen.Library, bufs map[int][]byte, T int) (err error) {
 		}
 		blk.setU32(len(l.Args), uint32(T))
 		grid := [3]uint32{uint32(l.Grid[0].Count(T)), uint32(l.Grid[1].Count(T)), uint32(l.Grid[2].Count(T))}
-		lerr := a.launchKernel(f, grid, [3]uint32{uint32(l.Threads), 1, 1}, 0, stream, blk, a.pdlSupported(harness.major))
+		lerr := a.launchKernel(f, grid, [3]uint32{uint32(l.Threads), 1, 1}, 0, stream, blk, pdl)
 		if lerr == nil {
 			// The block must outlive the launch's argument copy only, but a
 			// synchronisation per launch also pins a fault on its kernel.

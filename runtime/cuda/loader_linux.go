@@ -334,7 +334,8 @@ func (a *api) memcpyDtoH(dst []byte, src uint64) error {
 // the Go heap, see argBlock). With pdl, through cuLaunchKernelEx with
 // programmatic stream serialization allowed: the grid may start while the
 // previous kernel on the stream drains, and waits for it in grid_dep_sync
-// (codegen/cuda's prelude); a program asks for it where pdlSupported.
+// (codegen/cuda's prelude); a program asks for it where pdlSupported and
+// every kernel of its library waits (cudagen.KernelsWait).
 func (a *api) launchKernel(f uintptr, grid, block [3]uint32, sharedBytes uint32, stream uintptr, b *argBlock, pdl bool) error {
 	if pdl {
 		return check("cuLaunchKernelEx", a.call(a.cuLaunchKernelEx, b.launchConfig(grid, block, sharedBytes, stream), f, b.params(), 0))

@@ -275,5 +275,16 @@ func TestProgramLaunchesWithPDLOnSM90(t *testing.T) {
 		require.Equal(t, c.want, p.(*program).pdl, "MINERVA_CUDA_PDL=%q", c.env)
 		require.NoError(t, p.Close())
 	}
+	// A plan's library from a build before grid_dep_sync (here: the wait
+	// taken out of one kernel) is launched the ordinary way.
+	lib, err := cudagen.Emit(m.Graph)
+	require.NoError(t, err)
+	lib.Source = strings.Replace(lib.Source, "grid_dep_sync();\n", "\n", 1) // the first kernel's wait
+	section, err := json.Marshal(lib)
+	require.NoError(t, err)
+	p, err := backend{}.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: 16, Slots: 1, Options: opts, Kernels: section})
+	require.NoError(t, err)
+	require.False(t, p.(*program).pdl, "a kernel without grid_dep_sync launched with programmatic serialization")
+	require.NoError(t, p.Close())
 	programMatchesReference(t, opts, "emulat")
 }

@@ -145,7 +145,7 @@ func (pr *program) open() error {
 	}
 	pr.device, pr.ctx = d.name, d.ctx
 	major, minor := d.major, d.minor
-	pr.pdl = a.pdlSupported(major)
+	pr.pdl = a.pdlSupported(major) && cudagen.KernelsWait(pr.lib.Source)
 	if pr.stream, err = a.streamCreate(); err != nil {
 		return err
 	}
