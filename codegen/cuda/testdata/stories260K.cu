@@ -60,7 +60,8 @@ __device__ __forceinline__ float ld_f16(const u8* p) {
     return h2f(f16(u32(p[0]) | (u32(p[1]) << 8)));
 }
 
-// grid_dep_sync is the first statement of every kernel: it waits until
+// grid_dep_sync is the first statement of every kernel (a matrix-vector
+// kernel may first load weights: mvIds): it waits until
 // the grids before this one in the stream have completed and their writes
 // are visible, then lets the next grid launch. A runtime that launches with
 // programmatic stream serialization (sm_90 and newer: runtime/cuda) lets
@@ -68,9 +69,9 @@ __device__ __forceinline__ float ld_f16(const u8* p) {
 // fixed cost overlaps the previous kernel's tail instead of following it; a
 // decode step is some three hundred small kernels in a row. Launched the
 // ordinary way, the wait returns at once, and before sm_90 (or on the CPU
-// emulation) the function is empty. No kernel touches global memory before
-// it: a write could race with the previous grid's reads as surely as a read
-// with its writes.
+// emulation) the function is empty. No kernel touches other global memory
+// before it: a write could race with the previous grid's reads as surely as
+// a read with its writes.
 __device__ __forceinline__ void grid_dep_sync() {
 #if !defined(MINERVA_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
