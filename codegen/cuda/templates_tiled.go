@@ -29,12 +29,24 @@ package cuda
 // per-k16 partial sum, as llama.cpp's mmq does — two mmas, but a second
 // decoder per dtype; not done yet.
 //
+// Rounding. For Q4_0 and Q8_0 weights (RoundQ8) the activations are first
+// rounded to Q8_0 blocks as the matrix-vector kernels' q8_quant launch and
+// the reference engines round them — a chunk is one block, its 16 pairs on
+// 16 lanes — and the rounded values q·d (7 + 11 significant bits) go
+// through the split exactly: a prefill step multiplies what a one-token
+// step multiplies, and the row scale s then comes from the normalised row
+// (the RMSNorm scale applied before the rounding, not in the epilogue).
+// Emulated golden case, llama-p-Q4_0's 13-token prompt as one batch: 1.7e-2
+// of max |ref| at every position before, 7e-7 at positions 0–7 after, and
+// up to 1.1e-2 from position 8 on, where the batched and one-token
+// attention kernels first sum in different orders and a rounding can flip.
+//
 // Range. f16 overflows past 65504 and loses relative precision below 2^-14
 // (subnormals, absolute spacing 2^-24). The activations are therefore scaled
 // per token row by a power of two s (exact) that brings the row's largest
 // |x·gain| into [2^13, 2^14): hi never overflows, and lo's subnormal spacing
 // is 2^-38 of the row's largest element. The epilogue multiplies by 1/s
-// (exact), folded with the RMSNorm scale. The weights are not scaled: a
+// (exact), folded with the RMSNorm scale unless the rows were rounded. The weights are not scaled: a
 // weight's lo part is subnormal below |w| < 2^-3, where its absolute error is
 // at most 2^-25 — relative to typical LLM weight magnitudes (0.01 to 1) a few
 // 1e-7 of a dot product; weights of magnitude ≥ 65504 would overflow to inf
@@ -81,6 +93,16 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 #endif
 }
 
+// half_warp_max is the largest v over the 16 lanes of the calling lane's
+// half of the warp (lanes 0–15 or 16–31), in every lane of that half.
+__device__ __forceinline__ float half_warp_max(float v) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    }
+    return v;
+}
+
 // st_f16x2 stores v0, v1 (consecutive in K) as one f16x2 word of an mma
 // operand in shared memory, v0 in the low half; st_f16x2_split also stores
 // the rounding remainders (lo = f16(v − f16(v))) at the same place of lo.
@@ -120,7 +142,8 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     __shared__ u32 uh[{{.TileN}} * {{.Stride}}];{{if .SplitW}}
     __shared__ u32 ul[{{.TileN}} * {{.Stride}}];{{end}}{{end}}
     __shared__ float xs[{{.TileT}}]; // per token row: the power of two s the activations are scaled by
-    __shared__ float rs[{{.TileT}}]; // and the epilogue's 1/s{{if .Norm}} · RMSNorm scale{{end}}
+    __shared__ float rs[{{.TileT}}]; // and the epilogue's 1/s{{if and .Norm (not .RoundQ8)}} · RMSNorm scale{{end}}{{if and .Norm .RoundQ8}}
+    __shared__ float ns[{{.TileT}}]; // the RMSNorm scale, applied before the rounding{{end}}
     const u32 j0 = blockIdx.x * {{.TileN}}u, t0 = blockIdx.y * {{.TileT}}u;
     const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
     const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
@@ -141,10 +164,21 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         if (lane == 0) {
             // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
             // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+{{- if .RoundQ8}}{{if .Norm}}
+            // The rounded row is the normalised one: s from its largest value.
+            const float nsc = rsqrtf(ss / {{.K}}.0f + {{.Eps}});
+            ns[r] = nsc;
+            mx *= nsc;{{end}}
+            u32 e = (__float_as_uint(mx) >> 23) & 255u;
+            e = e < 14u ? 14u : e;
+            xs[r] = __uint_as_float((267u - e) << 23);
+            rs[r] = __uint_as_float((e - 13u) << 23);
+{{- else}}
             u32 e = (__float_as_uint(mx) >> 23) & 255u;
             e = e < 14u ? 14u : e;
             xs[r] = __uint_as_float((267u - e) << 23);
             rs[r] = __uint_as_float((e - 13u) << 23){{if .Norm}} * rsqrtf(ss / {{.K}}.0f + {{.Eps}}){{end}};
+{{- end}}
         }
     }
     float acc[2][4][4];{{if .F}}
@@ -169,12 +203,20 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
             if (t < T) {
                 const float* xr = x + (u64)t * {{.K}}u;
                 if (k < {{.K}}u) {
-                    v0 = xr[k]{{if .Gain}} * ldf(gain[k]){{end}};
+                    v0 = xr[k]{{if .RoundQ8}}{{if .Norm}} * ns[r]{{end}}{{end}}{{if .Gain}} * ldf(gain[k]){{end}};
                 }
                 if (k + 1 < {{.K}}u) {
-                    v1 = xr[k + 1]{{if .Gain}} * ldf(gain[k + 1]){{end}};
+                    v1 = xr[k + 1]{{if .RoundQ8}}{{if .Norm}} * ns[r]{{end}}{{end}}{{if .Gain}} * ldf(gain[k + 1]){{end}};
                 }
-            }
+            }{{if .RoundQ8}}
+            // The chunk is one Q8_0 block of the row, its {{.Half}} pairs on
+            // {{.Half}} consecutive lanes: rounded as q8_quant rounds it (the
+            // matrix-vector kernels' activations, and the reference's), then
+            // the rounded values q·d go in, exact in the hi/lo split.
+            const float amax = half_warp_max(fmaxf(fmaxf(v0, -v0), fmaxf(v1, -v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dq = h2f(f2h(d));
+            v0 = roundf(v0 * id) * dq;
+            v1 = roundf(v1 * id) * dq;{{end}}
             st_f16x2_split(xh, xl, r * {{.Stride}}u + c, v0 * xs[r], v1 * xs[r]);
         }
         // Load stage: weight rows dequantized in registers (dq_{{.DT}}), stored as f16{{if .SplitW}} hi/lo{{end}}.

@@ -20,6 +20,10 @@ type tiledParams struct {
 	Mats                int64 // weight matrices per tile: 1, or 2 for swiglu (gate and up rows)
 	Width               int64 // output features: N, or F for swiglu
 	SplitW              bool  // weights as f16 hi + lo (a third mma per tile)
+	// RoundQ8 rounds each activation block to Q8_0 (after the RMSNorm and
+	// gain) before the product, as q8_quant does for the matrix-vector
+	// kernels: one rounding for every step size (RoundsActivations).
+	RoundQ8 bool
 }
 
 // mmaCall passes one accumulator tile (weight tile prefix M: "w" or "u",
@@ -64,7 +68,10 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 	cp.Name = p.Name + "_mm"
 	cp.NW, cp.Threads, cp.XS = nwarps, 32*nwarps, gpu.XStage{} // the tile's own block shape
 	tp := &tiledParams{Params: &cp, TileT: tileT, TileN: tileN, TileK: tileK, Stride: tileStride, Half: tileK / 2,
-		Mats: 1, Width: width, SplitW: splitWeights(wdt)}
+		Mats: 1, Width: width, SplitW: splitWeights(wdt),
+		// Rounding in the load stage needs no scratch, so a product into
+		// the scratch (head norms) rounds here too, unlike at T = 1.
+		RoundQ8: q8Dots[wdt] && p.K%tileK == 0}
 	if tiled == "swiglu_tiled" {
 		tp.Mats = 2
 	}

@@ -169,6 +169,16 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 #endif
 }
 
+// half_warp_max is the largest v over the 16 lanes of the calling lane's
+// half of the warp (lanes 0–15 or 16–31), in every lane of that half.
+__device__ __forceinline__ float half_warp_max(float v) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    }
+    return v;
+}
+
 // st_f16x2 stores v0, v1 (consecutive in K) as one f16x2 word of an mma
 // operand in shared memory, v0 in the low half; st_f16x2_split also stores
 // the rounding remainders (lo = f16(v − f16(v))) at the same place of lo.
@@ -368,7 +378,8 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
     __shared__ u32 wh[64 * 20];
     __shared__ u32 wl[64 * 20];
     __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
-    __shared__ float rs[64]; // and the epilogue's 1/s · RMSNorm scale
+    __shared__ float rs[64]; // and the epilogue's 1/s
+    __shared__ float ns[64]; // the RMSNorm scale, applied before the rounding
     const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
     const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
     const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
@@ -389,10 +400,14 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
         if (lane == 0) {
             // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
             // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            // The rounded row is the normalised one: s from its largest value.
+            const float nsc = rsqrtf(ss / 256.0f + 1e-05f);
+            ns[r] = nsc;
+            mx *= nsc;
             u32 e = (__float_as_uint(mx) >> 23) & 255u;
             e = e < 14u ? 14u : e;
             xs[r] = __uint_as_float((267u - e) << 23);
-            rs[r] = __uint_as_float((e - 13u) << 23) * rsqrtf(ss / 256.0f + 1e-05f);
+            rs[r] = __uint_as_float((e - 13u) << 23);
         }
     }
     float acc[2][4][4];
@@ -415,12 +430,20 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
             if (t < T) {
                 const float* xr = x + (u64)t * 256u;
                 if (k < 256u) {
-                    v0 = xr[k] * ldf(gain[k]);
+                    v0 = xr[k] * ns[r] * ldf(gain[k]);
                 }
                 if (k + 1 < 256u) {
-                    v1 = xr[k + 1] * ldf(gain[k + 1]);
+                    v1 = xr[k + 1] * ns[r] * ldf(gain[k + 1]);
                 }
             }
+            // The chunk is one Q8_0 block of the row, its 16 pairs on
+            // 16 consecutive lanes: rounded as q8_quant rounds it (the
+            // matrix-vector kernels' activations, and the reference's), then
+            // the rounded values q·d go in, exact in the hi/lo split.
+            const float amax = half_warp_max(fmaxf(fmaxf(v0, -v0), fmaxf(v1, -v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dq = h2f(f2h(d));
+            v0 = roundf(v0 * id) * dq;
+            v1 = roundf(v1 * id) * dq;
             st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
         }
         // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
@@ -929,6 +952,14 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x256_
                     v1 = xr[k + 1];
                 }
             }
+            // The chunk is one Q8_0 block of the row, its 16 pairs on
+            // 16 consecutive lanes: rounded as q8_quant rounds it (the
+            // matrix-vector kernels' activations, and the reference's), then
+            // the rounded values q·d go in, exact in the hi/lo split.
+            const float amax = half_warp_max(fmaxf(fmaxf(v0, -v0), fmaxf(v1, -v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dq = h2f(f2h(d));
+            v0 = roundf(v0 * id) * dq;
+            v1 = roundf(v1 * id) * dq;
             st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
         }
         // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
@@ -1058,7 +1089,8 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256
     __shared__ u32 uh[64 * 20];
     __shared__ u32 ul[64 * 20];
     __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
-    __shared__ float rs[64]; // and the epilogue's 1/s · RMSNorm scale
+    __shared__ float rs[64]; // and the epilogue's 1/s
+    __shared__ float ns[64]; // the RMSNorm scale, applied before the rounding
     const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
     const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
     const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
@@ -1079,10 +1111,14 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256
         if (lane == 0) {
             // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
             // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            // The rounded row is the normalised one: s from its largest value.
+            const float nsc = rsqrtf(ss / 256.0f + 1e-05f);
+            ns[r] = nsc;
+            mx *= nsc;
             u32 e = (__float_as_uint(mx) >> 23) & 255u;
             e = e < 14u ? 14u : e;
             xs[r] = __uint_as_float((267u - e) << 23);
-            rs[r] = __uint_as_float((e - 13u) << 23) * rsqrtf(ss / 256.0f + 1e-05f);
+            rs[r] = __uint_as_float((e - 13u) << 23);
         }
     }
     float acc[2][4][4];
@@ -1107,12 +1143,20 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_gain_q4_0_1024x256
             if (t < T) {
                 const float* xr = x + (u64)t * 256u;
                 if (k < 256u) {
-                    v0 = xr[k] * ldf(gain[k]);
+                    v0 = xr[k] * ns[r] * ldf(gain[k]);
                 }
                 if (k + 1 < 256u) {
-                    v1 = xr[k + 1] * ldf(gain[k + 1]);
+                    v1 = xr[k + 1] * ns[r] * ldf(gain[k + 1]);
                 }
             }
+            // The chunk is one Q8_0 block of the row, its 16 pairs on
+            // 16 consecutive lanes: rounded as q8_quant rounds it (the
+            // matrix-vector kernels' activations, and the reference's), then
+            // the rounded values q·d go in, exact in the hi/lo split.
+            const float amax = half_warp_max(fmaxf(fmaxf(v0, -v0), fmaxf(v1, -v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dq = h2f(f2h(d));
+            v0 = roundf(v0 * id) * dq;
+            v1 = roundf(v1 * id) * dq;
             st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
         }
         // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
@@ -1325,6 +1369,14 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_q4_0_256x512_
                     v1 = xr[k + 1];
                 }
             }
+            // The chunk is one Q8_0 block of the row, its 16 pairs on
+            // 16 consecutive lanes: rounded as q8_quant rounds it (the
+            // matrix-vector kernels' activations, and the reference's), then
+            // the rounded values q·d go in, exact in the hi/lo split.
+            const float amax = half_warp_max(fmaxf(fmaxf(v0, -v0), fmaxf(v1, -v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dq = h2f(f2h(d));
+            v0 = roundf(v0 * id) * dq;
+            v1 = roundf(v1 * id) * dq;
             st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
         }
         // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.
@@ -1446,7 +1498,8 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_51
     __shared__ u32 wh[64 * 20];
     __shared__ u32 wl[64 * 20];
     __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
-    __shared__ float rs[64]; // and the epilogue's 1/s · RMSNorm scale
+    __shared__ float rs[64]; // and the epilogue's 1/s
+    __shared__ float ns[64]; // the RMSNorm scale, applied before the rounding
     const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
     const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
     const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
@@ -1467,10 +1520,14 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_51
         if (lane == 0) {
             // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
             // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
+            // The rounded row is the normalised one: s from its largest value.
+            const float nsc = rsqrtf(ss / 256.0f + 1e-05f);
+            ns[r] = nsc;
+            mx *= nsc;
             u32 e = (__float_as_uint(mx) >> 23) & 255u;
             e = e < 14u ? 14u : e;
             xs[r] = __uint_as_float((267u - e) << 23);
-            rs[r] = __uint_as_float((e - 13u) << 23) * rsqrtf(ss / 256.0f + 1e-05f);
+            rs[r] = __uint_as_float((e - 13u) << 23);
         }
     }
     float acc[2][4][4];
@@ -1493,12 +1550,20 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q4_0_51
             if (t < T) {
                 const float* xr = x + (u64)t * 256u;
                 if (k < 256u) {
-                    v0 = xr[k] * ldf(gain[k]);
+                    v0 = xr[k] * ns[r] * ldf(gain[k]);
                 }
                 if (k + 1 < 256u) {
-                    v1 = xr[k + 1] * ldf(gain[k + 1]);
+                    v1 = xr[k + 1] * ns[r] * ldf(gain[k + 1]);
                 }
             }
+            // The chunk is one Q8_0 block of the row, its 16 pairs on
+            // 16 consecutive lanes: rounded as q8_quant rounds it (the
+            // matrix-vector kernels' activations, and the reference's), then
+            // the rounded values q·d go in, exact in the hi/lo split.
+            const float amax = half_warp_max(fmaxf(fmaxf(v0, -v0), fmaxf(v1, -v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dq = h2f(f2h(d));
+            v0 = roundf(v0 * id) * dq;
+            v1 = roundf(v1 * id) * dq;
             st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
         }
         // Load stage: weight rows dequantized in registers (dq_q4_0), stored as f16 hi/lo.

@@ -169,6 +169,16 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 #endif
 }
 
+// half_warp_max is the largest v over the 16 lanes of the calling lane's
+// half of the warp (lanes 0–15 or 16–31), in every lane of that half.
+__device__ __forceinline__ float half_warp_max(float v) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    }
+    return v;
+}
+
 // st_f16x2 stores v0, v1 (consecutive in K) as one f16x2 word of an mma
 // operand in shared memory, v0 in the low half; st_f16x2_split also stores
 // the rounding remainders (lo = f16(v − f16(v))) at the same place of lo.
