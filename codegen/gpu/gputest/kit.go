@@ -148,8 +148,9 @@ func Bit(b bool) int64 {
 // Tol is the tolerance of a product with weights of dtype dt, relative to
 // the largest reference magnitude: 1e-5 for f32 weights, 1e-4 for the rest
 // (the kernels multiply float activations by dequantized weights in
-// float32, so the reference is the float product, not ggml's 8-bit
-// activation path; the bound covers float32 against float64 accumulation).
+// float32, or activations rounded as Target.RoundActivations says, which
+// the reference then rounds alike; the bound covers float32 against
+// float64 accumulation).
 func Tol(dt ir.DType) float64 {
 	if dt == ir.F32 {
 		return 1e-5
