@@ -109,7 +109,11 @@ func RunLaunches(lib *cudagen.Library, bufs map[int][]byte, T int) (err error) {
 			return err
 		}
 	}
-	pdl := a.pdlSupported(harness.major) && cudagen.KernelsWait(lib.Source)
+	drv, err := a.driverVersion()
+	if err != nil {
+		return err
+	}
+	pdl := a.pdlSupported(harness.major, drv) && cudagen.KernelsWait(lib.Source)
 	fns := map[string]uintptr{}
 	for _, l := range lib.Step(T) {
 		f, ok := fns[l.Kernel]

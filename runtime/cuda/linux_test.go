@@ -108,3 +108,27 @@ func TestCompileWithoutDriver(t *testing.T) {
 	}
 	t.Log(msg)
 }
+
+// Programmatic dependent launch needs sm_90, a driver that can capture it
+// (CUDA 12.3) and cuLaunchKernelEx, and MINERVA_CUDA_PDL=0 turns it off.
+func TestPDLSupported(t *testing.T) {
+	with := &api{cuLaunchKernelEx: 1}
+	for _, c := range []struct {
+		a             *api
+		major, driver int
+		env           string
+		want          bool
+	}{
+		{with, 9, 12030, "", true},
+		{with, 10, 13000, "1", true},
+		{with, 9, 12020, "", false},
+		{with, 8, 13000, "", false},
+		{&api{}, 9, 13000, "", false},
+		{with, 9, 13000, "0", false},
+	} {
+		t.Setenv("MINERVA_CUDA_PDL", c.env)
+		if got := c.a.pdlSupported(c.major, c.driver); got != c.want {
+			t.Errorf("sm %d, driver %d, symbol %v, MINERVA_CUDA_PDL=%q: %v, want %v", c.major, c.driver, c.a.cuLaunchKernelEx != 0, c.env, got, c.want)
+		}
+	}
+}

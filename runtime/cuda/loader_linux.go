@@ -347,12 +347,19 @@ func (a *api) launchKernel(f uintptr, grid, block [3]uint32, sharedBytes uint32,
 }
 
 // pdlSupported reports whether kernels on a device of compute capability
-// major can be launched with programmatic stream serialization: sm_90 and
-// newer (griddepcontrol), a driver with cuLaunchKernelEx, and
+// major, under a driver of version driver (cuDriverGetVersion's 1000·major
+// + 10·minor), can be launched with programmatic stream serialization:
+// sm_90 and newer (griddepcontrol), a driver with cuLaunchKernelEx that can
+// also capture such launches into the decode graphs (CUDA 12.3), and
 // MINERVA_CUDA_PDL not "0" (the switch that measures without it).
-func (a *api) pdlSupported(major int) bool {
-	return major >= 9 && a.cuLaunchKernelEx != 0 && os.Getenv("MINERVA_CUDA_PDL") != "0"
+func (a *api) pdlSupported(major, driver int) bool {
+	return major >= 9 && driver >= pdlMinDriver && a.cuLaunchKernelEx != 0 && os.Getenv("MINERVA_CUDA_PDL") != "0"
 }
+
+// pdlMinDriver is CUDA 12.3, the release that brought graph edge data (the
+// programmatic ports a captured dependent launch becomes); an older driver
+// keeps the ordinary launches rather than risk a capture it rejects.
+const pdlMinDriver = 12030
 
 func (a *api) streamSynchronize(stream uintptr) error {
 	return check("cuStreamSynchronize", a.call(a.cuStreamSynchronize, stream))

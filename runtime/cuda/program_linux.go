@@ -145,7 +145,6 @@ func (pr *program) open() error {
 	}
 	pr.device, pr.ctx = d.name, d.ctx
 	major, minor := d.major, d.minor
-	pr.pdl = a.pdlSupported(major) && cudagen.KernelsWait(pr.lib.Source)
 	if pr.stream, err = a.streamCreate(); err != nil {
 		return err
 	}
@@ -153,6 +152,7 @@ func (pr *program) open() error {
 	if err != nil {
 		return err
 	}
+	pr.pdl = a.pdlSupported(major, drv) && cudagen.KernelsWait(pr.lib.Source)
 	cache := defaultModuleCache(pr.cfg.Options.CacheDir)
 	key := cacheKey(pr.lib.Source, major, minor, drv)
 	ptx, cached, err := cache.load(key)
