@@ -164,7 +164,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         if (lane == 0) {
             // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
             // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
-{{- if .RoundQ8}}{{if .Norm}}
+{{- if and .RoundQ8 .Norm}}
             // The rounded row is the normalised one: s from its largest value.
             const float nsc = rsqrtf(ss / {{.K}}.0f + {{.Eps}});
             ns[r] = nsc;
@@ -172,13 +172,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
             u32 e = (__float_as_uint(mx) >> 23) & 255u;
             e = e < 14u ? 14u : e;
             xs[r] = __uint_as_float((267u - e) << 23);
-            rs[r] = __uint_as_float((e - 13u) << 23);
-{{- else}}
-            u32 e = (__float_as_uint(mx) >> 23) & 255u;
-            e = e < 14u ? 14u : e;
-            xs[r] = __uint_as_float((267u - e) << 23);
-            rs[r] = __uint_as_float((e - 13u) << 23){{if .Norm}} * rsqrtf(ss / {{.K}}.0f + {{.Eps}}){{end}};
-{{- end}}
+            rs[r] = __uint_as_float((e - 13u) << 23){{if and .Norm (not .RoundQ8)}} * rsqrtf(ss / {{.K}}.0f + {{.Eps}}){{end}};
         }
     }
     float acc[2][4][4];{{if .F}}

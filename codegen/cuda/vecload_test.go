@@ -232,7 +232,7 @@ func vecEmuCases(seeds *gputest.Seeds) []gputest.Case {
 	// A one-token product that multiplies Q8_0 activations waits for the
 	// grid before it after its first weight loads (mvIds).
 	vecQ8 := func(t *testing.T, lib *gpu.Library) {
-		vec(t, lib)
+		checkLoads(t, lib, true, nil)
 		if checkGridDepSync(t, lib.Source) == 0 {
 			t.Error("no kernel waits after its first weight loads")
 		}

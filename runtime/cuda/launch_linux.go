@@ -113,7 +113,7 @@ func RunLaunches(lib *cudagen.Library, bufs map[int][]byte, T int) (err error) {
 	if err != nil {
 		return err
 	}
-	pdl := a.pdlSupported(harness.major, drv) && cudagen.KernelsWait(lib.Source)
+	pdl := a.pdlSupported(harness.major, drv, lib.Source)
 	fns := map[string]uintptr{}
 	for _, l := range lib.Step(T) {
 		f, ok := fns[l.Kernel]

@@ -110,9 +110,11 @@ func TestCompileWithoutDriver(t *testing.T) {
 }
 
 // Programmatic dependent launch needs sm_90, a driver that can capture it
-// (CUDA 12.3) and cuLaunchKernelEx, and MINERVA_CUDA_PDL=0 turns it off.
+// (CUDA 12.3) and cuLaunchKernelEx, and MINERVA_CUDA_PDL=0 turns it off
+// (the library condition: TestProgramLaunchesWithPDLOnSM90).
 func TestPDLSupported(t *testing.T) {
 	with := &api{cuLaunchKernelEx: 1}
+	waits := "extern \"C\" __global__ void k(\n    const u32 T) {\n    grid_dep_sync();\n}\n"
 	for _, c := range []struct {
 		a             *api
 		major, driver int
@@ -127,7 +129,7 @@ func TestPDLSupported(t *testing.T) {
 		{with, 9, 13000, "0", false},
 	} {
 		t.Setenv("MINERVA_CUDA_PDL", c.env)
-		if got := c.a.pdlSupported(c.major, c.driver); got != c.want {
+		if got := c.a.pdlSupported(c.major, c.driver, waits); got != c.want {
 			t.Errorf("sm %d, driver %d, symbol %v, MINERVA_CUDA_PDL=%q: %v, want %v", c.major, c.driver, c.a.cuLaunchKernelEx != 0, c.env, got, c.want)
 		}
 	}

@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
 	"os"
 	goruntime "runtime"
 	"strings"
@@ -334,8 +335,7 @@ func (a *api) memcpyDtoH(dst []byte, src uint64) error {
 // the Go heap, see argBlock). With pdl, through cuLaunchKernelEx with
 // programmatic stream serialization allowed: the grid may start while the
 // previous kernel on the stream drains, and waits for it in grid_dep_sync
-// (codegen/cuda's prelude); a program asks for it where pdlSupported and
-// every kernel of its library waits (cudagen.KernelsWait).
+// (codegen/cuda's prelude); a program asks for it where pdlSupported.
 func (a *api) launchKernel(f uintptr, grid, block [3]uint32, sharedBytes uint32, stream uintptr, b *argBlock, pdl bool) error {
 	if pdl {
 		return check("cuLaunchKernelEx", a.call(a.cuLaunchKernelEx, b.launchConfig(grid, block, sharedBytes, stream), f, b.params(), 0))
@@ -351,9 +351,12 @@ func (a *api) launchKernel(f uintptr, grid, block [3]uint32, sharedBytes uint32,
 // + 10·minor), can be launched with programmatic stream serialization:
 // sm_90 and newer (griddepcontrol), a driver with cuLaunchKernelEx that can
 // also capture such launches into the decode graphs (CUDA 12.3), and
-// MINERVA_CUDA_PDL not "0" (the switch that measures without it).
-func (a *api) pdlSupported(major, driver int) bool {
-	return major >= 9 && driver >= pdlMinDriver && a.cuLaunchKernelEx != 0 && os.Getenv("MINERVA_CUDA_PDL") != "0"
+// MINERVA_CUDA_PDL not "0" (the switch that measures without it); and a
+// library src whose every kernel waits (cudagen.KernelsWait: a plan
+// compiled before grid_dep_sync keeps the ordinary launches).
+func (a *api) pdlSupported(major, driver int, src string) bool {
+	return major >= 9 && driver >= pdlMinDriver && a.cuLaunchKernelEx != 0 && os.Getenv("MINERVA_CUDA_PDL") != "0" &&
+		cudagen.KernelsWait(src)
 }
 
 // pdlMinDriver is CUDA 12.3, the release that brought graph edge data (the

@@ -152,7 +152,7 @@ func (pr *program) open() error {
 	if err != nil {
 		return err
 	}
-	pr.pdl = a.pdlSupported(major, drv) && cudagen.KernelsWait(pr.lib.Source)
+	pr.pdl = a.pdlSupported(major, drv, pr.lib.Source)
 	cache := defaultModuleCache(pr.cfg.Options.CacheDir)
 	key := cacheKey(pr.lib.Source, major, minor, drv)
 	ptx, cached, err := cache.load(key)
