@@ -132,7 +132,8 @@ type DeviceProgram interface {
 }
 
 // KernelTimer is a Program that can time its kernels: one step of T tokens
-// in a slot, each launch between two device events, the best of runs.
+// in a slot, each launch between two device events (a GPU) or each op
+// between two clock readings (the CPU), the best of runs.
 // The step writes the slot's KV cache at positions 0..T-1, as a prefill
 // would; reset the slot before using it for text.
 type KernelTimer interface {

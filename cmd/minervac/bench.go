@@ -27,7 +27,7 @@ type benchCmd struct {
 	Seed        uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
 	BWMiB       int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256; 0 skips it, so that an outside measure of the process's peak RSS, /usr/bin/time -v, is the model's alone)." default:"512"`
 	Verbose     bool   `short:"v" help:"Print load and compile times on stderr."`
-	KernelTimes bool   `name:"kernel-times" help:"On a GPU target, also time each kernel family in a decode step and in a prefill step of -p tokens (device events around every launch)."`
+	KernelTimes bool   `name:"kernel-times" help:"Also time each kernel family in a decode step and in a prefill step of -p tokens (GPU: device events around every launch; CPU: the clock around every op, matmuls by weight type)."`
 	CPUProfile  string `name:"cpuprofile" help:"Write a pprof CPU profile of the prefill and decode steps to this file." type:"path"`
 	MemProfile  string `name:"memprofile" help:"Write a pprof heap profile (what is live, and every allocation since the start) to this file after the run." type:"path"`
 }
@@ -178,7 +178,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	if c.KernelTimes {
 		kt, ok := sess.Program().(runtime.KernelTimer)
 		if !ok {
-			return usageError{fmt.Sprintf("--kernel-times: target %s does not time its kernels (a GPU target does)", m.target)}
+			return usageError{fmt.Sprintf("--kernel-times: target %s does not time its kernels (goasm and the GPU targets do)", m.target)}
 		}
 		ktimes = map[string][]runtime.KernelTime{}
 		for _, s := range []struct {
@@ -227,7 +227,10 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	if device != "" {
 		fmt.Fprintf(w, "device\t%s, %s copy\n", device, bwText)
 	} else {
-		fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %s read\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, bwText)
+		if bw > 0 {
+			bwText += " read"
+		}
+		fmt.Fprintf(w, "machine\t%s/%s, %d CPUs, %s\n", r.Machine.GOOS, r.Machine.GOARCH, cpus, bwText)
 	}
 	fmt.Fprintf(w, "load\t%.1f ms\t(to a ready session; first token %.1f ms after start, cold)\n", r.LoadMs, r.FirstTokenMs)
 	fmt.Fprintf(w, "prefill\t%.1f tok/s\t(%d tokens, time to first token %.1f ms)\n", r.PrefillTokensS, c.P, r.TTFTMs)

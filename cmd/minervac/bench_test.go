@@ -140,3 +140,27 @@ func TestBenchDepth(t *testing.T) {
 	require.Equal(t, 2, code, stderr)
 	require.Contains(t, stderr, "--depth -1 must be ≥ 1")
 }
+
+// TestBenchKernelTimesCPU: --kernel-times on the goasm target reports the
+// CPU program's op families for a decode and a prefill step, each op of
+// the step in one family: stories260K's 5 layers give 5 SwiGLU and 5 QKV
+// ops (f32 weights) a step. The reference target does not time its ops.
+func TestBenchKernelTimesCPU(t *testing.T) {
+	model := shared.Path(t, "models/gguf/stories260K.gguf")
+	stdout, stderr, code := minervac(t, "bench", model, "-p", "16", "-n", "4", "--threads", "2", "--bw-mib", "0", "--kernel-times", "--json")
+	require.Equal(t, 0, code, stderr)
+	var r benchReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+	for _, step := range []string{"decode", "prefill"} {
+		families := map[string]int{}
+		for _, k := range r.KernelTimes[step] {
+			families[k.Family] = k.Launches
+			require.Positive(t, k.Micros, "%s %s", step, k.Family)
+		}
+		require.Equal(t, 5, families["swiglu/f32"], "%s: %v", step, families)
+		require.Equal(t, 5, families["qkv_rope/f32"], "%s: %v", step, families)
+	}
+	_, stderr, code = minervac(t, "bench", model, "-t", "reference", "-p", "4", "-n", "2", "--bw-mib", "0", "--kernel-times")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, stderr, "--kernel-times: target reference does not time its kernels")
+}

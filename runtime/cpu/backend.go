@@ -13,6 +13,7 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/minerva-llm/minerva/internal/mmap"
@@ -194,6 +195,8 @@ type program struct {
 	// prepare and fold release the source bytes of those read only once.
 	readBy []constUse
 	closed bool
+	// opTimes, while KernelTimes runs, is each node's time in the step.
+	opTimes []time.Duration
 }
 
 func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig) (runtime.Program, error) {
@@ -597,8 +600,15 @@ func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]floa
 	}
 	for i := range p.nodes {
 		nd := &p.nodes[i]
+		var t0 time.Time
+		if p.opTimes != nil {
+			t0 = time.Now()
+		}
 		if err := e.run(nd); err != nil {
 			return nil, fmt.Errorf("%v (%s): %w", nd.v, nd.v.Op, err)
+		}
+		if p.opTimes != nil {
+			p.opTimes[i] = time.Since(t0)
 		}
 	}
 	out := p.vals[p.logits]

@@ -84,3 +84,6 @@ func CacheRow(p runtime.Program, st, slot, pos, h int) []float32 {
 	off := slot*s.ctx*s.info.Width + h*s.ctx*s.hw + pos*s.hw
 	return s.f32[off : off+s.hw]
 }
+
+// Nodes is the number of ops a CPU program runs in a step.
+func Nodes(p runtime.Program) int { return len(p.(*program).nodes) }

@@ -1,0 +1,81 @@
+package cpu
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/runtime"
+)
+
+// KernelTimes implements runtime.KernelTimer for the CPU (`minervac bench
+// --kernel-times`): a step of T tokens (token 1 at positions 0..T-1, the
+// last row's logits) in slot, run runs+1 times with the clock read around
+// every op, and per op family the sum over its ops of each op's best time
+// (the first run warms up), as the CUDA program times its launches. A
+// family is the op, and for the matmul ops (matmul, fused_matmul, swiglu,
+// qkv_rope) the weight type too: where a decode step's time goes, and at
+// what rate each weight type streams. The step writes the slot's KV cache
+// at positions 0..T-1.
+func (p *program) KernelTimes(slot, T, runs int) ([]runtime.KernelTime, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, runtime.ErrClosed
+	}
+	if runs < 1 {
+		return nil, fmt.Errorf("cpu: kernel times over %d runs (at least 1)", runs)
+	}
+	if T < 1 || T > p.cfg.Context {
+		return nil, fmt.Errorf("cpu: kernel times of %d tokens (1 to %d)", T, p.cfg.Context)
+	}
+	tokens, pos := make([]int32, T), make([]int32, T)
+	for i := range tokens {
+		tokens[i], pos[i] = 1, int32(i)
+	}
+	if err := runtime.CheckStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
+		return nil, err
+	}
+	slotRow := make([]int, T)
+	for i := range slotRow {
+		slotRow[i] = slot * p.cfg.Context
+	}
+	p.opTimes = make([]time.Duration, len(p.nodes))
+	defer func() { p.opTimes = nil }()
+	best := make([]time.Duration, len(p.nodes))
+	for r := 0; r <= runs; r++ {
+		if _, err := p.step(tokens, pos, slotRow, []int{T - 1}); err != nil {
+			return nil, err
+		}
+		for i, d := range p.opTimes {
+			if r == 1 || (r > 1 && d < best[i]) {
+				best[i] = d
+			}
+		}
+	}
+	var times []runtime.KernelTime
+	at := map[string]int{}
+	for i := range p.nodes {
+		f := opFamily(p, &p.nodes[i])
+		j, ok := at[f]
+		if !ok {
+			j = len(times)
+			at[f] = j
+			times = append(times, runtime.KernelTime{Family: f})
+		}
+		times[j].Launches++
+		times[j].Micros += float64(best[i].Nanoseconds()) / 1e3
+	}
+	return times, nil
+}
+
+// opFamily names nd's family for KernelTimes.
+func opFamily(p *program, nd *node) string {
+	switch nd.v.Op {
+	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+		if c := p.consts[nd.args[1]]; c != nil {
+			return fmt.Sprintf("%s/%s", nd.v.Op, c.dt)
+		}
+	}
+	return fmt.Sprint(nd.v.Op)
+}
