@@ -147,6 +147,26 @@ type KernelTime struct {
 	Micros   float64 `json:"us"` // the family's launches together, per step
 }
 
+// SumKernelTimes adds up n timed launches (a GPU's) or ops (the CPU's) by
+// family, the families in the order of their first launch: family(i) names
+// launch i's family, micros(i) is its time.
+func SumKernelTimes(n int, family func(i int) string, micros func(i int) float64) []KernelTime {
+	var times []KernelTime
+	at := map[string]int{}
+	for i := range n {
+		f := family(i)
+		j, ok := at[f]
+		if !ok {
+			j = len(times)
+			at[f] = j
+			times = append(times, KernelTime{Family: f})
+		}
+		times[j].Launches++
+		times[j].Micros += micros(i)
+	}
+	return times
+}
+
 // ErrClosed is returned by a Program (or a Session) used after Close.
 var ErrClosed = errors.New("program is closed")
 

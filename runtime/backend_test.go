@@ -306,3 +306,13 @@ func TestProgramSessions(t *testing.T) {
 	_, err = a.Eval([]int32{432})
 	require.NoError(t, err)
 }
+
+// SumKernelTimes groups launches by family in the order of each family's
+// first launch, counting and adding up each family's launches.
+func TestSumKernelTimes(t *testing.T) {
+	fam := []string{"b", "a", "b", "c", "a", "b"}
+	us := []float64{1, 2, 4, 8, 16, 32}
+	got := runtime.SumKernelTimes(len(fam), func(i int) string { return fam[i] }, func(i int) float64 { return us[i] })
+	require.Equal(t, []runtime.KernelTime{{Family: "b", Launches: 3, Micros: 37}, {Family: "a", Launches: 2, Micros: 18}, {Family: "c", Launches: 1, Micros: 8}}, got)
+	require.Empty(t, runtime.SumKernelTimes(0, nil, nil))
+}

@@ -53,20 +53,9 @@ func (p *program) KernelTimes(slot, T, runs int) ([]runtime.KernelTime, error) {
 			}
 		}
 	}
-	var times []runtime.KernelTime
-	at := map[string]int{}
-	for i := range p.nodes {
-		f := opFamily(p, &p.nodes[i])
-		j, ok := at[f]
-		if !ok {
-			j = len(times)
-			at[f] = j
-			times = append(times, runtime.KernelTime{Family: f})
-		}
-		times[j].Launches++
-		times[j].Micros += float64(best[i].Nanoseconds()) / 1e3
-	}
-	return times, nil
+	return runtime.SumKernelTimes(len(p.nodes),
+		func(i int) string { return opFamily(p, &p.nodes[i]) },
+		func(i int) float64 { return float64(best[i].Nanoseconds()) / 1e3 }), nil
 }
 
 // opFamily names nd's family for KernelTimes.

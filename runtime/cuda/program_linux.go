@@ -882,17 +882,7 @@ func (pr *program) KernelTimes(slot, T, runs int) (times []runtime.KernelTime, e
 	for _, k := range pr.lib.Kernels {
 		family[k.Name] = k.Family
 	}
-	at := map[string]int{}
-	for k, i := range launches {
-		f := family[pr.l.Launches[i].Kernel]
-		j, ok := at[f]
-		if !ok {
-			j = len(times)
-			at[f] = j
-			times = append(times, runtime.KernelTime{Family: f})
-		}
-		times[j].Launches++
-		times[j].Micros += float64(best[k]) * 1e3
-	}
-	return times, nil
+	return runtime.SumKernelTimes(len(launches),
+		func(k int) string { return family[pr.l.Launches[launches[k]].Kernel] },
+		func(k int) float64 { return float64(best[k]) * 1e3 }), nil
 }
