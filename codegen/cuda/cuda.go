@@ -160,15 +160,15 @@ func matVec(p *gpu.Params, wdt ir.DType, moe bool) {
 // attempt) cost more than it saved (TinyLlama decode 711 → 532 tok/s).
 var q8Dots = map[ir.DType]bool{ir.Q4_0: true, ir.Q8_0: true}
 
-// RoundsActivations reports whether a step of T tokens multiplies weights
-// of dtype dt with activations rounded to Q8_0: the products of q8Dots
+// RoundsActivations reports whether steps multiply weights of dtype dt
+// with activations rounded to Q8_0: the products of q8Dots
 // dtypes do at every step size — the matrix-vector kernels through the
 // q8_quant launch, the tiled prefill kernels in their load stage — as the
 // reference engines do. A one-token product whose result goes to the
 // scratch (Qwen3's q and k head norms) keeps the float path and does not
 // round, as its q8_quant launch would write the scratch it writes (planQ8);
 // the emulation cases have none with a q8Dots weight at T = 1.
-func RoundsActivations(dt ir.DType, T int) bool { return q8Dots[dt] }
+func RoundsActivations(dt ir.DType) bool { return q8Dots[dt] }
 
 // planQ8 has a q8Dots weight's products read their activation rows as Q8_0
 // blocks that a q8_quant launch wrote into the step's scratch (gpu.Q8Stage),

@@ -46,14 +46,15 @@ package cuda
 // per token row by a power of two s (exact) that brings the row's largest
 // |x·gain| into [2^13, 2^14): hi never overflows, and lo's subnormal spacing
 // is 2^-38 of the row's largest element. The epilogue multiplies by 1/s
-// (exact), folded with the RMSNorm scale unless the rows were rounded. The weights are not scaled: a
-// weight's lo part is subnormal below |w| < 2^-3, where its absolute error is
-// at most 2^-25 — relative to typical LLM weight magnitudes (0.01 to 1) a few
-// 1e-7 of a dot product; weights of magnitude ≥ 65504 would overflow to inf
-// (none in practice). Alternatives: 3×TF32 (m16n8k8) has f32's range and
-// needs no scaling, but tf32 runs at half the f16 rate, so it costs twice
-// as much; bf16 (8 bits) needs three terms per operand for 24 bits. The f16
-// split with a row scale is the cheapest that meets the tolerances.
+// (exact), folded with the RMSNorm scale unless the rows were rounded. The
+// weights are not scaled: a weight's lo part is subnormal below |w| < 2^-3,
+// where its absolute error is at most 2^-25 — relative to typical LLM weight
+// magnitudes (0.01 to 1) a few 1e-7 of a dot product; weights of magnitude
+// ≥ 65504 would overflow to inf (none in practice). Alternatives: 3×TF32
+// (m16n8k8) has f32's range and needs no scaling, but tf32 runs at half the
+// f16 rate, so it costs twice as much; bf16 (8 bits) needs three terms per
+// operand for 24 bits. The f16 split with a row scale is the cheapest that
+// meets the tolerances.
 //
 // Block shape: 128 threads (4 warps) per block, a tile of tileT = 64 tokens ×
 // tileN = 64 features, K in chunks of tileK = 32 (one quantized block per
@@ -197,10 +198,10 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
             if (t < T) {
                 const float* xr = x + (u64)t * {{.K}}u;
                 if (k < {{.K}}u) {
-                    v0 = xr[k]{{if .RoundQ8}}{{if .Norm}} * ns[r]{{end}}{{end}}{{if .Gain}} * ldf(gain[k]){{end}};
+                    v0 = xr[k]{{if and .RoundQ8 .Norm}} * ns[r]{{end}}{{if .Gain}} * ldf(gain[k]){{end}};
                 }
                 if (k + 1 < {{.K}}u) {
-                    v1 = xr[k + 1]{{if .RoundQ8}}{{if .Norm}} * ns[r]{{end}}{{end}}{{if .Gain}} * ldf(gain[k + 1]){{end}};
+                    v1 = xr[k + 1]{{if and .RoundQ8 .Norm}} * ns[r]{{end}}{{if .Gain}} * ldf(gain[k + 1]){{end}};
                 }
             }{{if .RoundQ8}}
             // The chunk is one Q8_0 block of the row, its {{.Half}} pairs on

@@ -241,7 +241,7 @@ func vecEmuCases(seeds *gputest.Seeds) []gputest.Case {
 		fused := op == ir.OpFusedMatMul
 		K, _ := vecK(dt)
 		check := vec
-		if cuda.RoundsActivations(dt, T) {
+		if cuda.RoundsActivations(dt) {
 			check = vecQ8
 		}
 		return gputest.MatVec{Name: fmt.Sprintf("vec/%s/%s/T=%d,N=%d", op, dt, T, N), Op: op, DT: dt,

@@ -580,6 +580,12 @@ func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	if p.closed {
 		return nil, runtime.ErrClosed
 	}
+	return p.slotStep(slot, tokens, pos, nil)
+}
+
+// slotStep checks and runs a step of one slot (step's want: the logits
+// rows to return, every row when nil); the caller holds p.mu.
+func (p *program) slotStep(slot int, tokens, pos []int32, want []int) ([][]float32, error) {
 	if err := runtime.CheckStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
 		return nil, err
 	}
@@ -587,7 +593,7 @@ func (p *program) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	for i := range slotRow {
 		slotRow[i] = slot * p.cfg.Context
 	}
-	return p.step(tokens, pos, slotRow, nil)
+	return p.step(tokens, pos, slotRow, want)
 }
 
 // step runs the graph over rows (token, position, the first cache row of

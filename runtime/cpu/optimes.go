@@ -33,22 +33,18 @@ func (p *program) KernelTimes(slot, T, runs int) ([]runtime.KernelTime, error) {
 	for i := range tokens {
 		tokens[i], pos[i] = 1, int32(i)
 	}
-	if err := runtime.CheckStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
-		return nil, err
-	}
-	slotRow := make([]int, T)
-	for i := range slotRow {
-		slotRow[i] = slot * p.cfg.Context
-	}
 	p.opTimes = make([]time.Duration, len(p.nodes))
 	defer func() { p.opTimes = nil }()
 	best := make([]time.Duration, len(p.nodes))
 	for r := 0; r <= runs; r++ {
-		if _, err := p.step(tokens, pos, slotRow, []int{T - 1}); err != nil {
+		if _, err := p.slotStep(slot, tokens, pos, []int{T - 1}); err != nil {
 			return nil, err
 		}
+		if r == 0 {
+			continue // the warm-up
+		}
 		for i, d := range p.opTimes {
-			if r == 1 || (r > 1 && d < best[i]) {
+			if r == 1 || d < best[i] {
 				best[i] = d
 			}
 		}

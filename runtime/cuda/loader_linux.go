@@ -5,7 +5,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
 	"os"
 	goruntime "runtime"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
 	"github.com/minerva-llm/minerva/runtime"
 )
 

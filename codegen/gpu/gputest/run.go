@@ -22,9 +22,9 @@ type Target struct {
 	Emit     func(*ir.Graph) (*gpu.Library, error)
 	Schedule Schedule
 	// RoundActivations names the weight dtypes whose products the target
-	// computes with activations rounded to Q8_0 in a step of T tokens; the
+	// computes with activations rounded to Q8_0, at every step size; the
 	// reference (ir/eval) then rounds them too. Nil: none.
-	RoundActivations func(w ir.DType, T int) bool
+	RoundActivations func(w ir.DType) bool
 }
 
 // Schedule says which kernel families a step may run: a step of one token
@@ -99,9 +99,7 @@ func (tg Target) Run(t *testing.T, c Case, run Executor) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := tg.RoundActivations; r != nil {
-		m.RoundActivations = func(dt ir.DType) bool { return r(dt, c.T) }
-	}
+	m.RoundActivations = tg.RoundActivations
 	want, err := m.Run(used)
 	if err != nil {
 		t.Fatal(err)
