@@ -132,12 +132,14 @@ type DeviceProgram interface {
 }
 
 // KernelTimer is a Program that can time its kernels: one step of T tokens
-// in a slot, each launch between two device events (a GPU) or each op
-// between two clock readings (the CPU), the best of runs.
-// The step writes the slot's KV cache at positions 0..T-1, as a prefill
-// would; reset the slot before using it for text.
+// at positions pos0..pos0+T-1 in a slot, each launch between two device
+// events (a GPU) or each op between two clock readings (the CPU), the best
+// of runs. A step at pos0 > 0 attends to the slot's first pos0 cache rows
+// as they stand, so that a decode step is timed at the depth it runs at:
+// its attention reads pos0+1 rows. The step writes the slot's KV cache at
+// its positions; reset the slot before using it for text.
 type KernelTimer interface {
-	KernelTimes(slot, T, runs int) ([]KernelTime, error)
+	KernelTimes(slot, pos0, T, runs int) ([]KernelTime, error)
 }
 
 // KernelTime is what the launches of one kernel family took in a step.

@@ -27,7 +27,7 @@ type benchCmd struct {
 	Seed        uint64 `help:"Seed of the random prompt and decode token ids." default:"1"`
 	BWMiB       int    `name:"bw-mib" help:"Buffer size of the bandwidth measurement in MiB (at least 256; 0 skips it, so that an outside measure of the process's peak RSS, /usr/bin/time -v, is the model's alone)." default:"512"`
 	Verbose     bool   `short:"v" help:"Print load and compile times on stderr."`
-	KernelTimes bool   `name:"kernel-times" help:"Also time each kernel family in a decode step and in a prefill step of -p tokens (GPU: device events around every launch; CPU: the clock around every op, matmuls by weight type)."`
+	KernelTimes bool   `name:"kernel-times" help:"Also time each kernel family in a decode step at depth -p and in a prefill step of -p tokens (GPU: device events around every launch; CPU: the clock around every op, matmuls by weight type)."`
 	CPUProfile  string `name:"cpuprofile" help:"Write a pprof CPU profile of the prefill and decode steps to this file." type:"path"`
 	MemProfile  string `name:"memprofile" help:"Write a pprof heap profile (what is live, and every allocation since the start) to this file after the run." type:"path"`
 }
@@ -63,8 +63,8 @@ type benchReport struct {
 	DecodeBandwidthGBs     float64 `json:"decode_bandwidth_gb_s,omitempty"`
 	DecodeBandwidthSamples int     `json:"decode_bandwidth_samples,omitempty"`
 	DecodeEfficiencyPaired float64 `json:"decode_efficiency_paired,omitempty"`
-	// KernelTimes (--kernel-times): per kernel family, the decode step's
-	// and the prefill step's time.
+	// KernelTimes (--kernel-times): per kernel family, the time of a
+	// decode step at depth -p and of the prefill step of -p tokens.
 	KernelTimes map[string][]runtime.KernelTime `json:"kernel_times,omitempty"`
 	// LoadMs is from the command's start to a session ready to run: the
 	// model opened, compiled (or its cached plan read), its weights loaded
@@ -181,11 +181,13 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 			return usageError{fmt.Sprintf("--kernel-times: target %s does not time its kernels (goasm and the GPU targets do)", m.target)}
 		}
 		ktimes = map[string][]runtime.KernelTime{}
+		// The decode step at the depth the run decoded from (its
+		// attention reads the prompt's cache rows), the prefill step at 0.
 		for _, s := range []struct {
-			name string
-			T    int
-		}{{"decode", 1}, {"prefill", c.P}} {
-			if ktimes[s.name], err = kt.KernelTimes(0, s.T, 5); err != nil {
+			name    string
+			pos0, T int
+		}{{"decode", c.P, 1}, {"prefill", 0, c.P}} {
+			if ktimes[s.name], err = kt.KernelTimes(0, s.pos0, s.T, 5); err != nil {
 				return fmt.Errorf("--kernel-times: %w", err)
 			}
 		}

@@ -15,7 +15,9 @@ import (
 // matmul ops by weight type, one per layer for SwiGLU and QKV in the fused
 // synthetic llama), every family took time, and bad arguments are errors.
 // Timing does not change what the program computes: a prompt stepped
-// afterwards gives a fresh program's logits.
+// afterwards gives a fresh program's logits; and a step timed at depth
+// pos0 is the step of token 1 at that position after the cache's rows
+// before it, as the next step's logits show.
 func TestKernelTimes(t *testing.T) {
 	m := synth.Default()
 	am := synthModel(t, m)
@@ -28,7 +30,7 @@ func TestKernelTimes(t *testing.T) {
 	require.True(t, ok, "the CPU program is a runtime.KernelTimer")
 
 	for _, T := range []int{1, 5} {
-		times, err := kt.KernelTimes(0, T, 2)
+		times, err := kt.KernelTimes(0, 0, T, 2)
 		require.NoError(t, err)
 		launches := map[string]int{}
 		total := 0
@@ -44,9 +46,12 @@ func TestKernelTimes(t *testing.T) {
 		require.Equal(t, 1, launches["embed"], "T=%d", T)
 	}
 
-	for _, c := range []struct{ slot, T, runs int }{{0, 1, 0}, {0, 0, 1}, {0, 17, 1}, {1, 1, 1}, {-1, 1, 1}} {
-		_, err := kt.KernelTimes(c.slot, c.T, c.runs)
-		require.Error(t, err, "slot %d, %d tokens, %d runs", c.slot, c.T, c.runs)
+	for _, c := range []struct{ slot, pos0, T, runs int }{
+		{0, 0, 1, 0}, {0, 0, 0, 1}, {0, 0, 17, 1}, {1, 0, 1, 1}, {-1, 0, 1, 1},
+		{0, -1, 1, 1}, {0, 16, 1, 1}, {0, 12, 5, 1},
+	} {
+		_, err := kt.KernelTimes(c.slot, c.pos0, c.T, c.runs)
+		require.Error(t, err, "slot %d, %d tokens at %d, %d runs", c.slot, c.T, c.pos0, c.runs)
 	}
 
 	prompt := []int32{1, 5, 9, 4, 7}
@@ -60,7 +65,18 @@ func TestKernelTimes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 
+	// At depth 5: token 1 at position 5, then token 3 at 6.
+	_, err = kt.KernelTimes(0, 5, 1, 1)
+	require.NoError(t, err)
+	got, err = p.Step(0, []int32{3}, []int32{6})
+	require.NoError(t, err)
+	_, err = fresh.Step(0, []int32{1}, []int32{5})
+	require.NoError(t, err)
+	want, err = fresh.Step(0, []int32{3}, []int32{6})
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
 	require.NoError(t, p.Close())
-	_, err = kt.KernelTimes(0, 1, 1)
+	_, err = kt.KernelTimes(0, 0, 1, 1)
 	require.ErrorIs(t, err, runtime.ErrClosed)
 }

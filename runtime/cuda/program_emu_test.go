@@ -101,7 +101,7 @@ func programMatchesReference(t *testing.T, opts runtime.Options, device string) 
 
 	// Kernel times: every launch of a step is timed and falls in a family.
 	for _, T := range []int{1, 3} {
-		times, err := p.(runtime.KernelTimer).KernelTimes(1, T, 2)
+		times, err := p.(runtime.KernelTimer).KernelTimes(1, 3, T, 2)
 		require.NoError(t, err)
 		n := 0
 		for _, kt := range times {
@@ -111,8 +111,12 @@ func programMatchesReference(t *testing.T, opts runtime.Options, device string) 
 		}
 		require.Equal(t, len(p.(*program).lib.Step(T)), n, "launches timed at T = %d", T)
 	}
-	_, err = p.(runtime.KernelTimer).KernelTimes(0, 17, 1)
+	_, err = p.(runtime.KernelTimer).KernelTimes(0, 0, 17, 1)
 	require.Error(t, err, "more tokens than the context")
+	_, err = p.(runtime.KernelTimer).KernelTimes(0, 14, 3, 1)
+	require.Error(t, err, "positions past the context")
+	_, err = p.(runtime.KernelTimer).KernelTimes(0, -1, 1, 1)
+	require.Error(t, err, "a negative position")
 
 	require.NoError(t, p.Close())
 	_, err = p.Step(0, []int32{1}, []int32{0})
