@@ -798,7 +798,9 @@ func TestEmuDriverGuardPage(t *testing.T) {
 	}
 	emuDriver(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEmuDriverGuardPage$", "-test.v")
-	cmd.Env = append(os.Environ(), "MINERVA_EMUDRIVER_CHILD=overrun")
+	// The child dies before its t.TempDir is removed: it makes it in
+	// ours, which is.
+	cmd.Env = append(os.Environ(), "MINERVA_EMUDRIVER_CHILD=overrun", "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	faulted := errors.As(err, &exit) && (exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGSEGV ||
