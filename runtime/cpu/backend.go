@@ -19,6 +19,7 @@ import (
 	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/ir/eval"
+	"github.com/minerva-llm/minerva/ir/rope"
 	"github.com/minerva-llm/minerva/runtime"
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
@@ -145,6 +146,12 @@ type node struct {
 	// arena (the memory plan's arena_offset / 4), or -1: a buffer of its
 	// own.
 	arena int64
+	// What the attributes say, read once at compile rather than from
+	// the attribute map at every step (some microseconds an op, a few
+	// hundred a TinyLlama decode step): the operands of the matmul ops,
+	// and the rotation of the rope and QKV ops.
+	parts ir.Parts
+	rope  rope.Params
 }
 
 type program struct {
@@ -475,7 +482,29 @@ func (p *program) prepare(nd *node) error {
 	v := nd.v
 	rawArg := -1 // operand read in its own dtype
 	switch v.Op {
+	case ir.OpRoPE:
+		var err error
+		if nd.rope, err = rope.FromAttrs(v.Attrs); err != nil {
+			return err
+		}
 	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+		if v.Op == ir.OpMatMul {
+			nd.parts = ir.Parts{X: v.Args[0], W: v.Args[1]}
+			if len(v.Args) == 3 {
+				nd.parts.Bias = v.Args[2]
+			}
+		} else {
+			var err error
+			if nd.parts, err = ir.MatMulParts(v); err != nil {
+				return err
+			}
+		}
+		if v.Op == ir.OpQKVRoPE {
+			var err error
+			if nd.rope, err = rope.FromAttrs(v.Attrs); err != nil {
+				return err
+			}
+		}
 		rawArg = 1
 		c := p.consts[nd.args[1]]
 		if c == nil {
@@ -520,16 +549,13 @@ func (p *program) prepare(nd *node) error {
 		}
 	case ir.OpMoE:
 		return p.prepareMoE(nd)
-	case ir.OpRMSNorm, ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU, ir.OpSoftmax, ir.OpRoPE, ir.OpReshape, ir.OpConcat,
+	case ir.OpRMSNorm, ir.OpAdd, ir.OpMul, ir.OpSiLU, ir.OpGELU, ir.OpSoftmax, ir.OpReshape, ir.OpConcat,
 		ir.OpTopKSoftmax:
 	default:
 		return fmt.Errorf("op %s is not supported by the %s backend", v.Op, Name)
 	}
 	if v.Op == ir.OpQKVRoPE {
-		pp, err := ir.MatMulParts(v)
-		if err != nil {
-			return err
-		}
+		pp := nd.parts
 		ks, vs := p.stOf[p.index[pp.KCache]], p.stOf[p.index[pp.VCache]]
 		if ks < 0 || vs < 0 {
 			return fmt.Errorf("the caches must be states")

@@ -198,10 +198,7 @@ func (e *exec) rope(nd *node) error {
 	if err != nil {
 		return err
 	}
-	r, err := e.ropeTable(v.Attrs, pos)
-	if err != nil {
-		return err
-	}
+	r := e.ropeTable(nd.rope, pos)
 	width := int(v.Type.Shape[1].N)
 	hd := int(v.Attrs.Int("head_dim", 0))
 	for t := range pos {
@@ -337,21 +334,17 @@ type ropeTab struct {
 	cs     []float64 // [T][NRot/2][2]
 }
 
-// ropeTable returns the table of the rope attributes a at positions pos,
-// made once per step for each distinct (parameters, positions).
-func (e *exec) ropeTable(a ir.Attrs, pos []int32) (*ropeTab, error) {
-	rp, err := rope.FromAttrs(a)
-	if err != nil {
-		return nil, err
-	}
+// ropeTable returns the table of the rotation rp at positions pos, made
+// once per step for each distinct (parameters, positions).
+func (e *exec) ropeTable(rp rope.Params, pos []int32) *ropeTab {
 	for _, r := range e.ropes {
 		if r.params.Equal(rp) && slices.Equal(r.pos, pos) {
-			return r, nil
+			return r
 		}
 	}
 	r := newRope(rp, pos)
 	e.ropes = append(e.ropes, r)
-	return r, nil
+	return r
 }
 
 func newRope(rp rope.Params, pos []int32) *ropeTab {

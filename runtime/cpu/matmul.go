@@ -166,18 +166,7 @@ func (p *program) scratchFor(w, n int) []float32 {
 // op's epilogue (bias, residual, swiglu gating, rope and KV writes).
 func (e *exec) matmul(nd *node) error {
 	v := nd.v
-	var parts ir.Parts
-	if v.Op == ir.OpMatMul {
-		parts = ir.Parts{X: v.Args[0], W: v.Args[1]}
-		if len(v.Args) == 3 {
-			parts.Bias = v.Args[2]
-		}
-	} else {
-		var err error
-		if parts, err = ir.MatMulParts(v); err != nil {
-			return err
-		}
-	}
+	parts := nd.parts
 	p := e.p
 	c := p.consts[p.index[parts.W]]
 	N, K, _, err := c.matrix()
@@ -351,10 +340,7 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	}
 	kst := e.cache(p.stOf[p.index[parts.KCache]])
 	vst := e.cache(p.stOf[p.index[parts.VCache]])
-	rt, err := e.ropeTable(a, pos)
-	if err != nil {
-		return err
-	}
+	rt := e.ropeTable(nd.rope, pos)
 	out := e.out(nd)
 	qd := H * hd
 	// Qwen3's per-head norms of q and k, before the rotation.
