@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
@@ -106,6 +107,10 @@ func (e *exec) attention(nd *node) error {
 		sc, wt := buf[:tileKV], buf[tileKV:]
 		for j0 := from; j0 < to; j0 += tileKV {
 			j1 := min(j0+tileKV, to)
+			// The tile's V rows on their way while its K rows are scored
+			// (kern.Kernels.Prefetch).
+			voff := vst.at(vbase, j0, kh)
+			e.p.ks.Prefetch(vst.rowBytes(voff, j1-j0))
 			// The tile's scores in one kernel call (rows kw apart).
 			koff := kst.at(kbase, j0, kh)
 			switch {
@@ -130,7 +135,6 @@ func (e *exec) attention(nd *node) error {
 				l += wgt
 			}
 			// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-			voff := vst.at(vbase, j0, kh)
 			switch {
 			case vst.f32 != nil:
 				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
@@ -296,6 +300,8 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		sc, wt := buf[:L*tileKV], buf[L*tileKV:]
 		for j0 := from; j0 < to; j0 += tileKV {
 			nj := min(j0+tileKV, to) - j0
+			voff := vst.at(vbase, j0, kh)
+			ks.Prefetch(vst.rowBytes(voff, nj)) // as in the one-head items
 			koff := kst.at(kbase, j0, kh)
 			switch {
 			case kst.f32 != nil:
@@ -319,7 +325,6 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 				}
 			}
 			ks.ExpSubSum8(wt[:L*nj], sc[:L*nj], &m, &l)
-			voff := vst.at(vbase, j0, kh)
 			switch {
 			case vst.f32 != nil:
 				ks.AxpyRowsG(acc, hs, dv, G, wt[:L*nj], vst.f32[voff:], vw)
@@ -334,4 +339,18 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		}
 	}
 	e.attentionPasses(sh, T, T*sh.nkv*runs, heads, item, merge)
+}
+
+// rowBytes is the memory of n rows of one head from element off (state.at):
+// n·hw elements, one head's rows being consecutive.
+func (s *state) rowBytes(off, n int) []byte {
+	switch {
+	case s.f32 != nil:
+		x := s.f32[off : off+n*s.hw]
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
+	case s.f16 != nil:
+		x := s.f16[off : off+n*s.hw]
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x))
+	}
+	return s.q8[q8Bytes(off):q8Bytes(off+n*s.hw)]
 }

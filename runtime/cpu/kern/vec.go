@@ -56,6 +56,17 @@ func (ks Kernels) Axpy(dst []float32, alpha float32, x []float32) {
 	}
 }
 
+// Prefetch asks the CPU to bring b's cache lines toward it ahead of a read, on the SIMD variants; it changes no value. A decode
+// step's attention prefetches each tile's V rows before scoring its K
+// rows: the weighted values kernels read the rows in strided passes that
+// the hardware prefetchers follow late, and TinyLlama's attention at depth
+// 512 took 5–10% less time.
+func (ks Kernels) Prefetch(b []byte) {
+	if ks.vec() && len(b) > 0 {
+		prefetchAVX2(b)
+	}
+}
+
 // SiLUMul sets dst[i] = silu(g[i])·u[i] = g/(1+e^-g)·u for i < len(dst).
 // The generic variant evaluates silu in float64 and rounds once; the SIMD
 // kernel uses a float32 exp within 2 ulp, so it may differ in the last bits.

@@ -1405,3 +1405,22 @@ axr_row1:
 axr_done:
 	VZEROUPPER
 	RET
+
+// func prefetchAVX2(b []byte)
+// Requires: MMX+
+TEXT ·prefetchAVX2(SB), NOSPLIT, $0-24
+	MOVQ  b_base+0(FP), AX
+	MOVQ  b_len+8(FP), CX
+	TESTQ CX, CX
+	JZ    prefetch_done
+	ADDQ  AX, CX
+	ANDQ  $-64, AX
+
+prefetch_loop:
+	PREFETCHT0 (AX)
+	ADDQ       $0x00000040, AX
+	CMPQ       AX, CX
+	JB         prefetch_loop
+
+prefetch_done:
+	RET

@@ -77,3 +77,8 @@ func scoresF32AVX2(q []float32, k []float32, stride int, out []float32)
 //
 //go:noescape
 func axpyRowsF32AVX2(acc []float32, w []float32, v []float32, stride int)
+
+// prefetchAVX2 prefetches (T0) every 64-byte line that holds a byte of b.
+//
+//go:noescape
+func prefetchAVX2(b []byte)

@@ -25,3 +25,4 @@ func axpyRowsF32AVX2(acc, w, v []float32, stride int) {
 	panic("kern: no AVX2 kernels on this architecture")
 }
 func quantQ8_KAVX2(x []float32, dst []byte) { panic("kern: no AVX2 kernels on this architecture") }
+func prefetchAVX2(b []byte)                 { panic("kern: no AVX2 kernels on this architecture") }

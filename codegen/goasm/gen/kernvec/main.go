@@ -49,6 +49,7 @@ func run(dir string) error {
 	}
 	scoresF32(c)
 	axpyRowsF32(c)
+	prefetch(c)
 
 	return avoutil.Write(c, "codegen/goasm/gen/kernvec", dir, "vec_amd64.s", "vec_amd64_stubs.go")
 }
@@ -782,5 +783,30 @@ func scaleMax8(c *build.Context) {
 	c.VORPS(nan, m, m) // a NaN lane: all ones, a NaN
 	c.VMOVUPS(m, Mem{Base: mp})
 	c.VZEROUPPER()
+	c.RET()
+}
+
+// prefetch emits func prefetchAVX2(b []byte): a PREFETCHT0 of every
+// 64-byte cache line that holds a byte of b, so that rows which would miss
+// the caches one after another (attention's V rows, read in strided passes
+// by the weighted values kernels) arrive while other work runs.
+func prefetch(c *build.Context) {
+	c.Function("prefetchAVX2")
+	c.Attributes(attr.NOSPLIT)
+	c.Pragma("noescape")
+	c.SignatureExpr("func(b []byte)")
+	c.Doc("prefetchAVX2 prefetches (T0) every 64-byte line that holds a byte of b.")
+	p := c.Load(c.Param("b").Base(), c.GP64())
+	end := c.Load(c.Param("b").Len(), c.GP64())
+	c.TESTQ(end, end)
+	c.JZ(LabelRef("prefetch_done"))
+	c.ADDQ(p, end)
+	c.ANDQ(I32(-64), p) // the line b starts in
+	c.Label("prefetch_loop")
+	c.PREFETCHT0(Mem{Base: p})
+	c.ADDQ(U32(64), p)
+	c.CMPQ(p, end)
+	c.JB(LabelRef("prefetch_loop"))
+	c.Label("prefetch_done")
 	c.RET()
 }
