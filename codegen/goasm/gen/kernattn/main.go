@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -228,11 +227,7 @@ func strides(c *build.Context, param string, shift uint64) (s, s3 reg.Register) 
 // groupedFunc begins a grouped kernel: name, its signature sig over the
 // cache element type kt (%s in sig), its doc lines.
 func groupedFunc(c *build.Context, name, sig, kt string, doc ...string) {
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr(fmt.Sprintf(sig, kt))
-	c.Doc(doc...)
+	avoutil.Function(c, name, fmt.Sprintf(sig, kt), doc...)
 }
 
 const (

@@ -73,11 +73,8 @@ func u32Const(c *build.Context, name string, v uint32) Mem {
 // accumulator (i/8)%4 lane i%8, summed as ((acc0+acc1)+(acc2+acc3)) and then
 // lanes (hi+lo), pairs, singles.
 func dotF32(c *build.Context) {
-	c.Function("dotF32AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(a, b []float32) float32")
-	c.Doc("dotF32AVX2 is the dot product of a[:len(a)&^31] and b. It needs AVX2 and FMA.")
+	avoutil.Function(c, "dotF32AVX2", "func(a, b []float32) float32",
+		"dotF32AVX2 is the dot product of a[:len(a)&^31] and b. It needs AVX2 and FMA.")
 	n := c.Load(c.Param("a").Len(), c.GP64())
 	x := c.Load(c.Param("a").Base(), c.GP64())
 	y := c.Load(c.Param("b").Base(), c.GP64())
@@ -112,11 +109,8 @@ func dotF32(c *build.Context) {
 // axpyF32 emits func axpyF32AVX2(dst []float32, alpha float32, x []float32):
 // dst[i] = fma(alpha, x[i], dst[i]) for i < len(dst)&^7.
 func axpyF32(c *build.Context) {
-	c.Function("axpyF32AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(dst []float32, alpha float32, x []float32)")
-	c.Doc("axpyF32AVX2 adds alpha·x to dst[:len(dst)&^7] (fused). It needs AVX2 and FMA.")
+	avoutil.Function(c, "axpyF32AVX2", "func(dst []float32, alpha float32, x []float32)",
+		"axpyF32AVX2 adds alpha·x to dst[:len(dst)&^7] (fused). It needs AVX2 and FMA.")
 	n := c.Load(c.Param("dst").Len(), c.GP64())
 	d := c.Load(c.Param("dst").Base(), c.GP64())
 	x := c.Load(c.Param("x").Base(), c.GP64())
@@ -145,11 +139,8 @@ func axpyF32(c *build.Context) {
 // by ln 2 in two parts, a degree-5 polynomial, 2^n built in the exponent
 // bits): within 2 ulp of exp over the clamped range ±88.376.
 func siluMul(c *build.Context) {
-	c.Function("siluMulAVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(dst, g, u []float32)")
-	c.Doc("siluMulAVX2 sets dst[i] = silu(g[i])·u[i] for i < len(dst)&^7. It needs AVX2 and FMA.")
+	avoutil.Function(c, "siluMulAVX2", "func(dst, g, u []float32)",
+		"siluMulAVX2 sets dst[i] = silu(g[i])·u[i] for i < len(dst)&^7. It needs AVX2 and FMA.")
 	k := expConsts(c)
 	n := c.Load(c.Param("dst").Len(), c.GP64())
 	d := c.Load(c.Param("dst").Base(), c.GP64())
@@ -245,16 +236,13 @@ func expSub(c *build.Context, sum bool) {
 	if sum {
 		name, pre = "expSubSum8AVX2", "expsum"
 	}
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
 	if sum {
-		c.SignatureExpr("func(dst, x, m, l []float32)")
-		c.Doc("expSubSum8AVX2 sets dst[8j+g] = exp(x[8j+g]-m[g]) and adds it to l[g], rows j in order,",
+		avoutil.Function(c, name, "func(dst, x, m, l []float32)",
+			"expSubSum8AVX2 sets dst[8j+g] = exp(x[8j+g]-m[g]) and adds it to l[g], rows j in order,",
 			"for j < len(dst)/8. It needs AVX2 and FMA.")
 	} else {
-		c.SignatureExpr("func(dst, x []float32, m float32)")
-		c.Doc("expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.")
+		avoutil.Function(c, name, "func(dst, x []float32, m float32)",
+			"expSubAVX2 sets dst[i] = exp(x[i]-m) for i < len(dst)&^7. It needs AVX2 and FMA.")
 	}
 	k := expConsts(c)
 	n := c.Load(c.Param("dst").Len(), c.GP64())
@@ -302,11 +290,8 @@ func expSub(c *build.Context, sum bool) {
 // empty, kern's packed-activation side data {int32 8Σq, float32 f16(d)} per
 // block.
 func quantQ8_0(c *build.Context) {
-	c.Function("quantQ8_0AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(x []float32, dst, side []byte)")
-	c.Doc("quantQ8_0AVX2 is quantize_row_q8_0_ref on x (len a multiple of 32) into dst,",
+	avoutil.Function(c, "quantQ8_0AVX2", "func(x []float32, dst, side []byte)",
+		"quantQ8_0AVX2 is quantize_row_q8_0_ref on x (len a multiple of 32) into dst,",
 		"plus {8Σq, f16(d)} per block into side unless side is empty. It needs AVX2, FMA, F16C.")
 	absMask := u32Const(c, "q8AbsMask", 0x7fffffff)
 	signMask := u32Const(c, "q8SignMask", 0x80000000)
@@ -436,11 +421,8 @@ func quantQ8_0(c *build.Context) {
 // sum in double, so results differ from the generic variant in the last bits.
 func dotWeights(c *build.Context, t string) {
 	name := "dot" + t + "BytesAVX2"
-	c.Function(name)
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(n int, w, a []byte) float32")
-	c.Doc(name+" is the dot of n (a multiple of 32) "+t+" weights and "+t+" activations in float32",
+	avoutil.Function(c, name, "func(n int, w, a []byte) float32",
+		name+" is the dot of n (a multiple of 32) "+t+" weights and "+t+" activations in float32",
 		"with FMA. It needs AVX2, FMA and F16C.")
 	size := map[string]int{"F32": 4, "F16": 2, "BF16": 2}[t]
 	n := c.Load(c.Param("n"), c.GP64())
@@ -512,11 +494,8 @@ func scoresF32(c *build.Context) {
 // registers 64 floats at a time while the tile's rows stream past; each
 // element is a chain of fused multiply-adds in row order.
 func axpyRowsF32(c *build.Context) {
-	c.Function("axpyRowsF32AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(acc, w, v []float32, stride int)")
-	c.Doc("axpyRowsF32AVX2 adds w[j]·(row j of v, rows stride floats apart) to acc (len a",
+	avoutil.Function(c, "axpyRowsF32AVX2", "func(acc, w, v []float32, stride int)",
+		"axpyRowsF32AVX2 adds w[j]·(row j of v, rows stride floats apart) to acc (len a",
 		"multiple of 8) for every j, in row order with FMA. It needs AVX2 and FMA.")
 	d := c.Load(c.Param("acc").Len(), c.GP64())
 	ap := c.Load(c.Param("acc").Base(), c.GP64())
@@ -611,11 +590,8 @@ var packPermTable *Mem
 // and mantissa bits done as the scalar code does them, the sixteen
 // 16-value sums, d = 1/iscale; an all-zero block is all zero bytes.
 func quantQ8_K(c *build.Context) {
-	c.Function("quantQ8_KAVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(x []float32, dst []byte)")
-	c.Doc("quantQ8_KAVX2 is kern's quantQ8_K on x (len a multiple of 256) into dst, byte",
+	avoutil.Function(c, "quantQ8_KAVX2", "func(x []float32, dst []byte)",
+		"quantQ8_KAVX2 is kern's quantQ8_K on x (len a multiple of 256) into dst, byte",
 		"for byte. It needs AVX2.")
 	absMask := u32Const(c, "q8kAbsMask", 0x7fffffff)
 	magic := f32Const(c, "q8kMagic", 12582912)
@@ -748,11 +724,8 @@ func quantQ8_K(c *build.Context) {
 // x *= scale and mx[g] = the largest x[8j+g] as Go's max forms it (+0 over
 // −0; NaN if any is NaN), starting from −∞.
 func scaleMax8(c *build.Context) {
-	c.Function("scaleMax8AVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(x []float32, scale float32, mx []float32)")
-	c.Doc("scaleMax8AVX2 scales x (len a multiple of 8) by scale in place and sets mx[g] to the",
+	avoutil.Function(c, "scaleMax8AVX2", "func(x []float32, scale float32, mx []float32)",
+		"scaleMax8AVX2 scales x (len a multiple of 8) by scale in place and sets mx[g] to the",
 		"maximum of lane g (Go's max: +0 over -0, NaN if any lane value is NaN). It needs AVX2.")
 	n := c.Load(c.Param("x").Len(), c.GP64())
 	xp := c.Load(c.Param("x").Base(), c.GP64())
@@ -791,11 +764,8 @@ func scaleMax8(c *build.Context) {
 // the caches one after another (attention's V rows, read in strided passes
 // by the weighted values kernels) arrive while other work runs.
 func prefetch(c *build.Context) {
-	c.Function("prefetchAVX2")
-	c.Attributes(attr.NOSPLIT)
-	c.Pragma("noescape")
-	c.SignatureExpr("func(b []byte)")
-	c.Doc("prefetchAVX2 prefetches (T0) every 64-byte line that holds a byte of b.")
+	avoutil.Function(c, "prefetchAVX2", "func(b []byte)",
+		"prefetchAVX2 prefetches (T0) every 64-byte line that holds a byte of b.")
 	p := c.Load(c.Param("b").Base(), c.GP64())
 	end := c.Load(c.Param("b").Len(), c.GP64())
 	c.TESTQ(end, end)
