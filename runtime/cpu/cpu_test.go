@@ -411,3 +411,34 @@ func TestLlama31ShapeAtDepth(t *testing.T) {
 		requireClose(t, got[0], got[1], 1e-4, fmt.Sprintf("%s cache at depth", ct))
 	}
 }
+
+// The attributes of the matmul and QKV ops are read at compile: a bad
+// flag or rotation is a compile error naming it, not a fault of the first
+// step.
+func TestCompileRejectsBadFusedAttrs(t *testing.T) {
+	for _, c := range []struct {
+		op        ir.Op
+		key       string
+		val       any
+		wantError string
+	}{
+		{ir.OpSwiGLU, "norm", int64(2), "flag norm must be 0 or 1"},
+		{ir.OpFusedMatMul, "residual", int64(3), "flag residual must be 0 or 1"},
+		{ir.OpQKVRoPE, "freq_factors", []float64{1, 2}, "freq_factors has 2 values"},
+		{ir.OpQKVRoPE, "gain", int64(-1), "flag gain must be 0 or 1"},
+	} {
+		am := synthModel(t, synth.Default())
+		fuse(t, am.Graph)
+		found := false
+		for _, v := range am.Graph.Values {
+			if v.Op == c.op {
+				v.Attrs[c.key] = c.val
+				found = true
+				break
+			}
+		}
+		require.True(t, found, "no %s op in the fused graph", c.op)
+		_, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 16})
+		require.ErrorContains(t, err, c.wantError, "%s %s", c.op, c.key)
+	}
+}

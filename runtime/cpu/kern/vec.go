@@ -56,11 +56,12 @@ func (ks Kernels) Axpy(dst []float32, alpha float32, x []float32) {
 	}
 }
 
-// Prefetch asks the CPU to bring b's cache lines toward it ahead of a read, on the SIMD variants; it changes no value. A decode
-// step's attention prefetches each tile's V rows before scoring its K
-// rows: the weighted values kernels read the rows in strided passes that
-// the hardware prefetchers follow late, and TinyLlama's attention at depth
-// 512 took 5–10% less time.
+// Prefetch asks the CPU to bring b's cache lines toward it ahead of a
+// read, on the SIMD variants; it changes no value. A decode step's
+// attention prefetches each tile's V rows before scoring its K rows: the
+// weighted values kernels read the rows in strided passes that the
+// hardware prefetchers follow late, and TinyLlama's attention at depth 512
+// took 5–10% less time.
 func (ks Kernels) Prefetch(b []byte) {
 	if ks.vec() && len(b) > 0 {
 		prefetchAVX2(b)
