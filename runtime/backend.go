@@ -149,6 +149,25 @@ type KernelTime struct {
 	Micros   float64 `json:"us"` // the family's launches together, per step
 }
 
+// KernelTimesStep checks a KernelTimes call against cfg and returns the
+// step it times: token 1 at positions pos0..pos0+T-1. The arguments are
+// checked before anything of size T is made.
+func KernelTimesStep(cfg ProgramConfig, slot, pos0, T, runs int) (tokens, pos []int32, err error) {
+	switch {
+	case runs < 1:
+		return nil, nil, fmt.Errorf("kernel times over %d runs (at least 1)", runs)
+	case slot < 0 || slot >= cfg.Slots:
+		return nil, nil, fmt.Errorf("kernel times in slot %d (the program has %d)", slot, cfg.Slots)
+	case T < 1 || pos0 < 0 || pos0 > cfg.Context-T:
+		return nil, nil, fmt.Errorf("kernel times of %d tokens at position %d (a context of %d)", T, pos0, cfg.Context)
+	}
+	tokens, pos = make([]int32, T), make([]int32, T)
+	for i := range tokens {
+		tokens[i], pos[i] = 1, int32(pos0+i)
+	}
+	return tokens, pos, nil
+}
+
 // SumKernelTimes adds up n timed launches (a GPU's) or ops (the CPU's) by
 // family, the families in the order of their first launch: family(i) names
 // launch i's family, micros(i) is its time.

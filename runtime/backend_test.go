@@ -316,3 +316,19 @@ func TestSumKernelTimes(t *testing.T) {
 	require.Equal(t, []runtime.KernelTime{{Family: "b", Launches: 3, Micros: 37}, {Family: "a", Launches: 2, Micros: 18}, {Family: "c", Launches: 1, Micros: 8}}, got)
 	require.Empty(t, runtime.SumKernelTimes(0, nil, nil))
 }
+
+// KernelTimesStep is token 1 at positions pos0..pos0+T-1, and refuses a
+// call whose slot, runs or positions the program cannot take.
+func TestKernelTimesStep(t *testing.T) {
+	cfg := runtime.ProgramConfig{Context: 16, Slots: 2}
+	tokens, pos, err := runtime.KernelTimesStep(cfg, 1, 13, 3, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int32{1, 1, 1}, tokens)
+	require.Equal(t, []int32{13, 14, 15}, pos)
+	for _, c := range []struct{ slot, pos0, T, runs int }{
+		{0, 0, 1, 0}, {2, 0, 1, 1}, {-1, 0, 1, 1}, {0, 0, 0, 1}, {0, -1, 1, 1}, {0, 14, 3, 1}, {0, 0, 1 << 62, 1},
+	} {
+		_, _, err := runtime.KernelTimesStep(cfg, c.slot, c.pos0, c.T, c.runs)
+		require.Error(t, err, "%+v", c)
+	}
+}

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"math"
-	"unsafe"
 
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
@@ -346,11 +345,9 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 func (s *state) rowBytes(off, n int) []byte {
 	switch {
 	case s.f32 != nil:
-		x := s.f32[off : off+n*s.hw]
-		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
+		return asBytes(s.f32[off : off+n*s.hw])
 	case s.f16 != nil:
-		x := s.f16[off : off+n*s.hw]
-		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x))
+		return asBytes(s.f16[off : off+n*s.hw])
 	}
 	return s.q8[q8Bytes(off):q8Bytes(off+n*s.hw)]
 }

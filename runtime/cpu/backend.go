@@ -374,7 +374,7 @@ func (p *program) dropPackedSources() {
 	}
 	var live [][]byte // bytes some step reads (a reshape fold shares its operand's)
 	for c := range raw {
-		live = append(live, c.data, bytesOfF32(c.f32))
+		live = append(live, c.data, asBytes(c.f32))
 	}
 	for _, c := range p.consts {
 		if c == nil || raw[c] {

@@ -23,7 +23,7 @@ func (c *cval) ensureF32() error {
 }
 
 func f32Const(shape []int64, f []float32) *cval {
-	return &cval{dt: ir.F32, shape: shape, data: bytesOfF32(f), f32: f}
+	return &cval{dt: ir.F32, shape: shape, data: asBytes(f), f32: f}
 }
 
 // fold computes a value that depends on weights only, at load time, as

@@ -9,29 +9,23 @@ import (
 )
 
 // KernelTimes implements runtime.KernelTimer for the CPU (`minervac bench
-// --kernel-times`): a step of T tokens (token 1 at positions
-// pos0..pos0+T-1, the last row's logits) in slot, run runs+1 times with the clock read around
-// every op, and per op family the sum over its ops of each op's best time
-// (the first run warms up), as the CUDA program times its launches. A
-// family is the op, and for the matmul ops (matmul, fused_matmul, swiglu,
-// qkv_rope) the weight type too: where a decode step's time goes, and at
-// what rate each weight type streams. The step writes the slot's KV cache
-// at its positions.
+// --kernel-times`): a step of T tokens (runtime.KernelTimesStep: token 1
+// at positions pos0..pos0+T-1, the last row's logits) in slot, run runs+1
+// times with the clock read around every op, and per op family the sum
+// over its ops of each op's best time (the first run warms up), as the
+// CUDA program times its launches. A family is the op, and for the matmul
+// ops (matmul, fused_matmul, swiglu, qkv_rope) the weight type too: where
+// a decode step's time goes, and at what rate each weight type streams.
+// The step writes the slot's KV cache at its positions.
 func (p *program) KernelTimes(slot, pos0, T, runs int) ([]runtime.KernelTime, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, runtime.ErrClosed
 	}
-	if runs < 1 {
-		return nil, fmt.Errorf("cpu: kernel times over %d runs (at least 1)", runs)
-	}
-	if T < 1 || pos0 < 0 || pos0 > p.cfg.Context-T {
-		return nil, fmt.Errorf("cpu: kernel times of %d tokens at position %d (a context of %d)", T, pos0, p.cfg.Context)
-	}
-	tokens, pos := make([]int32, T), make([]int32, T)
-	for i := range tokens {
-		tokens[i], pos[i] = 1, int32(pos0+i)
+	tokens, pos, err := runtime.KernelTimesStep(p.cfg, slot, pos0, T, runs)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	p.opTimes = make([]time.Duration, len(p.nodes))
 	defer func() { p.opTimes = nil }()

@@ -27,14 +27,6 @@ func f32View(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
-// bytesOfF32 views float32 data as bytes.
-func bytesOfF32(f []float32) []byte {
-	if len(f) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
-}
-
 func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
 
 func gelu(x float64) float64 {

@@ -800,21 +800,23 @@ func (pr *program) release() error {
 	return errors.Join(errs...)
 }
 
-// KernelTimes runs a step of T tokens (token 1 at positions
-// pos0..pos0+T-1) in slot runs+1 times, launch by launch with an event recorded between
-// launches, and returns per kernel family the sum over its launches of
-// each launch's best time (the first run warms up).
+// KernelTimes runs a step of T tokens (runtime.KernelTimesStep: token 1
+// at positions pos0..pos0+T-1) in slot runs+1 times, launch by launch with
+// an event recorded between launches, and returns per kernel family the
+// sum over its launches of each launch's best time (the first run warms
+// up).
 func (pr *program) KernelTimes(slot, pos0, T, runs int) (times []runtime.KernelTime, err error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.closed {
 		return nil, runtime.ErrClosed
 	}
-	if T < 1 || T > pr.l.MaxT || pos0 < 0 || pos0 > pr.cfg.Context-T || runs < 1 {
-		return nil, fmt.Errorf("cuda: kernel times of %d tokens at position %d over %d runs (at most %d tokens, a context of %d)", T, pos0, runs, pr.l.MaxT, pr.cfg.Context)
+	if T > pr.l.MaxT {
+		return nil, fmt.Errorf("cuda: kernel times of %d tokens (the plan's steps have at most %d)", T, pr.l.MaxT)
 	}
-	if slot < 0 || slot >= pr.cfg.Slots {
-		return nil, fmt.Errorf("cuda: slot %d outside 0..%d", slot, pr.cfg.Slots-1)
+	tok, pos, err := runtime.KernelTimesStep(pr.cfg, slot, pos0, T, runs)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if err := pr.enter(); err != nil {
 		return nil, err
@@ -839,10 +841,6 @@ func (pr *program) KernelTimes(slot, pos0, T, runs int) (times []runtime.KernelT
 		if ev[i], err = a.eventCreate(); err != nil {
 			return nil, err
 		}
-	}
-	tok, pos := make([]int32, T), make([]int32, T)
-	for t := range T {
-		tok[t], pos[t] = 1, int32(pos0+t)
 	}
 	pr.setInputs(tok, pos, sameSlot(slot, T))
 	if err := pr.copyInputs(T); err != nil {
