@@ -2,6 +2,7 @@ package kern
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,4 +63,102 @@ func BenchmarkPackedStreamThreads(b *testing.B) {
 			b.ReportMetric(gbs/bw, "of_stream")
 		})
 	}
+}
+
+// BenchmarkPackedStreamPaired: two threads decoding one activation row
+// against TinyLlama-sized packed matrices (6 MB, 2048 wide), 24 distinct
+// ones per type so that nothing stays in the caches, in items cut as the
+// CPU backend cuts a matmul (large first, then shrinking: cpu.splitRows).
+// The types take turns matrix by matrix, so that the machine's bandwidth,
+// which moves on a scale of milliseconds on a shared VM, slows them alike;
+// each iteration gives every type's GB/s over its 24 matrices, and
+// <type>_of_q4_0 is the median over the iterations of its rate over Q4_0's
+// in the same iteration (Q4_0 decode is known to stream at the read
+// bandwidth). Separate runs of BenchmarkPackedStreamThreads vary more
+// between themselves than the types do.
+//
+//	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamPaired -benchtime 30x
+func BenchmarkPackedStreamPaired(b *testing.B) {
+	const k, threads, mats = 2048, 2, 24
+	useVariant(b, "avx2")
+	types := []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0}
+	type matrices struct {
+		ps     []*Packed
+		a      []byte
+		n, rb  int
+		bounds []int
+	}
+	ms := make([]*matrices, len(types))
+	for i, wt := range types {
+		rb := k / wt.BlockSize() * wt.BlockBytes()
+		m := &matrices{n: (6 << 20) / rb &^ 15, rb: rb}
+		data := streamMatrix(b, wt, m.n, k)
+		for range mats {
+			p := Pack(wt, m.n, k, data)
+			if p == nil {
+				b.Skipf("no group kernels for %s", wt)
+			}
+			defer p.Free()
+			m.ps = append(m.ps, p)
+		}
+		m.a = make([]byte, m.ps[0].ActBytes())
+		m.ps[0].QuantizeActs(Current(), randRow(k, 1, 2), m.a)
+		// A quarter of what is left per worker, whole pairs of groups.
+		for at := 0; at < m.n; {
+			m.bounds = append(m.bounds, at)
+			at = min(m.n, at+max(16, ((m.n-at+2*threads-1)/(2*threads)+15)&^15))
+		}
+		m.bounds = append(m.bounds, m.n)
+		ms[i] = m
+	}
+	dst := make([]float32, ms[0].n*4)
+	mul := func(m *matrices, p *Packed) {
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i+1 >= len(m.bounds) {
+						return
+					}
+					j0, j1 := m.bounds[i], m.bounds[i+1]
+					p.Dots(j0, j1-j0, m.a, len(m.a), 1, dst[j0:], m.n)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	rates := make([][]float64, len(types))
+	for b.Loop() {
+		took := make([]time.Duration, len(types))
+		for j := range mats {
+			for i, m := range ms {
+				t0 := time.Now()
+				mul(m, m.ps[j])
+				took[i] += time.Since(t0)
+			}
+		}
+		for i, m := range ms {
+			rates[i] = append(rates[i], float64(mats*m.n*m.rb)/took[i].Seconds()/1e9)
+		}
+	}
+	for i, wt := range types {
+		of := make([]float64, len(rates[i]))
+		for it := range of {
+			of[it] = rates[i][it] / rates[0][it]
+		}
+		b.ReportMetric(median(rates[i]), fmt.Sprintf("%s_GB/s", wt))
+		if i > 0 {
+			b.ReportMetric(median(of), fmt.Sprintf("%s_of_q4_0", wt))
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -34,7 +34,13 @@ const Q6KGroupBytes = 8 * 210
 // one-row k-quant group kernels (avx2 and VNNI) prefetch: decode streams
 // the group, and the hardware prefetchers alone left the packed Q5_K and
 // Q6_K kernels at 0.60–0.71 of the read bandwidth (BenchmarkKQuantStream).
-const KQPrefetchBlocks = 4
+// Eight (9–13 KB) rather than four: on a Zen 3 VM (AVX2) two threads over
+// TinyLlama-sized matrices in turn with Q4_0 (BenchmarkPackedStreamPaired,
+// three alternating runs) read Q4_K at 0.97–1.01 of Q4_0's rate against
+// 0.96, Q5_K at 0.95–0.99 against 0.93–0.96, Q6_K at 1.00–1.04 against
+// 0.99–1.01; six and twelve did no better than eight. The VNNI kernels share
+// the distance unmeasured (no AVX-512 machine since).
+const KQPrefetchBlocks = 8
 
 // Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
 // through the scratch register hb: word shifts, as no bit of a word's other
