@@ -111,7 +111,11 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 		m.bounds = append(m.bounds, m.n)
 		ms[i] = m
 	}
-	dst := make([]float32, ms[0].n*4)
+	rows := 0
+	for _, m := range ms {
+		rows = max(rows, m.n)
+	}
+	dst := make([]float32, rows)
 	mul := func(m *matrices, p *Packed) {
 		var wg sync.WaitGroup
 		var next atomic.Int64
