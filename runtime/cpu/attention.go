@@ -226,11 +226,11 @@ func q8Bytes(n int) int { return n / q8Block * q8BlockBytes }
 // negInf is the running maximum before a part's first tile. While it
 // stands, l and acc hold 0 (no row yet) or NaN (every score so far -inf or
 // NaN), and the online softmax's rescale by exp(-inf - tm) = 0 would leave
-// them as they are: a part's first tile skips it, its
-// math.Exp and the multiply of dv accumulators per head. With kv_splits 4
-// a decode step's part is one or two tiles, so that was most rescales:
-// TinyLlama's attention at depth 512 took 7% less time (48.3 against
-// 52.2 µs a layer, hot, medians of 8 alternating runs).
+// them as they are, so a part's first tile skips it: a math.Exp and a
+// multiply of dv accumulators per head. With kv_splits 4 a decode step's
+// part is one or two tiles, so those were most of the rescales: TinyLlama's
+// attention at depth 512 took 7% less time (48.3 against 52.2 µs a layer,
+// hot, medians of 8 alternating runs).
 var negInf = float32(math.Inf(-1))
 
 // oneHeadAttention forces the one-head work items everywhere: the tests'

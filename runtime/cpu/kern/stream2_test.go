@@ -68,7 +68,8 @@ func BenchmarkPackedStreamThreads(b *testing.B) {
 // BenchmarkPackedStreamPaired: two threads decoding one activation row
 // against TinyLlama-sized packed matrices (6 MB, 2048 wide), 24 distinct
 // ones per type so that nothing stays in the caches, in items cut as the
-// CPU backend cuts a matmul (large first, then shrinking: cpu.splitRows).
+// CPU backend cuts a matmul (cpu.splitRows: a quarter of what is left per
+// worker, at least 16 rows).
 // The types take turns matrix by matrix, so that the machine's bandwidth,
 // which moves on a scale of milliseconds on a shared VM, slows them alike;
 // each iteration gives every type's GB/s over its 24 matrices, and
@@ -103,7 +104,7 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 		}
 		m.a = make([]byte, m.ps[0].ActBytes())
 		m.ps[0].QuantizeActs(Current(), randRow(k, 1, 2), m.a)
-		// A quarter of what is left per worker, whole pairs of groups.
+		// Whole pairs of groups (the pair kernels'), as splitRows.
 		for at := 0; at < m.n; {
 			m.bounds = append(m.bounds, at)
 			at = min(m.n, at+max(16, ((m.n-at+2*threads-1)/(2*threads)+15)&^15))
