@@ -198,6 +198,9 @@ type program struct {
 	// q82: round Q8_0 activations with ik_llama.cpp's Q8_2 recipe (the
 	// graph's act_rounding attribute; refround.go).
 	q82 bool
+	// packing is the mapping that prepare packs weight matrices into
+	// (packarena.go), nil for a mapping each.
+	packing *packArena
 	// readBy says, by value index, how a constant is read (constUses):
 	// prepare and fold release the source bytes of those read only once.
 	readBy []constUse
@@ -266,6 +269,7 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 	}
 	isConst := ir.ConstValues(g)
 	p.readBy = constUses(g, isConst, p.index)
+	p.reservePacking(g, isConst)
 	for i, v := range g.Values {
 		switch {
 		case v.Op == ir.OpInput:
@@ -363,11 +367,8 @@ func (p *program) dropPackedSources() {
 			if c == nil {
 				continue
 			}
-			switch nd.v.Op {
-			case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
-				if j == 1 && c.packed != nil {
-					continue
-				}
+			if j == 1 && matmulFamily(nd.v.Op) && c.packed != nil {
+				continue
 			}
 			raw[c] = true
 		}
@@ -417,7 +418,7 @@ func constUses(g *ir.Graph, isConst map[*ir.Value]bool, index map[*ir.Value]int)
 			switch {
 			case isConst[v]:
 				folded[a]++
-			case j == 1 && (v.Op == ir.OpMatMul || v.Op == ir.OpFusedMatMul || v.Op == ir.OpSwiGLU || v.Op == ir.OpQKVRoPE):
+			case j == 1 && matmulFamily(v.Op):
 				packed[a]++
 			}
 		}
@@ -519,8 +520,8 @@ func (p *program) prepare(nd *node) error {
 		}
 		// A q8_2 graph's k-quant matmuls take the float path (refround.go),
 		// which reads the original rows.
-		if c.packed == nil && p.ks.PackedSupported(c.dt) && n%8 == 0 && !(p.q82 && q82FloatTypes[c.dt]) {
-			c.packed = p.ks.Pack(c.dt, n, k, c.data)
+		if c.packed == nil && p.packs(c.dt, n) {
+			c.packed = p.pack(c.dt, n, k, c.data)
 			if p.readBy[nd.args[1]] == packedOnly {
 				// Nothing reads the original bytes again: release them now
 				// rather than in dropPackedSources, so that the load's peak

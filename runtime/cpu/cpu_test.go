@@ -18,6 +18,7 @@ import (
 	"github.com/minerva-llm/minerva/ir/rope"
 	"github.com/minerva-llm/minerva/runtime"
 	"github.com/minerva-llm/minerva/runtime/cpu"
+	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 	"github.com/minerva-llm/minerva/synth"
 )
 
@@ -440,5 +441,29 @@ func TestCompileRejectsBadFusedAttrs(t *testing.T) {
 		require.True(t, found, "no %s op in the fused graph", c.op)
 		_, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 16})
 		require.ErrorContains(t, err, c.wantError, "%s %s", c.op, c.key)
+	}
+}
+
+// Every packed weight matrix of a program is packed into its one arena,
+// which starts on a huge page and which the reservation sized exactly
+// (the fused QKV and gate/up copies included).
+func TestPackingArena(t *testing.T) {
+	for _, dt := range []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q8_0, ir.Q4_0} {
+		if !kern.Current().PackedSupported(dt) {
+			continue // no group kernels in this variant: nothing packed
+		}
+		m := synth.Default()
+		m.Matrix = dt
+		m.NEmbd, m.NFF = 256, 512
+		am := synthModel(t, m)
+		fuse(t, am.Graph)
+		p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 16})
+		require.NoError(t, err)
+		packed, inArena, left, aligned := cpu.PackingArena(p)
+		require.Greater(t, packed, 4, "%s: the layers' matrices are packed", dt)
+		require.Equal(t, packed, inArena, "%s: every packed matrix in the arena", dt)
+		require.Zero(t, left, "%s: the arena's size", dt)
+		require.True(t, aligned, "%s: the arena's start", dt)
+		require.NoError(t, p.Close())
 	}
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/runtime"
@@ -87,3 +88,26 @@ func CacheRow(p runtime.Program, st, slot, pos, h int) []float32 {
 
 // Nodes is the number of ops a CPU program runs in a step.
 func Nodes(p runtime.Program) int { return len(p.(*program).nodes) }
+
+// PackingArena reports how many of p's weight matrices are packed, how
+// many of them into its packing arena, the bytes the arena has left, and
+// whether it starts on a huge page (packarena.go).
+func PackingArena(p runtime.Program) (packed, inArena, left int, aligned bool) {
+	pr := p.(*program)
+	a := pr.packing
+	seen := map[*cval]bool{}
+	for _, c := range pr.consts {
+		if c == nil || c.packed == nil || seen[c] {
+			continue
+		}
+		seen[c] = true
+		packed++
+		if a != nil && a.in[c.packed] {
+			inArena++
+		}
+	}
+	if a == nil {
+		return packed, 0, 0, false
+	}
+	return packed, inArena, len(a.free), uintptr(unsafe.Pointer(unsafe.SliceData(a.start)))%hugePage == 0
+}

@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/minerva-llm/minerva/internal/mmap"
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime/bench"
 )
@@ -66,36 +68,88 @@ func BenchmarkPackedStreamThreads(b *testing.B) {
 }
 
 // BenchmarkPackedStreamPaired: two threads decoding one activation row
-// against TinyLlama-sized packed matrices (6 MB, 2048 wide), 24 distinct
-// ones per type so that nothing stays in the caches, in items cut as the
-// CPU backend cuts a matmul (cpu.splitRows: a quarter of what is left per
-// worker, at least 16 rows).
-// The types take turns matrix by matrix, so that the machine's bandwidth,
-// which moves on a scale of milliseconds on a shared VM, slows them alike;
-// each iteration gives every type's GB/s over its 24 matrices, and
-// <type>_of_q4_0 is the median over the iterations of its rate over Q4_0's
-// in the same iteration (Q4_0 decode is known to stream at the read
-// bandwidth). Separate runs of BenchmarkPackedStreamThreads vary more
-// between themselves than the types do.
+// against TinyLlama-sized packed matrices of each type in turn
+// (pairedStreams), each type's rate over Q4_0's in the same iteration as
+// <type>_of_q4_0 (Q4_0 decode is known to stream at the read bandwidth).
+// Separate runs of BenchmarkPackedStreamThreads vary more between
+// themselves than the types do.
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamPaired -benchtime 30x
 func BenchmarkPackedStreamPaired(b *testing.B) {
-	const k, threads, mats = 2048, 2, 24
 	useVariant(b, "avx2")
-	types := []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0}
+	var sets []streamSet
+	for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0} {
+		sets = append(sets, streamSet{wt.String(), wt, false})
+	}
+	pairedStreams(b, sets, func(i int) int { return 0 })
+}
+
+// BenchmarkPackedStreamArena: pairedStreams over Q4_K and Q5_K matrices
+// packed each into a mapping of its own (Pack) and the same matrices
+// packed one after another into one mapping from a 2 MB boundary
+// (PackInto, as the CPU backend packs a program's weights), the arena's
+// rate over the own mappings' as <type>/arena_of_<type>/own.
+//
+//	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamArena -benchtime 30x
+func BenchmarkPackedStreamArena(b *testing.B) {
+	useVariant(b, "avx2")
+	var sets []streamSet
+	for _, wt := range []ir.DType{ir.Q4_K, ir.Q5_K} {
+		sets = append(sets, streamSet{wt.String() + "/own", wt, false}, streamSet{wt.String() + "/arena", wt, true})
+	}
+	pairedStreams(b, sets, func(i int) int { return i &^ 1 })
+}
+
+// A streamSet is one kind of matrix that pairedStreams decodes: its name,
+// type and whether its matrices share one mapping from a 2 MB boundary.
+type streamSet struct {
+	name  string
+	wt    ir.DType
+	arena bool
+}
+
+// pairedStreams: two threads decoding one activation row against
+// TinyLlama-sized packed matrices (6 MB, 2048 wide), 24 distinct ones per
+// set so that nothing stays in the caches, in items cut as the CPU backend
+// cuts a matmul (cpu.splitRows: a quarter of what is left per worker, at
+// least 16 rows). The sets take turns matrix by matrix, so that the
+// machine's bandwidth, which moves on a scale of milliseconds on a shared
+// VM, slows them alike. Each iteration gives every set's GB/s over its 24
+// matrices; it reports their medians, and for each set i with base(i) != i
+// the median over the iterations of its rate over set base(i)'s in the
+// same iteration, as <name>_of_<base name>.
+func pairedStreams(b *testing.B, sets []streamSet, base func(i int) int) {
+	const k, threads, mats = 2048, 2, 24
 	type matrices struct {
 		ps     []*Packed
 		a      []byte
 		n, rb  int
 		bounds []int
 	}
-	ms := make([]*matrices, len(types))
-	for i, wt := range types {
+	ms := make([]*matrices, len(sets))
+	for i, set := range sets {
+		wt := set.wt
 		rb := k / wt.BlockSize() * wt.BlockBytes()
 		m := &matrices{n: (6 << 20) / rb &^ 15, rb: rb}
 		data := streamMatrix(b, wt, m.n, k)
-		for range mats {
-			p := Pack(wt, m.n, k, data)
+		pb := PackedBytes(wt, m.n, k)
+		var arena []byte
+		if set.arena {
+			mem, unmap, err := mmap.Anon(mats*pb + 2<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer unmap()
+			skip := (2<<20 - int(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))%(2<<20)) % (2 << 20)
+			arena = mem[skip:]
+		}
+		for j := range mats {
+			var p *Packed
+			if set.arena {
+				p = Current().PackInto(wt, m.n, k, data, arena[j*pb:(j+1)*pb])
+			} else {
+				p = Pack(wt, m.n, k, data)
+			}
 			if p == nil {
 				b.Skipf("no group kernels for %s", wt)
 			}
@@ -136,9 +190,9 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	rates := make([][]float64, len(types))
+	rates := make([][]float64, len(sets))
 	for b.Loop() {
-		took := make([]time.Duration, len(types))
+		took := make([]time.Duration, len(sets))
 		for j := range mats {
 			for i, m := range ms {
 				t0 := time.Now()
@@ -150,14 +204,14 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 			rates[i] = append(rates[i], float64(mats*m.n*m.rb)/took[i].Seconds()/1e9)
 		}
 	}
-	for i, wt := range types {
-		of := make([]float64, len(rates[i]))
-		for it := range of {
-			of[it] = rates[i][it] / rates[0][it]
-		}
-		b.ReportMetric(median(rates[i]), fmt.Sprintf("%s_GB/s", wt))
-		if i > 0 {
-			b.ReportMetric(median(of), fmt.Sprintf("%s_of_q4_0", wt))
+	for i, set := range sets {
+		b.ReportMetric(median(rates[i]), set.name+"_GB/s")
+		if o := base(i); o != i {
+			of := make([]float64, len(rates[i]))
+			for it := range of {
+				of[it] = rates[i][it] / rates[o][it]
+			}
+			b.ReportMetric(median(of), set.name+"_of_"+sets[o].name)
 		}
 	}
 }
