@@ -716,7 +716,7 @@ func (p *program) Close() error {
 			_ = c.expertUnmap()
 		}
 	}
-	p.states, p.consts, p.vals, p.bufs, p.arena = nil, nil, nil, nil, nil
+	p.states, p.consts, p.vals, p.bufs, p.arena, p.packing = nil, nil, nil, nil, nil, nil
 	p.mem.releaseAll()
 	return nil
 }
