@@ -467,3 +467,24 @@ func TestPackingArena(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 }
+
+// A weight matrix whose declared shape its bytes do not fill is a compile
+// error naming it, not a panic or a reservation of its size: the arena,
+// sized from the types before any weight is read, leaves out a matrix past
+// its bound (1<<55 rows of 4096 overflow int64 bytes; without the bound
+// the arena's size wrapped negative and slicing it panicked).
+func TestPackingArenaAbsurdShape(t *testing.T) {
+	for _, rows := range []int64{1 << 30, 1 << 40, 1 << 55} {
+		b := ir.NewBuilder("absurd")
+		tok := b.Input("tokens", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+		b.Input("pos", ir.Type{DType: ir.I32, Shape: ir.S("T")})
+		emb := b.Weight("emb", ir.Type{DType: ir.F32, Shape: ir.S(8, 4096)})
+		w := b.Weight("w", ir.Type{DType: ir.Q4_0, Shape: ir.S(rows, 4096)})
+		b.Output("logits", b.MatMul(b.Embed(emb, tok), w, nil))
+		g, err := b.Finish()
+		require.NoError(t, err)
+		ws := memWeights{"emb": randF32(rand.New(rand.NewPCG(1, 2)), 8*4096, 1), "w": make([]byte, 18*128)}
+		_, err = cpu.Backend{Threads: 2}.Compile(g, ws, runtime.ProgramConfig{Context: 4})
+		require.ErrorContains(t, err, `weight "w" has 2304 bytes`, "rows %d", rows)
+	}
+}

@@ -23,8 +23,18 @@ type packArena struct {
 	in    map[*kern.Packed]bool
 }
 
-// hugePage is the size (and alignment) of an x86-64 or arm64 huge page.
+// hugePage is the size (and alignment) of a huge page on x86-64, and on
+// arm64 with 4 KB pages.
 const hugePage = 2 << 20
+
+// maxPacking bounds a matrix's elements and the arena's bytes, 1 TiB (a
+// 405B-parameter model at 4.5 bits is some 230 GB): the arena is sized
+// from the graph's types before any weight is read, so a matrix past it
+// (an absurd shape) is left out of the arena and a graph whose matrices
+// add up to more gets none; loading the weights then says what is wrong
+// with them. Below it the mapping is only reserved: its pages count once
+// a matrix is packed into them.
+const maxPacking = 1 << 40
 
 // reservePacking makes p.packing large enough for every weight matrix that
 // prepare will pack, each rounded up to a cache line; with none, or when
@@ -43,9 +53,12 @@ func (p *program) reservePacking(g *ir.Graph, isConst map[*ir.Value]bool) {
 		if len(w.Type.Shape) != 2 || !w.Type.Shape[0].IsConst() || !w.Type.Shape[1].IsConst() {
 			continue
 		}
-		n, k := int(w.Type.Shape[0].N), int(w.Type.Shape[1].N)
-		if p.packs(w.Type.DType, n) {
-			total += (kern.PackedBytes(w.Type.DType, n, k) + 63) &^ 63
+		n, k := w.Type.Shape[0].N, w.Type.Shape[1].N
+		if n <= 0 || k <= 0 || k > maxPacking || n > maxPacking/k || !p.packs(w.Type.DType, int(n)) {
+			continue
+		}
+		if total += (kern.PackedBytes(w.Type.DType, int(n), int(k)) + 63) &^ 63; total > maxPacking {
+			return
 		}
 	}
 	if total == 0 {
