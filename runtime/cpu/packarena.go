@@ -18,9 +18,9 @@ import (
 // BenchmarkPackedStreamArena, four runs). TinyLlama's decode efficiency
 // moved by less than its run-to-run spread (±2%) in three alternating runs.
 type packArena struct {
-	start []byte // the whole arena
-	free  []byte // the unused rest, from a 64-byte boundary
-	in    map[*kern.Packed]bool
+	start []byte                // the whole arena
+	free  []byte                // the unused rest, from a 64-byte boundary
+	in    map[*kern.Packed]bool // the matrices packed into it
 }
 
 // hugePage is the size (and alignment) of a huge page on x86-64, and on

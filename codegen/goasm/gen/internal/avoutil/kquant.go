@@ -39,7 +39,7 @@ const Q6KGroupBytes = 8 * 210
 // three alternating runs) read Q4_K at 0.97–1.01 of Q4_0's rate against
 // 0.96, Q5_K at 0.95–0.99 against 0.93–0.96, Q6_K at 1.00–1.04 against
 // 0.99–1.01; six and twelve did no better than eight. The VNNI kernels share
-// the distance unmeasured (no AVX-512 machine since).
+// the distance, not measured at eight (that machine has no AVX-512).
 const KQPrefetchBlocks = 8
 
 // Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
