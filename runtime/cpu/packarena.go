@@ -9,13 +9,13 @@ import (
 
 // packArena is one mapping that every packed weight matrix of a program
 // is packed into (kern.Kernels.PackInto), one after another from a 2 MB
-// boundary, so that decode streams them from huge pages. A mapping of
-// its own per matrix, a few MB each and placed wherever mmap puts it, got
-// huge pages for about two thirds of TinyLlama's weights (AnonHugePages
-// in /proc/PID/smaps_rollup: 392 of 624 MB, against 584 with the arena);
-// two threads decoding 6 MB Q4_K and Q5_K matrices read them 1.02–1.06×
-// faster from one arena than from a mapping each (kern's
-// BenchmarkPackedStreamArena, four runs). TinyLlama's decode efficiency
+// boundary, so that decode streams them from huge pages. A mapping of its
+// own per matrix, a few MB each and placed wherever mmap puts it, got huge
+// pages for about two thirds of TinyLlama Q4_K's memory (AnonHugePages
+// in /proc/PID/smaps_rollup: 396 of 600 MiB anonymous; 570 of 594 with
+// the arena). Two threads decoding 6 MB Q4_K and Q5_K matrices read them
+// 1.02–1.06× faster from one arena than from a mapping each (kern's
+// BenchmarkPackedStreamArena, four runs); TinyLlama's decode efficiency
 // moved by less than its run-to-run spread (±2%) in three alternating runs.
 type packArena struct {
 	start []byte                // the whole arena
