@@ -121,13 +121,13 @@ func (e *exec) attention(nd *node) error {
 				e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
 			}
 			tm := e.p.ks.ScaleMax(sc[:j1-j0], scale)
-			if tm > m && m == negInf {
-				m = tm // the part's first tile: nothing to rescale (negInf)
-			} else if tm > m {
-				r := float32(math.Exp(float64(m - tm)))
-				l *= r
-				for d := range acc {
-					acc[d] *= r
+			if tm > m {
+				if m != negInf { // a part's first tile has nothing to rescale
+					r := float32(math.Exp(float64(m - tm)))
+					l *= r
+					for d := range acc {
+						acc[d] *= r
+					}
 				}
 				m = tm
 			}
@@ -325,14 +325,14 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 			var tm [L]float32
 			ks.ScaleMax8(sc[:L*nj], sh.scale, &tm)
 			for g := range G {
-				if tm[g] > m[g] && m[g] == negInf {
-					m[g] = tm[g] // as in the one-head items
-				} else if tm[g] > m[g] {
-					rs := float32(math.Exp(float64(m[g] - tm[g])))
-					l[g] *= rs
-					a := acc[g*hs : g*hs+dv]
-					for d := range a {
-						a[d] *= rs
+				if tm[g] > m[g] {
+					if m[g] != negInf { // as in the one-head items
+						rs := float32(math.Exp(float64(m[g] - tm[g])))
+						l[g] *= rs
+						a := acc[g*hs : g*hs+dv]
+						for d := range a {
+							a[d] *= rs
+						}
 					}
 					m[g] = tm[g]
 				}

@@ -90,24 +90,20 @@ func CacheRow(p runtime.Program, st, slot, pos, h int) []float32 {
 func Nodes(p runtime.Program) int { return len(p.(*program).nodes) }
 
 // PackingArena reports how many of p's weight matrices are packed, how
-// many of them into its packing arena, the bytes the arena has left, and
-// whether it starts on a huge page (packarena.go).
+// many were packed into its packing arena, the bytes the arena has left,
+// and whether it starts on a huge page (packarena.go).
 func PackingArena(p runtime.Program) (packed, inArena, left int, aligned bool) {
 	pr := p.(*program)
-	a := pr.packing
 	seen := map[*cval]bool{}
 	for _, c := range pr.consts {
-		if c == nil || c.packed == nil || seen[c] {
-			continue
-		}
-		seen[c] = true
-		packed++
-		if a != nil && a.in[c.packed] {
-			inArena++
+		if c != nil && c.packed != nil && !seen[c] {
+			seen[c] = true
+			packed++
 		}
 	}
+	a := pr.packing
 	if a == nil {
 		return packed, 0, 0, false
 	}
-	return packed, inArena, len(a.free), uintptr(unsafe.Pointer(unsafe.SliceData(a.start)))%hugePage == 0
+	return packed, a.matrices, len(a.free), uintptr(unsafe.Pointer(unsafe.SliceData(a.start)))%hugePage == 0
 }

@@ -18,9 +18,9 @@ import (
 // BenchmarkPackedStreamArena, four runs); TinyLlama's decode efficiency
 // moved by less than its run-to-run spread (±2%) in three alternating runs.
 type packArena struct {
-	start []byte                // the whole arena
-	free  []byte                // the unused rest, from a 64-byte boundary
-	in    map[*kern.Packed]bool // the matrices packed into it
+	start    []byte // the whole arena
+	free     []byte // the unused rest, from a 64-byte boundary
+	matrices int    // packed into it
 }
 
 // hugePage is the size (and alignment) of a huge page on x86-64, and on
@@ -70,7 +70,7 @@ func (p *program) reservePacking(g *ir.Graph, isConst map[*ir.Value]bool) {
 	}
 	p.mem.add(mem)
 	skip := (hugePage - int(uintptr(unsafe.Pointer(unsafe.SliceData(b))))%hugePage) % hugePage
-	p.packing = &packArena{start: b[skip : skip+total], free: b[skip : skip+total], in: map[*kern.Packed]bool{}}
+	p.packing = &packArena{start: b[skip : skip+total], free: b[skip : skip+total]}
 }
 
 // packs reports whether prepare packs an n-row matrix of dt for the group
@@ -87,9 +87,8 @@ func (p *program) pack(dt ir.DType, n, k int, data []byte) *kern.Packed {
 	if a := p.packing; a != nil && size > 0 && size <= len(a.free) {
 		dst := a.free[:size:size]
 		a.free = a.free[min(len(a.free), (size+63)&^63):]
-		m := p.ks.PackInto(dt, n, k, data, dst)
-		a.in[m] = true
-		return m
+		a.matrices++
+		return p.ks.PackInto(dt, n, k, data, dst)
 	}
 	return p.ks.Pack(dt, n, k, data)
 }
