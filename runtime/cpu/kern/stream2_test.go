@@ -72,16 +72,21 @@ func BenchmarkPackedStreamThreads(b *testing.B) {
 // (pairedStreams), each type's rate over Q4_0's in the same iteration as
 // <type>_of_q4_0 (Q4_0 decode is known to stream at the read bandwidth).
 // Separate runs of BenchmarkPackedStreamThreads vary more between
-// themselves than the types do.
+// themselves than the types do. One sub-benchmark per kernel variant the CPU
+// runs (avx2, and avx512 where it has VNNI).
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamPaired -benchtime 30x
 func BenchmarkPackedStreamPaired(b *testing.B) {
-	useVariant(b, "avx2")
-	var sets []streamSet
-	for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0} {
-		sets = append(sets, streamSet{wt.String(), wt, false})
+	for _, v := range []string{"avx2", "avx512"} {
+		b.Run(v, func(b *testing.B) {
+			useVariant(b, v)
+			var sets []streamSet
+			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0} {
+				sets = append(sets, streamSet{wt.String(), wt, false})
+			}
+			pairedStreams(b, sets, func(i int) int { return 0 })
+		})
 	}
-	pairedStreams(b, sets, func(i int) int { return 0 })
 }
 
 // BenchmarkPackedStreamArena: pairedStreams over Q4_K and Q5_K matrices
