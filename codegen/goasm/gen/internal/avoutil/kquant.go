@@ -39,7 +39,15 @@ const Q6KGroupBytes = 8 * 210
 // three alternating runs) read Q4_K at 0.97–1.01 of Q4_0's rate against
 // 0.96, Q5_K at 0.95–0.99 against 0.93–0.96, Q6_K at 1.00–1.04 against
 // 0.99–1.01; six and twelve did no better than eight. The VNNI kernels share
-// the distance, not measured at eight (that machine has no AVX-512).
+// the distance: on a Zen 4 VM (AVX-512, BenchmarkPackedStreamPaired/avx512,
+// 18 runs in three sets alternating with other distances) eight read Q4_K
+// at 0.89–0.96 of Q4_0's rate, Q5_K 0.80–0.97, Q6_K 0.90–0.99. Four, six,
+// twelve, PREFETCHT1 at sixteen and thirty-two and PREFETCHNTA at eight
+// overlapped those ranges; two read Q6_K faster in all ten of its paired
+// runs (0.92–1.07) but Q4_K, faster in three runs of four in one set, slower
+// in all six of the next (0.86–0.92 against 0.91–0.95), so no one distance
+// wins; without prefetch Q5_K fell to 0.75–0.78, with PREFETCHT0 at sixteen
+// to 0.73–0.76.
 const KQPrefetchBlocks = 8
 
 // Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
