@@ -25,7 +25,8 @@ func BenchmarkGroupHot(b *testing.B) {
 		for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q4_K, ir.Q5_K, ir.Q6_K} {
 			b.Run(fmt.Sprint(v, "/", wt), func(b *testing.B) {
 				useVariant(b, v)
-				p := Pack(wt, 8, k, streamMatrix(b, wt, 8, k))
+				w := streamMatrix(b, wt, 8, k)
+				p := Pack(wt, 8, k, w)
 				if p == nil {
 					b.Skipf("no group kernels for %s", wt)
 				}
@@ -33,10 +34,7 @@ func BenchmarkGroupHot(b *testing.B) {
 				a := make([]byte, p.ActBytes())
 				p.QuantizeActs(Current(), randRow(k, 1, 2), a)
 				d := make([]float32, 8)
-				for b.Loop() {
-					p.Dots(0, 8, a, len(a), 1, d, 8)
-				}
-				b.ReportMetric(float64(8*k/wt.BlockSize()*wt.BlockBytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				hotRate(b, len(w), func() { p.Dots(0, 8, a, len(a), 1, d, 8) })
 			})
 		}
 	}
@@ -55,14 +53,19 @@ func BenchmarkRowHot(b *testing.B) {
 			b.Run(fmt.Sprint(v, "/", wt), func(b *testing.B) {
 				useVariant(b, v)
 				w := streamMatrix(b, wt, 1, k)
-				a := make([]byte, k/256*ir.Q8_K.BlockBytes())
-				quantQ8_K(randRow(k, 1, 2), a)
-				var s float32
-				for b.Loop() {
-					s += Dot(wt, k, w, a)
-				}
-				b.ReportMetric(float64(len(w))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				a := make([]byte, ActBytes(wt, k))
+				QuantizeActs(ActType(wt), randRow(k, 1, 2), a)
+				hotRate(b, len(w), func() { Dot(wt, k, w, a) })
 			})
 		}
 	}
+}
+
+// hotRate calls f until the benchmark ends and reports the bytes of
+// weights one call reads as GB/s.
+func hotRate(b *testing.B, bytes int, f func()) {
+	for b.Loop() {
+		f()
+	}
+	b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
