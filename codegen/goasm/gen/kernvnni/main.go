@@ -224,6 +224,16 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 		vpdpbusdBcst(c, m, q, part[r][n[r]%parts])
 		n[r]++
 	}
+	// One row's loop goes at the rate of its loads, so its nibble mask
+	// lives in a register rather than being loaded by every vpand (Q4_0
+	// 110 → 86 cycles per 256 weights of the group, BenchmarkGroupCycles,
+	// Zen 4); with more rows the sixteen VEX registers are spoken for.
+	var nib Op = mask
+	if rows == 1 && typ != "Q8_0" {
+		m := c.YMM()
+		c.VMOVDQU(mask, m)
+		nib = m
+	}
 	var lut reg.VecVirtual
 	if typ == "MXFP4" {
 		lut = c.YMM()
@@ -236,8 +246,8 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 			lo, hi := c.YMM(), c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, lo)
 			c.VPSRLW(Imm(4), lo, hi)
-			c.VPAND(mask, lo, lo)
-			c.VPAND(mask, hi, hi)
+			c.VPAND(nib, lo, lo)
+			c.VPAND(nib, hi, hi)
 			c.VPSHUFB(lo, lut, lo)
 			c.VPSHUFB(hi, lut, hi)
 			for r := range rows {
@@ -247,9 +257,9 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 		} else if typ == "Q4_0" {
 			v, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, v)
-			c.VPAND(mask, v, lo)
+			c.VPAND(nib, v, lo)
 			c.VPSRLW(Imm(4), v, hi)
-			c.VPAND(mask, hi, hi)
+			c.VPAND(nib, hi, hi)
 			for r := range rows {
 				dp(r, Mem{Base: y[r], Disp: 2 + 4*t}, lo)
 				dp(r, Mem{Base: y[r], Disp: 18 + 4*t}, hi)

@@ -51,22 +51,27 @@ const Q6KGroupBytes = 8 * 210
 const KQPrefetchBlocks = 8
 
 // Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
-// through the scratch register hb: word shifts, as no bit of a word's other
-// byte reaches bit 4. m10 is a vector of 0x10 bytes; and and or are the
-// kernel's forms (VPAND/VPOR, or the EVEX VPANDD/VPORD for registers VEX
-// cannot name).
+// through the scratch register hb (Q5FifthBitAt). m10 is a vector of 0x10
+// bytes; and and or are the kernel's forms (VPAND/VPOR, or the EVEX
+// VPANDD/VPORD for registers VEX cannot name).
 func Q5FifthBit(c *build.Context, b int, h, hb, v reg.VecVirtual, m10 Mem, and, or func(...Op)) {
+	and(m10, Q5FifthBitAt(c, b, h, hb), hb)
+	or(hb, v, v)
+}
+
+// Q5FifthBitAt returns h with bit b of every byte moved to bit 4 (and other
+// bits around it, for the caller to mask with 0x10 bytes): word shifts into
+// hb, as no bit of a word's other byte reaches bit 4, or h itself for b 4.
+func Q5FifthBitAt(c *build.Context, b int, h, hb reg.VecVirtual) reg.VecVirtual {
 	switch {
 	case b < 4:
 		c.VPSLLW(Imm(uint64(4-b)), h, hb)
-		and(m10, hb, hb)
 	case b == 4:
-		and(m10, h, hb)
+		return h
 	default:
 		c.VPSRLW(Imm(uint64(b-4)), h, hb)
-		and(m10, hb, hb)
 	}
-	or(hb, v, v)
+	return hb
 }
 
 // KQBody emits what a k-quant kernel needs before its loops and returns the
