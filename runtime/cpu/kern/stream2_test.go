@@ -82,11 +82,51 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 			useVariant(b, v)
 			var sets []streamSet
 			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0} {
-				sets = append(sets, streamSet{wt.String(), wt, false})
+				sets = append(sets, streamSet{name: wt.String(), wt: wt})
 			}
 			pairedStreams(b, sets, func(i int) int { return 0 })
 		})
 	}
+}
+
+// BenchmarkPackedStreamRead: pairedStreams with a plain read of the same
+// bytes as the base: each type's decode rate over the rate at which two
+// threads merely sum packed Q4_0 matrices' bytes in the same items, in the
+// same iteration (<type>_of_read). This, not a type's rate over another
+// type's, says whether decode reaches the memory's limit; one sub-benchmark
+// per kernel variant the CPU runs.
+//
+//	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamRead -benchtime 30x
+func BenchmarkPackedStreamRead(b *testing.B) {
+	for _, v := range []string{"avx2", "avx512"} {
+		b.Run(v, func(b *testing.B) {
+			useVariant(b, v)
+			sets := []streamSet{{name: "read", wt: ir.Q4_0, read: true}}
+			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0} {
+				sets = append(sets, streamSet{name: wt.String(), wt: wt})
+			}
+			pairedStreams(b, sets, func(i int) int { return 0 })
+		})
+	}
+}
+
+// readSink keeps sumBytes' results alive.
+var readSink atomic.Uint64
+
+// sumBytes adds b's 8-byte words (its length a multiple of 64) in four
+// independent chains, so that the loop is bound by memory (as
+// bench.Bandwidth's probe).
+func sumBytes(b []byte) uint64 {
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
+	var a0, a1, a2, a3 uint64
+	for i := 0; i+8 <= len(w); i += 8 {
+		c := w[i : i+8 : i+8]
+		a0 += c[0] + c[4]
+		a1 += c[1] + c[5]
+		a2 += c[2] + c[6]
+		a3 += c[3] + c[7]
+	}
+	return a0 + a1 + a2 + a3
 }
 
 // BenchmarkPackedStreamArena: pairedStreams over Q4_K and Q5_K matrices
@@ -100,7 +140,7 @@ func BenchmarkPackedStreamArena(b *testing.B) {
 	useVariant(b, "avx2")
 	var sets []streamSet
 	for _, wt := range []ir.DType{ir.Q4_K, ir.Q5_K} {
-		sets = append(sets, streamSet{wt.String() + "/own", wt, false}, streamSet{wt.String() + "/arena", wt, true})
+		sets = append(sets, streamSet{name: wt.String() + "/own", wt: wt}, streamSet{name: wt.String() + "/arena", wt: wt, arena: true})
 	}
 	pairedStreams(b, sets, func(i int) int { return i &^ 1 })
 }
@@ -111,6 +151,7 @@ type streamSet struct {
 	name  string
 	wt    ir.DType
 	arena bool
+	read  bool // only sum the items' packed bytes: the read rate
 }
 
 // pairedStreams: two threads decoding one activation row against
@@ -126,6 +167,7 @@ type streamSet struct {
 func pairedStreams(b *testing.B, sets []streamSet, base func(i int) int) {
 	const k, threads, mats = 2048, 2, 24
 	type matrices struct {
+		read   bool
 		ps     []*Packed
 		a      []byte
 		n, rb  int
@@ -135,7 +177,7 @@ func pairedStreams(b *testing.B, sets []streamSet, base func(i int) int) {
 	for i, set := range sets {
 		wt := set.wt
 		rb := k / wt.BlockSize() * wt.BlockBytes()
-		m := &matrices{n: (6 << 20) / rb &^ 15, rb: rb}
+		m := &matrices{n: (6 << 20) / rb &^ 15, rb: rb, read: set.read}
 		data := streamMatrix(b, wt, m.n, k)
 		pb := PackedBytes(wt, m.n, k)
 		var arena []byte
@@ -189,6 +231,11 @@ func pairedStreams(b *testing.B, sets []streamSet, base func(i int) int) {
 						return
 					}
 					j0, j1 := m.bounds[i], m.bounds[i+1]
+					if m.read {
+						gb := p.nb * p.gbb
+						readSink.Add(sumBytes(p.groups[j0/8*gb : j1/8*gb]))
+						continue
+					}
 					p.Dots(j0, j1-j0, m.a, len(m.a), 1, dst[j0:], m.n)
 				}
 			}()
