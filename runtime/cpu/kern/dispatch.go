@@ -30,8 +30,7 @@ type variant struct {
 	gemmMXFP4x4 func(nb int, w, a []byte, stride int, dst []float32, ld int)
 	// K-quant weights against Q8_K activations: dst[r] = row r of w (rows
 	// rows of nb super-blocks of 256, one after another) · a.
-	// Q2_K and Q3_K have the AVX2 kernels in every variant (VNNI ones
-	// would give the same bits, as they do for the others).
+	// The VNNI ones give the AVX2 ones' bits.
 	gemvQ2_K, gemvQ3_K, gemvQ4_K, gemvQ5_K, gemvQ6_K func(rows, nb int, w, a []byte, dst []float32)
 	// Group kernels over eight interleaved Q4_K rows (see Packed).
 	groupQ4_K   func(nb int, w, a []byte, dst []float32)

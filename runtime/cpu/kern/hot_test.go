@@ -44,17 +44,11 @@ func BenchmarkGroupHot(b *testing.B) {
 
 // BenchmarkGroupCycles is BenchmarkGroupHot in core cycles per super-block
 // (eight rows by 256 weights) of the one-row group kernels, the number to
-// compare kernel forms by on a shared machine: each iteration times one
-// short burst of calls and one dependent add chain (one add a cycle), and
-// the benchmark keeps the fastest of each, which a neighbour's burst or a
-// descheduled vCPU does not reach; their ratio is the cycles. On the Zen 4
-// VM repeated runs agree within about 2%, where BenchmarkGroupHot's GB/s
-// swing 30%; a run that reports a GHz below the machine's clock met a slow
-// stretch longer than itself and says nothing.
+// compare kernel forms by on a shared machine (hotCycles).
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench GroupCycles -benchtime 2000x
 func BenchmarkGroupCycles(b *testing.B) {
-	const k, calls, adds = 2048, 100, 100_000
+	const k = 2048
 	for _, v := range []string{"avx2", "avx512"} {
 		for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q4_K, ir.Q5_K, ir.Q6_K} {
 			b.Run(fmt.Sprint(v, "/", wt), func(b *testing.B) {
@@ -68,23 +62,55 @@ func BenchmarkGroupCycles(b *testing.B) {
 				a := make([]byte, p.ActBytes())
 				p.QuantizeActs(Current(), randRow(k, 1, 2), a)
 				d := make([]float32, 8)
-				kernel, chain := time.Duration(1<<62), time.Duration(1<<62)
-				for b.Loop() {
-					t := time.Now()
-					for range calls {
-						p.Dots(0, 8, a, len(a), 1, d, 8)
-					}
-					kernel = min(kernel, time.Since(t))
-					t = time.Now()
-					chainSink += addChain(adds)
-					chain = min(chain, time.Since(t))
-				}
-				ghz := adds / float64(chain.Nanoseconds())
-				b.ReportMetric(float64(kernel.Nanoseconds())*ghz/calls/(k/256), "cycles/superblock")
-				b.ReportMetric(ghz, "GHz")
+				hotCycles(b, k/256, func() { p.Dots(0, 8, a, len(a), 1, d, 8) })
 			})
 		}
 	}
+}
+
+// BenchmarkRowCycles is BenchmarkRowHot in core cycles per row super-block
+// (256 weights) of the row kernels (hotCycles).
+//
+//	go test ./runtime/cpu/kern -run '^$' -bench RowCycles -benchtime 2000x
+func BenchmarkRowCycles(b *testing.B) {
+	const k = 4096
+	for _, v := range []string{"avx2", "avx512"} {
+		for _, wt := range []ir.DType{ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q6_K} {
+			b.Run(fmt.Sprint(v, "/", wt), func(b *testing.B) {
+				useVariant(b, v)
+				w := streamMatrix(b, wt, 1, k)
+				a := make([]byte, ActBytes(wt, k))
+				QuantizeActs(ActType(wt), randRow(k, 1, 2), a)
+				hotCycles(b, k/256, func() { Dot(wt, k, w, a) })
+			})
+		}
+	}
+}
+
+// hotCycles reports f's core cycles per super-block (f covers superblocks
+// of them): each iteration times one short burst of calls and one
+// dependent add chain (one add a cycle), and the benchmark keeps the
+// fastest of each, which a neighbour's burst or a descheduled vCPU does not
+// reach; their ratio is the cycles. On the Zen 4 VM repeated runs agree
+// within about 2%, where the hot benchmarks' GB/s swing 30%; a run that
+// reports a GHz below the machine's clock met a slow stretch longer than
+// itself and says nothing.
+func hotCycles(b *testing.B, superblocks int, f func()) {
+	const calls, adds = 100, 100_000
+	burst, chain := time.Duration(1<<62), time.Duration(1<<62)
+	for b.Loop() {
+		t := time.Now()
+		for range calls {
+			f()
+		}
+		burst = min(burst, time.Since(t))
+		t = time.Now()
+		chainSink += addChain(adds)
+		chain = min(chain, time.Since(t))
+	}
+	ghz := adds / float64(chain.Nanoseconds())
+	b.ReportMetric(float64(burst.Nanoseconds())*ghz/calls/float64(superblocks), "cycles/superblock")
+	b.ReportMetric(ghz, "GHz")
 }
 
 // addChain adds 0..n-1 in one dependent chain: one add a cycle.

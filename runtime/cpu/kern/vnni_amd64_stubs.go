@@ -114,6 +114,18 @@ func dotQ6_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
 //go:noescape
 func dotQ5_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
 
+// gemvQ3_KVNNI is gemvQ3_KAVX2 with VNNI, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.
+//
+//go:noescape
+func gemvQ3_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// gemvQ2_KVNNI is gemvQ2_KAVX2 with VNNI, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.
+//
+//go:noescape
+func gemvQ2_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
 // gemvQ4_Kx8VNNI multiplies a packed group of eight Q4_K rows by 1 Q8_K
 // activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
 // AVX-512 VNNI and VL, FMA and F16C.

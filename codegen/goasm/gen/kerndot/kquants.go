@@ -208,16 +208,7 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 // clears (it keeps bits that come from the same byte).
 func bitsAt(c *build.Context, src reg.VecVirtual, from, to int, mask Op) reg.VecVirtual {
 	h := c.YMM()
-	switch {
-	case from < to:
-		c.VPSLLW(Imm(uint64(to-from)), src, h)
-		c.VPAND(mask, h, h)
-	case from == to:
-		c.VPAND(mask, src, h)
-	default:
-		c.VPSRLW(Imm(uint64(from-to)), src, h)
-		c.VPAND(mask, h, h)
-	}
+	c.VPAND(mask, avoutil.ShiftBit(c, from, to, src, h), h)
 	return h
 }
 
@@ -268,14 +259,9 @@ func frameAcc(c *build.Context, frame Mem) kqAcc {
 }
 
 // fmaRows adds float(sumi[r])·(d_w·d_y[r]) into row r's lanes, d_w the f16
-// at x+disp (read as two bytes: vcvtph2ps from memory would read past the
-// last block).
+// at x+disp (avoutil.KQF16).
 func fmaRows(c *build.Context, x reg.GPVirtual, disp int, y []reg.Register, sumi []reg.VecVirtual, acc kqAcc) {
-	dh := c.GP32()
-	c.MOVWLZX(Mem{Base: x, Disp: disp}, dh)
-	dw := c.XMM()
-	c.VMOVD(dh, dw)
-	c.VCVTPH2PS(dw, dw)
+	dw := avoutil.KQF16(c, x, disp)
 	for r := range y {
 		dx := c.XMM()
 		c.VMULSS(Mem{Base: y[r]}, dw, dx)
@@ -305,23 +291,7 @@ func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 // m3, m4: bytes 0x03, 0x04, in registers or memory). Each row's sumi
 // starts at minus its -4 correction, which is exact.
 func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3, m4 Op) {
-	// The scales: low nibbles of bytes 0..7 are sc0..7, their high
-	// nibbles sc8..15; byte 8+j's bit pairs 0, 2, 4, 6 are the top
-	// bits of sc j, j+4, j+8, j+12.
-	lo, hi := c.XMM(), c.XMM()
-	c.VMOVQ(Mem{Base: x, Disp: 96}, lo)
-	c.VPSRLW(Imm(4), lo, hi)
-	c.VPUNPCKLQDQ(hi, lo, lo)
-	c.VPAND(kqConsts.m0f.Offset(0), lo, lo) // the low four bits of sc0..15
-	top := c.XMM()
-	c.VPBROADCASTD(Mem{Base: x, Disp: 104}, top)
-	c.VPSRLVD(kqConsts.q3HighShift, top, top) // dword j: bytes 8..11 >> 2j
-	c.VPAND(kqConsts.m03.Offset(0), top, top)
-	c.VPSLLW(Imm(4), top, top)
-	c.VPOR(top, lo, lo)
-	c.VPSUBB(kqConsts.m20.Offset(0), lo, lo) // less 32: -32..31
-	sc := c.YMM()
-	c.VPMOVSXBW(lo, sc)
+	sc := avoutil.Q3KScales(c, x, kqConsts.m0f, kqConsts.m03, kqConsts.m20, kqConsts.q3HighShift)
 	sumi := make([]reg.VecVirtual, len(y))
 	for r := range y {
 		corr := c.YMM()
@@ -370,35 +340,7 @@ func dotQ2K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 // q2Block emits a Q2_K super-block against the activation rows y (m3:
 // bytes 0x03, in a register or memory).
 func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3 Op) {
-	// d and dmin read as four bytes: vcvtph2ps from memory would read
-	// past the last block.
-	dh := c.GP32()
-	c.MOVL(Mem{Base: x, Disp: 80}, dh)
-	dw := c.XMM()
-	c.VMOVD(dh, dw)
-	c.VCVTPH2PS(dw, dw) // d_w, dmin_w
-
-	ms, mn := c.XMM(), c.XMM()
-	c.VMOVDQU(Mem{Base: x}, ms)
-	c.VPSRLW(Imm(4), ms, mn)
-	c.VPAND(kqConsts.m0f.Offset(0), mn, mn)
-	c.VPAND(kqConsts.m0f.Offset(0), ms, ms)
-	mins := c.YMM()
-	c.VPMOVZXBW(mn, mins)
-	for r := range y {
-		prod := c.YMM()
-		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, mins, prod) // mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]
-		c.VCVTDQ2PS(prod, prod)
-		dd, dm := c.XMM(), c.XMM()
-		c.VBROADCASTSS(Mem{Base: y[r]}, dd)
-		c.VMULPS(dd, dw, dd)
-		c.VMOVSHDUP(dd, dm) // d_y·dmin_w in lane 0
-		dmin := c.YMM()
-		c.VBROADCASTSS(dm, dmin)
-		acc(r, func(a reg.VecVirtual) { c.VFNMADD231PS(prod, dmin, a) }) // a - dmin·prod, ggml's fma with -dmin
-	}
-	sc := c.YMM()
-	c.VPMOVZXBW(ms, sc)
+	sc := avoutil.Q2KMinima(c, x, y, acc, kqConsts.m0f)
 
 	sumi := make([]reg.VecVirtual, len(y))
 	for n := 0; n < 2; n++ {

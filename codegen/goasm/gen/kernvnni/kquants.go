@@ -1015,13 +1015,13 @@ func q6KGroup(c *build.Context, rows, groups int) {
 }
 
 // fifthBits ORs the Q5_K fifth bits of group g's codes into lo (qh bit 2g)
-// and hi (bit 2g+1) as bit 4, from the qh vector h: avoutil.Q5FifthBitAt's
+// and hi (bit 2g+1) as bit 4, from the qh vector h: avoutil.ShiftBit's
 // shift, then one vpternlogd for Q5FifthBit's mask and or (v | hb&m10; m10
 // is 0x10 bytes, a register or memory). vec makes a scratch register of the
 // kernel's width.
 func fifthBits(c *build.Context, g int, h, lo, hi reg.VecVirtual, m10 Op, vec func() reg.VecVirtual) {
 	for i, v := range []reg.VecVirtual{lo, hi} {
-		hb := avoutil.Q5FifthBitAt(c, 2*g+i, h, vec())
+		hb := avoutil.ShiftBit(c, 2*g+i, 4, h, vec())
 		c.VPTERNLOGD(Imm(0xf8), m10, hb, v)
 	}
 }

@@ -69,6 +69,7 @@ func run(dir string) error {
 		}
 	}
 	kquants(c)
+	kquants23(c)
 	for _, q5 := range []bool{false, true} {
 		q4KGroup(c, 1, mask, q5)
 		q4KGroup(c, 4, mask, q5)

@@ -51,27 +51,104 @@ const Q6KGroupBytes = 8 * 210
 const KQPrefetchBlocks = 8
 
 // Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
-// through the scratch register hb (Q5FifthBitAt). m10 is a vector of 0x10
+// through the scratch register hb (ShiftBit). m10 is a vector of 0x10
 // bytes; and and or are the kernel's forms (VPAND/VPOR, or the EVEX
 // VPANDD/VPORD for registers VEX cannot name).
 func Q5FifthBit(c *build.Context, b int, h, hb, v reg.VecVirtual, m10 Mem, and, or func(...Op)) {
-	and(m10, Q5FifthBitAt(c, b, h, hb), hb)
+	and(m10, ShiftBit(c, b, 4, h, hb), hb)
 	or(hb, v, v)
 }
 
-// Q5FifthBitAt returns h with bit b of every byte moved to bit 4 (and other
-// bits around it, for the caller to mask with 0x10 bytes): word shifts into
-// hb, as no bit of a word's other byte reaches bit 4, or h itself for b 4.
-func Q5FifthBitAt(c *build.Context, b int, h, hb reg.VecVirtual) reg.VecVirtual {
+// ShiftBit returns h with bit from of every byte moved to bit to, and other
+// bits around it for the caller to mask: word shifts into hb, as no bit of
+// a word's other byte reaches bit to of a byte, or h itself when from is
+// to.
+func ShiftBit(c *build.Context, from, to int, h, hb reg.VecVirtual) reg.VecVirtual {
 	switch {
-	case b < 4:
-		c.VPSLLW(Imm(uint64(4-b)), h, hb)
-	case b == 4:
+	case from < to:
+		c.VPSLLW(Imm(uint64(to-from)), h, hb)
+	case from == to:
 		return h
 	default:
-		c.VPSRLW(Imm(uint64(b-4)), h, hb)
+		c.VPSRLW(Imm(uint64(from-to)), h, hb)
 	}
 	return hb
+}
+
+// Q3KScales returns the sixteen 6-bit scales of the Q3_K block at x (12
+// bytes at 96) less 32, -32..31, as words in a YMM register: the low
+// nibbles of bytes 0..7 are sc0..7, their high nibbles sc8..15; byte 8+j's
+// bit pairs 0, 2, 4, 6 are the top bits of sc j, j+4, j+8, j+12. m0f, m03
+// and m20 are vectors of 0x0f, 0x03 and 0x20 bytes, highShift the dwords 0,
+// 2, 4, 6.
+func Q3KScales(c *build.Context, x reg.Register, m0f, m03, m20, highShift Mem) reg.VecVirtual {
+	lo, hi := c.XMM(), c.XMM()
+	c.VMOVQ(Mem{Base: x, Disp: 96}, lo)
+	c.VPSRLW(Imm(4), lo, hi)
+	c.VPUNPCKLQDQ(hi, lo, lo)
+	c.VPAND(m0f.Offset(0), lo, lo) // the low four bits of sc0..15
+	top := c.XMM()
+	c.VPBROADCASTD(Mem{Base: x, Disp: 104}, top)
+	c.VPSRLVD(highShift, top, top) // dword j: bytes 8..11 >> 2j
+	c.VPAND(m03.Offset(0), top, top)
+	c.VPSLLW(Imm(4), top, top)
+	c.VPOR(top, lo, lo)
+	c.VPSUBB(m20.Offset(0), lo, lo) // less 32: -32..31
+	sc := c.YMM()
+	c.VPMOVSXBW(lo, sc)
+	return sc
+}
+
+// Q2KMinima adds the minima term of the Q2_K block at x into each
+// activation row's float lanes (ggml's AVX2 order, first in the block):
+//
+//	acc = fma(-(d_y·dmin_w), float(mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]), acc)
+//
+// and returns the block's sixteen scales (0..15) as words in a YMM
+// register. acc gives f row r's accumulator; m0f is a vector of 0x0f bytes.
+func Q2KMinima(c *build.Context, x reg.Register, y []reg.Register, acc func(r int, f func(a reg.VecVirtual)), m0f Mem) reg.VecVirtual {
+	// d and dmin read as four bytes: vcvtph2ps from memory would read
+	// past the last block.
+	dh := c.GP32()
+	c.MOVL(Mem{Base: x, Disp: 80}, dh)
+	dw := c.XMM()
+	c.VMOVD(dh, dw)
+	c.VCVTPH2PS(dw, dw) // d_w, dmin_w
+
+	ms, mn := c.XMM(), c.XMM()
+	c.VMOVDQU(Mem{Base: x}, ms)
+	c.VPSRLW(Imm(4), ms, mn)
+	c.VPAND(m0f.Offset(0), mn, mn)
+	c.VPAND(m0f.Offset(0), ms, ms)
+	mins := c.YMM()
+	c.VPMOVZXBW(mn, mins)
+	for r := range y {
+		prod := c.YMM()
+		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, mins, prod) // mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]
+		c.VCVTDQ2PS(prod, prod)
+		dd, dm := c.XMM(), c.XMM()
+		c.VBROADCASTSS(Mem{Base: y[r]}, dd)
+		c.VMULPS(dd, dw, dd)
+		c.VMOVSHDUP(dd, dm) // d_y·dmin_w in lane 0
+		dmin := c.YMM()
+		c.VBROADCASTSS(dm, dmin)
+		acc(r, func(a reg.VecVirtual) { c.VFNMADD231PS(prod, dmin, a) }) // a - dmin·prod, ggml's fma with -dmin
+	}
+	sc := c.YMM()
+	c.VPMOVZXBW(ms, sc)
+	return sc
+}
+
+// KQF16 returns the f16 at x+disp as a float in the low lane of an XMM
+// register, read as two bytes: vcvtph2ps from memory would read past the
+// last block.
+func KQF16(c *build.Context, x reg.Register, disp int) reg.VecVirtual {
+	dh := c.GP32()
+	c.MOVWLZX(Mem{Base: x, Disp: disp}, dh)
+	dw := c.XMM()
+	c.VMOVD(dh, dw)
+	c.VCVTPH2PS(dw, dw)
+	return dw
 }
 
 // KQBody emits what a k-quant kernel needs before its loops and returns the

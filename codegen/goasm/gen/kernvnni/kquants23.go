@@ -1,0 +1,133 @@
+package main
+
+import (
+	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
+	"github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// The Q3_K and Q2_K row kernels for AVX-512 VNNI: kerndot's q3Block and
+// q2Block (ggml's AVX2 block arithmetic) with EVEX instructions where they
+// save work. Per 32-element chunk the scaled pair sums go into the int32
+// lanes by one vpdpwssd (vpmaddwd and vpaddd) and Q3_K's high bit into the
+// code by one vpternlogd (a mask and an or), the chunks alternating
+// between two sums so that four dependent vpdpwssd, not eight, end the
+// block; the integer lanes are the AVX2 kernels' exactly (integer adds in
+// another order), and the float steps are theirs, so every result is the
+// AVX2 kernel's bit for bit. On Zen 4 that is 28.4 → 25.7 cycles per row
+// super-block for Q3_K and 22.2 → 20.9 for Q2_K (BenchmarkRowCycles); one
+// sum instead of two gave 28.2 and 23.0, and 512-bit vectors (two chunks
+// an instruction, which Zen 4 executes in two halves) 29.1–29.8 and 23.9.
+
+// kq23 holds the kernels' read-only vectors.
+var kq23 struct {
+	m03, m04, m20 Mem // 0x03, 0x04, 0x20 bytes
+	shufQ3        Mem // 4 vectors: kerndot's shufQ6, a chunk's scales
+	highShift     Mem // Q3_K's scales: dwords 0, 2, 4, 6
+}
+
+func kquants23Consts(c *build.Context) {
+	rep := func(b byte) uint64 { return uint64(b) * 0x0101010101010101 }
+	kq23.m03 = zConst(c, "kq23M03", func(int) uint64 { return rep(0x03) })
+	kq23.m04 = zConst(c, "kq23M04", func(int) uint64 { return rep(0x04) })
+	kq23.m20 = zConst(c, "kq23M20", func(int) uint64 { return rep(0x20) })
+	// Vector k: word 2k of each 128-bit lane's scales in the low lane,
+	// word 2k+1 in the high one (vpshufb byte pairs), eight times: the
+	// scales of elements 0..15 and 16..31 of chunk k.
+	kq23.shufQ3 = quadwords(c, "kq23ShufQ3", 16, func(i int) uint64 {
+		w := uint64(2*(i/4) + i%4/2)
+		return rep(byte(2*w)) + 0x0100010001000100
+	})
+	kq23.highShift = ymmConst(c, "kq23HighShift", func(r int) uint32 {
+		if r < 4 {
+			return uint32(2 * r)
+		}
+		return 0
+	})
+}
+
+// kquants23 emits gemvQ3_KVNNI and gemvQ2_KVNNI.
+func kquants23(c *build.Context) {
+	kquants23Consts(c)
+	avoutil.Function(c, "gemvQ3_KVNNI", avoutil.KQGemvSignature,
+		"gemvQ3_KVNNI is gemvQ3_KAVX2 with VNNI, bit for bit (see",
+		"codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.")
+	avoutil.KQRows(c, "Q3_K", 110, false, func(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
+		m3, m4 := c.YMM(), c.YMM()
+		c.VMOVDQU64(kq23.m03, m3)
+		c.VMOVDQU64(kq23.m04, m4)
+		return func() {
+			sc := avoutil.Q3KScales(c, x, kq512.nib, kq23.m03, kq23.m20, kq23.highShift)
+			// Each -4 is taken out as 4·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]).
+			corr := c.YMM()
+			c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr)
+			c.VPSLLD(Imm(2), corr, corr)
+			hm := c.YMM()
+			c.VMOVDQU64(Mem{Base: x}, hm)
+			sumi := chunkSums(c, x, y, 32, sc, m3, func(n, k int, v reg.VecVirtual) {
+				// bit 4n+k of hmask to bit 2
+				h := avoutil.ShiftBit(c, 4*n+k, 2, hm, c.YMM())
+				c.VPTERNLOGD(Imm(0xf8), m4, h, v) // v | h&4
+			})
+			c.VPSUBD(corr, sumi, sumi)
+			rowFMA(c, x, 108, y, sumi, acc)
+		}
+	})
+	avoutil.Function(c, "gemvQ2_KVNNI", avoutil.KQGemvSignature,
+		"gemvQ2_KVNNI is gemvQ2_KAVX2 with VNNI, bit for bit (see",
+		"codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.")
+	avoutil.KQRows(c, "Q2_K", 84, false, func(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
+		m3 := c.YMM()
+		c.VMOVDQU64(kq23.m03, m3)
+		return func() {
+			sc := avoutil.Q2KMinima(c, x, []reg.Register{y}, func(_ int, f func(reg.VecVirtual)) { f(acc) }, kq512.nib)
+			sumi := chunkSums(c, x, y, 16, sc, m3, nil)
+			rowFMA(c, x, 80, y, sumi, acc)
+		}
+	})
+}
+
+// chunkSums returns the block's Σ sc·q·y in the AVX2 kernels' eight int32
+// lanes (a YMM register): qs at x+qsOff, the scales sc as words (a YMM
+// register), m3 0x03 bytes; high, when set, adds the high bit to the
+// codes v of chunk k of half n.
+func chunkSums(c *build.Context, x, y reg.Register, qsOff int, sc, m3 reg.VecVirtual, high func(n, k int, v reg.VecVirtual)) reg.VecVirtual {
+	var sums [2]reg.VecVirtual
+	for n := 0; n < 2; n++ {
+		half := c.YMM()
+		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+		qs := c.YMM()
+		c.VMOVDQU64(Mem{Base: x, Disp: qsOff + 32*n}, qs)
+		for k := 0; k < 4; k++ {
+			v := c.YMM()
+			c.VPANDD(m3, avoutil.ShiftBit(c, 2*k, 0, qs, v), v)
+			if high != nil {
+				high(n, k, v)
+			}
+			s, p := c.YMM(), c.YMM()
+			c.VPSHUFB(kq23.shufQ3.Offset(32*k), half, s)
+			c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
+			if sums[k%2] == nil {
+				sums[k%2] = c.YMM()
+				c.VPMADDWD(s, p, sums[k%2])
+			} else {
+				vpdpwssd(c, s, p, sums[k%2])
+			}
+		}
+	}
+	c.VPADDD(sums[1], sums[0], sums[0])
+	return sums[0]
+}
+
+// rowFMA is kerndot's fmaRows for one activation row: acc +=
+// float(sumi)·(d_y·d_w), d_w the f16 at x+disp.
+func rowFMA(c *build.Context, x reg.Register, disp int, y reg.Register, sumi, acc reg.VecVirtual) {
+	dw := avoutil.KQF16(c, x, disp)
+	dx := c.XMM()
+	c.VMULSS(Mem{Base: y}, dw, dx)
+	d := c.YMM()
+	c.VBROADCASTSS(dx, d)
+	c.VCVTDQ2PS(sumi, sumi)
+	c.VFMADD231PS(sumi, d, acc)
+}
