@@ -382,7 +382,7 @@ func (p *Probe) Sample() float64 {
 		go func() {
 			defer wg.Done()
 			<-start
-			p.sums[t*8] = sumWords(p.buf[t*p.per : (t+1)*p.per])
+			p.sums[t*8] = SumWords(p.buf[t*p.per : (t+1)*p.per])
 		}()
 	}
 	t0 := time.Now()
@@ -406,9 +406,10 @@ func (p *Probe) Mean() (gbs float64, samples int) {
 	return float64(p.Bytes()) * float64(p.samples) / p.elapsed.Seconds() / 1e9, p.samples
 }
 
-// sumWords adds the words of s (len a multiple of 8) with independent
-// accumulators so that the loop is bound by memory, not by the adder chain.
-func sumWords(s []uint64) uint64 {
+// SumWords adds the words of s (len a multiple of 8) with independent
+// accumulators so that the loop is bound by memory, not by the adder chain:
+// the probe's read, which kern's stream benchmarks use for theirs.
+func SumWords(s []uint64) uint64 {
 	var a0, a1, a2, a3 uint64
 	for i := 0; i+8 <= len(s); i += 8 {
 		c := s[i : i+8 : i+8]

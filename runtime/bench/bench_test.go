@@ -24,7 +24,7 @@ func TestSumWords(t *testing.T) {
 		s[i] = uint64(i * i)
 		want += s[i]
 	}
-	require.Equal(t, want, sumWords(s))
+	require.Equal(t, want, SumWords(s))
 }
 
 func TestPercentile(t *testing.T) {

@@ -22,24 +22,7 @@ import (
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench GroupHot -benchtime 200000x
 func BenchmarkGroupHot(b *testing.B) {
-	const k = 2048
-	for _, v := range []string{"avx2", "avx512"} {
-		for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q4_K, ir.Q5_K, ir.Q6_K} {
-			b.Run(fmt.Sprint(v, "/", wt), func(b *testing.B) {
-				useVariant(b, v)
-				w := streamMatrix(b, wt, 8, k)
-				p := Pack(wt, 8, k, w)
-				if p == nil {
-					b.Skipf("no group kernels for %s", wt)
-				}
-				defer p.Free()
-				a := make([]byte, p.ActBytes())
-				p.QuantizeActs(Current(), randRow(k, 1, 2), a)
-				d := make([]float32, 8)
-				hotRate(b, len(w), func() { p.Dots(0, 8, a, len(a), 1, d, 8) })
-			})
-		}
-	}
+	eachGroup(b, func(b *testing.B, bytes, _ int, f func()) { hotRate(b, bytes, f) })
 }
 
 // BenchmarkGroupCycles is BenchmarkGroupHot in core cycles per super-block
@@ -48,6 +31,13 @@ func BenchmarkGroupHot(b *testing.B) {
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench GroupCycles -benchtime 2000x
 func BenchmarkGroupCycles(b *testing.B) {
+	eachGroup(b, func(b *testing.B, _, superblocks int, f func()) { hotCycles(b, superblocks, f) })
+}
+
+// eachGroup runs measure, per variant and packed type, on one call of the
+// one-row group kernel over one packed group (eight rows, 2048 wide) that
+// reads bytes of weights, superblocks of them per row.
+func eachGroup(b *testing.B, measure func(b *testing.B, bytes, superblocks int, f func())) {
 	const k = 2048
 	for _, v := range []string{"avx2", "avx512"} {
 		for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q4_K, ir.Q5_K, ir.Q6_K} {
@@ -62,7 +52,7 @@ func BenchmarkGroupCycles(b *testing.B) {
 				a := make([]byte, p.ActBytes())
 				p.QuantizeActs(Current(), randRow(k, 1, 2), a)
 				d := make([]float32, 8)
-				hotCycles(b, k/256, func() { p.Dots(0, 8, a, len(a), 1, d, 8) })
+				measure(b, len(w), k/256, func() { p.Dots(0, 8, a, len(a), 1, d, 8) })
 			})
 		}
 	}
@@ -73,6 +63,13 @@ func BenchmarkGroupCycles(b *testing.B) {
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench RowCycles -benchtime 2000x
 func BenchmarkRowCycles(b *testing.B) {
+	eachRow(b, func(b *testing.B, _, superblocks int, f func()) { hotCycles(b, superblocks, f) })
+}
+
+// eachRow runs measure, per variant and k-quant with a row kernel, on one
+// call of the row kernel over one 4096-wide row that reads bytes of
+// weights, superblocks of them.
+func eachRow(b *testing.B, measure func(b *testing.B, bytes, superblocks int, f func())) {
 	const k = 4096
 	for _, v := range []string{"avx2", "avx512"} {
 		for _, wt := range []ir.DType{ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q6_K} {
@@ -81,7 +78,7 @@ func BenchmarkRowCycles(b *testing.B) {
 				w := streamMatrix(b, wt, 1, k)
 				a := make([]byte, ActBytes(wt, k))
 				QuantizeActs(ActType(wt), randRow(k, 1, 2), a)
-				hotCycles(b, k/256, func() { Dot(wt, k, w, a) })
+				measure(b, len(w), k/256, func() { Dot(wt, k, w, a) })
 			})
 		}
 	}
@@ -133,18 +130,7 @@ var chainSink int
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench RowHot -benchtime 200000x
 func BenchmarkRowHot(b *testing.B) {
-	const k = 4096
-	for _, v := range []string{"avx2", "avx512"} {
-		for _, wt := range []ir.DType{ir.Q2_K, ir.Q3_K, ir.Q4_K, ir.Q6_K} {
-			b.Run(fmt.Sprint(v, "/", wt), func(b *testing.B) {
-				useVariant(b, v)
-				w := streamMatrix(b, wt, 1, k)
-				a := make([]byte, ActBytes(wt, k))
-				QuantizeActs(ActType(wt), randRow(k, 1, 2), a)
-				hotRate(b, len(w), func() { Dot(wt, k, w, a) })
-			})
-		}
-	}
+	eachRow(b, func(b *testing.B, bytes, _ int, f func()) { hotRate(b, bytes, f) })
 }
 
 // hotRate calls f until the benchmark ends and reports the bytes of

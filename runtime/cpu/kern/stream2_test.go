@@ -113,20 +113,10 @@ func BenchmarkPackedStreamRead(b *testing.B) {
 // readSink keeps sumBytes' results alive.
 var readSink atomic.Uint64
 
-// sumBytes adds b's 8-byte words (its length a multiple of 64) in four
-// independent chains, so that the loop is bound by memory (as
-// bench.Bandwidth's probe).
+// sumBytes reads b (its length a multiple of 64) as the bandwidth probe
+// reads its buffer (bench.SumWords).
 func sumBytes(b []byte) uint64 {
-	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
-	var a0, a1, a2, a3 uint64
-	for i := 0; i+8 <= len(w); i += 8 {
-		c := w[i : i+8 : i+8]
-		a0 += c[0] + c[4]
-		a1 += c[1] + c[5]
-		a2 += c[2] + c[6]
-		a3 += c[3] + c[7]
-	}
-	return a0 + a1 + a2 + a3
+	return bench.SumWords(unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8))
 }
 
 // BenchmarkPackedStreamArena: pairedStreams over Q4_K and Q5_K matrices
