@@ -53,7 +53,7 @@ func archVariants() {
 			v.mlxRows = 4
 			if cpu.X86.HasAVX512BW {
 				v.gemvQ4_K, v.gemvQ5_K, v.gemvQ6_K, v.kqDot = gemvQ4_KVNNI, gemvQ5_KVNNI, gemvQ6_KVNNI, kqDotVNNI
-				v.gemvQ2_K, v.gemvQ3_K = gemvQ2_KVNNI, gemvQ3_KVNNI
+				v.gemvQ2_K, v.gemvQ3_K, v.q2_Kx4, v.q3_Kx4 = gemvQ2_KVNNI, gemvQ3_KVNNI, dotQ2_Kx4VNNI, dotQ3_Kx4VNNI
 				v.groupQ4_K, v.groupQ4_Kx4 = gemvQ4_Kx8VNNI, gemmQ4_Kx8x4VNNI
 				v.groupQ4_Kx8, v.groupQ4_Kx16 = gemmQ4_Kx8x8VNNI, gemmQ4_Kx16x8VNNI
 				v.groupQ5_K, v.groupQ5_Kx4 = gemvQ5_Kx8VNNI, gemmQ5_Kx8x4VNNI

@@ -120,11 +120,23 @@ func dotQ5_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
 //go:noescape
 func gemvQ3_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
 
+// dotQ3_Kx4VNNI is dotQ3_Kx4AVX2 with VNNI, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.
+//
+//go:noescape
+func dotQ3_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
 // gemvQ2_KVNNI is gemvQ2_KAVX2 with VNNI, bit for bit (see
 // codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.
 //
 //go:noescape
 func gemvQ2_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
+
+// dotQ2_Kx4VNNI is dotQ2_Kx4AVX2 with VNNI, bit for bit (see
+// codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.
+//
+//go:noescape
+func dotQ2_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
 
 // gemvQ4_Kx8VNNI multiplies a packed group of eight Q4_K rows by 1 Q8_K
 // activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs

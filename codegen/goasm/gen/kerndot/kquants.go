@@ -92,10 +92,10 @@ func kquants(c *build.Context) {
 		"kquants.go for the float order). It needs AVX2, FMA and F16C.",
 	)
 	avoutil.KQRows(c, "Q2_K", 84, false, dotQ2K)
-	kqRows4(c, "Q3_K", 110, func(x reg.GPVirtual, y []reg.Register, acc kqAcc) {
+	kqRows4(c, "Q3_K", 110, func(x reg.GPVirtual, y []reg.Register, acc avoutil.KQAcc) {
 		q3Block(c, x, y, acc, kqConsts.m03, kqConsts.m04)
 	})
-	kqRows4(c, "Q2_K", 84, func(x reg.GPVirtual, y []reg.Register, acc kqAcc) {
+	kqRows4(c, "Q2_K", 84, func(x reg.GPVirtual, y []reg.Register, acc avoutil.KQAcc) {
 		q2Block(c, x, y, acc, kqConsts.m03)
 	})
 	for _, t := range avoutil.KQTypes {
@@ -240,38 +240,6 @@ func addProducts(c *build.Context, v reg.VecVirtual, y reg.Register, n, k int, s
 	}
 }
 
-// kqAcc gives f the eight float lanes of activation row r's accumulator:
-// a register for one row, a frame slot (loaded, then stored back) for
-// several, where registers would not hold them all.
-type kqAcc func(r int, f func(acc reg.VecVirtual))
-
-func regAcc(acc reg.VecVirtual) kqAcc {
-	return func(_ int, f func(reg.VecVirtual)) { f(acc) }
-}
-
-func frameAcc(c *build.Context, frame Mem) kqAcc {
-	return func(r int, f func(reg.VecVirtual)) {
-		a := c.YMM()
-		c.VMOVUPS(frame.Offset(32*r), a)
-		f(a)
-		c.VMOVUPS(a, frame.Offset(32*r))
-	}
-}
-
-// fmaRows adds float(sumi[r])·(d_w·d_y[r]) into row r's lanes, d_w the f16
-// at x+disp (avoutil.KQF16).
-func fmaRows(c *build.Context, x reg.GPVirtual, disp int, y []reg.Register, sumi []reg.VecVirtual, acc kqAcc) {
-	dw := avoutil.KQF16(c, x, disp)
-	for r := range y {
-		dx := c.XMM()
-		c.VMULSS(Mem{Base: y[r]}, dw, dx)
-		d := c.YMM()
-		c.VBROADCASTSS(dx, d)
-		c.VCVTDQ2PS(sumi[r], sumi[r])
-		acc(r, func(a reg.VecVirtual) { c.VFMADD231PS(sumi[r], d, a) })
-	}
-}
-
 // dotQ3K is the Q3_K super-block body (avoutil.KQBody), Q6_K's with other
 // quants. Block (110 bytes): hmask[32] at 0, qs[64] at 32, the sixteen
 // 6-bit scales packed in 12 bytes at 96, f16 d at 108. Element 128n+32k+l
@@ -284,13 +252,13 @@ func dotQ3K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 	m3, m4 := c.YMM(), c.YMM()
 	c.VMOVDQU(kqConsts.m03, m3)
 	c.VMOVDQU(kqConsts.m04, m4)
-	return func() { q3Block(c, x, []reg.Register{y}, regAcc(acc), m3, m4) }
+	return func() { q3Block(c, x, []reg.Register{y}, avoutil.RegAcc(acc), m3, m4) }
 }
 
 // q3Block emits a Q3_K super-block against the activation rows y (masks
 // m3, m4: bytes 0x03, 0x04, in registers or memory). Each row's sumi
 // starts at minus its -4 correction, which is exact.
-func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3, m4 Op) {
+func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc avoutil.KQAcc, m3, m4 Op) {
 	sc := avoutil.Q3KScales(c, x, kqConsts.m0f, kqConsts.m03, kqConsts.m20, kqConsts.q3HighShift)
 	sumi := make([]reg.VecVirtual, len(y))
 	for r := range y {
@@ -319,7 +287,7 @@ func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3,
 			}
 		}
 	}
-	fmaRows(c, x, 108, y, sumi, acc)
+	avoutil.KQFmaRows(c, x, 108, y, sumi, acc)
 }
 
 // dotQ2K is the Q2_K super-block body (avoutil.KQBody), after ggml's AVX2
@@ -334,12 +302,12 @@ func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3,
 func dotQ2K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
 	m3 := c.YMM()
 	c.VMOVDQU(kqConsts.m03, m3)
-	return func() { q2Block(c, x, []reg.Register{y}, regAcc(acc), m3) }
+	return func() { q2Block(c, x, []reg.Register{y}, avoutil.RegAcc(acc), m3) }
 }
 
 // q2Block emits a Q2_K super-block against the activation rows y (m3:
 // bytes 0x03, in a register or memory).
-func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3 Op) {
+func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc avoutil.KQAcc, m3 Op) {
 	sc := avoutil.Q2KMinima(c, x, y, acc, kqConsts.m0f)
 
 	sumi := make([]reg.VecVirtual, len(y))
@@ -356,41 +324,20 @@ func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc kqAcc, m3 
 			}
 		}
 	}
-	fmaRows(c, x, 80, y, sumi, acc)
+	avoutil.KQFmaRows(c, x, 80, y, sumi, acc)
 }
 
 // kqRows4 emits dot<t>x4AVX2: one weight row of t against four Q8_K
 // activation rows (stride bytes apart), each result gemv<t>AVX2's bit for
 // bit, each super-block decoded once for the four (block: its body, the
 // accumulators in the frame).
-func kqRows4(c *build.Context, t string, wBytes int, block func(x reg.GPVirtual, y []reg.Register, acc kqAcc)) {
+func kqRows4(c *build.Context, t string, wBytes int, block func(x reg.GPVirtual, y []reg.Register, acc avoutil.KQAcc)) {
 	name := "dot" + t + "x4AVX2"
-	avoutil.Function(c, name, "func(nb int, w, a []byte, stride int, dst *[4]float32)",
+	avoutil.Function(c, name, avoutil.KQRows4Signature,
 		name+" sets dst[r] to the "+t+" row w times activation row r (a[r*stride:], Q8_K)",
 		"for r < 4, bit for bit gemv"+t+"AVX2's, decoding each weight super-block once.",
 		"It needs AVX2, FMA and F16C.")
-	nb := c.Load(c.Param("nb"), c.GP64())
-	x := c.GP64()
-	c.Load(c.Param("w").Base(), x)
-	y := avoutil.RowPointers(c, 4)
-	frame := c.AllocLocal(32 * 4)
-	z := avoutil.ZeroYMMs(c, 1)[0]
-	for r := range 4 {
-		c.VMOVUPS(z, frame.Offset(32*r))
-	}
-	c.TESTQ(nb, nb)
-	c.JZ(LabelRef(name + "_done"))
-	c.Label(name + "_block")
-	block(x, y, frameAcc(c, frame))
-	avoutil.NextKQBlock(c, x, wBytes, y, nb, name+"_block", name+"_done")
-	dst := c.Load(c.Param("dst"), c.GP64())
-	for r := range 4 {
-		a := c.YMM()
-		c.VMOVUPS(frame.Offset(32*r), a)
-		c.VMOVSS(avoutil.HSumFloat8(c, a), Mem{Base: dst, Disp: 4 * r})
-	}
-	c.VZEROUPPER()
-	c.RET()
+	avoutil.KQRows4(c, name, wBytes, block)
 }
 
 // q4KGroupAVX2 emits gemvQ4_Kx8AVX2: a packed group of eight Q4_K rows

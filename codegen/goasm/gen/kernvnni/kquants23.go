@@ -47,53 +47,76 @@ func kquants23Consts(c *build.Context) {
 	})
 }
 
-// kquants23 emits gemvQ3_KVNNI and gemvQ2_KVNNI.
+// kquants23 emits gemvQ3_KVNNI, gemvQ2_KVNNI and their four-row forms
+// dotQ3_Kx4VNNI and dotQ2_Kx4VNNI.
 func kquants23(c *build.Context) {
 	kquants23Consts(c)
-	avoutil.Function(c, "gemvQ3_KVNNI", avoutil.KQGemvSignature,
-		"gemvQ3_KVNNI is gemvQ3_KAVX2 with VNNI, bit for bit (see",
-		"codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.")
-	avoutil.KQRows(c, "Q3_K", 110, false, func(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
-		m3, m4 := c.YMM(), c.YMM()
-		c.VMOVDQU64(kq23.m03, m3)
-		c.VMOVDQU64(kq23.m04, m4)
-		return func() {
-			sc := avoutil.Q3KScales(c, x, kq512.nib, kq23.m03, kq23.m20, kq23.highShift)
-			// Each -4 is taken out as 4·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]).
-			corr := c.YMM()
-			c.VPMADDWD(Mem{Base: y, Disp: 260}, sc, corr)
-			c.VPSLLD(Imm(2), corr, corr)
-			hm := c.YMM()
-			c.VMOVDQU64(Mem{Base: x}, hm)
-			sumi := chunkSums(c, x, y, 32, sc, m3, func(n, k int, v reg.VecVirtual) {
-				// bit 4n+k of hmask to bit 2
-				h := avoutil.ShiftBit(c, 4*n+k, 2, hm, c.YMM())
-				c.VPTERNLOGD(Imm(0xf8), m4, h, v) // v | h&4
-			})
-			c.VPSUBD(corr, sumi, sumi)
-			rowFMA(c, x, 108, y, sumi, acc)
+	for _, t := range []struct {
+		name   string
+		wBytes int
+		block  func(c *build.Context, x reg.Register, y []reg.Register, acc avoutil.KQAcc, m3, m4 reg.VecVirtual)
+	}{{"Q3_K", 110, q3Block}, {"Q2_K", 84, q2Block}} {
+		consts := func() (m3, m4 reg.VecVirtual) {
+			m3, m4 = c.YMM(), c.YMM()
+			c.VMOVDQU64(kq23.m03, m3)
+			c.VMOVDQU64(kq23.m04, m4)
+			return m3, m4
 		}
-	})
-	avoutil.Function(c, "gemvQ2_KVNNI", avoutil.KQGemvSignature,
-		"gemvQ2_KVNNI is gemvQ2_KAVX2 with VNNI, bit for bit (see",
-		"codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.")
-	avoutil.KQRows(c, "Q2_K", 84, false, func(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
-		m3 := c.YMM()
-		c.VMOVDQU64(kq23.m03, m3)
-		return func() {
-			sc := avoutil.Q2KMinima(c, x, []reg.Register{y}, func(_ int, f func(reg.VecVirtual)) { f(acc) }, kq512.nib)
-			sumi := chunkSums(c, x, y, 16, sc, m3, nil)
-			rowFMA(c, x, 80, y, sumi, acc)
-		}
-	})
+		name := "gemv" + t.name + "VNNI"
+		avoutil.Function(c, name, avoutil.KQGemvSignature,
+			name+" is gemv"+t.name+"AVX2 with VNNI, bit for bit (see",
+			"codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.")
+		avoutil.KQRows(c, t.name, t.wBytes, false, func(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() {
+			m3, m4 := consts()
+			return func() { t.block(c, x, []reg.Register{y}, avoutil.RegAcc(acc), m3, m4) }
+		})
+		name = "dot" + t.name + "x4VNNI"
+		avoutil.Function(c, name, avoutil.KQRows4Signature,
+			name+" is dot"+t.name+"x4AVX2 with VNNI, bit for bit (see",
+			"codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.")
+		m3, m4 := consts()
+		avoutil.KQRows4(c, name, t.wBytes, func(x reg.GPVirtual, y []reg.Register, acc avoutil.KQAcc) {
+			t.block(c, x, y, acc, m3, m4)
+		})
+	}
 }
 
-// chunkSums returns the block's Σ sc·q·y in the AVX2 kernels' eight int32
-// lanes (a YMM register): qs at x+qsOff, the scales sc as words (a YMM
-// register), m3 0x03 bytes; high, when set, adds the high bit to the
-// codes v of chunk k of half n.
-func chunkSums(c *build.Context, x, y reg.Register, qsOff int, sc, m3 reg.VecVirtual, high func(n, k int, v reg.VecVirtual)) reg.VecVirtual {
-	var sums [2]reg.VecVirtual
+// q3Block adds a Q3_K super-block at x times the Q8_K blocks at y into
+// the rows' accumulators (kerndot's q3Block, m3 and m4 0x03 and 0x04
+// bytes).
+func q3Block(c *build.Context, x reg.Register, y []reg.Register, acc avoutil.KQAcc, m3, m4 reg.VecVirtual) {
+	sc := avoutil.Q3KScales(c, x, kq512.nib, kq23.m03, kq23.m20, kq23.highShift)
+	hm := c.YMM()
+	c.VMOVDQU64(Mem{Base: x}, hm)
+	sumi := chunkSums(c, x, y, 32, sc, m3, func(n, k int, v reg.VecVirtual) {
+		// bit 4n+k of hmask to bit 2
+		h := avoutil.ShiftBit(c, 4*n+k, 2, hm, c.YMM())
+		c.VPTERNLOGD(Imm(0xf8), m4, h, v) // v | h&4
+	})
+	for r := range y {
+		// Each -4 is taken out as 4·(sc[2k]·bs[2k] + sc[2k+1]·bs[2k+1]).
+		corr := c.YMM()
+		c.VPMADDWD(Mem{Base: y[r], Disp: 260}, sc, corr)
+		c.VPSLLD(Imm(2), corr, corr)
+		c.VPSUBD(corr, sumi[r], sumi[r])
+	}
+	avoutil.KQFmaRows(c, x, 108, y, sumi, acc)
+}
+
+// q2Block adds a Q2_K super-block at x times the Q8_K blocks at y into
+// the rows' accumulators (kerndot's q2Block, m3 0x03 bytes).
+func q2Block(c *build.Context, x reg.Register, y []reg.Register, acc avoutil.KQAcc, m3, _ reg.VecVirtual) {
+	sc := avoutil.Q2KMinima(c, x, y, acc, kq512.nib)
+	sumi := chunkSums(c, x, y, 16, sc, m3, nil)
+	avoutil.KQFmaRows(c, x, 80, y, sumi, acc)
+}
+
+// chunkSums returns each activation row's Σ sc·q·y over the block in the
+// AVX2 kernels' eight int32 lanes (YMM registers): qs at x+qsOff, the
+// scales sc as words (a YMM register), m3 0x03 bytes; high, when set, adds
+// the high bit to the codes v of chunk k of half n.
+func chunkSums(c *build.Context, x reg.Register, y []reg.Register, qsOff int, sc, m3 reg.VecVirtual, high func(n, k int, v reg.VecVirtual)) []reg.VecVirtual {
+	sums := make([][2]reg.VecVirtual, len(y))
 	for n := 0; n < 2; n++ {
 		half := c.YMM()
 		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
@@ -105,29 +128,24 @@ func chunkSums(c *build.Context, x, y reg.Register, qsOff int, sc, m3 reg.VecVir
 			if high != nil {
 				high(n, k, v)
 			}
-			s, p := c.YMM(), c.YMM()
+			s := c.YMM()
 			c.VPSHUFB(kq23.shufQ3.Offset(32*k), half, s)
-			c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
-			if sums[k%2] == nil {
-				sums[k%2] = c.YMM()
-				c.VPMADDWD(s, p, sums[k%2])
-			} else {
-				vpdpwssd(c, s, p, sums[k%2])
+			for r := range y {
+				p := c.YMM()
+				c.VPMADDUBSW(Mem{Base: y[r], Disp: 4 + 128*n + 32*k}, v, p)
+				if sum := &sums[r][k%2]; *sum == nil {
+					*sum = c.YMM()
+					c.VPMADDWD(s, p, *sum)
+				} else {
+					vpdpwssd(c, s, p, *sum)
+				}
 			}
 		}
 	}
-	c.VPADDD(sums[1], sums[0], sums[0])
-	return sums[0]
-}
-
-// rowFMA is kerndot's fmaRows for one activation row: acc +=
-// float(sumi)·(d_y·d_w), d_w the f16 at x+disp.
-func rowFMA(c *build.Context, x reg.Register, disp int, y reg.Register, sumi, acc reg.VecVirtual) {
-	dw := avoutil.KQF16(c, x, disp)
-	dx := c.XMM()
-	c.VMULSS(Mem{Base: y}, dw, dx)
-	d := c.YMM()
-	c.VBROADCASTSS(dx, d)
-	c.VCVTDQ2PS(sumi, sumi)
-	c.VFMADD231PS(sumi, d, acc)
+	out := make([]reg.VecVirtual, len(y))
+	for r, s := range sums {
+		c.VPADDD(s[1], s[0], s[0])
+		out[r] = s[0]
+	}
+	return out
 }

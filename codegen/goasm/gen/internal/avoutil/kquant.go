@@ -75,6 +75,73 @@ func ShiftBit(c *build.Context, from, to int, h, hb reg.VecVirtual) reg.VecVirtu
 	return hb
 }
 
+// KQAcc gives f the eight float lanes of activation row r's accumulator:
+// a register for one row (RegAcc), a frame slot (loaded, then stored back)
+// for several, where registers would not hold them all (FrameAcc).
+type KQAcc func(r int, f func(acc reg.VecVirtual))
+
+// RegAcc is the KQAcc of one row whose lanes are acc.
+func RegAcc(acc reg.VecVirtual) KQAcc {
+	return func(_ int, f func(reg.VecVirtual)) { f(acc) }
+}
+
+// FrameAcc is the KQAcc of rows whose lanes are 32 bytes apart from frame.
+func FrameAcc(c *build.Context, frame Mem) KQAcc {
+	return func(r int, f func(reg.VecVirtual)) {
+		a := c.YMM()
+		c.VMOVUPS(frame.Offset(32*r), a)
+		f(a)
+		c.VMOVUPS(a, frame.Offset(32*r))
+	}
+}
+
+// KQFmaRows adds float(sumi[r])·(d_w·d_y[r]) into row r's lanes, d_w the
+// f16 at x+disp (KQF16).
+func KQFmaRows(c *build.Context, x reg.Register, disp int, y []reg.Register, sumi []reg.VecVirtual, acc KQAcc) {
+	dw := KQF16(c, x, disp)
+	for r := range y {
+		dx := c.XMM()
+		c.VMULSS(Mem{Base: y[r]}, dw, dx)
+		d := c.YMM()
+		c.VBROADCASTSS(dx, d)
+		c.VCVTDQ2PS(sumi[r], sumi[r])
+		acc(r, func(a reg.VecVirtual) { c.VFMADD231PS(sumi[r], d, a) })
+	}
+}
+
+// KQRows4Signature is the four-row k-quant kernels' signature (KQRows4).
+const KQRows4Signature = "func(nb int, w, a []byte, stride int, dst *[4]float32)"
+
+// KQRows4 emits the body of a kernel of KQRows4Signature named name: one
+// weight row (nb super-blocks of wBytes) against four Q8_K activation rows
+// (stride bytes apart), each super-block decoded once for the four by
+// block, whose accumulators live in the frame; dst[r] is hsum_float_8 of
+// row r's.
+func KQRows4(c *build.Context, name string, wBytes int, block func(x reg.GPVirtual, y []reg.Register, acc KQAcc)) {
+	nb := c.Load(c.Param("nb"), c.GP64())
+	x := c.GP64()
+	c.Load(c.Param("w").Base(), x)
+	y := RowPointers(c, 4)
+	frame := c.AllocLocal(32 * 4)
+	z := ZeroYMMs(c, 1)[0]
+	for r := range 4 {
+		c.VMOVUPS(z, frame.Offset(32*r))
+	}
+	c.TESTQ(nb, nb)
+	c.JZ(LabelRef(name + "_done"))
+	c.Label(name + "_block")
+	block(x, y, FrameAcc(c, frame))
+	NextKQBlock(c, x, wBytes, y, nb, name+"_block", name+"_done")
+	dst := c.Load(c.Param("dst"), c.GP64())
+	for r := range 4 {
+		a := c.YMM()
+		c.VMOVUPS(frame.Offset(32*r), a)
+		c.VMOVSS(HSumFloat8(c, a), Mem{Base: dst, Disp: 4 * r})
+	}
+	c.VZEROUPPER()
+	c.RET()
+}
+
 // Q3KScales returns the sixteen 6-bit scales of the Q3_K block at x (12
 // bytes at 96) less 32, -32..31, as words in a YMM register: the low
 // nibbles of bytes 0..7 are sc0..7, their high nibbles sc8..15; byte 8+j's
@@ -106,7 +173,7 @@ func Q3KScales(c *build.Context, x reg.Register, m0f, m03, m20, highShift Mem) r
 //
 // and returns the block's sixteen scales (0..15) as words in a YMM
 // register. acc gives f row r's accumulator; m0f is a vector of 0x0f bytes.
-func Q2KMinima(c *build.Context, x reg.Register, y []reg.Register, acc func(r int, f func(a reg.VecVirtual)), m0f Mem) reg.VecVirtual {
+func Q2KMinima(c *build.Context, x reg.Register, y []reg.Register, acc KQAcc, m0f Mem) reg.VecVirtual {
 	// d and dmin read as four bytes: vcvtph2ps from memory would read
 	// past the last block.
 	dh := c.GP32()
