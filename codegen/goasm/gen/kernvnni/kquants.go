@@ -568,6 +568,16 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*s}, m, msum[r])
 		}
 	}
+	// One row of Q5_K keeps the block's eight qh vectors in registers for
+	// its four sub-block pairs instead of loading each four times.
+	var qh []reg.VecVirtual
+	if q5 && rows == 1 {
+		qh = make([]reg.VecVirtual, 8)
+		for t := range qh {
+			qh[t] = c.YMM()
+			c.VMOVDQU32(Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, qh[t])
+		}
+	}
 	isum := make([]reg.VecVirtual, rows)
 	for g := 0; g < 4; g++ {
 		// Each sub-block sum is split over parts chains (integer adds are
@@ -601,8 +611,13 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 				c.VPANDD(hin, q, hi)
 			}
 			if q5 {
-				h := c.YMM()
-				c.VMOVDQU32(Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, h)
+				var h reg.VecVirtual
+				if qh != nil {
+					h = qh[t]
+				} else {
+					h = c.YMM()
+					c.VMOVDQU32(Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, h)
+				}
 				fifthBits(c, g, h, lo, hi, hin, c.YMM)
 			}
 			for r := range rows {
