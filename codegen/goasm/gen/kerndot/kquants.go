@@ -287,7 +287,7 @@ func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc avoutil.KQ
 			}
 		}
 	}
-	avoutil.KQFmaRows(c, x, 108, y, sumi, acc)
+	avoutil.KQFmaRows(c, avoutil.KQF16(c, x, 108), y, sumi, acc)
 }
 
 // dotQ2K is the Q2_K super-block body (avoutil.KQBody), after ggml's AVX2
@@ -308,7 +308,7 @@ func dotQ2K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 // q2Block emits a Q2_K super-block against the activation rows y (m3:
 // bytes 0x03, in a register or memory).
 func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc avoutil.KQAcc, m3 Op) {
-	sc := avoutil.Q2KMinima(c, x, y, acc, kqConsts.m0f)
+	sc, dw := avoutil.Q2KMinima(c, x, y, acc, kqConsts.m0f)
 
 	sumi := make([]reg.VecVirtual, len(y))
 	for n := 0; n < 2; n++ {
@@ -324,7 +324,7 @@ func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc avoutil.KQ
 			}
 		}
 	}
-	avoutil.KQFmaRows(c, x, 80, y, sumi, acc)
+	avoutil.KQFmaRows(c, dw, y, sumi, acc)
 }
 
 // kqRows4 emits dot<t>x4AVX2: one weight row of t against four Q8_K

@@ -100,15 +100,15 @@ func q3Block(c *build.Context, x reg.Register, y []reg.Register, acc avoutil.KQA
 		c.VPSLLD(Imm(2), corr, corr)
 		c.VPSUBD(corr, sumi[r], sumi[r])
 	}
-	avoutil.KQFmaRows(c, x, 108, y, sumi, acc)
+	avoutil.KQFmaRows(c, avoutil.KQF16(c, x, 108), y, sumi, acc)
 }
 
 // q2Block adds a Q2_K super-block at x times the Q8_K blocks at y into
 // the rows' accumulators (kerndot's q2Block, m3 0x03 bytes).
 func q2Block(c *build.Context, x reg.Register, y []reg.Register, acc avoutil.KQAcc, m3, _ reg.VecVirtual) {
-	sc := avoutil.Q2KMinima(c, x, y, acc, kq512.nib)
+	sc, dw := avoutil.Q2KMinima(c, x, y, acc, kq512.nib)
 	sumi := chunkSums(c, x, y, 16, sc, m3, nil)
-	avoutil.KQFmaRows(c, x, 80, y, sumi, acc)
+	avoutil.KQFmaRows(c, dw, y, sumi, acc)
 }
 
 // chunkSums returns each activation row's Σ sc·q·y over the block in the

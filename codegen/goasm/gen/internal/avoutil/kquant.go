@@ -96,9 +96,8 @@ func FrameAcc(c *build.Context, frame Mem) KQAcc {
 }
 
 // KQFmaRows adds float(sumi[r])·(d_w·d_y[r]) into row r's lanes, d_w the
-// f16 at x+disp (KQF16).
-func KQFmaRows(c *build.Context, x reg.Register, disp int, y []reg.Register, sumi []reg.VecVirtual, acc KQAcc) {
-	dw := KQF16(c, x, disp)
+// low lane of dw (KQF16, or Q2KMinima's).
+func KQFmaRows(c *build.Context, dw reg.VecVirtual, y []reg.Register, sumi []reg.VecVirtual, acc KQAcc) {
 	for r := range y {
 		dx := c.XMM()
 		c.VMULSS(Mem{Base: y[r]}, dw, dx)
@@ -172,13 +171,15 @@ func Q3KScales(c *build.Context, x reg.Register, m0f, m03, m20, highShift Mem) r
 //	acc = fma(-(d_y·dmin_w), float(mn[2k]·bs[2k] + mn[2k+1]·bs[2k+1]), acc)
 //
 // and returns the block's sixteen scales (0..15) as words in a YMM
-// register. acc gives f row r's accumulator; m0f is a vector of 0x0f bytes.
-func Q2KMinima(c *build.Context, x reg.Register, y []reg.Register, acc KQAcc, m0f Mem) reg.VecVirtual {
+// register, and d_w, dmin_w in the low lanes of an XMM register (for
+// KQFmaRows). acc gives f row r's accumulator; m0f is a vector of 0x0f
+// bytes.
+func Q2KMinima(c *build.Context, x reg.Register, y []reg.Register, acc KQAcc, m0f Mem) (sc, dw reg.VecVirtual) {
 	// d and dmin read as four bytes: vcvtph2ps from memory would read
 	// past the last block.
 	dh := c.GP32()
 	c.MOVL(Mem{Base: x, Disp: 80}, dh)
-	dw := c.XMM()
+	dw = c.XMM()
 	c.VMOVD(dh, dw)
 	c.VCVTPH2PS(dw, dw) // d_w, dmin_w
 
@@ -201,9 +202,9 @@ func Q2KMinima(c *build.Context, x reg.Register, y []reg.Register, acc KQAcc, m0
 		c.VBROADCASTSS(dm, dmin)
 		acc(r, func(a reg.VecVirtual) { c.VFNMADD231PS(prod, dmin, a) }) // a - dmin·prod, ggml's fma with -dmin
 	}
-	sc := c.YMM()
+	sc = c.YMM()
 	c.VPMOVZXBW(ms, sc)
-	return sc
+	return sc, dw
 }
 
 // KQF16 returns the f16 at x+disp as a float in the low lane of an XMM
