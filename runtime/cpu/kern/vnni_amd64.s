@@ -3333,11 +3333,11 @@ DATA kq23ShufQ3<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA kq23ShufQ3<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL kq23ShufQ3<>(SB), RODATA|NOPTR, $128
 
-DATA kq23HighShift<>+0(SB)/8, $0x0000000200000000
-DATA kq23HighShift<>+8(SB)/8, $0x0000000600000004
-DATA kq23HighShift<>+16(SB)/8, $0x0000000000000000
-DATA kq23HighShift<>+24(SB)/8, $0x0000000000000000
-GLOBL kq23HighShift<>(SB), RODATA|NOPTR, $32
+DATA kq23HighShift<>+0(SB)/4, $0x00000000
+DATA kq23HighShift<>+4(SB)/4, $0x00000002
+DATA kq23HighShift<>+8(SB)/4, $0x00000004
+DATA kq23HighShift<>+12(SB)/4, $0x00000006
+GLOBL kq23HighShift<>(SB), RODATA|NOPTR, $16
 
 // func gemvQ3_KVNNI(rows int, nb int, w []byte, a []byte, dst []float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
@@ -3696,7 +3696,6 @@ TEXT ·gemvQ2_KVNNI(SB), NOSPLIT, $0-88
 	MOVQ      a_base+40(FP), BX
 	MOVQ      dst_base+64(FP), SI
 	VMOVDQU64 kq23M03<>+0(SB), Y1
-	VMOVDQU64 kq23M04<>+0(SB), Y0
 	TESTQ     AX, AX
 	JZ        Q2_K_done
 
@@ -3796,7 +3795,6 @@ Q2_K_done:
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·dotQ2_Kx4VNNI(SB), NOSPLIT, $128-72
 	VMOVDQU64 kq23M03<>+0(SB), Y0
-	VMOVDQU64 kq23M04<>+0(SB), Y1
 	MOVQ      nb+0(FP), AX
 	MOVQ      w_base+8(FP), CX
 	MOVQ      a_base+32(FP), DX

@@ -43,7 +43,7 @@ var kqConsts struct {
 	m10, m30, m0f Mem // bytes 0x10, 0x30, 0x0f
 	m03, m04, m20 Mem // bytes 0x03, 0x04, 0x20
 	shufK4        Mem // 8 vectors: int16 word i in every lane
-	shufQ6        Mem // 4 vectors: word 2k in the low half, 2k+1 in the high half
+	shufQ6        Mem // avoutil.KQScaleShuffle
 	q3HighShift   Mem // dwords 0, 2, 4, 6: where each quarter of Q3_K's scales finds its high bits
 }
 
@@ -62,22 +62,12 @@ func kquants(c *build.Context) {
 			c.AddDatum(32*i+8*j, U64(word(i)))
 		}
 	}
-	kqConsts.shufQ6 = c.StaticGlobal("kqShufQ6")
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for k := 0; k < 4; k++ {
-		for j := 0; j < 4; j++ {
-			c.AddDatum(32*k+8*j, U64(word(2*k+j/2)))
-		}
-	}
+	kqConsts.shufQ6 = avoutil.KQScaleShuffle(c, "kqShufQ6")
 
 	kqConsts.m03 = vecConst(c, "kqMask03", rep(0x03))
 	kqConsts.m04 = vecConst(c, "kqMask04", rep(0x04))
 	kqConsts.m20 = vecConst(c, "kqMask20", rep(0x20))
-	kqConsts.q3HighShift = c.StaticGlobal("kqQ3HighShift")
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for j := 0; j < 4; j++ {
-		c.AddDatum(4*j, U32(uint32(2*j)))
-	}
+	kqConsts.q3HighShift = avoutil.Q3KHighShift(c, "kqQ3HighShift")
 	avoutil.Function(c, "gemvQ3_KAVX2", avoutil.KQGemvSignature,
 		"gemvQ3_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb",
 		"super-blocks of Q3_K, one after another) and a (nb Q8_K blocks), for r < rows,",
@@ -181,8 +171,7 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 
 		var sumi reg.VecVirtual
 		for n := 0; n < 2; n++ {
-			half := c.YMM()
-			c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+			half := avoutil.KQHalfScales(c, sc, n)
 			qh := c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 128 + 32*n}, qh)
 			ql := [2]reg.VecVirtual{c.YMM(), c.YMM()}
@@ -192,7 +181,7 @@ func dotQ6K(c *build.Context, x, y reg.GPVirtual, acc, _ reg.VecVirtual) func() 
 				v := bitsAt(c, ql[k&1], 4*(k>>1), 0, nib)
 				h := bitsAt(c, qh, 2*k, 4, kqConsts.m30) // bits 2k, 2k+1 of qh at bits 4, 5
 				c.VPOR(h, v, v)
-				addScaled(c, v, y, n, k, half, &sumi)
+				addProducts(c, v, y, n, k, avoutil.KQChunkScales(c, half, kqConsts.shufQ6, k), &sumi)
 			}
 		}
 		c.VPSUBD(corr, sumi, sumi)
@@ -212,23 +201,10 @@ func bitsAt(c *build.Context, src reg.VecVirtual, from, to int, mask Op) reg.Vec
 	return h
 }
 
-// addScaled adds quants v (32 unsigned bytes, elements 128n+32k..+31 of a
-// Q6_K, Q3_K or Q2_K block) times the Q8_K activations at y, scaled by
-// their 16-element groups' scales (half: sc[8n..8n+7] as words in both
-// halves), into the eight int32 lanes *sumi (set by the first call).
-func addScaled(c *build.Context, v reg.VecVirtual, y reg.GPVirtual, n, k int, half reg.VecVirtual, sumi *reg.VecVirtual) {
-	addProducts(c, v, y, n, k, groupScales(c, half, k), sumi)
-}
-
-// groupScales returns the scales of elements 128n+32k..+31 as words
-// (sc[8n+2k] in the low half, sc[8n+2k+1] in the high half) from half.
-func groupScales(c *build.Context, half reg.VecVirtual, k int) reg.VecVirtual {
-	s := c.YMM()
-	c.VPSHUFB(kqConsts.shufQ6.Offset(32*k), half, s)
-	return s
-}
-
-// addProducts is addScaled with the scales s of groupScales.
+// addProducts adds quants v (32 unsigned bytes, elements 128n+32k..+31 of
+// a Q6_K, Q3_K or Q2_K block) times the Q8_K activations at y, scaled by
+// their 16-element groups' scales s (avoutil.KQChunkScales), into the eight
+// int32 lanes *sumi (set by the first call).
 func addProducts(c *build.Context, v reg.VecVirtual, y reg.Register, n, k int, s reg.VecVirtual, sumi *reg.VecVirtual) {
 	p := c.YMM()
 	c.VPMADDUBSW(Mem{Base: y, Disp: 4 + 128*n + 32*k}, v, p)
@@ -273,15 +249,14 @@ func q3Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc avoutil.KQ
 	hm := c.YMM()
 	c.VMOVDQU(Mem{Base: x}, hm)
 	for n := 0; n < 2; n++ {
-		half := c.YMM()
-		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+		half := avoutil.KQHalfScales(c, sc, n)
 		qs := c.YMM()
 		c.VMOVDQU(Mem{Base: x, Disp: 32 + 32*n}, qs)
 		for k := 0; k < 4; k++ {
 			v := bitsAt(c, qs, 2*k, 0, m3)
 			h := bitsAt(c, hm, 4*n+k, 2, m4) // bit 4n+k of hmask at bit 2
 			c.VPOR(h, v, v)
-			s := groupScales(c, half, k)
+			s := avoutil.KQChunkScales(c, half, kqConsts.shufQ6, k)
 			for r := range y {
 				addProducts(c, v, y[r], n, k, s, &sumi[r])
 			}
@@ -312,13 +287,12 @@ func q2Block(c *build.Context, x reg.GPVirtual, y []reg.Register, acc avoutil.KQ
 
 	sumi := make([]reg.VecVirtual, len(y))
 	for n := 0; n < 2; n++ {
-		half := c.YMM()
-		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+		half := avoutil.KQHalfScales(c, sc, n)
 		qs := c.YMM()
 		c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*n}, qs)
 		for k := 0; k < 4; k++ {
 			v := bitsAt(c, qs, 2*k, 0, m3)
-			s := groupScales(c, half, k)
+			s := avoutil.KQChunkScales(c, half, kqConsts.shufQ6, k)
 			for r := range y {
 				addProducts(c, v, y[r], n, k, s, &sumi[r])
 			}

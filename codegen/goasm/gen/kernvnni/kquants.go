@@ -533,14 +533,17 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 	shufSc, shufMn := c.YMM(), c.YMM()
 	c.VMOVDQU32(kq512.shufSc, shufSc)
 	c.VMOVDQU32(kq512.shufMn, shufMn)
-	// Q4_K's high nibbles are taken in place (q & 0xf0, sixteen times the
-	// code) and the sub-block sums shifted back, exactly: one instruction
-	// per vector instead of a shift and a mask (86 → 84 cycles). Q5_K's
-	// fifth bit would land on bit 8, so it shifts.
-	hin := c.YMM()
+	// Q4_K's high nibbles are taken in place (hin: q & 0xf0, sixteen times
+	// the code) and the sub-block sums shifted back, exactly: one
+	// instruction per vector instead of a shift and a mask (86 → 84
+	// cycles). Q5_K's fifth bit would land on bit 8, so it shifts and
+	// needs m10 instead.
+	var hin, m10 reg.VecVirtual
 	if q5 {
-		c.VMOVDQU32(kq512.m10, hin)
+		m10 = c.YMM()
+		c.VMOVDQU32(kq512.m10, m10)
 	} else {
+		hin = c.YMM()
 		c.VMOVDQU32(kq512.hin, hin)
 	}
 
@@ -607,10 +610,6 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 			if q5 {
 				c.VPSRLW(Imm(4), q, hi)
 				c.VPANDD(nib, hi, hi)
-			} else {
-				c.VPANDD(hin, q, hi)
-			}
-			if q5 {
 				var h reg.VecVirtual
 				if qh != nil {
 					h = qh[t]
@@ -618,7 +617,9 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 					h = c.YMM()
 					c.VMOVDQU32(Mem{Base: x, Disp: avoutil.Q4KGroupBytes + 32*t}, h)
 				}
-				fifthBits(c, g, h, lo, hi, hin, c.YMM)
+				fifthBits(c, g, h, lo, hi, m10, c.YMM)
+			} else {
+				c.VPANDD(hin, q, hi)
 			}
 			for r := range rows {
 				vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 64*g + 4*t}, lo, sl[r][t%parts])

@@ -23,8 +23,8 @@ import (
 // kq23 holds the kernels' read-only vectors.
 var kq23 struct {
 	m03, m04, m20 Mem // 0x03, 0x04, 0x20 bytes
-	shufQ3        Mem // 4 vectors: kerndot's shufQ6, a chunk's scales
-	highShift     Mem // Q3_K's scales: dwords 0, 2, 4, 6
+	shufQ3        Mem // avoutil.KQScaleShuffle
+	highShift     Mem // avoutil.Q3KHighShift
 }
 
 func kquants23Consts(c *build.Context) {
@@ -32,19 +32,8 @@ func kquants23Consts(c *build.Context) {
 	kq23.m03 = zConst(c, "kq23M03", func(int) uint64 { return rep(0x03) })
 	kq23.m04 = zConst(c, "kq23M04", func(int) uint64 { return rep(0x04) })
 	kq23.m20 = zConst(c, "kq23M20", func(int) uint64 { return rep(0x20) })
-	// Vector k: word 2k of each 128-bit lane's scales in the low lane,
-	// word 2k+1 in the high one (vpshufb byte pairs), eight times: the
-	// scales of elements 0..15 and 16..31 of chunk k.
-	kq23.shufQ3 = quadwords(c, "kq23ShufQ3", 16, func(i int) uint64 {
-		w := uint64(2*(i/4) + i%4/2)
-		return rep(byte(2*w)) + 0x0100010001000100
-	})
-	kq23.highShift = ymmConst(c, "kq23HighShift", func(r int) uint32 {
-		if r < 4 {
-			return uint32(2 * r)
-		}
-		return 0
-	})
+	kq23.shufQ3 = avoutil.KQScaleShuffle(c, "kq23ShufQ3")
+	kq23.highShift = avoutil.Q3KHighShift(c, "kq23HighShift")
 }
 
 // kquants23 emits gemvQ3_KVNNI, gemvQ2_KVNNI and their four-row forms
@@ -54,12 +43,16 @@ func kquants23(c *build.Context) {
 	for _, t := range []struct {
 		name   string
 		wBytes int
+		high   bool // Q3_K's third bit (its m4 mask)
 		block  func(c *build.Context, x reg.Register, y []reg.Register, acc avoutil.KQAcc, m3, m4 reg.VecVirtual)
-	}{{"Q3_K", 110, q3Block}, {"Q2_K", 84, q2Block}} {
+	}{{"Q3_K", 110, true, q3Block}, {"Q2_K", 84, false, q2Block}} {
 		consts := func() (m3, m4 reg.VecVirtual) {
-			m3, m4 = c.YMM(), c.YMM()
+			m3 = c.YMM()
 			c.VMOVDQU64(kq23.m03, m3)
-			c.VMOVDQU64(kq23.m04, m4)
+			if t.high {
+				m4 = c.YMM()
+				c.VMOVDQU64(kq23.m04, m4)
+			}
 			return m3, m4
 		}
 		name := "gemv" + t.name + "VNNI"
@@ -118,8 +111,7 @@ func q2Block(c *build.Context, x reg.Register, y []reg.Register, acc avoutil.KQA
 func chunkSums(c *build.Context, x reg.Register, y []reg.Register, qsOff int, sc, m3 reg.VecVirtual, high func(n, k int, v reg.VecVirtual)) []reg.VecVirtual {
 	sums := make([][2]reg.VecVirtual, len(y))
 	for n := 0; n < 2; n++ {
-		half := c.YMM()
-		c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half) // sc[8n..8n+7] in both halves
+		half := avoutil.KQHalfScales(c, sc, n)
 		qs := c.YMM()
 		c.VMOVDQU64(Mem{Base: x, Disp: qsOff + 32*n}, qs)
 		for k := 0; k < 4; k++ {
@@ -128,8 +120,7 @@ func chunkSums(c *build.Context, x reg.Register, y []reg.Register, qsOff int, sc
 			if high != nil {
 				high(n, k, v)
 			}
-			s := c.YMM()
-			c.VPSHUFB(kq23.shufQ3.Offset(32*k), half, s)
+			s := avoutil.KQChunkScales(c, half, kq23.shufQ3, k)
 			for r := range y {
 				p := c.YMM()
 				c.VPMADDUBSW(Mem{Base: y[r], Disp: 4 + 128*n + 32*k}, v, p)

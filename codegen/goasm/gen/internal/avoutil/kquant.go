@@ -141,6 +141,51 @@ func KQRows4(c *build.Context, name string, wBytes int, block func(x reg.GPVirtu
 	c.RET()
 }
 
+// KQScaleShuffle defines the read-only table name of four 32-byte vpshufb
+// controls for KQChunkScales: vector k puts word 2k of its 128-bit lane
+// into every word of the low lane and word 2k+1 into every word of the
+// high one.
+func KQScaleShuffle(c *build.Context, name string) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for k := 0; k < 4; k++ {
+		for j := 0; j < 4; j++ {
+			w := uint64(2 * (2*k + j/2)) // word 2k+j/2 is bytes w, w+1
+			c.AddDatum(32*k+8*j, U64(w*0x0101010101010101+0x0100010001000100))
+		}
+	}
+	return m
+}
+
+// KQHalfScales returns sc[8n..8n+7] of the sixteen scale words sc of a
+// Q2_K, Q3_K or Q6_K block in both 128-bit lanes of a YMM register: the
+// scales of the block's half n (128 elements), for KQChunkScales.
+func KQHalfScales(c *build.Context, sc reg.VecVirtual, n int) reg.VecVirtual {
+	half := c.YMM()
+	c.VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc, half)
+	return half
+}
+
+// KQChunkScales returns the scales of chunk k (elements 32k..32k+31) of the
+// half whose scales are half (KQHalfScales) as words: sc[8n+2k] in the low
+// 128-bit lane, sc[8n+2k+1] in the high one, by shuf (KQScaleShuffle).
+func KQChunkScales(c *build.Context, half reg.VecVirtual, shuf Mem, k int) reg.VecVirtual {
+	s := c.YMM()
+	c.VPSHUFB(shuf.Offset(32*k), half, s)
+	return s
+}
+
+// Q3KHighShift defines the read-only table name of Q3KScales' highShift:
+// the dwords 0, 2, 4, 6.
+func Q3KHighShift(c *build.Context, name string) Mem {
+	m := c.StaticGlobal(name)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for j := 0; j < 4; j++ {
+		c.AddDatum(4*j, U32(uint32(2*j)))
+	}
+	return m
+}
+
 // Q3KScales returns the sixteen 6-bit scales of the Q3_K block at x (12
 // bytes at 96) less 32, -32..31, as words in a YMM register: the low
 // nibbles of bytes 0..7 are sc0..7, their high nibbles sc8..15; byte 8+j's
