@@ -100,7 +100,7 @@ func TestCompile(t *testing.T) {
 			if !strings.Contains(ptx, "shfl.sync.down.b32") {
 				t.Errorf("no shfl.sync.down in the PTX")
 			}
-			checkMMA(t, ptx)
+			checkMMA(t, ptx, false, false)
 		})
 	}
 }
@@ -136,20 +136,36 @@ func TestCompileDTypes(t *testing.T) {
 			if !haveClang {
 				t.Skip("clang not on PATH: compiling the emitted CUDA C to PTX needs it (apt-get install clang)")
 			}
-			checkMMA(t, compilePTX(t, clang, gputest.WriteTemp(t, "lib.cu", lib.Source)))
+			s8 := dt == ir.Q4_0 || dt == ir.Q8_0
+			checkMMA(t, compilePTX(t, clang, gputest.WriteTemp(t, "lib.cu", lib.Source)), !s8, s8)
 		})
 	}
 }
 
-// mmaInstr is the tensor-core instruction of the tiled prefill kernels.
-const mmaInstr = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+// mmaInstr and mmaS8Instr are the tensor-core instructions of the tiled
+// prefill kernels: f16 (templates_tiled.go) and, for Q4_0 and Q8_0 weights,
+// s8 (templates_mmq.go).
+const (
+	mmaInstr   = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+	mmaS8Instr = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+)
 
 // checkMMA checks that the tiled kernels' inline PTX mma reached the PTX
-// (every library these tests compile has tiled kernels).
-func checkMMA(t *testing.T, ptx string) {
+// (every library these tests compile has tiled kernels): the s8 one where
+// the library has Q4_0 or Q8_0 products (s8), the f16 one where it has
+// others (f16).
+func checkMMA(t *testing.T, ptx string, f16, s8 bool) {
 	t.Helper()
-	if !strings.Contains(ptx, mmaInstr) {
-		t.Errorf("no %s in the PTX", mmaInstr)
+	for _, c := range []struct {
+		want  bool
+		instr string
+	}{{f16, mmaInstr}, {s8, mmaS8Instr}} {
+		if c.want && !strings.Contains(ptx, c.instr) {
+			t.Errorf("no %s in the PTX", c.instr)
+		}
+	}
+	if !strings.Contains(ptx, mmaInstr) && !strings.Contains(ptx, mmaS8Instr) {
+		t.Errorf("no tensor-core mma in the PTX")
 	}
 }
 

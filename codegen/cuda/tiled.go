@@ -84,12 +84,19 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 		tp.Width = p.N
 		args = append(append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[6:len(mv.Args)-1]...), h)
 	}
-	name, err := addTiled(e, tiled, wdt.String(), tp)
+	var name string
+	var err error
+	tileW := int64(tileN)
+	if useMMQ(wdt, p.K) {
+		name, tileW, err = addMMQ(e, tiled, wdt, &cp, tp.Width)
+	} else {
+		name, err = addTiled(e, tiled, wdt.String(), tp)
+	}
 	if err != nil {
 		return err
 	}
 	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
-		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileN)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileW)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
 	if family == "qkv_rope" {
 		return ropeKV(e, p, rows, mv, h)
 	}

@@ -281,6 +281,11 @@ func tiledCases() []gputest.Case {
 		{DT: ir.Q4_0, Norm: true, Gain: true, Bias: true, Res: true, T: 65, N: 130, K: 128},
 		{Op: ir.OpMatMul, DT: ir.Q8_0, Bias: true, BiasDT: ir.F16, T: 9, N: 45, K: 128},
 		{DT: ir.Q6_K, Res: true, T: 2, N: 64, K: 256},
+		// The integer kernels (templates_mmq.go) over several stages of
+		// four blocks, the last one half full (K/32 = 6 and 10), and two
+		// feature tiles (N > 128).
+		{DT: ir.Q4_0, Norm: true, Gain: true, GainDT: ir.F16, T: 70, N: 200, K: 192},
+		{DT: ir.Q8_0, Norm: true, Res: true, T: 17, N: 140, K: 320},
 	}
 	for i := range mms {
 		mms[i].Prefix, mms[i].Tol = "tiled/", tol
@@ -296,6 +301,20 @@ func tiledCases() []gputest.Case {
 			out := k.B.Add(ir.OpSwiGLU, ir.Attrs{}, nil, x, k.Weight("w", ir.F16, 1, 2*F, K))
 			return k.Finish(out), k.W, map[string]eval.Tensor{"x": {Shape: []int64{T, K}, F32: k.Vals(T*K, 1)}}
 		}})
+	// swiglu of Q4_0 and Q8_0 weights over two stages (K/32 = 6), two token
+	// tiles and a partial feature tile (F = 70 of 64 per tile).
+	for _, dt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+		r := seeds.Next()
+		cases = append(cases, gputest.Case{Name: fmt.Sprintf("tiled/swiglu/%s/stages/T=66,F=70", dt), Ctx: 1, T: 66, Tol: tol,
+			Build: func(t *testing.T) (*ir.Graph, gputest.WeightMap, map[string]eval.Tensor) {
+				const T, K, F = 66, 192, 70
+				k := r.Kit(t, "tiled")
+				x := k.B.Input("x", gputest.F32("T", K))
+				out := k.B.Add(ir.OpSwiGLU, ir.Attrs{"norm": int64(1), "eps": 1e-5, "gain": int64(1)}, nil,
+					x, k.Weight("w", dt, 1, 2*F, K), k.Weight("gain", ir.F32, 1, K))
+				return k.Finish(out), k.W, map[string]eval.Tensor{"x": {Shape: []int64{T, K}, F32: k.Vals(T*K, 1)}}
+			}})
+	}
 	// Row magnitudes 1e-6 .. 1e5 without RMSNorm: only the row scale keeps
 	// the f16 operands in range (1e5 overflows f16; 1e-6·2^-11 is below its
 	// subnormals). Compared row by row.

@@ -669,6 +669,59 @@ inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
         c[i] = m->d[g + 8 * (i >> 1)][2 * q + (i & 1)];
     }
 }
+
+// mma_16832_s8 is D = A·B + C in integers for the warp: A 16×32 s8
+// (row-major), B 32×8 s8 (K×N, each column contiguous in K), C and D 16×8
+// s32, the layouts of the PTX ISA, section 9.7.14.5.9 ("Matrix Fragments for
+// mma.m16n8k32"), for .s8 operands, g and q as above; in a register the
+// lower-indexed element is in bits 0-7:
+//   A: register r, byte h holds row g + 8·(r & 1), col 4q + h + 16·(r >> 1);
+//   B: register r, byte h holds row (k) 4q + h + 16r, col (n) g;
+//   C, D: as mma_16816's.
+// Integer arithmetic is exact, as on the hardware. It shares the warp's
+// MmaArea (the f32 fields carry the s32 bits).
+inline void mma_16832_s8(int* c, const uint32_t* a, const uint32_t* b) {
+    Warp* w = tl_warp;
+    const unsigned lane = tl_lane;
+    MmaArea* m = &w->mma;
+    std::memcpy(m->a[lane], a, sizeof m->a[lane]);
+    std::memcpy(m->b[lane], b, sizeof m->b[lane]);
+    std::memcpy(m->c[lane], c, sizeof m->c[lane]);
+    w->bar.wait(); // every lane's fragments are in
+    if (m->ready != w->bar.generation) {
+        int A[16][32], B[32][8], C[16][8];
+        for (unsigned l = 0; l < 32; ++l) {
+            const unsigned g = l >> 2, q = l & 3;
+            for (unsigned r = 0; r < 4; ++r) {
+                for (unsigned h = 0; h < 4; ++h) {
+                    A[g + 8 * (r & 1)][4 * q + h + 16 * (r >> 1)] = (signed char)(m->a[l][r] >> (8 * h));
+                }
+            }
+            for (unsigned r = 0; r < 2; ++r) {
+                for (unsigned h = 0; h < 4; ++h) {
+                    B[4 * q + h + 16 * r][g] = (signed char)(m->b[l][r] >> (8 * h));
+                }
+            }
+            for (unsigned i = 0; i < 4; ++i) {
+                std::memcpy(&C[g + 8 * (i >> 1)][2 * q + (i & 1)], &m->c[l][i], sizeof(int));
+            }
+        }
+        for (unsigned row = 0; row < 16; ++row) {
+            for (unsigned col = 0; col < 8; ++col) {
+                int d = C[row][col];
+                for (unsigned k = 0; k < 32; ++k) {
+                    d += A[row][k] * B[k][col];
+                }
+                std::memcpy(&m->d[row][col], &d, sizeof d);
+            }
+        }
+        m->ready = w->bar.generation;
+    }
+    const unsigned g = lane >> 2, q = lane & 3;
+    for (unsigned i = 0; i < 4; ++i) {
+        std::memcpy(&c[i], &m->d[g + 8 * (i >> 1)][2 * q + (i & 1)], sizeof(int));
+    }
+}
 } // namespace cudaemu
 
 #pragma GCC visibility pop

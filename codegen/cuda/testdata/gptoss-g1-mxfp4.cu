@@ -169,6 +169,50 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 #endif
 }
 
+// mma_16832_s8 is D = A·B + C on the tensor cores in integers: A 16×32 s8
+// (row-major), B 32×8 s8 (col-major), C and D 16×8 s32, the fragments
+// those of the PTX ISA for mma.m16n8k32 with .s8 operands: A register r
+// holds row g + 8·(r & 1), k 4q + 16·(r >> 1) + byte; B register r holds k
+// 4q + 16r + byte of column g; C and D as mma_16816's. Exact (no
+// saturation: |Σ| ≤ 32·128·128). Needs sm_80; cudaemu.h implements it for
+// the CPU.
+__device__ __forceinline__ void mma_16832_s8(int* c, const u32* a, const u32* b) {
+#ifdef MINERVA_CUDA_EMU
+    cudaemu::mma_16832_s8(c, a, b);
+#else
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// s8_nibbles turns the low nibbles n of w's four bytes into the s8 values
+// n − 8 (Q4_0's codes): each byte (n | 0x80) − 8 borrows from nothing, and
+// flipping bit 7 back gives n − 8 in two's complement.
+__device__ __forceinline__ u32 s8_nibbles(u32 w) {
+    return (((w & 0x0F0F0F0Fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+}
+
+// ld16 loads 16 bytes (p 16-byte aligned) of an activation row; ld_w32 a
+// 4-byte aligned word of a weight row. Under MINERVA_CUDA_EMU both check
+// the alignment.
+__device__ __forceinline__ v16 ld16(const v16* p) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::ld_aligned(p);
+#else
+    return *p;
+#endif
+}
+
+__device__ __forceinline__ u32 ld_w32(const u32* p) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::ld_aligned(p);
+#else
+    return *p;
+#endif
+}
+
 // half_warp_max is the largest v over the 16 lanes of the calling lane's
 // half of the warp (lanes 0–15 or 16–31), in every lane of that half.
 __device__ __forceinline__ float half_warp_max(float v) {
@@ -1894,7 +1938,7 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_128_norm_gain(
 }
 
 // fused_matmul_norm_gain_q8_0_50257x128_mm: out[t, j] = rmsnorm(x[t])·gain · w[j], w q8_0[50257, 128];
-// prefill: a 64-token × 64-feature tile per block, mma.m16n8k16 with split f16 activations and weights.
+// prefill: a 64-token × 128-feature tile per block, activations rounded to Q8_0, mma.m16n8k32 in s8.
 extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50257x128_mm(
     const float* __restrict__ x,
     const u8* __restrict__ w,
@@ -1906,126 +1950,134 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     (void)tid;
     (void)lane;
     (void)warp;
-    __shared__ u32 xh[64 * 20], xl[64 * 20]; // activations, f16x2 hi and lo
-    __shared__ u32 wh[64 * 20];
-    __shared__ u32 wl[64 * 20];
-    __shared__ float xs[64]; // per token row: the power of two s the activations are scaled by
-    __shared__ float rs[64]; // and the epilogue's 1/s
-    __shared__ float ns[64]; // the RMSNorm scale, applied before the rounding
-    const u32 j0 = blockIdx.x * 64u, t0 = blockIdx.y * 64u;
-    const u32 g = lane >> 2, q = lane & 3u;      // the mma's groupID and threadID_in_group
-    const u32 wm = warp >> 1, wn = warp & 1u;    // the warp's 32 tokens and 32 features
-    // Prologue: warp w reduces token rows w, w + 4, ...
+    __shared__ u32 xs[64 * 36];             // activation codes, four s8 per word
+    __shared__ float xd[64 * 4];                     // their blocks' scales
+    __shared__ u32 ws[1 * 128 * 36]; // weight codes as s8
+    __shared__ float wd[1 * 128 * 4];         // their blocks' scales
+    __shared__ float ns[64];                         // per token row: the RMSNorm scale
+    const u32 j0 = blockIdx.x * 128u, t0 = blockIdx.y * 64u;
+    const u32 g = lane >> 2, q = lane & 3u;   // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u; // the warp's 32 tokens and 128/2 features
     for (u32 r = warp; r < 64u; r += 4u) {
-        float mx = 0.0f;
         float ss = 0.0f;
         if (t0 + r < T) {
             const float* xr = x + (u64)(t0 + r) * 128u;
             for (u32 i = lane; i < 128u; i += 32) {
-                const float v = xr[i] * ldf(gain[i]);
-                mx = fmaxf(mx, fmaxf(v, -v));
                 ss += xr[i] * xr[i];
             }
         }
-        mx = warp_max(mx);
         ss = warp_sum(ss);
         if (lane == 0) {
-            // mx in [2^(e-127), 2^(e-126)): s = 2^(140-e) puts it in [2^13, 2^14).
-            // e ≥ 14 keeps s and 1/s normal (rows below 2^-113 are zeros in effect).
-            // The rounded row is the normalised one: s from its largest value.
-            const float nsc = rsqrtf(ss / 128.0f + 1e-05f);
-            ns[r] = nsc;
-            mx *= nsc;
-            u32 e = (__float_as_uint(mx) >> 23) & 255u;
-            e = e < 14u ? 14u : e;
-            xs[r] = __uint_as_float((267u - e) << 23);
-            rs[r] = __uint_as_float((e - 13u) << 23);
+            ns[r] = rsqrtf(ss / 128.0f + 1e-05f);
         }
     }
-    float acc[2][4][4];
+    float acc[1][2][8][4];
 #pragma unroll
-    for (u32 mi = 0; mi < 2; ++mi) {
+    for (u32 m = 0; m < 1u; ++m) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+            for (u32 ni = 0; ni < 8u; ++ni) {
+#pragma unroll
+                for (u32 i = 0; i < 4; ++i) {
+                    acc[m][mi][ni][i] = 0.0f;
+                }
+            }
+        }
+    }
+    __syncthreads(); // ns is ready
+    for (u32 kb = 0; kb < 4u; kb += 4) {
+        // Activations: lane l rounds elements 4l .. 4l+3 of the stage, block l/8.
+        for (u32 r = warp; r < 64u; r += 4u) {
+            const u32 t = t0 + r, b = kb + (lane >> 3);
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (t < T && b < 4u) {
+                const u32 k = 32u * kb + 4u * lane;
+                const v16 xv = ld16((const v16*)(x + (u64)t * 128u + k));
+                v[0] = __uint_as_float(xv.x);
+                v[1] = __uint_as_float(xv.y);
+                v[2] = __uint_as_float(xv.z);
+                v[3] = __uint_as_float(xv.w);
+#pragma unroll
+                for (u32 i = 0; i < 4; ++i) {
+                    v[i] = v[i] * ns[r] * ldf(gain[k + i]);
+                }
+            }
+            float amax = fmaxf(fmaxf(fmaxf(v[0], -v[0]), fmaxf(v[1], -v[1])), fmaxf(fmaxf(v[2], -v[2]), fmaxf(v[3], -v[3])));
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            }
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            u32 codes = 0;
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                acc[mi][ni][i] = 0.0f;
+                codes |= (u32(int(roundf(v[i] * id))) & 0xffu) << (8 * i);
+            }
+            xs[r * 36u + lane] = codes;
+            if ((lane & 7u) == 0) {
+                xd[r * 4u + (lane >> 3)] = h2f(f2h(d));
             }
         }
-    }
-    __syncthreads(); // xs is ready
-    for (u32 k0 = 0; k0 < 128u; k0 += 32u) {
-        // Load stage: activations (× gain) × s as f16 hi/lo pairs.
-        for (u32 i = tid; i < 64u * 16u; i += 128u) {
-            const u32 r = i / 16u, c = i % 16u, t = t0 + r, k = k0 + 2 * c;
-            float v0 = 0.0f, v1 = 0.0f;
-            if (t < T) {
-                const float* xr = x + (u64)t * 128u;
-                if (k < 128u) {
-                    v0 = xr[k] * ns[r] * ldf(gain[k]);
-                }
-                if (k + 1 < 128u) {
-                    v1 = xr[k + 1] * ns[r] * ldf(gain[k + 1]);
+        // Weights: thread i copies blocks kb + 2p, kb + 2p + 1 of row jj of matrix m.
+        for (u32 i = tid; i < 1u * 128u * 2u; i += 128u) {
+            const u32 p = i & 1u, jj = (i >> 1) % 128u, m = i / (2u * 128u), j = j0 + jj, b = kb + 2u * p;
+            u32 pw[17];
+#pragma unroll
+            for (u32 c = 0; c < 17u; ++c) {
+                pw[c] = 0;
+            }
+            if (j < 50257u && b < 4u) {
+                const u32* src = (const u32*)(w + (u64)(j + m * 50257u) * 136u + (u64)b * 34u);
+#pragma unroll
+                for (u32 c = 0; c < 17u; ++c) {
+                    pw[c] = ld_w32(src + c);
                 }
             }
-            // The chunk is one Q8_0 block of the row, its 16 pairs on
-            // 16 consecutive lanes: rounded as q8_quant rounds it (the
-            // matrix-vector kernels' activations, and the reference's), then
-            // the rounded values q·d go in, exact in the hi/lo split.
-            const float amax = half_warp_max(fmaxf(fmaxf(v0, -v0), fmaxf(v1, -v1)));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f, dq = h2f(f2h(d));
-            v0 = roundf(v0 * id) * dq;
-            v1 = roundf(v1 * id) * dq;
-            st_f16x2_split(xh, xl, r * 20u + c, v0 * xs[r], v1 * xs[r]);
-        }
-        // Load stage: weight rows dequantized in registers (dq_q8_0), stored as f16 hi/lo.
-        for (u32 i = tid; i < 1u * 64u; i += 128u) {
-            const u32 m = i / 64u, jj = i % 64u, j = j0 + jj;
-            float wv[32];
-            if (j < 50257u) {
-                dq_q8_0(w + (u64)(j + m * 50257u) * 136u, k0 / 32u, wv);
-            } else {
+            u32* dst = ws + (m * 128u + jj) * 36u + 16u * p;
+            float* dd = wd + (m * 128u + jj) * 4u + 2u * p;
+            // The first block starts the pair (its codes at byte 2), the second at byte 34 (codes word-aligned).
+            dd[0] = h2f(f16(pw[0] & 0xffffu));
+            dd[1] = h2f(f16(pw[8] >> 16));
 #pragma unroll
-                for (u32 k = 0; k < 32u; ++k) {
-                    wv[k] = 0.0f;
-                }
-            }
-#pragma unroll
-            for (u32 c = 0; c < 16u; ++c) {
-                const u32 at = jj * 20u + c;
-                const float v0 = wv[2 * c], v1 = wv[2 * c + 1];
-                st_f16x2_split(wh, wl, at, v0, v1);
+            for (u32 c = 0; c < 8u; ++c) {
+                const u32 c0 = (pw[c] >> 16) | (pw[c + 1] << 16), c1 = pw[8 + 1 + c];
+                dst[c] = c0;
+                dst[8 + c] = c1;
             }
         }
         __syncthreads();
-        // Two k16 steps: fragments from shared memory (PTX ISA 9.7.14.5.8:
-        // A regs {row g, g+8} × {k 2q.., 2q+8..}; B regs k {2q.., 2q+8..} of feature g).
+        // Per block: one mma per 16×8 tile (PTX ISA, mma.m16n8k32 .s8: A regs {row g, g+8} × {k 4q.., 16+4q..};
+        // B regs k {4q.., 16+4q..} of feature g; D elements {row g, g+8} × {feature 2q, 2q+1}).
 #pragma unroll
-        for (u32 kw = 0; kw < 16u; kw += 8) {
-            u32 ah[2][4], al[2][4];
+        for (u32 b = 0; b < 4u; ++b) {
+            u32 a[2][4];
+            float dx[2][2];
 #pragma unroll
             for (u32 mi = 0; mi < 2; ++mi) {
-                const u32 at = (wm * 32 + mi * 16 + g) * 20u + kw + q;
-                ah[mi][0] = xh[at];
-                ah[mi][1] = xh[at + 8 * 20u];
-                ah[mi][2] = xh[at + 4];
-                ah[mi][3] = xh[at + 8 * 20u + 4];
-                al[mi][0] = xl[at];
-                al[mi][1] = xl[at + 8 * 20u];
-                al[mi][2] = xl[at + 4];
-                al[mi][3] = xl[at + 8 * 20u + 4];
+                const u32 r = wm * 32 + mi * 16 + g, at = r * 36u + 8 * b + q;
+                a[mi][0] = xs[at];
+                a[mi][1] = xs[at + 8 * 36u];
+                a[mi][2] = xs[at + 4];
+                a[mi][3] = xs[at + 8 * 36u + 4];
+                dx[mi][0] = xd[r * 4u + b];
+                dx[mi][1] = xd[(r + 8) * 4u + b];
             }
 #pragma unroll
-            for (u32 ni = 0; ni < 4; ++ni) {
-                const u32 at = (wn * 32 + ni * 8 + g) * 20u + kw + q;
-                {
-                    const u32 bh[2] = {wh[at], wh[at + 4]};
-                    const u32 bl[2] = {wl[at], wl[at + 4]};
+            for (u32 m = 0; m < 1u; ++m) {
+#pragma unroll
+                for (u32 ni = 0; ni < 8u; ++ni) {
+                    const u32 f = m * 128u + wn * 8u * 8 + ni * 8, at = (f + g) * 36u + 8 * b + q;
+                    const u32 bw[2] = {ws[at], ws[at + 4]};
+                    const float dw0 = wd[(f + 2 * q) * 4u + b], dw1 = wd[(f + 2 * q + 1) * 4u + b];
 #pragma unroll
                     for (u32 mi = 0; mi < 2; ++mi) {
-                        mma_16816(acc[mi][ni], al[mi], bh);
-                        mma_16816(acc[mi][ni], ah[mi], bl);
-                        mma_16816(acc[mi][ni], ah[mi], bh);
+                        int s[4] = {0, 0, 0, 0};
+                        mma_16832_s8(s, a[mi], bw);
+                        acc[m][mi][ni][0] += float(s[0]) * (dx[mi][0] * dw0);
+                        acc[m][mi][ni][1] += float(s[1]) * (dx[mi][0] * dw1);
+                        acc[m][mi][ni][2] += float(s[2]) * (dx[mi][1] * dw0);
+                        acc[m][mi][ni][3] += float(s[3]) * (dx[mi][1] * dw1);
                     }
                 }
             }
@@ -2036,13 +2088,13 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 8u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 j = j0 + wn * 8u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 50257u) {
-                    out[(u64)t * 50257u + j] = acc[mi][ni][i] * rs[r];
+                    out[(u64)t * 50257u + j] = acc[0][mi][ni][i];
                 }
             }
         }

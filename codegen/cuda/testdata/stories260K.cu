@@ -169,6 +169,50 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 #endif
 }
 
+// mma_16832_s8 is D = A·B + C on the tensor cores in integers: A 16×32 s8
+// (row-major), B 32×8 s8 (col-major), C and D 16×8 s32, the fragments
+// those of the PTX ISA for mma.m16n8k32 with .s8 operands: A register r
+// holds row g + 8·(r & 1), k 4q + 16·(r >> 1) + byte; B register r holds k
+// 4q + 16r + byte of column g; C and D as mma_16816's. Exact (no
+// saturation: |Σ| ≤ 32·128·128). Needs sm_80; cudaemu.h implements it for
+// the CPU.
+__device__ __forceinline__ void mma_16832_s8(int* c, const u32* a, const u32* b) {
+#ifdef MINERVA_CUDA_EMU
+    cudaemu::mma_16832_s8(c, a, b);
+#else
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// s8_nibbles turns the low nibbles n of w's four bytes into the s8 values
+// n − 8 (Q4_0's codes): each byte (n | 0x80) − 8 borrows from nothing, and
+// flipping bit 7 back gives n − 8 in two's complement.
+__device__ __forceinline__ u32 s8_nibbles(u32 w) {
+    return (((w & 0x0F0F0F0Fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+}
+
+// ld16 loads 16 bytes (p 16-byte aligned) of an activation row; ld_w32 a
+// 4-byte aligned word of a weight row. Under MINERVA_CUDA_EMU both check
+// the alignment.
+__device__ __forceinline__ v16 ld16(const v16* p) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::ld_aligned(p);
+#else
+    return *p;
+#endif
+}
+
+__device__ __forceinline__ u32 ld_w32(const u32* p) {
+#ifdef MINERVA_CUDA_EMU
+    return cudaemu::ld_aligned(p);
+#else
+    return *p;
+#endif
+}
+
 // half_warp_max is the largest v over the 16 lanes of the calling lane's
 // half of the warp (lanes 0–15 or 16–31), in every lane of that half.
 __device__ __forceinline__ float half_warp_max(float v) {

@@ -1,0 +1,286 @@
+package cuda
+
+import (
+	"bytes"
+	"fmt"
+	"text/template"
+
+	"github.com/minerva-llm/minerva/codegen/gpu"
+	"github.com/minerva-llm/minerva/ir"
+)
+
+// The integer prefill kernels of Q4_0 and Q8_0 weights (q8Dots): matmul and
+// swiglu tiles on the tensor cores in 8-bit integers (mma.sync m16n8k32
+// s8·s8 → s32), as llama.cpp's mmq multiplies these types.
+//
+// Why. These weights multiply activations rounded to Q8_0 at every step
+// size (RoundsActivations), so a 32-element block's dot is an integer sum
+// Σ q_x·q_w, exact in s32, times d_x·d_w: one mma per block per 16×8 tile,
+// at twice the f16 rate, where the f16 kernel (templates_tiled.go) needs
+// three f16 mmas (activation and weight split into hi and lo) over
+// dequantized floats. On an H200 the f16 kernel held 7B Q4_0 prefill at
+// 1,046 tok/s, its two families 97% of the step (466 of 480 ms).
+//
+// Numerics. The same rounding as q8_quant and the f16 kernel's load stage:
+// v = x·RMSNorm scale·gain, d = amax/127 kept as f16, q = roundf(v/d);
+// Q4_0 weights are their nibbles − 8. Each block's integer dot is exact, so
+// the result differs from ir/eval on the rounded values only by the f32
+// products d_x·d_w·sum and the f32 sum over blocks.
+//
+// Block shape: 128 threads (2 × 2 warps), 64 tokens × TileN features
+// (matmul 128; swiglu 64 gate and 64 up rows), K in stages of 4 blocks
+// (128 elements). Warp (wm, wn) owns tokens 32·wm .. +31 and features
+// wn·TileN/2 .. as 2 × NI m16n8 tiles per matrix.
+//   - prologue: per token row, the RMSNorm scale (one warp per row);
+//   - load stage: lane l of a warp rounds elements 4l .. 4l+3 of the
+//     stage of a token row (eight lanes per block: three xor shuffles for
+//     the block's amax) and stores their codes as one word, the block's
+//     scale beside; each thread copies a pair of weight blocks (36 or 68
+//     bytes, 4-byte aligned: K is a multiple of 64) with word loads and
+//     stores their codes as s8 words (Q4_0: low nibbles are elements 0–15,
+//     high nibbles 16–31) and their scales as floats. Rows are 36 words
+//     apart (32 + 4 of padding), so the 32 lanes' fragment reads — row g,
+//     word q — hit 32 distinct banks;
+//   - compute: per block, one mma per 16×8 tile into zeroed s32, then each
+//     element += float(sum)·d_x·d_w;
+//   - epilogue: as the f16 kernel's, without its row scale.
+
+// mmqParams are the fields mmqTemplate reads.
+type mmqParams struct {
+	*gpu.Params
+	TileT, TileN int64
+	Mats         int64 // weight matrices per tile: 1, or 2 for swiglu (gate and up rows)
+	Width        int64 // output features: N, or F for swiglu
+	NB           int64 // 32-element blocks per row, K/32
+	BB           int64 // bytes per weight block: 18 (Q4_0) or 34 (Q8_0)
+	Nibbles      bool  // Q4_0: 16 bytes of nibble pairs; Q8_0: 32 s8 codes
+	QW           int64 // words of codes per weight block as stored: 4 or 8
+	PairWords    int64 // words of two consecutive weight blocks, BB/2
+	Hi           int64 // the word of a pair whose high half is the second block's scale
+	NI           int64 // n8 tiles per warp and matrix
+	Stride       int64 // shared row stride in words
+}
+
+// mmq tiling: tokens per tile (the f16 kernel's, tileT), features per
+// matmul tile, blocks per stage, shared row stride in words.
+const (
+	mmqTileN  = 128
+	mmqStage  = 4
+	mmqStride = 8*mmqStage + 4
+)
+
+var mmqCompiled = template.Must(template.New("mmq").Parse(mmqTemplate))
+
+// mmqBlockBytes are the weight dtypes the integer kernels decode, with
+// their block sizes.
+var mmqBlockBytes = map[ir.DType]int64{ir.Q4_0: 18, ir.Q8_0: 34}
+
+// useMMQ reports whether a product of K-long rows of dtype wdt takes the
+// integer kernel: a q8Dots dtype with K a multiple of 64, so that weight
+// rows and block pairs are 4-byte aligned.
+func useMMQ(wdt ir.DType, K int64) bool {
+	return q8Dots[wdt] && mmqBlockBytes[wdt] != 0 && K%64 == 0
+}
+
+// addMMQ registers the integer kernel for tiled family ("matmul_tiled" or
+// "swiglu_tiled") with the product's params; it returns the kernel's name
+// and the features one block covers.
+func addMMQ(e *gpu.Emitter, family string, wdt ir.DType, p *gpu.Params, width int64) (string, int64, error) {
+	mp := &mmqParams{Params: p, TileT: tileT, TileN: mmqTileN, Mats: 1, Width: width, NB: p.K / 32,
+		BB: mmqBlockBytes[wdt], Nibbles: wdt == ir.Q4_0, QW: 8, Stride: mmqStride}
+	if family == "swiglu_tiled" {
+		mp.Mats, mp.TileN = 2, mmqTileN/2
+	}
+	if mp.Nibbles {
+		mp.QW = 4
+	}
+	mp.PairWords, mp.Hi = mp.BB/2, (mp.BB-2)/4
+	mp.NI = mp.TileN / 16
+	name, err := e.Register(family, wdt.String(), p.Name, func(name string) (string, error) {
+		mp.Name = name
+		var b bytes.Buffer
+		if err := mmqCompiled.Execute(&b, mp); err != nil {
+			return "", fmt.Errorf("rendering %s (integer): %w", family, err)
+		}
+		return b.String(), nil
+	})
+	return name, mp.TileN, err
+}
+
+// mmqTemplate renders the integer matmul_tiled and, with .F set,
+// swiglu_tiled. It sees an mmqParams.
+const mmqTemplate = `
+// {{.Name}}: {{if .F}}h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ, out[t, j] = silu(h[j]) · h[{{.F}} + j]{{else}}out[t, j] = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[t, j]{{end}}{{end}}, w {{.DT}}[{{.N}}, {{.K}}];
+// prefill: a {{.TileT}}-token × {{.TileN}}-feature tile per block, activations rounded to Q8_0, mma.m16n8k32 in s8.
+extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
+    const float* __restrict__ x,
+    const u8* __restrict__ w,` + extraParams + `
+    float* __restrict__ out,
+    const u32 T) {` + ids + `
+    __shared__ u32 xs[{{.TileT}} * {{.Stride}}];             // activation codes, four s8 per word
+    __shared__ float xd[{{.TileT}} * 4];                     // their blocks' scales
+    __shared__ u32 ws[{{.Mats}} * {{.TileN}} * {{.Stride}}]; // weight codes as s8{{if .Nibbles}} (nibble − 8){{end}}
+    __shared__ float wd[{{.Mats}} * {{.TileN}} * 4];         // their blocks' scales{{if .Norm}}
+    __shared__ float ns[{{.TileT}}];                         // per token row: the RMSNorm scale{{end}}
+    const u32 j0 = blockIdx.x * {{.TileN}}u, t0 = blockIdx.y * {{.TileT}}u;
+    const u32 g = lane >> 2, q = lane & 3u;   // the mma's groupID and threadID_in_group
+    const u32 wm = warp >> 1, wn = warp & 1u; // the warp's 32 tokens and {{.TileN}}/2 features
+{{- if .Norm}}
+    for (u32 r = warp; r < {{.TileT}}u; r += {{.NW}}u) {
+        float ss = 0.0f;
+        if (t0 + r < T) {
+            const float* xr = x + (u64)(t0 + r) * {{.K}}u;
+            for (u32 i = lane; i < {{.K}}u; i += 32) {
+                ss += xr[i] * xr[i];
+            }
+        }
+        ss = warp_sum(ss);
+        if (lane == 0) {
+            ns[r] = rsqrtf(ss / {{.K}}.0f + {{.Eps}});
+        }
+    }
+{{- end}}
+    float acc[{{.Mats}}][2][{{.NI}}][4];
+#pragma unroll
+    for (u32 m = 0; m < {{.Mats}}u; ++m) {
+#pragma unroll
+        for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+            for (u32 ni = 0; ni < {{.NI}}u; ++ni) {
+#pragma unroll
+                for (u32 i = 0; i < 4; ++i) {
+                    acc[m][mi][ni][i] = 0.0f;
+                }
+            }
+        }
+    }{{if .Norm}}
+    __syncthreads(); // ns is ready{{end}}
+    for (u32 kb = 0; kb < {{.NB}}u; kb += 4) {
+        // Activations: lane l rounds elements 4l .. 4l+3 of the stage, block l/8.
+        for (u32 r = warp; r < {{.TileT}}u; r += {{.NW}}u) {
+            const u32 t = t0 + r, b = kb + (lane >> 3);
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (t < T && b < {{.NB}}u) {
+                const u32 k = 32u * kb + 4u * lane;
+                const v16 xv = ld16((const v16*)(x + (u64)t * {{.K}}u + k));
+                v[0] = __uint_as_float(xv.x);
+                v[1] = __uint_as_float(xv.y);
+                v[2] = __uint_as_float(xv.z);
+                v[3] = __uint_as_float(xv.w);
+#pragma unroll
+                for (u32 i = 0; i < 4; ++i) {
+                    v[i] = v[i]{{if .Norm}} * ns[r]{{end}}{{if .Gain}} * ldf(gain[k + i]){{end}};
+                }
+            }
+            float amax = fmaxf(fmaxf(fmaxf(v[0], -v[0]), fmaxf(v[1], -v[1])), fmaxf(fmaxf(v[2], -v[2]), fmaxf(v[3], -v[3])));
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            }
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            u32 codes = 0;
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                codes |= (u32(int(roundf(v[i] * id))) & 0xffu) << (8 * i);
+            }
+            xs[r * {{.Stride}}u + lane] = codes;
+            if ((lane & 7u) == 0) {
+                xd[r * 4u + (lane >> 3)] = h2f(f2h(d));
+            }
+        }
+        // Weights: thread i copies blocks kb + 2p, kb + 2p + 1 of row jj of matrix m.
+        for (u32 i = tid; i < {{.Mats}}u * {{.TileN}}u * 2u; i += {{.Threads}}u) {
+            const u32 p = i & 1u, jj = (i >> 1) % {{.TileN}}u, m = i / (2u * {{.TileN}}u), j = j0 + jj, b = kb + 2u * p;
+            u32 pw[{{.PairWords}}];
+#pragma unroll
+            for (u32 c = 0; c < {{.PairWords}}u; ++c) {
+                pw[c] = 0;
+            }
+            if (j < {{.Width}}u && b < {{.NB}}u) {
+                const u32* src = (const u32*)(w + (u64)(j + m * {{.Width}}u) * {{.RowBytes}}u + (u64)b * {{.BB}}u);
+#pragma unroll
+                for (u32 c = 0; c < {{.PairWords}}u; ++c) {
+                    pw[c] = ld_w32(src + c);
+                }
+            }
+            u32* dst = ws + (m * {{.TileN}}u + jj) * {{.Stride}}u + 16u * p;
+            float* dd = wd + (m * {{.TileN}}u + jj) * 4u + 2u * p;
+            // The first block starts the pair (its codes at byte 2), the second at byte {{.BB}} (codes word-aligned).
+            dd[0] = h2f(f16(pw[0] & 0xffffu));
+            dd[1] = h2f(f16(pw[{{.Hi}}] >> 16));
+#pragma unroll
+            for (u32 c = 0; c < {{.QW}}u; ++c) {
+                const u32 c0 = (pw[c] >> 16) | (pw[c + 1] << 16), c1 = pw[{{.Hi}} + 1 + c];
+{{- if .Nibbles}}
+                dst[c] = s8_nibbles(c0);
+                dst[4 + c] = s8_nibbles(c0 >> 4);
+                dst[8 + c] = s8_nibbles(c1);
+                dst[12 + c] = s8_nibbles(c1 >> 4);
+{{- else}}
+                dst[c] = c0;
+                dst[8 + c] = c1;
+{{- end}}
+            }
+        }
+        __syncthreads();
+        // Per block: one mma per 16×8 tile (PTX ISA, mma.m16n8k32 .s8: A regs {row g, g+8} × {k 4q.., 16+4q..};
+        // B regs k {4q.., 16+4q..} of feature g; D elements {row g, g+8} × {feature 2q, 2q+1}).
+#pragma unroll
+        for (u32 b = 0; b < 4u; ++b) {
+            u32 a[2][4];
+            float dx[2][2];
+#pragma unroll
+            for (u32 mi = 0; mi < 2; ++mi) {
+                const u32 r = wm * 32 + mi * 16 + g, at = r * {{.Stride}}u + 8 * b + q;
+                a[mi][0] = xs[at];
+                a[mi][1] = xs[at + 8 * {{.Stride}}u];
+                a[mi][2] = xs[at + 4];
+                a[mi][3] = xs[at + 8 * {{.Stride}}u + 4];
+                dx[mi][0] = xd[r * 4u + b];
+                dx[mi][1] = xd[(r + 8) * 4u + b];
+            }
+#pragma unroll
+            for (u32 m = 0; m < {{.Mats}}u; ++m) {
+#pragma unroll
+                for (u32 ni = 0; ni < {{.NI}}u; ++ni) {
+                    const u32 f = m * {{.TileN}}u + wn * {{.NI}}u * 8 + ni * 8, at = (f + g) * {{.Stride}}u + 8 * b + q;
+                    const u32 bw[2] = {ws[at], ws[at + 4]};
+                    const float dw0 = wd[(f + 2 * q) * 4u + b], dw1 = wd[(f + 2 * q + 1) * 4u + b];
+#pragma unroll
+                    for (u32 mi = 0; mi < 2; ++mi) {
+                        int s[4] = {0, 0, 0, 0};
+                        mma_16832_s8(s, a[mi], bw);
+                        acc[m][mi][ni][0] += float(s[0]) * (dx[mi][0] * dw0);
+                        acc[m][mi][ni][1] += float(s[1]) * (dx[mi][0] * dw1);
+                        acc[m][mi][ni][2] += float(s[2]) * (dx[mi][1] * dw0);
+                        acc[m][mi][ni][3] += float(s[3]) * (dx[mi][1] * dw1);
+                    }
+                }
+            }
+        }
+        __syncthreads(); // the next load stage overwrites the tiles
+    }
+    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
+#pragma unroll
+    for (u32 mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (u32 ni = 0; ni < {{.NI}}u; ++ni) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 j = j0 + wn * {{.NI}}u * 8 + ni * 8 + 2 * q + (i & 1);
+{{- if .F}}
+                if (t < T && j < {{.F}}u) {
+                    const float gt = acc[0][mi][ni][i], up = acc[1][mi][ni][i];
+                    out[(u64)t * {{.F}}u + j] = gt / (1.0f + expf(-gt)) * up;
+                }
+{{- else}}
+                if (t < T && j < {{.N}}u) {
+                    out[(u64)t * {{.N}}u + j] = acc[0][mi][ni][i]{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)t * {{.N}}u + j]{{end}};
+                }
+{{- end}}
+            }
+        }
+    }
+}
+`
