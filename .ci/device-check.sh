@@ -52,7 +52,9 @@ echo "rc=$? got: $got" >>"$S"
 
 if [ -z "${SKIP_KERNELS-}" ]; then
 say "kernels on the device (TestDeviceKernels)"
-(cd codegen/cuda && timeout ${KTIME:-120} $B/cgcuda.test -test.run TestDeviceKernels -test.v -test.parallel 16) >"$OUT/kernels.log" 2>&1
+# KRUN narrows the kernel cases (a -test.run pattern, say
+# 'TestDeviceKernels/(tiled|flash_attention)').
+(cd codegen/cuda && timeout ${KTIME:-120} $B/cgcuda.test -test.run "${KRUN:-TestDeviceKernels}" -test.v -test.parallel 16) >"$OUT/kernels.log" 2>&1
 echo "rc=$?" >>"$S"
 grep -E '^(--- FAIL|FAIL|ok|PASS)' "$OUT/kernels.log" | head -40 >>"$S"
 grep -c -- '--- PASS' "$OUT/kernels.log" >>"$S"

@@ -704,8 +704,8 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
     }
 }
 
-// attn_split_dec_float_h8kv2d64v64_s4_w8: partial attention of query t, head h over KV split s of 4, head_dim 64, Dv 64, GQA group 4, window 8, 4 warps.
-extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v64_s4_w8(
+// attn_split_dec_float_h8kv2d64v64_s4_w8: partial attention of query t, head h over KV split s of 4, head_dim 64, Dv 64, GQA group 4, window 8, 16 warps.
+extern "C" __global__ void __launch_bounds__(512) attn_split_dec_float_h8kv2d64v64_s4_w8(
     const float* __restrict__ q,
     const float* __restrict__ kc,
     const float* __restrict__ vc,
@@ -741,7 +741,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     for (u32 k = 0; k < 2u; ++k) {
         acc[k] = 0.0f;
     }
-    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 4 * 4) {
+    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 16 * 4) {
         float sc[4];
 #pragma unroll
         for (u32 r = 0; r < 4u; ++r) {
@@ -791,7 +791,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     float* o = part + (((u64)t * 8u + h) * 4u + s) * 66u;
     // The warps' partials combine through shared memory: thread d sums
     // dimension d over the warps, each rescaled to the block's maximum.
-    __shared__ float wm[4], wl[4], wacc[4 * 64];
+    __shared__ float wm[16], wl[16], wacc[16 * 64];
     if (lane == 0) {
         wm[warp] = m;
         wl[warp] = l;
@@ -806,13 +806,13 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     __syncthreads();
     float mm = wm[0];
 #pragma unroll
-    for (u32 w = 1; w < 4u; ++w) {
+    for (u32 w = 1; w < 16u; ++w) {
         mm = fmaxf(mm, wm[w]);
     }
-    for (u32 d = tid; d < 64u; d += 128u) {
+    for (u32 d = tid; d < 64u; d += 512u) {
         float a = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             a += wacc[w * 64u + d] * expf(wm[w] - mm);
         }
         o[2 + d] = a;
@@ -820,7 +820,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     if (tid == 0) {
         float ll = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             ll += wl[w] * expf(wm[w] - mm);
         }
         o[0] = mm;
@@ -1637,8 +1637,8 @@ extern "C" __global__ void add_128(
     out[at] = x + y;
 }
 
-// attn_split_dec_float_h8kv2d64v64_s4: partial attention of query t, head h over KV split s of 4, head_dim 64, Dv 64, GQA group 4, 4 warps.
-extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v64_s4(
+// attn_split_dec_float_h8kv2d64v64_s4: partial attention of query t, head h over KV split s of 4, head_dim 64, Dv 64, GQA group 4, 16 warps.
+extern "C" __global__ void __launch_bounds__(512) attn_split_dec_float_h8kv2d64v64_s4(
     const float* __restrict__ q,
     const float* __restrict__ kc,
     const float* __restrict__ vc,
@@ -1673,7 +1673,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     for (u32 k = 0; k < 2u; ++k) {
         acc[k] = 0.0f;
     }
-    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 4 * 4) {
+    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 16 * 4) {
         float sc[4];
 #pragma unroll
         for (u32 r = 0; r < 4u; ++r) {
@@ -1723,7 +1723,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     float* o = part + (((u64)t * 8u + h) * 4u + s) * 66u;
     // The warps' partials combine through shared memory: thread d sums
     // dimension d over the warps, each rescaled to the block's maximum.
-    __shared__ float wm[4], wl[4], wacc[4 * 64];
+    __shared__ float wm[16], wl[16], wacc[16 * 64];
     if (lane == 0) {
         wm[warp] = m;
         wl[warp] = l;
@@ -1738,13 +1738,13 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     __syncthreads();
     float mm = wm[0];
 #pragma unroll
-    for (u32 w = 1; w < 4u; ++w) {
+    for (u32 w = 1; w < 16u; ++w) {
         mm = fmaxf(mm, wm[w]);
     }
-    for (u32 d = tid; d < 64u; d += 128u) {
+    for (u32 d = tid; d < 64u; d += 512u) {
         float a = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             a += wacc[w * 64u + d] * expf(wm[w] - mm);
         }
         o[2 + d] = a;
@@ -1752,7 +1752,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv2d64v
     if (tid == 0) {
         float ll = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             ll += wl[w] * expf(wm[w] - mm);
         }
         o[0] = mm;

@@ -628,8 +628,8 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_gain_q4_0_512x25
     }
 }
 
-// attn_split_dec_float_h8kv4d32v32_s4: partial attention of query t, head h over KV split s of 4, head_dim 32, Dv 32, GQA group 2, 4 warps.
-extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d32v32_s4(
+// attn_split_dec_float_h8kv4d32v32_s4: partial attention of query t, head h over KV split s of 4, head_dim 32, Dv 32, GQA group 2, 16 warps.
+extern "C" __global__ void __launch_bounds__(512) attn_split_dec_float_h8kv4d32v32_s4(
     const float* __restrict__ q,
     const float* __restrict__ kc,
     const float* __restrict__ vc,
@@ -664,7 +664,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d32v
     for (u32 k = 0; k < 1u; ++k) {
         acc[k] = 0.0f;
     }
-    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 4 * 4) {
+    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 16 * 4) {
         float sc[4];
 #pragma unroll
         for (u32 r = 0; r < 4u; ++r) {
@@ -714,7 +714,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d32v
     float* o = part + (((u64)t * 8u + h) * 4u + s) * 34u;
     // The warps' partials combine through shared memory: thread d sums
     // dimension d over the warps, each rescaled to the block's maximum.
-    __shared__ float wm[4], wl[4], wacc[4 * 32];
+    __shared__ float wm[16], wl[16], wacc[16 * 32];
     if (lane == 0) {
         wm[warp] = m;
         wl[warp] = l;
@@ -729,13 +729,13 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d32v
     __syncthreads();
     float mm = wm[0];
 #pragma unroll
-    for (u32 w = 1; w < 4u; ++w) {
+    for (u32 w = 1; w < 16u; ++w) {
         mm = fmaxf(mm, wm[w]);
     }
-    for (u32 d = tid; d < 32u; d += 128u) {
+    for (u32 d = tid; d < 32u; d += 512u) {
         float a = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             a += wacc[w * 32u + d] * expf(wm[w] - mm);
         }
         o[2 + d] = a;
@@ -743,7 +743,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d32v
     if (tid == 0) {
         float ll = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             ll += wl[w] * expf(wm[w] - mm);
         }
         o[0] = mm;

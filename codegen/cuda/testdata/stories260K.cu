@@ -572,8 +572,8 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
     }
 }
 
-// attn_split_dec_float_h8kv4d8v8_s4: partial attention of query t, head h over KV split s of 4, head_dim 8, Dv 8, GQA group 2, 4 warps.
-extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d8v8_s4(
+// attn_split_dec_float_h8kv4d8v8_s4: partial attention of query t, head h over KV split s of 4, head_dim 8, Dv 8, GQA group 2, 16 warps.
+extern "C" __global__ void __launch_bounds__(512) attn_split_dec_float_h8kv4d8v8_s4(
     const float* __restrict__ q,
     const float* __restrict__ kc,
     const float* __restrict__ vc,
@@ -608,7 +608,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d8v8
     for (u32 k = 0; k < 1u; ++k) {
         acc[k] = 0.0f;
     }
-    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 4 * 4) {
+    for (int j0 = from + int(warp) * 4; j0 < to; j0 += 16 * 4) {
         float sc[4];
 #pragma unroll
         for (u32 r = 0; r < 4u; ++r) {
@@ -658,7 +658,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d8v8
     float* o = part + (((u64)t * 8u + h) * 4u + s) * 10u;
     // The warps' partials combine through shared memory: thread d sums
     // dimension d over the warps, each rescaled to the block's maximum.
-    __shared__ float wm[4], wl[4], wacc[4 * 8];
+    __shared__ float wm[16], wl[16], wacc[16 * 8];
     if (lane == 0) {
         wm[warp] = m;
         wl[warp] = l;
@@ -673,13 +673,13 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d8v8
     __syncthreads();
     float mm = wm[0];
 #pragma unroll
-    for (u32 w = 1; w < 4u; ++w) {
+    for (u32 w = 1; w < 16u; ++w) {
         mm = fmaxf(mm, wm[w]);
     }
-    for (u32 d = tid; d < 8u; d += 128u) {
+    for (u32 d = tid; d < 8u; d += 512u) {
         float a = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             a += wacc[w * 8u + d] * expf(wm[w] - mm);
         }
         o[2 + d] = a;
@@ -687,7 +687,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_split_dec_float_h8kv4d8v8
     if (tid == 0) {
         float ll = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < 4u; ++w) {
+        for (u32 w = 0; w < 16u; ++w) {
             ll += wl[w] * expf(wm[w] - mm);
         }
         o[0] = mm;
