@@ -194,8 +194,23 @@ func launchMatVec(e *gpu.Emitter, p *gpu.Params, mv Launch) error {
 		e.Launch(mv)
 		return nil
 	}
-	xq := Arg{Value: sched.Scratch, ScratchPerToken: p.Q8.RowBytes}
-	qp := &gpu.Params{K: p.K, Norm: p.Norm, Gain: p.Gain, Eps: p.Eps, Q8: p.Q8, NW: mvWarps, Threads: 32 * mvWarps}
+	xq, err := launchQ8Quant(e, p, p.Q8, mv)
+	if err != nil {
+		return err
+	}
+	mv.Args = append([]Arg{xq}, mv.Args[1:]...)
+	e.Launch(mv)
+	return nil
+}
+
+// launchQ8Quant appends the q8_quant launch that rounds the rows x (the
+// first argument of mv) of product p — normalised and times the gain where
+// p fuses them — to Q8_0 blocks in the scratch, laid out as q8 says, for
+// mv's value and steps; it returns the scratch argument the product then
+// reads them from.
+func launchQ8Quant(e *gpu.Emitter, p *gpu.Params, q8 gpu.Q8Stage, mv Launch) (Arg, error) {
+	xq := Arg{Value: sched.Scratch, ScratchPerToken: q8.Off + q8.RowBytes}
+	qp := &gpu.Params{K: p.K, Norm: p.Norm, Gain: p.Gain, Eps: p.Eps, Q8: q8, NW: mvWarps, Threads: 32 * mvWarps}
 	qp.Name = fmt.Sprintf("q8_quant_%d", p.K)
 	if p.Norm {
 		qp.Name += "_norm"
@@ -211,17 +226,18 @@ func launchMatVec(e *gpu.Emitter, p *gpu.Params, mv Launch) error {
 			}
 		}
 	}
+	if q8.Off > 0 {
+		qp.Name += fmt.Sprintf("_off%d", q8.Off)
+	}
 	args = append(args, xq)
 	qp.OutSlot, qp.TSlot = len(args)-1, len(args)
 	name, err := e.Add("q8_quant", "", qp)
 	if err != nil {
-		return err
+		return Arg{}, err
 	}
 	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: qp.Threads, Args: args, MinT: mv.MinT, MaxT: mv.MaxT,
-		Grid: [3]GridDim{{N: (p.Q8.Blocks + mvWarps - 1) / mvWarps}, mv.Grid[1], {N: 1}}})
-	mv.Args = append([]Arg{xq}, mv.Args[1:]...)
-	e.Launch(mv)
-	return nil
+		Grid: [3]GridDim{{N: (q8.Blocks + mvWarps - 1) / mvWarps}, mv.Grid[1], {N: 1}}})
+	return xq, nil
 }
 
 // planXStage stages the activation row in shared memory when it fits

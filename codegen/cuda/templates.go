@@ -493,7 +493,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const u32 T) {` + ids + `
     const u32 r = blockIdx.y, b = blockIdx.x * {{.NW}}u + warp;
     const float* xr = x + (u64)r * {{.K}}u;
-    u8* q = xq + (u64)r * {{.Q8.RowBytes}}u;
+    u8* q = xq{{if .Q8.Off}} + (u64){{.Q8.Off}}u * T{{end}} + (u64)r * {{.Q8.RowBytes}}u;
     float* qd = (float*)(q + {{.K}}u);
     int* qs = (int*)(q + {{.K}}u + 4u * {{.Q8.Blocks}}u);{{if .Norm}}
     __shared__ float xss[{{.NW}}];

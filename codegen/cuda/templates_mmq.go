@@ -110,36 +110,23 @@ func addMMQ(e *gpu.Emitter, family string, wdt ir.DType, p *gpu.Params, width in
 // mmqTemplate renders the integer matmul_tiled and, with .F set,
 // swiglu_tiled. It sees an mmqParams.
 const mmqTemplate = `
-// {{.Name}}: {{if .F}}h = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · wᵀ, out[t, j] = silu(h[j]) · h[{{.F}} + j]{{else}}out[t, j] = {{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}} · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[t, j]{{end}}{{end}}, w {{.DT}}[{{.N}}, {{.K}}];
-// prefill: a {{.TileT}}-token × {{.TileN}}-feature tile per block, activations rounded to Q8_0, mma.m16n8k32 in s8.
+// {{.Name}}: {{if .F}}h = xq[t] · wᵀ, out[t, j] = silu(h[j]) · h[{{.F}} + j]{{else}}out[t, j] = xq[t] · w[j]{{if .Bias}} + bias[j]{{end}}{{if .Residual}} + res[t, j]{{end}}{{end}}, w {{.DT}}[{{.N}}, {{.K}}],
+// xq[t] = q8_0({{if .Norm}}rmsnorm(x[t]){{if .Gain}}·gain{{end}}{{else}}x[t]{{end}}) from the scratch{{if .Q8.Off}} at {{.Q8.Off}}·T bytes{{end}};
+// prefill: a {{.TileT}}-token × {{.TileN}}-feature tile per block, mma.m16n8k32 in s8.
 extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,` + extraParams + `
     float* __restrict__ out,
     const u32 T) {` + ids + `
-    __shared__ u32 xs[{{.TileT}} * {{.Stride}}];             // activation codes, four s8 per word
+    __shared__ v16 xs[{{.TileT}} * {{.Stride}} / 4];          // activation codes, four s8 per word
     __shared__ float xd[{{.TileT}} * 4];                     // their blocks' scales
     __shared__ u32 ws[{{.Mats}} * {{.TileN}} * {{.Stride}}]; // weight codes as s8{{if .Nibbles}} (nibble − 8){{end}}
-    __shared__ float wd[{{.Mats}} * {{.TileN}} * 4];         // their blocks' scales{{if .Norm}}
-    __shared__ float ns[{{.TileT}}];                         // per token row: the RMSNorm scale{{end}}
+    __shared__ float wd[{{.Mats}} * {{.TileN}} * 4];         // their blocks' scales
+    const u32* xw = (const u32*)xs;
     const u32 j0 = blockIdx.x * {{.TileN}}u, t0 = blockIdx.y * {{.TileT}}u;
     const u32 g = lane >> 2, q = lane & 3u;   // the mma's groupID and threadID_in_group
     const u32 wm = warp >> 1, wn = warp & 1u; // the warp's 32 tokens and {{.TileN}}/2 features
-{{- if .Norm}}
-    for (u32 r = warp; r < {{.TileT}}u; r += {{.NW}}u) {
-        float ss = 0.0f;
-        if (t0 + r < T) {
-            const float* xr = x + (u64)(t0 + r) * {{.K}}u;
-            for (u32 i = lane; i < {{.K}}u; i += 32) {
-                ss += xr[i] * xr[i];
-            }
-        }
-        ss = warp_sum(ss);
-        if (lane == 0) {
-            ns[r] = rsqrtf(ss / {{.K}}.0f + {{.Eps}});
-        }
-    }
-{{- end}}
+    const u8* xq0 = xq{{if .Q8.Off}} + (u64){{.Q8.Off}}u * T{{end}};
     float acc[{{.Mats}}][2][{{.NI}}][4];
 #pragma unroll
     for (u32 m = 0; m < {{.Mats}}u; ++m) {
@@ -153,64 +140,67 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
                 }
             }
         }
-    }{{if .Norm}}
-    __syncthreads(); // ns is ready{{end}}
+    }
+    // A stage's global reads land in registers (cx, cd, pw) one stage
+    // ahead: they are issued before the current stage's mmas.
+    // cx[i]: 16 bytes of codes, row (tid + 128i) / 8, bytes 16·(tid % 8) of the stage;
+    // cd[i]: the scale of row (tid + 128i) / 4, block tid % 4 of the stage;
+    // pw[i]: weight blocks kb + 2p, kb + 2p + 1 (p = tid % 2) of row (tid + 128i) / 2 of the tile's rows.
+    v16 cx[4];
+    float cd[2];
+    u32 pw[2][{{.PairWords}}];
+#define MMQ_LOAD(kb) \
+    { \
+        _Pragma("unroll") for (u32 i = 0; i < 4; ++i) { \
+            const u32 it = tid + 128u * i, t = t0 + (it >> 3), b = (kb) + ((it & 7u) >> 1); \
+            cx[i] = v16{0, 0, 0, 0}; \
+            if (t < T && b < {{.NB}}u) { \
+                cx[i] = ld16((const v16*)(xq0 + (u64)t * {{.Q8.RowBytes}}u + 32u * (kb) + 16u * (it & 7u))); \
+            } \
+        } \
+        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
+            const u32 it = tid + 128u * i, t = t0 + (it >> 2), b = (kb) + (it & 3u); \
+            cd[i] = 0.0f; \
+            if (t < T && b < {{.NB}}u) { \
+                cd[i] = ((const float*)(xq0 + (u64)t * {{.Q8.RowBytes}}u + {{.K}}u))[b]; \
+            } \
+        } \
+        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
+            const u32 it = tid + 128u * i, jj = (it >> 1) % {{.TileN}}u, m = it / (2u * {{.TileN}}u), j = j0 + jj, b = (kb) + 2u * (it & 1u); \
+            _Pragma("unroll") for (u32 c = 0; c < {{.PairWords}}u; ++c) { \
+                pw[i][c] = 0; \
+            } \
+            if (j < {{.Width}}u && b < {{.NB}}u) { \
+                const u32* src = (const u32*)(w + (u64)(j + m * {{.Width}}u) * {{.RowBytes}}u + (u64)b * {{.BB}}u); \
+                _Pragma("unroll") for (u32 c = 0; c < {{.PairWords}}u; ++c) { \
+                    pw[i][c] = ld_w32(src + c); \
+                } \
+            } \
+        } \
+    }
+    MMQ_LOAD(0u)
     for (u32 kb = 0; kb < {{.NB}}u; kb += 4) {
-        // Activations: lane l rounds elements 4l .. 4l+3 of the stage, block l/8.
-        for (u32 r = warp; r < {{.TileT}}u; r += {{.NW}}u) {
-            const u32 t = t0 + r, b = kb + (lane >> 3);
-            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (t < T && b < {{.NB}}u) {
-                const u32 k = 32u * kb + 4u * lane;
-                const v16 xv = ld16((const v16*)(x + (u64)t * {{.K}}u + k));
-                v[0] = __uint_as_float(xv.x);
-                v[1] = __uint_as_float(xv.y);
-                v[2] = __uint_as_float(xv.z);
-                v[3] = __uint_as_float(xv.w);
+        // Registers to shared memory: the codes as they are, the weight
+        // blocks as s8 words (the first block of a pair starts at byte 0,
+        // its codes at byte 2; the second at byte {{.BB}}, its codes word-aligned).
 #pragma unroll
-                for (u32 i = 0; i < 4; ++i) {
-                    v[i] = v[i]{{if .Norm}} * ns[r]{{end}}{{if .Gain}} * ldf(gain[k + i]){{end}};
-                }
-            }
-            float amax = fmaxf(fmaxf(fmaxf(v[0], -v[0]), fmaxf(v[1], -v[1])), fmaxf(fmaxf(v[2], -v[2]), fmaxf(v[3], -v[3])));
-#pragma unroll
-            for (int o = 1; o < 8; o <<= 1) {
-                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-            }
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            u32 codes = 0;
-#pragma unroll
-            for (u32 i = 0; i < 4; ++i) {
-                codes |= (u32(int(roundf(v[i] * id))) & 0xffu) << (8 * i);
-            }
-            xs[r * {{.Stride}}u + lane] = codes;
-            if ((lane & 7u) == 0) {
-                xd[r * 4u + (lane >> 3)] = h2f(f2h(d));
-            }
+        for (u32 i = 0; i < 4; ++i) {
+            const u32 it = tid + 128u * i;
+            xs[(it >> 3) * ({{.Stride}}u / 4) + (it & 7u)] = cx[i];
         }
-        // Weights: thread i copies blocks kb + 2p, kb + 2p + 1 of row jj of matrix m.
-        for (u32 i = tid; i < {{.Mats}}u * {{.TileN}}u * 2u; i += {{.Threads}}u) {
-            const u32 p = i & 1u, jj = (i >> 1) % {{.TileN}}u, m = i / (2u * {{.TileN}}u), j = j0 + jj, b = kb + 2u * p;
-            u32 pw[{{.PairWords}}];
 #pragma unroll
-            for (u32 c = 0; c < {{.PairWords}}u; ++c) {
-                pw[c] = 0;
-            }
-            if (j < {{.Width}}u && b < {{.NB}}u) {
-                const u32* src = (const u32*)(w + (u64)(j + m * {{.Width}}u) * {{.RowBytes}}u + (u64)b * {{.BB}}u);
+        for (u32 i = 0; i < 2; ++i) {
+            xd[tid + 128u * i] = cd[i];
+        }
 #pragma unroll
-                for (u32 c = 0; c < {{.PairWords}}u; ++c) {
-                    pw[c] = ld_w32(src + c);
-                }
-            }
-            u32* dst = ws + (m * {{.TileN}}u + jj) * {{.Stride}}u + 16u * p;
-            float* dd = wd + (m * {{.TileN}}u + jj) * 4u + 2u * p;
-            // The first block starts the pair (its codes at byte 2), the second at byte {{.BB}} (codes word-aligned).
-            dd[0] = h2f(f16(pw[0] & 0xffffu));
-            dd[1] = h2f(f16(pw[{{.Hi}}] >> 16));
+        for (u32 i = 0; i < 2; ++i) {
+            const u32 it = tid + 128u * i, p = it & 1u, r = it >> 1;
+            u32* dst = ws + r * {{.Stride}}u + 16u * p;
+            wd[r * 4u + 2u * p] = h2f(f16(pw[i][0] & 0xffffu));
+            wd[r * 4u + 2u * p + 1] = h2f(f16(pw[i][{{.Hi}}] >> 16));
 #pragma unroll
             for (u32 c = 0; c < {{.QW}}u; ++c) {
-                const u32 c0 = (pw[c] >> 16) | (pw[c + 1] << 16), c1 = pw[{{.Hi}} + 1 + c];
+                const u32 c0 = (pw[i][c] >> 16) | (pw[i][c + 1] << 16), c1 = pw[i][{{.Hi}} + 1 + c];
 {{- if .Nibbles}}
                 dst[c] = s8_nibbles(c0);
                 dst[4 + c] = s8_nibbles(c0 >> 4);
@@ -223,6 +213,9 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
             }
         }
         __syncthreads();
+        if (kb + 4 < {{.NB}}u) {
+            MMQ_LOAD(kb + 4)
+        }
         // Per block: one mma per 16×8 tile (PTX ISA, mma.m16n8k32 .s8: A regs {row g, g+8} × {k 4q.., 16+4q..};
         // B regs k {4q.., 16+4q..} of feature g; D elements {row g, g+8} × {feature 2q, 2q+1}).
 #pragma unroll
@@ -232,10 +225,10 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
 #pragma unroll
             for (u32 mi = 0; mi < 2; ++mi) {
                 const u32 r = wm * 32 + mi * 16 + g, at = r * {{.Stride}}u + 8 * b + q;
-                a[mi][0] = xs[at];
-                a[mi][1] = xs[at + 8 * {{.Stride}}u];
-                a[mi][2] = xs[at + 4];
-                a[mi][3] = xs[at + 8 * {{.Stride}}u + 4];
+                a[mi][0] = xw[at];
+                a[mi][1] = xw[at + 8 * {{.Stride}}u];
+                a[mi][2] = xw[at + 4];
+                a[mi][3] = xw[at + 8 * {{.Stride}}u + 4];
                 dx[mi][0] = xd[r * 4u + b];
                 dx[mi][1] = xd[(r + 8) * 4u + b];
             }
@@ -258,8 +251,9 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
                 }
             }
         }
-        __syncthreads(); // the next load stage overwrites the tiles
+        __syncthreads(); // the next stage overwrites the tiles
     }
+#undef MMQ_LOAD
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {

@@ -88,6 +88,20 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 	var err error
 	tileW := int64(tileN)
 	if useMMQ(wdt, p.K) {
+		// The integer kernel reads the rows a q8_quant launch rounded
+		// into the scratch, in place of x: after what the product itself
+		// writes there (qkv_rope's h, a head-norm product's result).
+		cp.Q8 = planQ8(&gpu.Params{K: p.K}, wdt)
+		for _, a := range args {
+			if a.Value == sched.Scratch {
+				cp.Q8.Off = max(cp.Q8.Off, (a.ScratchPerToken+15)/16*16) // 16-byte aligned rows
+			}
+		}
+		xq, err := launchQ8Quant(e, p, cp.Q8, Launch{Value: mv.Value, Args: mv.Args, MinT: 2, Grid: [3]GridDim{{}, {N: 1, PerToken: true}, {}}})
+		if err != nil {
+			return err
+		}
+		args = append([]Arg{xq}, args[1:]...)
 		name, tileW, err = addMMQ(e, tiled, wdt, &cp, tp.Width)
 	} else {
 		name, err = addTiled(e, tiled, wdt.String(), tp)

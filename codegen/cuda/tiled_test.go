@@ -157,28 +157,42 @@ func TestTiledSchedule(t *testing.T) {
 				family[k.Name] = k.Family
 			}
 			tiled, mv, quant := 0, 0, 0
-			for i, l := range lib.Launches {
-				// A Q4_0 or Q8_0 matrix-vector launch reads its rows from
-				// the scratch, where the q8_quant launch before it (same
-				// value and steps) rounded them; its tiled launch reads x.
-				args := l.Args
-				if i > 0 && family[lib.Launches[i-1].Kernel] == "q8_quant" {
-					q := lib.Launches[i-1]
-					if q.Value != l.Value || q.MinT != l.MinT || q.MaxT != l.MaxT || l.Args[0].Value != -1 ||
-						fmt.Sprint(q.Args[len(q.Args)-1]) != fmt.Sprint(l.Args[0]) {
-						t.Errorf("q8_quant launch %+v does not feed %+v", q, l)
-					}
-					args = append([]cuda.Arg{q.Args[0]}, l.Args[1:]...)
+			// A Q4_0 or Q8_0 product (matrix-vector or integer tiled)
+			// reads its rows from the scratch, where the q8_quant launch
+			// before it (same value and steps) rounded them; effective
+			// gives a launch's arguments with that launch's x in place of
+			// the scratch, which are the float path's.
+			effective := func(i int) []cuda.Arg {
+				l := lib.Launches[i]
+				if i == 0 || family[lib.Launches[i-1].Kernel] != "q8_quant" {
+					return l.Args
 				}
+				q := lib.Launches[i-1]
+				if q.Value != l.Value || q.MinT != l.MinT || q.MaxT != l.MaxT || l.Args[0].Value != -1 ||
+					fmt.Sprint(q.Args[len(q.Args)-1]) != fmt.Sprint(l.Args[0]) {
+					t.Errorf("q8_quant launch %+v does not feed %+v", q, l)
+				}
+				return append([]cuda.Arg{q.Args[0]}, l.Args[1:]...)
+			}
+			// after returns the launch index after i, past a q8_quant.
+			after := func(i int) int {
+				if family[lib.Launches[i+1].Kernel] == "q8_quant" {
+					return i + 2
+				}
+				return i + 1
+			}
+			for i, l := range lib.Launches {
+				args := effective(i)
 				switch family[l.Kernel] {
 				case "q8_quant":
 					quant++
 				case "matvec", "swiglu":
 					mv++
-					next := lib.Launches[i+1]
+					n := after(i)
+					next := lib.Launches[n]
 					want := map[string]string{"matvec": "matmul_tiled", "swiglu": "swiglu_tiled"}[family[l.Kernel]]
 					if l.MinT != 0 || l.MaxT != 1 || family[next.Kernel] != want || next.MinT != 2 || next.MaxT != 0 ||
-						next.Value != l.Value || fmt.Sprint(next.Args) != fmt.Sprint(args) {
+						next.Value != l.Value || fmt.Sprint(effective(n)) != fmt.Sprint(args) {
 						t.Errorf("launch %s (min %d, max %d) is not followed by its tiled launch: %+v", l.Kernel, l.MinT, l.MaxT, next)
 					}
 				case "matmul_tiled", "swiglu_tiled":
@@ -194,7 +208,8 @@ func TestTiledSchedule(t *testing.T) {
 					// scratch, then rope_kv with the launch's pos, cache
 					// bases, caches and output.
 					mv++
-					mm, rope := lib.Launches[i+1], lib.Launches[i+2]
+					m := after(i)
+					mm, rope := lib.Launches[m], lib.Launches[m+1]
 					n := len(l.Args)
 					if l.MinT != 0 || l.MaxT != 1 || family[mm.Kernel] != "matmul_tiled" || mm.MinT != 2 || mm.Value != l.Value ||
 						mm.Args[len(mm.Args)-1].Value != -1 || family[rope.Kernel] != "rope_kv" || rope.MinT != 2 || rope.Value != l.Value ||

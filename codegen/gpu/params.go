@@ -104,4 +104,8 @@ type Q8Stage struct {
 	On       bool
 	Blocks   int64
 	RowBytes int64
+	// Off is where the rows start in the scratch, in bytes per token of
+	// the step (T·Off): a qkv_rope prefill product keeps its result h in
+	// the scratch's first 4·N bytes per token, and its rounded rows after.
+	Off int64
 }

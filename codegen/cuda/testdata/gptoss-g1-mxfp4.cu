@@ -1937,10 +1937,11 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_128_norm_gain(
     }
 }
 
-// fused_matmul_norm_gain_q8_0_50257x128_mm: out[t, j] = rmsnorm(x[t])·gain · w[j], w q8_0[50257, 128];
-// prefill: a 64-token × 128-feature tile per block, activations rounded to Q8_0, mma.m16n8k32 in s8.
+// fused_matmul_norm_gain_q8_0_50257x128_mm: out[t, j] = xq[t] · w[j], w q8_0[50257, 128],
+// xq[t] = q8_0(rmsnorm(x[t])·gain) from the scratch;
+// prefill: a 64-token × 128-feature tile per block, mma.m16n8k32 in s8.
 extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50257x128_mm(
-    const float* __restrict__ x,
+    const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const float* __restrict__ gain,
     float* __restrict__ out,
@@ -1950,27 +1951,15 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     (void)tid;
     (void)lane;
     (void)warp;
-    __shared__ u32 xs[64 * 36];             // activation codes, four s8 per word
+    __shared__ v16 xs[64 * 36 / 4];          // activation codes, four s8 per word
     __shared__ float xd[64 * 4];                     // their blocks' scales
     __shared__ u32 ws[1 * 128 * 36]; // weight codes as s8
     __shared__ float wd[1 * 128 * 4];         // their blocks' scales
-    __shared__ float ns[64];                         // per token row: the RMSNorm scale
+    const u32* xw = (const u32*)xs;
     const u32 j0 = blockIdx.x * 128u, t0 = blockIdx.y * 64u;
     const u32 g = lane >> 2, q = lane & 3u;   // the mma's groupID and threadID_in_group
     const u32 wm = warp >> 1, wn = warp & 1u; // the warp's 32 tokens and 128/2 features
-    for (u32 r = warp; r < 64u; r += 4u) {
-        float ss = 0.0f;
-        if (t0 + r < T) {
-            const float* xr = x + (u64)(t0 + r) * 128u;
-            for (u32 i = lane; i < 128u; i += 32) {
-                ss += xr[i] * xr[i];
-            }
-        }
-        ss = warp_sum(ss);
-        if (lane == 0) {
-            ns[r] = rsqrtf(ss / 128.0f + 1e-05f);
-        }
-    }
+    const u8* xq0 = xq;
     float acc[1][2][8][4];
 #pragma unroll
     for (u32 m = 0; m < 1u; ++m) {
@@ -1985,68 +1974,74 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
             }
         }
     }
-    __syncthreads(); // ns is ready
+    // A stage's global reads land in registers (cx, cd, pw) one stage
+    // ahead: they are issued before the current stage's mmas.
+    // cx[i]: 16 bytes of codes, row (tid + 128i) / 8, bytes 16·(tid % 8) of the stage;
+    // cd[i]: the scale of row (tid + 128i) / 4, block tid % 4 of the stage;
+    // pw[i]: weight blocks kb + 2p, kb + 2p + 1 (p = tid % 2) of row (tid + 128i) / 2 of the tile's rows.
+    v16 cx[4];
+    float cd[2];
+    u32 pw[2][17];
+#define MMQ_LOAD(kb) \
+    { \
+        _Pragma("unroll") for (u32 i = 0; i < 4; ++i) { \
+            const u32 it = tid + 128u * i, t = t0 + (it >> 3), b = (kb) + ((it & 7u) >> 1); \
+            cx[i] = v16{0, 0, 0, 0}; \
+            if (t < T && b < 4u) { \
+                cx[i] = ld16((const v16*)(xq0 + (u64)t * 160u + 32u * (kb) + 16u * (it & 7u))); \
+            } \
+        } \
+        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
+            const u32 it = tid + 128u * i, t = t0 + (it >> 2), b = (kb) + (it & 3u); \
+            cd[i] = 0.0f; \
+            if (t < T && b < 4u) { \
+                cd[i] = ((const float*)(xq0 + (u64)t * 160u + 128u))[b]; \
+            } \
+        } \
+        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
+            const u32 it = tid + 128u * i, jj = (it >> 1) % 128u, m = it / (2u * 128u), j = j0 + jj, b = (kb) + 2u * (it & 1u); \
+            _Pragma("unroll") for (u32 c = 0; c < 17u; ++c) { \
+                pw[i][c] = 0; \
+            } \
+            if (j < 50257u && b < 4u) { \
+                const u32* src = (const u32*)(w + (u64)(j + m * 50257u) * 136u + (u64)b * 34u); \
+                _Pragma("unroll") for (u32 c = 0; c < 17u; ++c) { \
+                    pw[i][c] = ld_w32(src + c); \
+                } \
+            } \
+        } \
+    }
+    MMQ_LOAD(0u)
     for (u32 kb = 0; kb < 4u; kb += 4) {
-        // Activations: lane l rounds elements 4l .. 4l+3 of the stage, block l/8.
-        for (u32 r = warp; r < 64u; r += 4u) {
-            const u32 t = t0 + r, b = kb + (lane >> 3);
-            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (t < T && b < 4u) {
-                const u32 k = 32u * kb + 4u * lane;
-                const v16 xv = ld16((const v16*)(x + (u64)t * 128u + k));
-                v[0] = __uint_as_float(xv.x);
-                v[1] = __uint_as_float(xv.y);
-                v[2] = __uint_as_float(xv.z);
-                v[3] = __uint_as_float(xv.w);
+        // Registers to shared memory: the codes as they are, the weight
+        // blocks as s8 words (the first block of a pair starts at byte 0,
+        // its codes at byte 2; the second at byte 34, its codes word-aligned).
 #pragma unroll
-                for (u32 i = 0; i < 4; ++i) {
-                    v[i] = v[i] * ns[r] * ldf(gain[k + i]);
-                }
-            }
-            float amax = fmaxf(fmaxf(fmaxf(v[0], -v[0]), fmaxf(v[1], -v[1])), fmaxf(fmaxf(v[2], -v[2]), fmaxf(v[3], -v[3])));
-#pragma unroll
-            for (int o = 1; o < 8; o <<= 1) {
-                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-            }
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            u32 codes = 0;
-#pragma unroll
-            for (u32 i = 0; i < 4; ++i) {
-                codes |= (u32(int(roundf(v[i] * id))) & 0xffu) << (8 * i);
-            }
-            xs[r * 36u + lane] = codes;
-            if ((lane & 7u) == 0) {
-                xd[r * 4u + (lane >> 3)] = h2f(f2h(d));
-            }
+        for (u32 i = 0; i < 4; ++i) {
+            const u32 it = tid + 128u * i;
+            xs[(it >> 3) * (36u / 4) + (it & 7u)] = cx[i];
         }
-        // Weights: thread i copies blocks kb + 2p, kb + 2p + 1 of row jj of matrix m.
-        for (u32 i = tid; i < 1u * 128u * 2u; i += 128u) {
-            const u32 p = i & 1u, jj = (i >> 1) % 128u, m = i / (2u * 128u), j = j0 + jj, b = kb + 2u * p;
-            u32 pw[17];
 #pragma unroll
-            for (u32 c = 0; c < 17u; ++c) {
-                pw[c] = 0;
-            }
-            if (j < 50257u && b < 4u) {
-                const u32* src = (const u32*)(w + (u64)(j + m * 50257u) * 136u + (u64)b * 34u);
+        for (u32 i = 0; i < 2; ++i) {
+            xd[tid + 128u * i] = cd[i];
+        }
 #pragma unroll
-                for (u32 c = 0; c < 17u; ++c) {
-                    pw[c] = ld_w32(src + c);
-                }
-            }
-            u32* dst = ws + (m * 128u + jj) * 36u + 16u * p;
-            float* dd = wd + (m * 128u + jj) * 4u + 2u * p;
-            // The first block starts the pair (its codes at byte 2), the second at byte 34 (codes word-aligned).
-            dd[0] = h2f(f16(pw[0] & 0xffffu));
-            dd[1] = h2f(f16(pw[8] >> 16));
+        for (u32 i = 0; i < 2; ++i) {
+            const u32 it = tid + 128u * i, p = it & 1u, r = it >> 1;
+            u32* dst = ws + r * 36u + 16u * p;
+            wd[r * 4u + 2u * p] = h2f(f16(pw[i][0] & 0xffffu));
+            wd[r * 4u + 2u * p + 1] = h2f(f16(pw[i][8] >> 16));
 #pragma unroll
             for (u32 c = 0; c < 8u; ++c) {
-                const u32 c0 = (pw[c] >> 16) | (pw[c + 1] << 16), c1 = pw[8 + 1 + c];
+                const u32 c0 = (pw[i][c] >> 16) | (pw[i][c + 1] << 16), c1 = pw[i][8 + 1 + c];
                 dst[c] = c0;
                 dst[8 + c] = c1;
             }
         }
         __syncthreads();
+        if (kb + 4 < 4u) {
+            MMQ_LOAD(kb + 4)
+        }
         // Per block: one mma per 16×8 tile (PTX ISA, mma.m16n8k32 .s8: A regs {row g, g+8} × {k 4q.., 16+4q..};
         // B regs k {4q.., 16+4q..} of feature g; D elements {row g, g+8} × {feature 2q, 2q+1}).
 #pragma unroll
@@ -2056,10 +2051,10 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
 #pragma unroll
             for (u32 mi = 0; mi < 2; ++mi) {
                 const u32 r = wm * 32 + mi * 16 + g, at = r * 36u + 8 * b + q;
-                a[mi][0] = xs[at];
-                a[mi][1] = xs[at + 8 * 36u];
-                a[mi][2] = xs[at + 4];
-                a[mi][3] = xs[at + 8 * 36u + 4];
+                a[mi][0] = xw[at];
+                a[mi][1] = xw[at + 8 * 36u];
+                a[mi][2] = xw[at + 4];
+                a[mi][3] = xw[at + 8 * 36u + 4];
                 dx[mi][0] = xd[r * 4u + b];
                 dx[mi][1] = xd[(r + 8) * 4u + b];
             }
@@ -2082,8 +2077,9 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
                 }
             }
         }
-        __syncthreads(); // the next load stage overwrites the tiles
+        __syncthreads(); // the next stage overwrites the tiles
     }
+#undef MMQ_LOAD
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
