@@ -49,6 +49,8 @@ import (
 type mmqParams struct {
 	*gpu.Params
 	TileT, TileN int64
+	WN           int64 // warps along the features (along the tokens: TileT/32)
+	CX, CD, PN   int64 // per thread per stage: 16-byte code loads, scales, weight block pairs
 	Mats         int64 // weight matrices per tile: 1, or 2 for swiglu (gate and up rows)
 	Width        int64 // output features: N, or F for swiglu
 	NB           int64 // 32-element blocks per row, K/32
@@ -61,13 +63,27 @@ type mmqParams struct {
 	Stride       int64 // shared row stride in words
 }
 
-// mmq tiling: tokens per tile (the f16 kernel's, tileT), features per
-// matmul tile, blocks per stage, shared row stride in words.
-const (
-	mmqTileN  = 128
-	mmqStage  = 4
-	mmqStride = 8*mmqStage + 4
-)
+// mmqStride is the shared row stride in words: a stage of 4 blocks (32
+// words) plus 4 of padding.
+const mmqStride = 8*4 + 4
+
+// mmqShape is the integer kernels' block shape, "WMxWNxN": WM × WN warps,
+// warp (wm, wn) owning 32 tokens and N/WN features of a 32·WM-token ×
+// N-feature matmul tile (swiglu: N/2 gate and N/2 up rows). A variable, not
+// a constant, so that a device tuning run can link binaries of other shapes
+// (go build -ldflags "-X .../codegen/cuda.mmqShape=2x4x128").
+var mmqShape = "2x2x128"
+
+// mmqTiles parses mmqShape: warps along tokens and features, matmul
+// features per tile. A shape the kernel cannot take (each thread's share
+// of a stage's loads must be whole) falls back to 2x2x128.
+func mmqTiles() (wm, wn, tn int64) {
+	if _, err := fmt.Sscanf(mmqShape, "%dx%dx%d", &wm, &wn, &tn); err == nil && wm >= 1 && wn >= 1 && wn <= 4 &&
+		wm*wn <= 8 && tn%(16*wn) == 0 && (tn*2)%(32*wm*wn) == 0 {
+		return wm, wn, tn
+	}
+	return 2, 2, 128
+}
 
 var mmqCompiled = template.Must(template.New("mmq").Parse(mmqTemplate))
 
@@ -85,18 +101,23 @@ func useMMQ(wdt ir.DType, K int64) bool {
 // addMMQ registers the integer kernel for tiled family ("matmul_tiled" or
 // "swiglu_tiled") with the product's params; it returns the kernel's name
 // and the features one block covers.
-func addMMQ(e *gpu.Emitter, family string, wdt ir.DType, p *gpu.Params, width int64) (string, int64, error) {
-	mp := &mmqParams{Params: p, TileT: tileT, TileN: mmqTileN, Mats: 1, Width: width, NB: p.K / 32,
+func addMMQ(e *gpu.Emitter, family string, wdt ir.DType, p *gpu.Params, width int64) (name string, tileT, tileN int64, err error) {
+	wm, wn, tn := mmqTiles()
+	p.NW = int(wm * wn)
+	p.Threads = 32 * p.NW
+	mp := &mmqParams{Params: p, TileT: 32 * wm, TileN: tn, WN: wn, Mats: 1, Width: width, NB: p.K / 32,
 		BB: mmqBlockBytes[wdt], Nibbles: wdt == ir.Q4_0, QW: 8, Stride: mmqStride}
 	if family == "swiglu_tiled" {
-		mp.Mats, mp.TileN = 2, mmqTileN/2
+		mp.Mats, mp.TileN = 2, tn/2
 	}
 	if mp.Nibbles {
 		mp.QW = 4
 	}
 	mp.PairWords, mp.Hi = mp.BB/2, (mp.BB-2)/4
-	mp.NI = mp.TileN / 16
-	name, err := e.Register(family, wdt.String(), p.Name, func(name string) (string, error) {
+	mp.NI = mp.TileN / (8 * wn)
+	th := int64(p.Threads)
+	mp.CX, mp.CD, mp.PN = mp.TileT*8/th, mp.TileT*4/th, mp.Mats*mp.TileN*2/th
+	name, err = e.Register(family, wdt.String(), p.Name, func(name string) (string, error) {
 		mp.Name = name
 		var b bytes.Buffer
 		if err := mmqCompiled.Execute(&b, mp); err != nil {
@@ -104,7 +125,7 @@ func addMMQ(e *gpu.Emitter, family string, wdt ir.DType, p *gpu.Params, width in
 		}
 		return b.String(), nil
 	})
-	return name, mp.TileN, err
+	return name, mp.TileT, mp.TileN, err
 }
 
 // mmqTemplate renders the integer matmul_tiled and, with .F set,
@@ -125,7 +146,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const u32* xw = (const u32*)xs;
     const u32 j0 = blockIdx.x * {{.TileN}}u, t0 = blockIdx.y * {{.TileT}}u;
     const u32 g = lane >> 2, q = lane & 3u;   // the mma's groupID and threadID_in_group
-    const u32 wm = warp >> 1, wn = warp & 1u; // the warp's 32 tokens and {{.TileN}}/2 features
+    const u32 wm = warp / {{.WN}}u, wn = warp % {{.WN}}u; // the warp's 32 tokens and {{.TileN}}/{{.WN}} features
     const u8* xq0 = xq{{if .Q8.Off}} + (u64){{.Q8.Off}}u * T{{end}};
     float acc[{{.Mats}}][2][{{.NI}}][4];
 #pragma unroll
@@ -143,30 +164,30 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     }
     // A stage's global reads land in registers (cx, cd, pw) one stage
     // ahead: they are issued before the current stage's mmas.
-    // cx[i]: 16 bytes of codes, row (tid + 128i) / 8, bytes 16·(tid % 8) of the stage;
-    // cd[i]: the scale of row (tid + 128i) / 4, block tid % 4 of the stage;
-    // pw[i]: weight blocks kb + 2p, kb + 2p + 1 (p = tid % 2) of row (tid + 128i) / 2 of the tile's rows.
-    v16 cx[4];
-    float cd[2];
-    u32 pw[2][{{.PairWords}}];
+    // cx[i]: 16 bytes of codes, row it / 8, bytes 16·(it % 8) of the stage (it = tid + {{.Threads}}i);
+    // cd[i]: the scale of row it / 4, block it % 4 of the stage;
+    // pw[i]: weight blocks kb + 2p, kb + 2p + 1 (p = it % 2) of row it / 2 of the tile's rows.
+    v16 cx[{{.CX}}];
+    float cd[{{.CD}}];
+    u32 pw[{{.PN}}][{{.PairWords}}];
 #define MMQ_LOAD(kb) \
     { \
-        _Pragma("unroll") for (u32 i = 0; i < 4; ++i) { \
-            const u32 it = tid + 128u * i, t = t0 + (it >> 3), b = (kb) + ((it & 7u) >> 1); \
+        _Pragma("unroll") for (u32 i = 0; i < {{.CX}}u; ++i) { \
+            const u32 it = tid + {{.Threads}}u * i, t = t0 + (it >> 3), b = (kb) + ((it & 7u) >> 1); \
             cx[i] = v16{0, 0, 0, 0}; \
             if (t < T && b < {{.NB}}u) { \
                 cx[i] = ld16((const v16*)(xq0 + (u64)t * {{.Q8.RowBytes}}u + 32u * (kb) + 16u * (it & 7u))); \
             } \
         } \
-        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
-            const u32 it = tid + 128u * i, t = t0 + (it >> 2), b = (kb) + (it & 3u); \
+        _Pragma("unroll") for (u32 i = 0; i < {{.CD}}u; ++i) { \
+            const u32 it = tid + {{.Threads}}u * i, t = t0 + (it >> 2), b = (kb) + (it & 3u); \
             cd[i] = 0.0f; \
             if (t < T && b < {{.NB}}u) { \
                 cd[i] = ((const float*)(xq0 + (u64)t * {{.Q8.RowBytes}}u + {{.K}}u))[b]; \
             } \
         } \
-        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
-            const u32 it = tid + 128u * i, jj = (it >> 1) % {{.TileN}}u, m = it / (2u * {{.TileN}}u), j = j0 + jj, b = (kb) + 2u * (it & 1u); \
+        _Pragma("unroll") for (u32 i = 0; i < {{.PN}}u; ++i) { \
+            const u32 it = tid + {{.Threads}}u * i, jj = (it >> 1) % {{.TileN}}u, m = it / (2u * {{.TileN}}u), j = j0 + jj, b = (kb) + 2u * (it & 1u); \
             _Pragma("unroll") for (u32 c = 0; c < {{.PairWords}}u; ++c) { \
                 pw[i][c] = 0; \
             } \
@@ -184,17 +205,17 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         // blocks as s8 words (the first block of a pair starts at byte 0,
         // its codes at byte 2; the second at byte {{.BB}}, its codes word-aligned).
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i) {
-            const u32 it = tid + 128u * i;
+        for (u32 i = 0; i < {{.CX}}u; ++i) {
+            const u32 it = tid + {{.Threads}}u * i;
             xs[(it >> 3) * ({{.Stride}}u / 4) + (it & 7u)] = cx[i];
         }
 #pragma unroll
-        for (u32 i = 0; i < 2; ++i) {
-            xd[tid + 128u * i] = cd[i];
+        for (u32 i = 0; i < {{.CD}}u; ++i) {
+            xd[tid + {{.Threads}}u * i] = cd[i];
         }
 #pragma unroll
-        for (u32 i = 0; i < 2; ++i) {
-            const u32 it = tid + 128u * i, p = it & 1u, r = it >> 1;
+        for (u32 i = 0; i < {{.PN}}u; ++i) {
+            const u32 it = tid + {{.Threads}}u * i, p = it & 1u, r = it >> 1;
             u32* dst = ws + r * {{.Stride}}u + 16u * p;
             wd[r * 4u + 2u * p] = h2f(f16(pw[i][0] & 0xffffu));
             wd[r * 4u + 2u * p + 1] = h2f(f16(pw[i][{{.Hi}}] >> 16));

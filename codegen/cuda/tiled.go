@@ -86,7 +86,7 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 	}
 	var name string
 	var err error
-	tileW := int64(tileN)
+	tileW, tileH := int64(tileN), int64(tileT)
 	if useMMQ(wdt, p.K) {
 		// The integer kernel reads the rows a q8_quant launch rounded
 		// into the scratch, in place of x: after what the product itself
@@ -102,7 +102,7 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 			return err
 		}
 		args = append([]Arg{xq}, args[1:]...)
-		name, tileW, err = addMMQ(e, tiled, wdt, &cp, tp.Width)
+		name, tileH, tileW, err = addMMQ(e, tiled, wdt, &cp, tp.Width)
 	} else {
 		name, err = addTiled(e, tiled, wdt.String(), tp)
 	}
@@ -110,7 +110,7 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 		return err
 	}
 	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
-		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileW)}, {N: 1, PerToken: true, Tile: tileT}, {N: 1}}})
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileW)}, {N: 1, PerToken: true, Tile: tileH}, {N: 1}}})
 	if family == "qkv_rope" {
 		return ropeKV(e, p, rows, mv, h)
 	}

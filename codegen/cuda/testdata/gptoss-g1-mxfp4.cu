@@ -1958,7 +1958,7 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     const u32* xw = (const u32*)xs;
     const u32 j0 = blockIdx.x * 128u, t0 = blockIdx.y * 64u;
     const u32 g = lane >> 2, q = lane & 3u;   // the mma's groupID and threadID_in_group
-    const u32 wm = warp >> 1, wn = warp & 1u; // the warp's 32 tokens and 128/2 features
+    const u32 wm = warp / 2u, wn = warp % 2u; // the warp's 32 tokens and 128/2 features
     const u8* xq0 = xq;
     float acc[1][2][8][4];
 #pragma unroll
@@ -1976,29 +1976,29 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     }
     // A stage's global reads land in registers (cx, cd, pw) one stage
     // ahead: they are issued before the current stage's mmas.
-    // cx[i]: 16 bytes of codes, row (tid + 128i) / 8, bytes 16·(tid % 8) of the stage;
-    // cd[i]: the scale of row (tid + 128i) / 4, block tid % 4 of the stage;
-    // pw[i]: weight blocks kb + 2p, kb + 2p + 1 (p = tid % 2) of row (tid + 128i) / 2 of the tile's rows.
+    // cx[i]: 16 bytes of codes, row it / 8, bytes 16·(it % 8) of the stage (it = tid + 128i);
+    // cd[i]: the scale of row it / 4, block it % 4 of the stage;
+    // pw[i]: weight blocks kb + 2p, kb + 2p + 1 (p = it % 2) of row it / 2 of the tile's rows.
     v16 cx[4];
     float cd[2];
     u32 pw[2][17];
 #define MMQ_LOAD(kb) \
     { \
-        _Pragma("unroll") for (u32 i = 0; i < 4; ++i) { \
+        _Pragma("unroll") for (u32 i = 0; i < 4u; ++i) { \
             const u32 it = tid + 128u * i, t = t0 + (it >> 3), b = (kb) + ((it & 7u) >> 1); \
             cx[i] = v16{0, 0, 0, 0}; \
             if (t < T && b < 4u) { \
                 cx[i] = ld16((const v16*)(xq0 + (u64)t * 160u + 32u * (kb) + 16u * (it & 7u))); \
             } \
         } \
-        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
+        _Pragma("unroll") for (u32 i = 0; i < 2u; ++i) { \
             const u32 it = tid + 128u * i, t = t0 + (it >> 2), b = (kb) + (it & 3u); \
             cd[i] = 0.0f; \
             if (t < T && b < 4u) { \
                 cd[i] = ((const float*)(xq0 + (u64)t * 160u + 128u))[b]; \
             } \
         } \
-        _Pragma("unroll") for (u32 i = 0; i < 2; ++i) { \
+        _Pragma("unroll") for (u32 i = 0; i < 2u; ++i) { \
             const u32 it = tid + 128u * i, jj = (it >> 1) % 128u, m = it / (2u * 128u), j = j0 + jj, b = (kb) + 2u * (it & 1u); \
             _Pragma("unroll") for (u32 c = 0; c < 17u; ++c) { \
                 pw[i][c] = 0; \
@@ -2017,16 +2017,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
         // blocks as s8 words (the first block of a pair starts at byte 0,
         // its codes at byte 2; the second at byte 34, its codes word-aligned).
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i) {
+        for (u32 i = 0; i < 4u; ++i) {
             const u32 it = tid + 128u * i;
             xs[(it >> 3) * (36u / 4) + (it & 7u)] = cx[i];
         }
 #pragma unroll
-        for (u32 i = 0; i < 2; ++i) {
+        for (u32 i = 0; i < 2u; ++i) {
             xd[tid + 128u * i] = cd[i];
         }
 #pragma unroll
-        for (u32 i = 0; i < 2; ++i) {
+        for (u32 i = 0; i < 2u; ++i) {
             const u32 it = tid + 128u * i, p = it & 1u, r = it >> 1;
             u32* dst = ws + r * 36u + 16u * p;
             wd[r * 4u + 2u * p] = h2f(f16(pw[i][0] & 0xffffu));
