@@ -18,29 +18,29 @@ import (
 // Σ q_x·q_w, exact in s32, times d_x·d_w: one mma per block per 16×8 tile,
 // at twice the f16 rate, where the f16 kernel (templates_tiled.go) needs
 // three f16 mmas (activation and weight split into hi and lo) over
-// dequantized floats. On an H200 the f16 kernel held 7B Q4_0 prefill at
-// 1,046 tok/s, its two families 97% of the step (466 of 480 ms).
+// dequantized floats. On an H200, 7B Q4_0, a 512-token prefill: the f16
+// kernels 466 of 480 ms a step (1,046 tok/s); these 41 ms of 58 (8,757
+// tok/s, mmqShape 4x2x128).
 //
-// Numerics. The same rounding as q8_quant and the f16 kernel's load stage:
+// Numerics. The rows come from a q8_quant launch (T ≥ 2) into the step's
+// scratch, rounded as at T = 1 and as the reference engines round them:
 // v = x·RMSNorm scale·gain, d = amax/127 kept as f16, q = roundf(v/d);
 // Q4_0 weights are their nibbles − 8. Each block's integer dot is exact, so
 // the result differs from ir/eval on the rounded values only by the f32
 // products d_x·d_w·sum and the f32 sum over blocks.
 //
-// Block shape: 128 threads (2 × 2 warps), 64 tokens × TileN features
-// (matmul 128; swiglu 64 gate and 64 up rows), K in stages of 4 blocks
-// (128 elements). Warp (wm, wn) owns tokens 32·wm .. +31 and features
-// wn·TileN/2 .. as 2 × NI m16n8 tiles per matrix.
-//   - prologue: per token row, the RMSNorm scale (one warp per row);
-//   - load stage: lane l of a warp rounds elements 4l .. 4l+3 of the
-//     stage of a token row (eight lanes per block: three xor shuffles for
-//     the block's amax) and stores their codes as one word, the block's
-//     scale beside; each thread copies a pair of weight blocks (36 or 68
-//     bytes, 4-byte aligned: K is a multiple of 64) with word loads and
-//     stores their codes as s8 words (Q4_0: low nibbles are elements 0–15,
-//     high nibbles 16–31) and their scales as floats. Rows are 36 words
-//     apart (32 + 4 of padding), so the 32 lanes' fragment reads — row g,
-//     word q — hit 32 distinct banks;
+// Block shape (mmqShape): WM × WN warps, 32·WM tokens × TileN features
+// (swiglu: TileN/2 gate and TileN/2 up rows), K in stages of 4 blocks (128
+// elements). Warp (wm, wn) owns tokens 32·wm .. +31 and features
+// wn·TileN/WN .. as 2 × NI m16n8 tiles per matrix.
+//   - loads, one stage ahead in registers (issued before the current
+//     stage's mmas): the rows' codes with 16-byte loads, their scales, and
+//     pairs of weight blocks (36 or 68 bytes, 4-byte aligned: K is a
+//     multiple of 64) with word loads;
+//   - store stage: the codes as they are, the weight codes as s8 words
+//     (Q4_0: low nibbles are elements 0–15, high nibbles 16–31), the
+//     scales as floats. Rows are 36 words apart (32 + 4 of padding), so
+//     the 32 lanes' fragment reads — row g, word q — hit 32 distinct banks;
 //   - compute: per block, one mma per 16×8 tile into zeroed s32, then each
 //     element += float(sum)·d_x·d_w;
 //   - epilogue: as the f16 kernel's, without its row scale.
@@ -71,18 +71,21 @@ const mmqStride = 8*4 + 4
 // warp (wm, wn) owning 32 tokens and N/WN features of a 32·WM-token ×
 // N-feature matmul tile (swiglu: N/2 gate and N/2 up rows). A variable, not
 // a constant, so that a device tuning run can link binaries of other shapes
-// (go build -ldflags "-X .../codegen/cuda.mmqShape=2x4x128").
-var mmqShape = "2x2x128"
+// (go build -ldflags "-X .../codegen/cuda.mmqShape=2x4x128"). H200, 7B
+// Q4_0 prefill of 512 tokens, one call, matmul_tiled + swiglu_tiled ms:
+// 4x2x128 21.7 + 19.6, 2x2x128 24.7 + 20.4, 2x4x256 25.6 + 23.7, 2x2x64
+// 26.7 + 21.1, 2x4x128 29.3 + 22.1, 1x4x128 36.5 + 31.5.
+var mmqShape = "4x2x128"
 
 // mmqTiles parses mmqShape: warps along tokens and features, matmul
 // features per tile. A shape the kernel cannot take (each thread's share
-// of a stage's loads must be whole) falls back to 2x2x128.
+// of a stage's loads must be whole) falls back to 4x2x128.
 func mmqTiles() (wm, wn, tn int64) {
 	if _, err := fmt.Sscanf(mmqShape, "%dx%dx%d", &wm, &wn, &tn); err == nil && wm >= 1 && wn >= 1 && wn <= 4 &&
 		wm*wn <= 8 && tn%(16*wn) == 0 && (tn*2)%(32*wm*wn) == 0 {
 		return wm, wn, tn
 	}
-	return 2, 2, 128
+	return 4, 2, 128
 }
 
 var mmqCompiled = template.Must(template.New("mmq").Parse(mmqTemplate))

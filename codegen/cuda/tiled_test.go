@@ -152,9 +152,9 @@ func TestTiledSchedule(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			family := map[string]string{}
+			family, dtype := map[string]string{}, map[string]string{}
 			for _, k := range lib.Kernels {
-				family[k.Name] = k.Family
+				family[k.Name], dtype[k.Name] = k.Family, k.DType
 			}
 			tiled, mv, quant := 0, 0, 0
 			// A Q4_0 or Q8_0 product (matrix-vector or integer tiled)
@@ -197,11 +197,17 @@ func TestTiledSchedule(t *testing.T) {
 					}
 				case "matmul_tiled", "swiglu_tiled":
 					tiled++
-					if g := l.Grid[1]; !g.PerToken || g.Tile != 64 || g.N != 1 || l.Threads != 128 {
-						t.Errorf("tiled launch %s: grid %+v, %d threads", l.Kernel, l.Grid, l.Threads)
+					// 64 tokens and 4 warps per block (f16 kernels), or the
+					// integer kernels' 32 tokens per warp row (mmqShape).
+					tile, threads := int64(64), 128
+					if d := dtype[l.Kernel]; d == ir.Q4_0.String() || d == ir.Q8_0.String() {
+						tile, threads = cuda.MMQTile()
 					}
-					if c := l.Grid[1].Count(65); c != 2 {
-						t.Errorf("tiled launch %s: %d token tiles for T = 65, want 2", l.Kernel, c)
+					if g := l.Grid[1]; !g.PerToken || g.Tile != tile || g.N != 1 || l.Threads != threads {
+						t.Errorf("tiled launch %s: grid %+v, %d threads, want tiles of %d tokens, %d threads", l.Kernel, l.Grid, l.Threads, tile, threads)
+					}
+					if c, want := l.Grid[1].Count(int(tile)+1), int64(2); c != want {
+						t.Errorf("tiled launch %s: %d token tiles for T = %d, want %d", l.Kernel, c, tile+1, want)
 					}
 				case "qkv_rope":
 					// T = 1 only; prefill is a tiled product into the

@@ -1939,8 +1939,8 @@ extern "C" __global__ void __launch_bounds__(256) q8_quant_128_norm_gain(
 
 // fused_matmul_norm_gain_q8_0_50257x128_mm: out[t, j] = xq[t] · w[j], w q8_0[50257, 128],
 // xq[t] = q8_0(rmsnorm(x[t])·gain) from the scratch;
-// prefill: a 64-token × 128-feature tile per block, mma.m16n8k32 in s8.
-extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50257x128_mm(
+// prefill: a 128-token × 128-feature tile per block, mma.m16n8k32 in s8.
+extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50257x128_mm(
     const u8* __restrict__ xq,
     const u8* __restrict__ w,
     const float* __restrict__ gain,
@@ -1951,12 +1951,12 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     (void)tid;
     (void)lane;
     (void)warp;
-    __shared__ v16 xs[64 * 36 / 4];          // activation codes, four s8 per word
-    __shared__ float xd[64 * 4];                     // their blocks' scales
+    __shared__ v16 xs[128 * 36 / 4];          // activation codes, four s8 per word
+    __shared__ float xd[128 * 4];                     // their blocks' scales
     __shared__ u32 ws[1 * 128 * 36]; // weight codes as s8
     __shared__ float wd[1 * 128 * 4];         // their blocks' scales
     const u32* xw = (const u32*)xs;
-    const u32 j0 = blockIdx.x * 128u, t0 = blockIdx.y * 64u;
+    const u32 j0 = blockIdx.x * 128u, t0 = blockIdx.y * 128u;
     const u32 g = lane >> 2, q = lane & 3u;   // the mma's groupID and threadID_in_group
     const u32 wm = warp / 2u, wn = warp % 2u; // the warp's 32 tokens and 128/2 features
     const u8* xq0 = xq;
@@ -1976,30 +1976,30 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
     }
     // A stage's global reads land in registers (cx, cd, pw) one stage
     // ahead: they are issued before the current stage's mmas.
-    // cx[i]: 16 bytes of codes, row it / 8, bytes 16·(it % 8) of the stage (it = tid + 128i);
+    // cx[i]: 16 bytes of codes, row it / 8, bytes 16·(it % 8) of the stage (it = tid + 256i);
     // cd[i]: the scale of row it / 4, block it % 4 of the stage;
     // pw[i]: weight blocks kb + 2p, kb + 2p + 1 (p = it % 2) of row it / 2 of the tile's rows.
     v16 cx[4];
     float cd[2];
-    u32 pw[2][17];
+    u32 pw[1][17];
 #define MMQ_LOAD(kb) \
     { \
         _Pragma("unroll") for (u32 i = 0; i < 4u; ++i) { \
-            const u32 it = tid + 128u * i, t = t0 + (it >> 3), b = (kb) + ((it & 7u) >> 1); \
+            const u32 it = tid + 256u * i, t = t0 + (it >> 3), b = (kb) + ((it & 7u) >> 1); \
             cx[i] = v16{0, 0, 0, 0}; \
             if (t < T && b < 4u) { \
                 cx[i] = ld16((const v16*)(xq0 + (u64)t * 160u + 32u * (kb) + 16u * (it & 7u))); \
             } \
         } \
         _Pragma("unroll") for (u32 i = 0; i < 2u; ++i) { \
-            const u32 it = tid + 128u * i, t = t0 + (it >> 2), b = (kb) + (it & 3u); \
+            const u32 it = tid + 256u * i, t = t0 + (it >> 2), b = (kb) + (it & 3u); \
             cd[i] = 0.0f; \
             if (t < T && b < 4u) { \
                 cd[i] = ((const float*)(xq0 + (u64)t * 160u + 128u))[b]; \
             } \
         } \
-        _Pragma("unroll") for (u32 i = 0; i < 2u; ++i) { \
-            const u32 it = tid + 128u * i, jj = (it >> 1) % 128u, m = it / (2u * 128u), j = j0 + jj, b = (kb) + 2u * (it & 1u); \
+        _Pragma("unroll") for (u32 i = 0; i < 1u; ++i) { \
+            const u32 it = tid + 256u * i, jj = (it >> 1) % 128u, m = it / (2u * 128u), j = j0 + jj, b = (kb) + 2u * (it & 1u); \
             _Pragma("unroll") for (u32 c = 0; c < 17u; ++c) { \
                 pw[i][c] = 0; \
             } \
@@ -2018,16 +2018,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_gain_q8_0_50
         // its codes at byte 2; the second at byte 34, its codes word-aligned).
 #pragma unroll
         for (u32 i = 0; i < 4u; ++i) {
-            const u32 it = tid + 128u * i;
+            const u32 it = tid + 256u * i;
             xs[(it >> 3) * (36u / 4) + (it & 7u)] = cx[i];
         }
 #pragma unroll
         for (u32 i = 0; i < 2u; ++i) {
-            xd[tid + 128u * i] = cd[i];
+            xd[tid + 256u * i] = cd[i];
         }
 #pragma unroll
-        for (u32 i = 0; i < 2u; ++i) {
-            const u32 it = tid + 128u * i, p = it & 1u, r = it >> 1;
+        for (u32 i = 0; i < 1u; ++i) {
+            const u32 it = tid + 256u * i, p = it & 1u, r = it >> 1;
             u32* dst = ws + r * 36u + 16u * p;
             wd[r * 4u + 2u * p] = h2f(f16(pw[i][0] & 0xffffu));
             wd[r * 4u + 2u * p + 1] = h2f(f16(pw[i][8] >> 16));
