@@ -52,7 +52,7 @@ var Language = &gpu.Language{
 	Helpers:     helperSource,
 	HelperOrder: helperOrder,
 	DQTemplate:  dqTemplate,
-	Templates:   gpu.Compile(familyTemplates, moeTemplates),
+	Templates:   gpu.Compile(familyTemplates, moeTemplates, attnPrefillTemplates),
 	MatVec:      matVec,
 	Prefill:     prefill,
 	// Sixteen warps per (head, split) for decode: one block per head and

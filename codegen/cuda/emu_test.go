@@ -74,6 +74,7 @@ func emuCases() []gputest.Case {
 	// shorter than the splits), embedding gathers and the row ops.
 	cases = append(cases, gputest.Cases(seeds, gputest.RoPECases()...)...)
 	cases = append(cases, gputest.Cases(seeds, gputest.AttentionCases([]int32{0, 3, 40, 79})...)...)
+	cases = append(cases, attnPrefillCases()...)
 	cases = append(cases, gputest.Cases(seeds, gputest.Embeds(ir.F16, ir.Q4_0, ir.Q4_K, ir.Q6_K)...)...)
 	cases = append(cases, gputest.Cases(seeds, gputest.RowOps("", "rmsnorm", "rmsnorm_f16gain", "softmax", "add", "mul_broadcast", "silu", "gelu")...)...)
 	// The vector-path cases and the gpt-oss ones both start from the seed
@@ -99,4 +100,23 @@ func emuCases() []gputest.Case {
 // compares outputs and KV-cache writes with ir/eval.
 func TestEmulate(t *testing.T) {
 	target.Emulate(t, emuCases(), emulator(clangxxOrSkip(t)).Run)
+}
+
+// attnPrefillCases are prefill steps over f16 caches, which attn_prefill
+// (templates_attn.go) computes on the tensor cores: two query tiles (70
+// tokens, the second partial) of consecutive positions with GQA; a window
+// with sinks and scattered positions; head_dim 128 and Dv 64 ≠ head_dim,
+// with more splits than the kernel fills. From their own seeds, after
+// every other case's.
+func attnPrefillCases() []gputest.Case {
+	seq := make([]int32, 70)
+	for i := range seq {
+		seq[i] = int32(60 + i)
+	}
+	return gputest.Cases(&gputest.Seeds{Last: 4900, Stream: 11},
+		gputest.Attention{Name: "flash_attention/prefill/f16/hd64/T=70", Cache: ir.F16, Splits: 4, HD: 64, DV: 64, H: 4, KV: 2, Ctx: 160, Scale: 0.125, Pos: seq},
+		gputest.Attention{Name: "flash_attention/prefill/f16/window/sinks", Cache: ir.F16, Splits: 2, Window: 20, Sinks: true, HD: 32, DV: 32, H: 2, KV: 1,
+			Pos: []int32{0, 1, 2, 19, 20, 21, 40, 77, 78, 79}},
+		gputest.Attention{Name: "flash_attention/prefill/f16/hd128/dv64", Cache: ir.F16, Splits: 5, HD: 128, DV: 64, H: 2, KV: 2, Scale: 0.09, Pos: []int32{0, 3, 40, 79, 33}},
+	)
 }

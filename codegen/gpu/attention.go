@@ -70,11 +70,27 @@ func (e *Emitter) attention(v *ir.Value) error {
 		e.Launch(Launch{Value: v.ID, Kernel: dec, Threads: dp.Threads, Args: args, MaxT: 1, Grid: grid})
 		minT = 2
 	}
-	split, err := e.Add("attn_split", k.Type.DType.String(), p)
-	if err != nil {
-		return err
+	if _, ok := e.Lang.Templates["attn_prefill"]; ok && minT == 2 && ct == e.Lang.F16 && hd%16 == 0 && hd <= 128 &&
+		dv%8 == 0 && dv <= 128 && kw%8 == 0 && vw%8 == 0 {
+		// A language with a tensor-core kernel for prefill steps (CUDA's
+		// attn_prefill: 64 queries of a head per block, f16 caches) runs
+		// it there; it writes the same partials.
+		pp := *p
+		pp.NW, pp.Threads = 4, 128
+		pp.Name = "attn_prefill" + strings.TrimPrefix(p.Name, "attn_split")
+		pre, err := e.Add("attn_prefill", k.Type.DType.String(), &pp)
+		if err != nil {
+			return err
+		}
+		e.Launch(Launch{Value: v.ID, Kernel: pre, Threads: pp.Threads, Args: args, MinT: 2,
+			Grid: [3]GridDim{{N: nh}, {N: 1, PerToken: true, Tile: 64}, {N: 1}}})
+	} else {
+		split, err := e.Add("attn_split", k.Type.DType.String(), p)
+		if err != nil {
+			return err
+		}
+		e.Launch(Launch{Value: v.ID, Kernel: split, Threads: 32, Args: args, MinT: minT, Grid: grid})
 	}
-	e.Launch(Launch{Value: v.ID, Kernel: split, Threads: 32, Args: args, MinT: minT, Grid: grid})
 
 	m := &Params{H: nh, DV: dv, Splits: splits, PartW: dv + 2, OW: nh * dv, Sinks: p.Sinks}
 	args = []Arg{scratch}

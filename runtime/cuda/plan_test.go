@@ -20,6 +20,12 @@ func fusedGraph(t *testing.T, path string) *ir.Graph { return fusedModel(t, path
 // fusedModel is fusedGraph with the weights.
 func fusedModel(t *testing.T, path string) *arch.Model {
 	t.Helper()
+	return fusedModelOpts(t, path, arch.Options{})
+}
+
+// fusedModelOpts is fusedModel with the frontend's options (the cache type).
+func fusedModelOpts(t *testing.T, path string, o arch.Options) *arch.Model {
+	t.Helper()
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("model %s not available: %v", path, err)
 	}
@@ -28,7 +34,7 @@ func fusedModel(t *testing.T, path string) *arch.Model {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := arch.Load(f, arch.Options{})
+	m, err := arch.Load(f, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
+	"github.com/minerva-llm/minerva/frontend/arch"
 	"github.com/minerva-llm/minerva/internal/golden"
 	"github.com/minerva-llm/minerva/internal/shared"
+	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
@@ -174,7 +176,9 @@ func TestProgramRunsPlanLibrary(t *testing.T) {
 // interpreter: every logits row agrees within the models' tolerance, and
 // the next batched step (which attends to the rows the first wrote into
 // each slot) does too. stories260K runs the float kernels; qwen3-p-mix the
-// quantized tiled products, rope_kv's head norms and an f16 cache.
+// quantized tiled products and rope_kv's head norms, over an f32 cache and
+// over an f16 one, whose prefill attention is attn_prefill: its tiles of 64
+// queries then hold rows of three slots (one pass per cache base).
 func TestStepRowsMatchesSlotSteps(t *testing.T) {
 	stepRowsMatchesSlotSteps(t, emuDriver(t))
 }
@@ -190,13 +194,15 @@ func stepRowsMatchesSlotSteps(t *testing.T, opts runtime.Options) {
 	// one-token step's can flip a rounding. The float model keeps 1e-5.
 	for _, c := range []struct {
 		model string
+		cache ir.DType
 		tol   float64
 	}{
-		{"models/gguf/stories260K.gguf", 1e-5},
-		{"models/gguf/synthetic/qwen3-p-mix.gguf", 3e-2},
+		{"models/gguf/stories260K.gguf", ir.F32, 1e-5},
+		{"models/gguf/synthetic/qwen3-p-mix.gguf", ir.F32, 3e-2},
+		{"models/gguf/synthetic/qwen3-p-mix.gguf", ir.F16, 3e-2},
 	} {
-		t.Run(c.model, func(t *testing.T) {
-			m := fusedModel(t, shared.Path(t, c.model))
+		t.Run(c.model+"/"+c.cache.String(), func(t *testing.T) {
+			m := fusedModelOpts(t, shared.Path(t, c.model), arch.Options{CacheType: c.cache})
 			cfg := runtime.ProgramConfig{Context: 16, Slots: 3, Options: opts}
 			compile := func(b runtime.Backend) runtime.Program {
 				p, err := b.Compile(m.Graph, m.Weights, cfg)
