@@ -60,6 +60,8 @@ type mmqParams struct {
 	PairWords    int64 // words of two consecutive weight blocks, BB/2
 	Hi           int64 // the word of a pair whose high half is the second block's scale
 	NI           int64 // n8 tiles per warp and matrix
+	Gate, Up     string
+	RowScale     bool  // tileEpilogue's: acc[0] (and acc[1]), no row scale
 	Stride       int64 // shared row stride in words
 }
 
@@ -109,7 +111,7 @@ func addMMQ(e *gpu.Emitter, family string, wdt ir.DType, p *gpu.Params, width in
 	p.NW = int(wm * wn)
 	p.Threads = 32 * p.NW
 	mp := &mmqParams{Params: p, TileT: 32 * wm, TileN: tn, WN: wn, Mats: 1, Width: width, NB: p.K / 32,
-		BB: mmqBlockBytes[wdt], Nibbles: wdt == ir.Q4_0, QW: 8, Stride: mmqStride}
+		BB: mmqBlockBytes[wdt], Nibbles: wdt == ir.Q4_0, QW: 8, Stride: mmqStride, Gate: "acc[0]", Up: "acc[1]"}
 	if family == "swiglu_tiled" {
 		mp.Mats, mp.TileN = 2, tn/2
 	}
@@ -278,27 +280,5 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         __syncthreads(); // the next stage overwrites the tiles
     }
 #undef MMQ_LOAD
-    // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
-#pragma unroll
-    for (u32 mi = 0; mi < 2; ++mi) {
-#pragma unroll
-        for (u32 ni = 0; ni < {{.NI}}u; ++ni) {
-#pragma unroll
-            for (u32 i = 0; i < 4; ++i) {
-                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
-                const u32 j = j0 + wn * {{.NI}}u * 8 + ni * 8 + 2 * q + (i & 1);
-{{- if .F}}
-                if (t < T && j < {{.F}}u) {
-                    const float gt = acc[0][mi][ni][i], up = acc[1][mi][ni][i];
-                    out[(u64)t * {{.F}}u + j] = gt / (1.0f + expf(-gt)) * up;
-                }
-{{- else}}
-                if (t < T && j < {{.N}}u) {
-                    out[(u64)t * {{.N}}u + j] = acc[0][mi][ni][i]{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)t * {{.N}}u + j]{{end}};
-                }
-{{- end}}
-            }
-        }
-    }
-}
+` + tileEpilogue + `}
 `

@@ -324,29 +324,37 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+` + tileEpilogue + `}
+`
+
+// tileEpilogue stores a prefill tile's accumulators, in the f16 kernels and
+// the integer ones (templates_mmq.go): lane element i of tile (mi, ni) is
+// token row g (+8 for i ≥ 2), feature 2q + (i & 1) of the warp's NI n8
+// tiles. .Gate names the accumulators (and .Up swiglu's up ones), each
+// [2][NI][4]; .RowScale multiplies by the row's rs (the f16 kernels' 1/s).
+const tileEpilogue = `
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < {{.NI}}u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * {{.NI}}u * 8 + ni * 8 + 2 * q + (i & 1);
 {{- if .F}}
                 if (t < T && j < {{.F}}u) {
-                    const float gt = acc[mi][ni][i] * rs[r], up = accu[mi][ni][i] * rs[r];
+                    const float gt = {{.Gate}}[mi][ni][i]{{if .RowScale}} * rs[r]{{end}}, up = {{.Up}}[mi][ni][i]{{if .RowScale}} * rs[r]{{end}};
                     out[(u64)t * {{.F}}u + j] = gt / (1.0f + expf(-gt)) * up;
                 }
 {{- else}}
                 if (t < T && j < {{.N}}u) {
-                    out[(u64)t * {{.N}}u + j] = acc[mi][ni][i] * rs[r]{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)t * {{.N}}u + j]{{end}};
+                    out[(u64)t * {{.N}}u + j] = {{.Gate}}[mi][ni][i]{{if .RowScale}} * rs[r]{{end}}{{if .Bias}} + ldf(bias[j]){{end}}{{if .Residual}} + res[(u64)t * {{.N}}u + j]{{end}};
                 }
 {{- end}}
             }
         }
     }
-}
 `
 
 // tiledParts are the sub-templates of tiledTemplate: "store" stores a weight

@@ -24,6 +24,11 @@ type tiledParams struct {
 	// gain) before the product, as q8_quant does for the matrix-vector
 	// kernels: one rounding for every step size (RoundsActivations).
 	RoundQ8 bool
+	// The epilogue's (tileEpilogue): n8 tiles per warp, the accumulators,
+	// and the row scale.
+	NI       int64
+	Gate, Up string
+	RowScale bool
 }
 
 // mmaCall passes one accumulator tile (weight tile prefix M: "w" or "u",
@@ -71,7 +76,8 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 		Mats: 1, Width: width, SplitW: splitWeights(wdt),
 		// Rounding in the load stage needs no scratch, so a product into
 		// the scratch (head norms) rounds here too, unlike at T = 1.
-		RoundQ8: q8Dots[wdt] && p.K%tileK == 0}
+		RoundQ8: q8Dots[wdt] && p.K%tileK == 0,
+		NI:      4, Gate: "acc", Up: "accu", RowScale: true}
 	if tiled == "swiglu_tiled" {
 		tp.Mats = 2
 	}

@@ -626,15 +626,16 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_bias_f32_768x128
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 768u) {
                     out[(u64)t * 768u + j] = acc[mi][ni][i] * rs[r] + ldf(bias[j]);
                 }
@@ -1166,15 +1167,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_bias_res_f32_128x
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 128u) {
                     out[(u64)t * 128u + j] = acc[mi][ni][i] * rs[r] + ldf(bias[j]) + res[(u64)t * 128u + j];
                 }
@@ -1412,15 +1414,16 @@ extern "C" __global__ void __launch_bounds__(128) matmul_bias_f32_8x128_mm(
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 8u) {
                     out[(u64)t * 8u + j] = acc[mi][ni][i] * rs[r] + ldf(bias[j]);
                 }
@@ -2080,6 +2083,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50
         __syncthreads(); // the next stage overwrites the tiles
     }
 #undef MMQ_LOAD
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
@@ -2087,7 +2091,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q8_0_50
         for (u32 ni = 0; ni < 8u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
                 const u32 j = j0 + wn * 8u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 50257u) {
                     out[(u64)t * 50257u + j] = acc[0][mi][ni][i];

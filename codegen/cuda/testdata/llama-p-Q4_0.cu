@@ -599,6 +599,7 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
         __syncthreads(); // the next stage overwrites the tiles
     }
 #undef MMQ_LOAD
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
@@ -606,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(256) qkv_rope_norm_gain_q4_0_512x25
         for (u32 ni = 0; ni < 8u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
                 const u32 j = j0 + wn * 8u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 512u) {
                     out[(u64)t * 512u + j] = acc[0][mi][ni][i];
@@ -1129,6 +1130,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x256_
         __syncthreads(); // the next stage overwrites the tiles
     }
 #undef MMQ_LOAD
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
@@ -1136,7 +1138,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x256_
         for (u32 ni = 0; ni < 8u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
                 const u32 j = j0 + wn * 8u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 256u) {
                     out[(u64)t * 256u + j] = acc[0][mi][ni][i] + res[(u64)t * 256u + j];
@@ -1328,6 +1330,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_norm_gain_q4_0_1024x256
         __syncthreads(); // the next stage overwrites the tiles
     }
 #undef MMQ_LOAD
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
@@ -1335,7 +1338,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_norm_gain_q4_0_1024x256
         for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
                 const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 512u) {
                     const float gt = acc[0][mi][ni][i], up = acc[1][mi][ni][i];
@@ -1552,6 +1555,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x512_
         __syncthreads(); // the next stage overwrites the tiles
     }
 #undef MMQ_LOAD
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
@@ -1559,7 +1563,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_res_q4_0_256x512_
         for (u32 ni = 0; ni < 8u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
                 const u32 j = j0 + wn * 8u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 256u) {
                     out[(u64)t * 256u + j] = acc[0][mi][ni][i] + res[(u64)t * 256u + j];
@@ -1745,6 +1749,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q4_0_51
         __syncthreads(); // the next stage overwrites the tiles
     }
 #undef MMQ_LOAD
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
@@ -1752,7 +1757,7 @@ extern "C" __global__ void __launch_bounds__(256) fused_matmul_norm_gain_q4_0_51
         for (u32 ni = 0; ni < 8u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
-                const u32 t = t0 + wm * 32 + mi * 16 + g + 8 * (i >> 1);
+                const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
                 const u32 j = j0 + wn * 8u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 512u) {
                     out[(u64)t * 512u + j] = acc[0][mi][ni][i];

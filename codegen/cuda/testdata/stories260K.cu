@@ -498,15 +498,16 @@ extern "C" __global__ void __launch_bounds__(128) qkv_rope_norm_f32_128x64_float
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 128u) {
                     out[(u64)t * 128u + j] = acc[mi][ni][i] * rs[r];
                 }
@@ -983,15 +984,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x64_mm(
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 64u) {
                     out[(u64)t * 64u + j] = acc[mi][ni][i] * rs[r] + res[(u64)t * 64u + j];
                 }
@@ -1200,15 +1202,16 @@ extern "C" __global__ void __launch_bounds__(128) swiglu_norm_f32_344x64_mm(
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 172u) {
                     const float gt = acc[mi][ni][i] * rs[r], up = accu[mi][ni][i] * rs[r];
                     out[(u64)t * 172u + j] = gt / (1.0f + expf(-gt)) * up;
@@ -1431,15 +1434,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_res_f32_64x172_mm
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 64u) {
                     out[(u64)t * 64u + j] = acc[mi][ni][i] * rs[r] + res[(u64)t * 64u + j];
                 }
@@ -1623,15 +1627,16 @@ extern "C" __global__ void __launch_bounds__(128) fused_matmul_norm_f32_512x64_m
         }
         __syncthreads(); // the next load stage overwrites the tiles
     }
+
     // Epilogue: lane element i of tile (mi, ni) is token row g (+8 for i ≥ 2), feature 2q + (i & 1).
 #pragma unroll
     for (u32 mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (u32 ni = 0; ni < 4; ++ni) {
+        for (u32 ni = 0; ni < 4u; ++ni) {
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) {
                 const u32 r = wm * 32 + mi * 16 + g + 8 * (i >> 1), t = t0 + r;
-                const u32 j = j0 + wn * 32 + ni * 8 + 2 * q + (i & 1);
+                const u32 j = j0 + wn * 4u * 8 + ni * 8 + 2 * q + (i & 1);
                 if (t < T && j < 512u) {
                     out[(u64)t * 512u + j] = acc[mi][ni][i] * rs[r];
                 }
