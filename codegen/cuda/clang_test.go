@@ -136,7 +136,7 @@ func TestCompileDTypes(t *testing.T) {
 			if !haveClang {
 				t.Skip("clang not on PATH: compiling the emitted CUDA C to PTX needs it (apt-get install clang)")
 			}
-			s8 := dt == ir.Q4_0 || dt == ir.Q8_0
+			s8 := cuda.MMQ(dt)
 			checkMMA(t, compilePTX(t, clang, gputest.WriteTemp(t, "lib.cu", lib.Source)), !s8, s8)
 		})
 	}

@@ -161,7 +161,7 @@ func matVec(p *gpu.Params, wdt ir.DType, moe bool) {
 // Q4_0 decode kernels). The rounding is a launch of its own (q8_quant) once
 // per product and step: rounding in every block of the product (a first
 // attempt) cost more than it saved (TinyLlama decode 711 → 532 tok/s).
-var q8Dots = map[ir.DType]bool{ir.Q4_0: true, ir.Q8_0: true}
+var q8Dots = map[ir.DType]bool{ir.Q4_0: true, ir.Q8_0: true, ir.Q5_0: true}
 
 // RoundsActivations reports whether steps multiply weights of dtype dt
 // with activations rounded to Q8_0: the products of q8Dots

@@ -56,6 +56,7 @@ type mmqParams struct {
 	NB           int64 // 32-element blocks per row, K/32
 	BB           int64 // bytes per weight block: 18 (Q4_0) or 34 (Q8_0)
 	Nibbles      bool  // Q4_0: 16 bytes of nibble pairs; Q8_0: 32 s8 codes
+	Q5           bool  // Q5_0: the fifth bits in 4 bytes before the nibbles
 	QW           int64 // words of codes per weight block as stored: 4 or 8
 	PairWords    int64 // words of two consecutive weight blocks, BB/2
 	Hi           int64 // the word of a pair whose high half is the second block's scale
@@ -94,7 +95,7 @@ var mmqCompiled = template.Must(template.New("mmq").Parse(mmqTemplate))
 
 // mmqBlockBytes are the weight dtypes the integer kernels decode, with
 // their block sizes.
-var mmqBlockBytes = map[ir.DType]int64{ir.Q4_0: 18, ir.Q8_0: 34}
+var mmqBlockBytes = map[ir.DType]int64{ir.Q4_0: 18, ir.Q8_0: 34, ir.Q5_0: 22}
 
 // useMMQ reports whether a product of K-long rows of dtype wdt takes the
 // integer kernel: a q8Dots dtype with K a multiple of 64, so that weight
@@ -111,7 +112,7 @@ func addMMQ(e *gpu.Emitter, family string, wdt ir.DType, p *gpu.Params, width in
 	p.NW = int(wm * wn)
 	p.Threads = 32 * p.NW
 	mp := &mmqParams{Params: p, TileT: 32 * wm, TileN: tn, WN: wn, Mats: 1, Width: width, NB: p.K / 32,
-		BB: mmqBlockBytes[wdt], Nibbles: wdt == ir.Q4_0, QW: 8, Stride: mmqStride, Gate: "acc[0]", Up: "acc[1]"}
+		BB: mmqBlockBytes[wdt], Nibbles: wdt == ir.Q4_0, Q5: wdt == ir.Q5_0, QW: 8, Stride: mmqStride, Gate: "acc[0]", Up: "acc[1]"}
 	if family == "swiglu_tiled" {
 		mp.Mats, mp.TileN = 2, tn/2
 	}
@@ -146,7 +147,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
     const u32 T) {` + ids + `
     __shared__ v16 xs[{{.TileT}} * {{.Stride}} / 4];          // activation codes, four s8 per word
     __shared__ float xd[{{.TileT}} * 4];                     // their blocks' scales
-    __shared__ u32 ws[{{.Mats}} * {{.TileN}} * {{.Stride}}]; // weight codes as s8{{if .Nibbles}} (nibble − 8){{end}}
+    __shared__ u32 ws[{{.Mats}} * {{.TileN}} * {{.Stride}}]; // weight codes as s8{{if .Nibbles}} (nibble − 8){{end}}{{if .Q5}} (code − 16){{end}}
     __shared__ float wd[{{.Mats}} * {{.TileN}} * 4];         // their blocks' scales
     const u32* xw = (const u32*)xs;
     const u32 j0 = blockIdx.x * {{.TileN}}u, t0 = blockIdx.y * {{.TileT}}u;
@@ -224,6 +225,18 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
             u32* dst = ws + r * {{.Stride}}u + 16u * p;
             wd[r * 4u + 2u * p] = h2f(f16(pw[i][0] & 0xffffu));
             wd[r * 4u + 2u * p + 1] = h2f(f16(pw[i][{{.Hi}}] >> 16));
+{{- if .Q5}}
+            // Q5_0: d, the fifth bits (4 bytes), the nibbles (16 bytes): qh at bytes 2 and {{.BB}} + 2 of the pair.
+            const u32 qh0 = (pw[i][0] >> 16) | (pw[i][1] << 16), qh1 = pw[i][{{.Hi}} + 1];
+#pragma unroll
+            for (u32 c = 0; c < 4u; ++c) {
+                const u32 c0 = (pw[i][1 + c] >> 16) | (pw[i][2 + c] << 16), c1 = pw[i][{{.Hi}} + 2 + c];
+                dst[c] = s8_q5(c0, qh0 >> (4 * c));
+                dst[4 + c] = s8_q5(c0 >> 4, qh0 >> (16 + 4 * c));
+                dst[8 + c] = s8_q5(c1, qh1 >> (4 * c));
+                dst[12 + c] = s8_q5(c1 >> 4, qh1 >> (16 + 4 * c));
+            }
+{{- else}}
 #pragma unroll
             for (u32 c = 0; c < {{.QW}}u; ++c) {
                 const u32 c0 = (pw[i][c] >> 16) | (pw[i][c + 1] << 16), c1 = pw[i][{{.Hi}} + 1 + c];
@@ -237,6 +250,7 @@ extern "C" __global__ void __launch_bounds__({{.Threads}}) {{.Name}}(
                 dst[8 + c] = c1;
 {{- end}}
             }
+{{- end}}
         }
         __syncthreads();
         if (kb + 4 < {{.NB}}u) {

@@ -119,6 +119,13 @@ __device__ __forceinline__ u32 s8_nibbles(u32 w) {
     return (((w & 0x0F0F0F0Fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
 }
 
+// s8_q5 turns the low nibbles n of w's four bytes, with fifth bits from bits
+// 0–3 of hb (q5_hi), into the s8 values n + 16·bit − 16 (Q5_0's codes), as
+// s8_nibbles does with 8.
+__device__ __forceinline__ u32 s8_q5(u32 w, u32 hb) {
+    return ((((w & 0x0F0F0F0Fu) | q5_hi(hb)) | 0x80808080u) - 0x10101010u) ^ 0x80808080u;
+}
+
 // ld16 loads 16 bytes (p 16-byte aligned) of an activation row; ld_w32 a
 // 4-byte aligned word of a weight row. Under MINERVA_CUDA_EMU both check
 // the alignment.

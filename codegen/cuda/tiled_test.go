@@ -200,7 +200,7 @@ func TestTiledSchedule(t *testing.T) {
 					// 64 tokens and 4 warps per block (f16 kernels), or the
 					// integer kernels' 32 tokens per warp row (mmqShape).
 					tile, threads := int64(64), 128
-					if d := dtype[l.Kernel]; d == ir.Q4_0.String() || d == ir.Q8_0.String() {
+					if d, ok := ir.ParseDType(dtype[l.Kernel]); ok && cuda.MMQ(d) {
 						tile, threads = cuda.MMQTile()
 					}
 					if g := l.Grid[1]; !g.PerToken || g.Tile != tile || g.N != 1 || l.Threads != threads {
@@ -224,7 +224,7 @@ func TestTiledSchedule(t *testing.T) {
 					}
 				}
 			}
-			if q8 := dt == ir.Q4_0 || dt == ir.Q8_0; q8 != (quant > 0) {
+			if q8 := cuda.RoundsActivations(dt); q8 != (quant > 0) {
 				t.Errorf("%d q8_quant launches", quant)
 			}
 			if tiled != mv || tiled < 4 {
@@ -322,9 +322,9 @@ func tiledCases() []gputest.Case {
 			out := k.B.Add(ir.OpSwiGLU, ir.Attrs{}, nil, x, k.Weight("w", ir.F16, 1, 2*F, K))
 			return k.Finish(out), k.W, map[string]eval.Tensor{"x": {Shape: []int64{T, K}, F32: k.Vals(T*K, 1)}}
 		}})
-	// swiglu of Q4_0 and Q8_0 weights over two stages (K/32 = 6), two token
-	// tiles and a partial feature tile (F = 70 of 64 per tile).
-	for _, dt := range []ir.DType{ir.Q4_0, ir.Q8_0} {
+	// swiglu of Q4_0, Q8_0 and Q5_0 weights over two stages (K/32 = 6), two
+	// token tiles and a partial feature tile (F = 70 of 64 per tile).
+	for _, dt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q5_0} {
 		r := seeds.Next()
 		cases = append(cases, gputest.Case{Name: fmt.Sprintf("tiled/swiglu/%s/stages/T=66,F=70", dt), Ctx: 1, T: 66, Tol: tol,
 			Build: func(t *testing.T) (*ir.Graph, gputest.WeightMap, map[string]eval.Tensor) {

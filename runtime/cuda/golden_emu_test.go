@@ -10,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	cudagen "github.com/minerva-llm/minerva/codegen/cuda"
 	"github.com/minerva-llm/minerva/internal/golden"
+	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
@@ -24,6 +26,7 @@ import (
 var emuGoldenDefault = []string{
 	"stories260K__once_upon_a_time",
 	"llama-p-Q4_0__once_upon_a_time",
+	"llama-p-Q5_0__once_upon_a_time",
 	"gptoss-g1-mxfp4__once_upon_a_time",
 	"gptoss-g1-q8emb__once_upon_a_time",
 	"qwen3-p-mix__once_upon_a_time",
@@ -50,20 +53,27 @@ func goldenE2E(t *testing.T, opts runtime.Options, indexes []string, want func(*
 				continue
 			}
 			t.Run(c.Name, func(t *testing.T) {
-				// The README's bounds. Only the Q4_0 and Q8_0 products round
-				// their activations to 8 bits as the reference engine does
-				// before every quantized product (and with Q8_0's recipe where
-				// gpt-oss's reference uses Q8_2's); the others multiply float32
-				// activations, so those cases sit near the interpreter's
-				// error, not at the CPU backend's.
+				// The README's bounds. Only the Q4_0, Q5_0 and Q8_0 products
+				// round their activations to 8 bits as the reference engine
+				// does before every quantized product (and with Q8_0's recipe
+				// where gpt-oss's reference uses Q8_2's); the others multiply
+				// float32 activations, so those cases sit near the
+				// interpreter's error, not at the CPU backend's. A llama
+				// fixture whose every quantized weight rounds is held to 1e-3
+				// (issue 20 asks 1e-2; measured ≤ 2.1e-7, emulated and on an
+				// H200).
 				tol := c.Tolerance()
+				m := fusedModel(t, c.ModelPath)
 				switch index {
 				case "index-gptoss.json":
 					tol = c.GPTOSSTolerance(false) // float activations, as the reference interpreter
 				case "index-archs.json":
 					tol = c.ArchsTolerance()
+				default:
+					if allProductsRound(m.Graph) {
+						tol = min(tol, 1e-3)
+					}
 				}
-				m := fusedModel(t, c.ModelPath)
 				ctx := len(c.PromptTokens) + c.NGen + 1
 				p, err := backend{}.Compile(m.Graph, m.Weights, runtime.ProgramConfig{Context: ctx, Options: opts})
 				require.NoError(t, err)
@@ -94,4 +104,22 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// allProductsRound reports whether every quantized weight of g is of a dtype
+// whose products round their activations as the reference engine does
+// (codegen/cuda RoundsActivations), so that the CUDA program should match
+// the reference to float rounding.
+func allProductsRound(g *ir.Graph) bool {
+	found := false
+	for _, v := range g.Values {
+		if v.Op != ir.OpWeight || !v.Type.DType.Quantized() {
+			continue
+		}
+		if !cudagen.RoundsActivations(v.Type.DType) {
+			return false
+		}
+		found = true
+	}
+	return found
 }

@@ -154,6 +154,31 @@ __device__ __forceinline__ float dq8_q8_0(const u8* row, u32 u, const int* xb, i
     return float(s) * (h2f(h[0]) * xd);
 }
 
+// dq8_q5_0 does the same for Q5_0, as ggml's vec_dot_q5_0_q8_0: the
+// integer dot of the 5-bit codes, less the offset of 16 (16·xs), times the
+// scales. q5_hi spreads bits 0–3 of b to bit 4 of bytes 0–3 (the multiplier
+// puts bit k at bits k + 7j, all distinct, so bit k lands on 8k only for
+// j = k): the fifth bits of four codes. (Q4_1 and Q5_1 keep the float path:
+// ggml multiplies them with Q8_1 blocks, whose sum term it rounds to f16
+// from the unrounded scale; rounding as Q8_0 here left the golden cases'
+// error where the float path had it, 1.5e-2 to 1.7e-2.)
+__device__ __forceinline__ u32 q5_hi(u32 b) {
+    return (((b & 0xFu) * 0x00204081u) & 0x01010101u) << 4;
+}
+
+__device__ __forceinline__ float dq8_q5_0(const u8* row, u32 u, const int* xb, int xs, float xd) {
+    const u16* h = (const u16*)(row + u * 22u);
+    const u32 qh = u32(h[1]) | (u32(h[2]) << 16);
+    int s = 0;
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i) {
+        const u32 q = u32(h[3 + 2 * i]) | (u32(h[4 + 2 * i]) << 16);
+        s = dp4a(int((q & 0x0F0F0F0Fu) | q5_hi(qh >> (4 * i))), xb[i], s);
+        s = dp4a(int(((q >> 4) & 0x0F0F0F0Fu) | q5_hi(qh >> (16 + 4 * i))), xb[4 + i], s);
+    }
+    return float(s - 16 * xs) * (h2f(h[0]) * xd);
+}
+
 // mma_16816 is D = A·B + C on the tensor cores: A 16×16 f16 (row-major), B
 // 16×8 f16 (col-major), C and D 16×8 f32, each lane holding the fragments
 // the PTX ISA lays out for mma.m16n8k16 (section 9.7.14.5.8); c is C in and
@@ -192,6 +217,13 @@ __device__ __forceinline__ void mma_16832_s8(int* c, const u32* a, const u32* b)
 // flipping bit 7 back gives n − 8 in two's complement.
 __device__ __forceinline__ u32 s8_nibbles(u32 w) {
     return (((w & 0x0F0F0F0Fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+}
+
+// s8_q5 turns the low nibbles n of w's four bytes, with fifth bits from bits
+// 0–3 of hb (q5_hi), into the s8 values n + 16·bit − 16 (Q5_0's codes), as
+// s8_nibbles does with 8.
+__device__ __forceinline__ u32 s8_q5(u32 w, u32 hb) {
+    return ((((w & 0x0F0F0F0Fu) | q5_hi(hb)) | 0x80808080u) - 0x10101010u) ^ 0x80808080u;
 }
 
 // ld16 loads 16 bytes (p 16-byte aligned) of an activation row; ld_w32 a
