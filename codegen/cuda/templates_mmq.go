@@ -9,9 +9,10 @@ import (
 	"github.com/minerva-llm/minerva/ir"
 )
 
-// The integer prefill kernels of Q4_0 and Q8_0 weights (q8Dots): matmul and
-// swiglu tiles on the tensor cores in 8-bit integers (mma.sync m16n8k32
-// s8·s8 → s32), as llama.cpp's mmq multiplies these types.
+// The integer prefill kernels of Q4_0, Q5_0 and Q8_0 weights (q8Dots with a
+// block in mmqBlockBytes): matmul and swiglu tiles on the tensor cores in
+// 8-bit integers (mma.sync m16n8k32 s8·s8 → s32), as llama.cpp's mmq
+// multiplies these types.
 //
 // Why. These weights multiply activations rounded to Q8_0 at every step
 // size (RoundsActivations), so a 32-element block's dot is an integer sum
@@ -25,7 +26,7 @@ import (
 // Numerics. The rows come from a q8_quant launch (T ≥ 2) into the step's
 // scratch, rounded as at T = 1 and as the reference engines round them:
 // v = x·RMSNorm scale·gain, d = amax/127 kept as f16, q = roundf(v/d);
-// Q4_0 weights are their nibbles − 8. Each block's integer dot is exact, so
+// Q4_0 weights are their nibbles − 8, Q5_0's their 5-bit codes − 16. Each block's integer dot is exact, so
 // the result differs from ir/eval on the rounded values only by the f32
 // products d_x·d_w·sum and the f32 sum over blocks.
 //
@@ -35,7 +36,7 @@ import (
 // wn·TileN/WN .. as 2 × NI m16n8 tiles per matrix.
 //   - loads, one stage ahead in registers (issued before the current
 //     stage's mmas): the rows' codes with 16-byte loads, their scales, and
-//     pairs of weight blocks (36 or 68 bytes, 4-byte aligned: K is a
+//     pairs of weight blocks (36, 44 or 68 bytes, 4-byte aligned: K is a
 //     multiple of 64) with word loads;
 //   - store stage: the codes as they are, the weight codes as s8 words
 //     (Q4_0: low nibbles are elements 0–15, high nibbles 16–31), the
@@ -54,7 +55,7 @@ type mmqParams struct {
 	Mats         int64 // weight matrices per tile: 1, or 2 for swiglu (gate and up rows)
 	Width        int64 // output features: N, or F for swiglu
 	NB           int64 // 32-element blocks per row, K/32
-	BB           int64 // bytes per weight block: 18 (Q4_0) or 34 (Q8_0)
+	BB           int64 // bytes per weight block: 18 (Q4_0), 22 (Q5_0) or 34 (Q8_0)
 	Nibbles      bool  // Q4_0: 16 bytes of nibble pairs; Q8_0: 32 s8 codes
 	Q5           bool  // Q5_0: the fifth bits in 4 bytes before the nibbles
 	QW           int64 // words of codes per weight block as stored: 4 or 8
