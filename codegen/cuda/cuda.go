@@ -180,8 +180,15 @@ func planQ8(p *gpu.Params, wdt ir.DType) gpu.Q8Stage {
 	if !q8Dots[wdt] || p.K%32 != 0 || p.ScratchOut {
 		return gpu.Q8Stage{}
 	}
-	blocks := p.K / 32
-	return gpu.Q8Stage{On: true, Blocks: blocks, RowBytes: (p.K + 8*blocks + 15) / 16 * 16}
+	return q8Layout(p.K, 0)
+}
+
+// q8Layout is the layout of K-long rows rounded to Q8_0 blocks in the
+// scratch, from off bytes per token of the step on: K values, then the
+// blocks' scales and sums, each row padded to 16 bytes.
+func q8Layout(K, off int64) gpu.Q8Stage {
+	blocks := K / 32
+	return gpu.Q8Stage{On: true, Blocks: blocks, RowBytes: (K + 8*blocks + 15) / 16 * 16, Off: off}
 }
 
 // launchMatVec appends a matrix-vector launch; one that multiplies 8-bit

@@ -72,7 +72,51 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 	cp := *p
 	cp.Name = p.Name + "_mm"
 	cp.NW, cp.Threads, cp.XS = nwarps, 32*nwarps, gpu.XStage{} // the tile's own block shape
-	tp := &tiledParams{Params: &cp, TileT: tileT, TileN: tileN, TileK: tileK, Stride: tileStride, Half: tileK / 2,
+	args := mv.Args
+	var h Arg // qkv_rope: the scratch the tiled product writes h into and rope_kv reads
+	if family == "qkv_rope" {
+		// The matrix-vector launch takes (x, w, pos, base, kcache,
+		// vcache, extras…, out); the product takes (x, w, extras…, h).
+		h = Arg{Value: sched.Scratch, ScratchPerToken: 4 * p.N}
+		width = p.N
+		args = append(append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[6:len(mv.Args)-1]...), h)
+	}
+	name, tileH, tileW, err := addPrefillTiles(e, tiled, wdt, p, &cp, width, mv, &args)
+	if err != nil {
+		return err
+	}
+	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
+		Grid: [3]GridDim{{N: kernsrc.CeilDiv(width, tileW)}, {N: 1, PerToken: true, Tile: tileH}, {N: 1}}})
+	if family == "qkv_rope" {
+		return ropeKV(e, p, rows, mv, h)
+	}
+	return nil
+}
+
+// addPrefillTiles registers the tiled kernel of product p (cp: its copy
+// with the tile's block shape) over width output features and returns its
+// name and tile (tokens, features). The integer kernel (useMMQ) reads rows
+// a q8_quant launch, appended here, rounded into the scratch after what the
+// product itself writes there (qkv_rope's h, a head-norm product's
+// result): args' x becomes that scratch.
+func addPrefillTiles(e *gpu.Emitter, tiled string, wdt ir.DType, p, cp *gpu.Params, width int64, mv Launch, args *[]Arg) (name string, tileH, tileW int64, err error) {
+	if useMMQ(wdt, p.K) {
+		var off int64
+		for _, a := range *args {
+			if a.Value == sched.Scratch {
+				off = max(off, (a.ScratchPerToken+15)/16*16) // 16-byte aligned rows
+			}
+		}
+		cp.Q8 = q8Layout(p.K, off)
+		xq, err := launchQ8Quant(e, p, cp.Q8, Launch{Value: mv.Value, Args: mv.Args, MinT: 2, Grid: [3]GridDim{{}, {N: 1, PerToken: true}, {}}})
+		if err != nil {
+			return "", 0, 0, err
+		}
+		*args = append([]Arg{xq}, (*args)[1:]...)
+		name, tileH, tileW, err = addMMQ(e, tiled, wdt, cp, width)
+		return name, tileH, tileW, err
+	}
+	tp := &tiledParams{Params: cp, TileT: tileT, TileN: tileN, TileK: tileK, Stride: tileStride, Half: tileK / 2,
 		Mats: 1, Width: width, SplitW: splitWeights(wdt),
 		// Rounding in the load stage needs no scratch, so a product into
 		// the scratch (head norms) rounds here too, unlike at T = 1.
@@ -81,46 +125,8 @@ func prefill(e *gpu.Emitter, family string, p *gpu.Params, wdt ir.DType, rows Gr
 	if tiled == "swiglu_tiled" {
 		tp.Mats = 2
 	}
-	args := mv.Args
-	var h Arg // qkv_rope: the scratch the tiled product writes h into and rope_kv reads
-	if family == "qkv_rope" {
-		// The matrix-vector launch takes (x, w, pos, base, kcache,
-		// vcache, extras…, out); the product takes (x, w, extras…, h).
-		h = Arg{Value: sched.Scratch, ScratchPerToken: 4 * p.N}
-		tp.Width = p.N
-		args = append(append([]Arg{mv.Args[0], mv.Args[1]}, mv.Args[6:len(mv.Args)-1]...), h)
-	}
-	var name string
-	var err error
-	tileW, tileH := int64(tileN), int64(tileT)
-	if useMMQ(wdt, p.K) {
-		// The integer kernel reads the rows a q8_quant launch rounded
-		// into the scratch, in place of x: after what the product itself
-		// writes there (qkv_rope's h, a head-norm product's result).
-		cp.Q8 = planQ8(&gpu.Params{K: p.K}, wdt)
-		for _, a := range args {
-			if a.Value == sched.Scratch {
-				cp.Q8.Off = max(cp.Q8.Off, (a.ScratchPerToken+15)/16*16) // 16-byte aligned rows
-			}
-		}
-		xq, err := launchQ8Quant(e, p, cp.Q8, Launch{Value: mv.Value, Args: mv.Args, MinT: 2, Grid: [3]GridDim{{}, {N: 1, PerToken: true}, {}}})
-		if err != nil {
-			return err
-		}
-		args = append([]Arg{xq}, args[1:]...)
-		name, tileH, tileW, err = addMMQ(e, tiled, wdt, &cp, tp.Width)
-	} else {
-		name, err = addTiled(e, tiled, wdt.String(), tp)
-	}
-	if err != nil {
-		return err
-	}
-	e.Launch(Launch{Value: mv.Value, Kernel: name, Threads: cp.Threads, Args: args, MinT: 2,
-		Grid: [3]GridDim{{N: kernsrc.CeilDiv(tp.Width, tileW)}, {N: 1, PerToken: true, Tile: tileH}, {N: 1}}})
-	if family == "qkv_rope" {
-		return ropeKV(e, p, rows, mv, h)
-	}
-	return nil
+	name, err = addTiled(e, tiled, wdt.String(), tp)
+	return name, tileT, tileN, err
 }
 
 // ropeKV appends the rope_kv launch of a qkv_rope prefill step: it reads h
