@@ -604,6 +604,31 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 #pragma GCC visibility push(hidden)
 
 namespace cudaemu {
+// mma_warp is the exchange both emulated mmas share: every lane puts its
+// fragments (a: four registers, b: two, c: four 32-bit values) into the
+// warp's MmaArea, the first lane to run after the barrier computes the
+// whole D once (compute, which reads m->a, m->b, m->c and writes m->d),
+// and each lane copies its fragment of D back into c.
+template <class T, class Compute>
+inline void mma_warp(T* c, const uint32_t* a, const uint32_t* b, Compute compute) {
+    static_assert(sizeof(T) == sizeof(float), "mma fragments are 32-bit");
+    Warp* w = tl_warp;
+    const unsigned lane = tl_lane;
+    MmaArea* m = &w->mma;
+    std::memcpy(m->a[lane], a, sizeof m->a[lane]);
+    std::memcpy(m->b[lane], b, sizeof m->b[lane]);
+    std::memcpy(m->c[lane], c, sizeof m->c[lane]);
+    w->bar.wait(); // every lane's fragments are in
+    if (m->ready != w->bar.generation) {
+        compute(m);
+        m->ready = w->bar.generation;
+    }
+    const unsigned g = lane >> 2, q = lane & 3;
+    for (unsigned i = 0; i < 4; ++i) {
+        std::memcpy(&c[i], &m->d[g + 8 * (i >> 1)][2 * q + (i & 1)], sizeof(T));
+    }
+}
+
 // mma_16816 is D = A·B + C for the warp: A 16×16 (row-major, f16), B 16×8
 // (K×N, "col": each column is contiguous in K, f16), C and D 16×8 f32. Every
 // lane passes its fragments (a: four f16x2 registers, b: two, c: four f32)
@@ -628,14 +653,7 @@ namespace cudaemu {
 // to run after the barrier computes the whole D once for the warp; the
 // others copy their fragment of it.
 inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
-    Warp* w = tl_warp;
-    const unsigned lane = tl_lane;
-    MmaArea* m = &w->mma;
-    std::memcpy(m->a[lane], a, sizeof m->a[lane]);
-    std::memcpy(m->b[lane], b, sizeof m->b[lane]);
-    std::memcpy(m->c[lane], c, sizeof m->c[lane]);
-    w->bar.wait(); // every lane's fragments are in
-    if (m->ready != w->bar.generation) {
+    mma_warp(c, a, b, [](MmaArea* m) {
         float A[16][16], B[16][8], C[16][8];
         for (unsigned l = 0; l < 32; ++l) {
             const unsigned g = l >> 2, q = l & 3;
@@ -662,12 +680,7 @@ inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
                 m->d[row][col] = d;
             }
         }
-        m->ready = w->bar.generation;
-    }
-    const unsigned g = lane >> 2, q = lane & 3;
-    for (unsigned i = 0; i < 4; ++i) {
-        c[i] = m->d[g + 8 * (i >> 1)][2 * q + (i & 1)];
-    }
+    });
 }
 
 // mma_16832_s8 is D = A·B + C in integers for the warp: A 16×32 s8
@@ -678,17 +691,10 @@ inline void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
 //   A: register r, byte h holds row g + 8·(r & 1), col 4q + h + 16·(r >> 1);
 //   B: register r, byte h holds row (k) 4q + h + 16r, col (n) g;
 //   C, D: as mma_16816's.
-// Integer arithmetic is exact, as on the hardware. It shares the warp's
-// MmaArea (the f32 fields carry the s32 bits).
+// Integer arithmetic is exact, as on the hardware. The f32 fields of the
+// warp's MmaArea carry the s32 bits.
 inline void mma_16832_s8(int* c, const uint32_t* a, const uint32_t* b) {
-    Warp* w = tl_warp;
-    const unsigned lane = tl_lane;
-    MmaArea* m = &w->mma;
-    std::memcpy(m->a[lane], a, sizeof m->a[lane]);
-    std::memcpy(m->b[lane], b, sizeof m->b[lane]);
-    std::memcpy(m->c[lane], c, sizeof m->c[lane]);
-    w->bar.wait(); // every lane's fragments are in
-    if (m->ready != w->bar.generation) {
+    mma_warp(c, a, b, [](MmaArea* m) {
         int A[16][32], B[32][8], C[16][8];
         for (unsigned l = 0; l < 32; ++l) {
             const unsigned g = l >> 2, q = l & 3;
@@ -715,12 +721,7 @@ inline void mma_16832_s8(int* c, const uint32_t* a, const uint32_t* b) {
                 std::memcpy(&m->d[row][col], &d, sizeof d);
             }
         }
-        m->ready = w->bar.generation;
-    }
-    const unsigned g = lane >> 2, q = lane & 3;
-    for (unsigned i = 0; i < 4; ++i) {
-        std::memcpy(&c[i], &m->d[g + 8 * (i >> 1)][2 * q + (i & 1)], sizeof(int));
-    }
+    });
 }
 } // namespace cudaemu
 
