@@ -52,6 +52,14 @@ type variant struct {
 	// Two adjacent Q6_K groups against four activation rows (nil: the
 	// group kernels serve).
 	groupQ6_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+	// The same for eight interleaved Q3_K rows (see Packed).
+	groupQ3_K    func(nb int, w, a []byte, dst []float32)
+	groupQ3_Kx4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	groupQ3_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+	// And for eight interleaved Q2_K rows.
+	groupQ2_K    func(nb int, w, a []byte, dst []float32)
+	groupQ2_Kx4  func(nb int, w, a []byte, stride int, dst []float32, ld int)
+	groupQ2_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 	// Q6_K, Q5_K, Q3_K and Q2_K against four activation rows (one weight
 	// row).
 	q6_Kx4, q5_Kx4, q3_Kx4, q2_Kx4 func(nb int, w, a []byte, stride int, dst *[4]float32)

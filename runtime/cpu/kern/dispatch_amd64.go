@@ -17,6 +17,8 @@ func archVariants() {
 			groupQ4_K: gemvQ4_Kx8AVX2, groupQ4_Kx4: gemmQ4_Kx8x4AVX2,
 			groupQ5_K: gemvQ5_Kx8AVX2, groupQ5_Kx4: gemmQ5_Kx8x4AVX2,
 			groupQ6_K: gemvQ6_Kx8AVX2, groupQ6_Kx4: gemmQ6_Kx8x4AVX2,
+			groupQ3_K: gemvQ3_Kx8AVX2, groupQ3_Kx4: gemmQ3_Kx8x4AVX2,
+			groupQ2_K: gemvQ2_Kx8AVX2, groupQ2_Kx4: gemmQ2_Kx8x4AVX2,
 			mxfp4: dotMXFP4AVX2, mxfp4x4: dotMXFP4x4AVX2,
 			q5_0: dotQ5_0AVX2, q4_1: dotQ4_1AVX2, q5_1: dotQ5_1AVX2,
 			q5_0x4: dotQ5_0x4AVX2, q4_1x4: dotQ4_1x4AVX2, q5_1x4: dotQ5_1x4AVX2,
@@ -60,6 +62,8 @@ func archVariants() {
 				v.groupQ5_Kx8, v.groupQ5_Kx16 = gemmQ5_Kx8x8VNNI, gemmQ5_Kx16x8VNNI
 				if cpu.X86.HasAVX512DQ { // the pair kernel's vpinsrq on any register
 					v.groupQ6_K, v.groupQ6_Kx4, v.groupQ6_Kx16 = gemvQ6_Kx8VNNI, gemmQ6_Kx8x4VNNI, gemmQ6_Kx16x4VNNI
+					v.groupQ3_K, v.groupQ3_Kx4, v.groupQ3_Kx16 = gemvQ3_Kx8VNNI, gemmQ3_Kx8x4VNNI, gemmQ3_Kx16x4VNNI
+					v.groupQ2_K, v.groupQ2_Kx4, v.groupQ2_Kx16 = gemvQ2_Kx8VNNI, gemmQ2_Kx8x4VNNI, gemmQ2_Kx16x4VNNI
 				}
 				v.q6_Kx4, v.q5_Kx4 = dotQ6_Kx4VNNI, dotQ5_Kx4VNNI
 			}

@@ -204,6 +204,34 @@ func gemvQ6_Kx8AVX2(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ6_Kx8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvQ3_Kx8AVX2 multiplies a packed group of eight Q3_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
+//
+//go:noescape
+func gemvQ3_Kx8AVX2(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ3_Kx8x4AVX2 multiplies a packed group of eight Q3_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
+//
+//go:noescape
+func gemmQ3_Kx8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemvQ2_Kx8AVX2 multiplies a packed group of eight Q2_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
+//
+//go:noescape
+func gemvQ2_Kx8AVX2(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ2_Kx8x4AVX2 multiplies a packed group of eight Q2_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kerndot's kquants.go). It needs
+// AVX2, FMA and F16C.
+//
+//go:noescape
+func gemmQ2_Kx8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // dotMLXQ4G32AVX2 is the dot of ng blocks of w (MLX affine, 4 bits, groups of 32)
 // with float32 activations a, each weight decoded as fma(scale, q, bias) and
 // summed as dotF32BytesAVX2 sums F32 weights (codegen/goasm/gen/kerndot/mlx.go).

@@ -40,7 +40,7 @@ func BenchmarkGroupCycles(b *testing.B) {
 func eachGroup(b *testing.B, measure func(b *testing.B, bytes, superblocks int, f func())) {
 	const k = 2048
 	for _, v := range []string{"avx2", "avx512"} {
-		for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q4_K, ir.Q5_K, ir.Q6_K} {
+		for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q3_K, ir.Q2_K} {
 			b.Run(fmt.Sprint(v, "/", wt), func(b *testing.B) {
 				useVariant(b, v)
 				w := streamMatrix(b, wt, 8, k)

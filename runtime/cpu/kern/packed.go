@@ -54,6 +54,10 @@ func groupKernels(v *variant, wt ir.DType) (func(nb int, w, a []byte, dst []floa
 		return v.groupQ5_K, v.groupQ5_Kx4
 	case ir.Q6_K:
 		return v.groupQ6_K, v.groupQ6_Kx4
+	case ir.Q3_K:
+		return v.groupQ3_K, v.groupQ3_Kx4
+	case ir.Q2_K:
+		return v.groupQ2_K, v.groupQ2_Kx4
 	case ir.MXFP4:
 		return v.gemvMXFP4, v.gemmMXFP4x4
 	}
@@ -141,6 +145,10 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 		p.gemm8, p.pair = v.groupQ5_Kx8, pairKernels{nil, v.groupQ5_Kx16}
 	case ir.Q6_K:
 		p.pair = pairKernels{v.groupQ6_Kx16, nil}
+	case ir.Q3_K:
+		p.pair = pairKernels{v.groupQ3_Kx16, nil}
+	case ir.Q2_K:
+		p.pair = pairKernels{v.groupQ2_Kx16, nil}
 	}
 	if n%8 != 0 {
 		// Only a partial group keeps the original bytes alive.
@@ -260,6 +268,8 @@ var kquantGroups = map[ir.DType]struct {
 	ir.Q4_K: {q4KGroupBytes, func(dst, src []byte, nb, rb int) { packGroupQ45K(ir.Q4_K, dst, src, nb, rb) }},
 	ir.Q5_K: {q5KGroupBytes, func(dst, src []byte, nb, rb int) { packGroupQ45K(ir.Q5_K, dst, src, nb, rb) }},
 	ir.Q6_K: {q6KGroupBytes, packGroupQ6K},
+	ir.Q3_K: {q3KGroupBytes, packGroupQ3K},
+	ir.Q2_K: {q2KGroupBytes, packGroupQ2K},
 }
 
 // packedQ8K reports whether wt's group kernels read Q8_K activation rows
@@ -296,6 +306,64 @@ func packGroupQ6K(dst, src []byte, nb, rb int) {
 					copy(h[256+32*t+4*r:][:4], x[64*n+32+4*t:])
 					copy(h[512+32*t+4*r:][:4], x[128+32*n+4*t:])
 				}
+			}
+		}
+	}
+}
+
+// q3KGroupBytes is a packed Q3_K group's super-block (see
+// codegen/goasm/gen/kernvnni's kquants.go): f16 d[8], the int8 scales
+// (the 6-bit ones minus 32) [sub-block][row], eight 32-byte vectors t
+// holding four hmask bytes per row in turn (hmask[4t…]), then per half n
+// of the super-block eight holding qs[32n+4t…]. Vector t of the hmask
+// and of a half's qs meet the same element positions l = 4t…4t+3 of the
+// half's four 32-element chunks.
+const q3KGroupBytes = 912
+
+// packGroupQ3K interleaves eight Q3_K rows (rb bytes each, nb super-blocks)
+// into dst.
+func packGroupQ3K(dst, src []byte, nb, rb int) {
+	var sc [16]int32
+	for b := 0; b < nb; b++ {
+		d := dst[b*q3KGroupBytes:][:q3KGroupBytes]
+		for r := 0; r < 8; r++ {
+			x := (*[110]byte)(src[r*rb+b*110:])
+			d[2*r], d[2*r+1] = x[108], x[109]
+			q3Scales((*[12]byte)(x[96:]), &sc)
+			for s := 0; s < 16; s++ {
+				d[16+8*s+r] = byte(int8(sc[s]))
+			}
+			for t := 0; t < 8; t++ {
+				copy(d[144+32*t+4*r:][:4], x[4*t:])
+				copy(d[400+32*t+4*r:][:4], x[32+4*t:])
+				copy(d[656+32*t+4*r:][:4], x[64+4*t:])
+			}
+		}
+	}
+}
+
+// q2KGroupBytes is a packed Q2_K group's super-block (see
+// codegen/goasm/gen/kernvnni's kquants.go), as many bytes as the eight
+// rows': f16 d[8], f16 dmin[8], the scale bytes (a 4-bit scale and
+// minimum each) [sub-block][row], then per half n of the super-block
+// eight 32-byte vectors t holding four bytes per row in turn
+// (qs[32n+4t…]).
+const q2KGroupBytes = 8 * 84
+
+// packGroupQ2K interleaves eight Q2_K rows (rb bytes each, nb super-blocks)
+// into dst.
+func packGroupQ2K(dst, src []byte, nb, rb int) {
+	for b := 0; b < nb; b++ {
+		d := dst[b*q2KGroupBytes:][:q2KGroupBytes]
+		for r := 0; r < 8; r++ {
+			x := (*[84]byte)(src[r*rb+b*84:])
+			d[2*r], d[2*r+1] = x[80], x[81]
+			d[16+2*r], d[16+2*r+1] = x[82], x[83]
+			for s := 0; s < 16; s++ {
+				d[32+8*s+r] = x[s]
+			}
+			for t := 0; t < 16; t++ {
+				copy(d[160+32*t+4*r:][:4], x[16+4*t:])
 			}
 		}
 	}

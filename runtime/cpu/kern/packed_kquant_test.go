@@ -80,6 +80,86 @@ func emulateQ6KGroup(nb int, w, a []byte) (float32, float64) {
 	return acc, mag
 }
 
+// emulateQ3KGroup computes what the packed Q3_K group kernels compute for
+// one weight row (original layout) and one Q8_K activation row: per
+// super-block the exact isum = Σ sc·q·y − 4·Σ_s sc[s]·bs[s] (q the
+// unsigned 3-bit codes, sc the scales minus 32), then acc =
+// fma(d_y·d_w, isum, acc). It also returns Σ|terms|.
+func emulateQ3KGroup(nb int, w, a []byte) (float32, float64) {
+	var acc float32
+	var mag float64
+	for i := 0; i < nb; i++ {
+		b := decodeKQ(ir.Q3_K, w[i*110:])
+		y := (*[292]byte)(a[i*292:])
+		var isum, abs int64
+		for e, q := range b.q {
+			isum += int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
+			p := int64(b.sc[e/16]) * int64(q-4) * int64(i8(y[4+e]))
+			abs += max(p, -p)
+		}
+		for s := 0; s < 16; s++ {
+			isum -= 4 * int64(b.sc[s]) * int64(bsum(y, s))
+		}
+		if isum != int64(int32(isum)) {
+			panic("sum overflows int32")
+		}
+		d := q8kD(y) * b.d
+		acc = fma32(d, float32(isum), acc)
+		mag += math.Abs(float64(d)) * float64(abs)
+	}
+	return acc, mag
+}
+
+// emulateQ2KGroup computes what the packed Q2_K group kernels compute for
+// one weight row (original layout) and one Q8_K activation row: per
+// super-block the exact isum = Σ sc·q·y and msum = Σ_s m[s]·bs[s], then
+// acc = fma(d_y·d_w, isum, acc) and acc = fma(−(d_y·dmin_w), msum, acc).
+// It also returns Σ|terms|.
+func emulateQ2KGroup(nb int, w, a []byte) (float32, float64) {
+	var acc float32
+	var mag float64
+	for i := 0; i < nb; i++ {
+		b := decodeKQ(ir.Q2_K, w[i*84:])
+		y := (*[292]byte)(a[i*292:])
+		var isum, msum, iAbs, mAbs int64
+		for e, q := range b.q {
+			p := int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
+			isum += p
+			iAbs += max(p, -p)
+			p = int64(b.mn16[e/16]) * int64(i8(y[4+e]))
+			mAbs += max(p, -p)
+		}
+		for s := 0; s < 16; s++ {
+			msum += int64(b.mn16[s]) * int64(bsum(y, s))
+		}
+		if isum != int64(int32(isum)) || msum != int64(int32(msum)) {
+			panic("sum overflows int32")
+		}
+		yd := q8kD(y)
+		d, dm := yd*b.d, yd*b.dm
+		acc = fma32(d, float32(isum), acc)
+		acc = fma32(-dm, float32(msum), acc)
+		mag += math.Abs(float64(d))*float64(iAbs) + math.Abs(float64(dm))*float64(mAbs)
+	}
+	return acc, mag
+}
+
+// TestPackedQ2K checks the packed Q2_K group kernels as TestPackedQ4K does
+// the Q4_K ones, against emulateQ2KGroup.
+func TestPackedQ2K(t *testing.T) {
+	for _, v := range []string{"avx2", "avx512", "neon"} {
+		t.Run(v, func(t *testing.T) { testPackedKQuant(t, v, ir.Q2_K, emulateQ2KGroup) })
+	}
+}
+
+// TestPackedQ3K checks the packed Q3_K group kernels as TestPackedQ4K does
+// the Q4_K ones, against emulateQ3KGroup.
+func TestPackedQ3K(t *testing.T) {
+	for _, v := range []string{"avx2", "avx512", "neon"} {
+		t.Run(v, func(t *testing.T) { testPackedKQuant(t, v, ir.Q3_K, emulateQ3KGroup) })
+	}
+}
+
 // TestPackedQ5K checks the packed Q5_K group kernels as TestPackedQ4K does
 // the Q4_K ones.
 func TestPackedQ5K(t *testing.T) {

@@ -102,7 +102,7 @@ func BenchmarkPackedStreamRead(b *testing.B) {
 		b.Run(v, func(b *testing.B) {
 			useVariant(b, v)
 			sets := []streamSet{{name: "read", wt: ir.Q4_0, read: true}}
-			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0} {
+			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0, ir.Q3_K, ir.Q2_K} {
 				sets = append(sets, streamSet{name: wt.String(), wt: wt})
 			}
 			pairedStreams(b, sets, func(i int) int { return 0 })

@@ -216,3 +216,45 @@ func gemmQ6_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //
 //go:noescape
 func gemmQ6_Kx16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
+// gemvQ3_Kx8VNNI multiplies a packed group of eight Q3_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemvQ3_Kx8VNNI(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ3_Kx8x4VNNI multiplies a packed group of eight Q3_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemmQ3_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ3_Kx16x4VNNI multiplies two packed groups of eight Q3_K rows (w and w[gstride:]) by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemmQ3_Kx16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
+// gemvQ2_Kx8VNNI multiplies a packed group of eight Q2_K rows by 1 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemvQ2_Kx8VNNI(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ2_Kx8x4VNNI multiplies a packed group of eight Q2_K rows by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemmQ2_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ2_Kx16x4VNNI multiplies two packed groups of eight Q2_K rows (w and w[gstride:]) by 4 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemmQ2_Kx16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)

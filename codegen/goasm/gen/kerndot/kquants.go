@@ -479,15 +479,16 @@ func fifthBitAVX2(c *build.Context, m Mem, b int, v reg.VecVirtual) {
 	fifthBitReg(c, h, b, v)
 }
 
-// q6KGroupAVX2 emits gemvQ6_Kx8AVX2 and gemmQ6_Kx8x4AVX2: a packed group of
-// eight Q6_K rows (layout in codegen/goasm/gen/kernvnni's kquants.go) against
-// one or four Q8_K activation rows, with the VNNI kernels' integer sums and
-// float steps, so their results bit for bit. Without vpdpbusd a lane's four
-// products are vpmaddubsw pairs (codes 0..63: |pair| ≤ 2·63·128 = 16128)
-// summed as int16 over two vectors (≤ 32256), then vpmaddwd with the
-// sub-block's scales (sign-extended, in both words of each lane) makes
-// them int32; the −32 of the codes is −32·Σ_s sc[s]·bs[s], a vpmaddwd of
-// the rows' scale pairs with the activation block sums' pairs.
+// q6KGroupAVX2 emits gemvQ6_Kx8AVX2 and gemmQ6_Kx8x4AVX2, and the same for
+// Q3_K: a packed group of eight Q6_K (Q3_K) rows (layouts in
+// codegen/goasm/gen/kernvnni's kquants.go) against one or four Q8_K
+// activation rows, with the VNNI kernels' integer sums and float steps, so
+// their results bit for bit. Without vpdpbusd a lane's four products are
+// vpmaddubsw pairs (codes 0..63: |pair| ≤ 2·63·128 = 16128) summed as int16
+// over two vectors (≤ 32256), then vpmaddwd with the sub-block's scales
+// (sign-extended, in both words of each lane) makes them int32; the −32
+// (−4) of the codes is −32·Σ_s sc[s]·bs[s], a vpmaddwd of the rows' scale
+// pairs with the activation block sums' pairs.
 func q6KGroupAVX2(c *build.Context) {
 	// loWord: dword r's low word into both of its words (vpshufb in lanes).
 	loWord := c.StaticGlobal("kqShufLoWord")
@@ -502,8 +503,152 @@ func q6KGroupAVX2(c *build.Context) {
 	for i := 0; i < 16; i++ {
 		c.AddDatum(i, U8(uint8(i/2+8*(i%2))))
 	}
-	q6KGroupAVX2Rows(c, loWord, pair, 1)
-	q6KGroupAVX2Rows(c, loWord, pair, 4)
+	for _, k := range []avx2Codes{q6CodesAVX2, q3CodesAVX2, q2CodesAVX2} {
+		q6KGroupAVX2Rows(c, k, loWord, pair, 1)
+		q6KGroupAVX2Rows(c, k, loWord, pair, 4)
+	}
+}
+
+// An avx2Codes is an offset-code k-quant's packed group (kernvnni's
+// offsetCodes: unsigned codes, the weight code − 2^offShift, int8 scales
+// [sub-block][row] at 16, f16 d[8] at 0) as q6KGroupAVX2Rows makes its
+// code vectors.
+type avx2Codes struct {
+	typ        string
+	blockBytes int
+	offShift   uint64
+	// mins: Q2_K's scale bytes (a 4-bit scale and minimum each, at 32)
+	// and dmin (at 16) instead of an offset.
+	mins bool
+	// prefetchLines: lines asked for per pair of positions (eight a
+	// block) by the one-row kernel.
+	prefetchLines int
+	// load loads position vector t of half n's weight vectors; code
+	// makes chunk ch's codes from them (one row: each loaded once for
+	// the four chunks).
+	load func(c *build.Context, x reg.Register, n, t int) []reg.VecVirtual
+	code func(c *build.Context, v []reg.VecVirtual, n, ch int, nib reg.VecVirtual) reg.VecVirtual
+	// codeMem makes chunk ch's codes at position vector t of half n,
+	// loading what it needs (four rows: each code vector made once for
+	// all of them).
+	codeMem func(c *build.Context, x reg.Register, n, t, ch int, nib reg.VecVirtual) reg.VecVirtual
+}
+
+// scaleOff is where the group's scale bytes [sub-block][row] start.
+func (kc avx2Codes) scaleOff() int {
+	if kc.mins {
+		return 32
+	}
+	return 16
+}
+
+// scaleWords loads sub-block s's scales of the eight rows, each in both
+// words of its lane (loWord's shuffle), for vpmaddwd.
+func (kc avx2Codes) scaleWords(c *build.Context, x reg.Register, s int, loWord Mem) reg.VecVirtual {
+	sc := c.YMM()
+	m := Mem{Base: x, Disp: kc.scaleOff() + 8*s}
+	if kc.mins {
+		c.VPMOVZXBD(m, sc)
+		c.VPAND(kqConsts.m0f, sc, sc) // the scale nibble
+	} else {
+		c.VPMOVSXBD(m, sc)
+	}
+	c.VPSHUFB(loWord, sc, sc)
+	return sc
+}
+
+// q2CodesAVX2 is Q2_K's (layout in kernvnni's kquants.go): position
+// vector t of half n is its qs vector.
+var q2CodesAVX2 = avx2Codes{
+	typ: "Q2_K", blockBytes: 8 * 84, mins: true, prefetchLines: 2,
+	load: func(c *build.Context, x reg.Register, n, t int) []reg.VecVirtual {
+		q := c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*n + 32*t}, q)
+		return []reg.VecVirtual{q}
+	},
+	code: func(c *build.Context, v []reg.VecVirtual, _, ch int, _ reg.VecVirtual) reg.VecVirtual {
+		return q2CodeAVX2(c, v[0], ch)
+	},
+	codeMem: func(c *build.Context, x reg.Register, n, t, ch int, _ reg.VecVirtual) reg.VecVirtual {
+		q := c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*n + 32*t}, q)
+		return q2CodeAVX2(c, q, ch)
+	},
+}
+
+// q2CodeAVX2 returns the 2-bit codes of chunk j: bits 2j, 2j+1 of the qs
+// vector q.
+func q2CodeAVX2(c *build.Context, q reg.VecVirtual, j int) reg.VecVirtual {
+	code := c.YMM()
+	if j == 0 {
+		c.VPAND(kqConsts.m03, q, code)
+	} else {
+		c.VPSRLW(Imm(uint64(2*j)), q, code)
+		c.VPAND(kqConsts.m03, code, code)
+	}
+	return code
+}
+
+// q6CodesAVX2 is Q6_K's (layout in kernvnni's kquants.go): position
+// vector t of half n is its A, B and H vectors.
+var q6CodesAVX2 = avx2Codes{
+	typ: "Q6_K", blockBytes: avoutil.Q6KGroupBytes, offShift: 5, prefetchLines: 4,
+	load: func(c *build.Context, x reg.Register, n, t int) []reg.VecVirtual {
+		base := 144 + 768*n
+		a, bq, h := c.YMM(), c.YMM(), c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: base + 32*t}, a)
+		c.VMOVDQU(Mem{Base: x, Disp: base + 256 + 32*t}, bq)
+		c.VMOVDQU(Mem{Base: x, Disp: base + 512 + 32*t}, h)
+		return []reg.VecVirtual{a, bq, h}
+	},
+	code: func(c *build.Context, v []reg.VecVirtual, _, ch int, nib reg.VecVirtual) reg.VecVirtual {
+		return q6CodeAVX2(c, v[ch%2], v[2], ch, nib)
+	},
+	codeMem: func(c *build.Context, x reg.Register, n, t, ch int, nib reg.VecVirtual) reg.VecVirtual {
+		base := 144 + 768*n
+		h := c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: base + 512 + 32*t}, h)
+		// chunks 0, 2 in A's nibbles, 1, 3 in B's
+		return q6CodeAVX2(c, Mem{Base: x, Disp: base + 256*(ch%2) + 32*t}, h, ch, nib)
+	},
+}
+
+// q3CodesAVX2 is Q3_K's (layout in kernvnni's kquants.go): position
+// vector t of half n is its qs vector and the hmask vector t.
+var q3CodesAVX2 = avx2Codes{
+	typ: "Q3_K", blockBytes: avoutil.Q3KGroupBytes, offShift: 2, prefetchLines: 2,
+	load: func(c *build.Context, x reg.Register, n, t int) []reg.VecVirtual {
+		q, h := c.YMM(), c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 400 + 256*n + 32*t}, q)
+		c.VMOVDQU(Mem{Base: x, Disp: 144 + 32*t}, h)
+		return []reg.VecVirtual{q, h}
+	},
+	code: func(c *build.Context, v []reg.VecVirtual, n, ch int, _ reg.VecVirtual) reg.VecVirtual {
+		return q3CodeAVX2(c, v[0], v[1], n, ch)
+	},
+	codeMem: func(c *build.Context, x reg.Register, n, t, ch int, _ reg.VecVirtual) reg.VecVirtual {
+		q, h := c.YMM(), c.YMM()
+		c.VMOVDQU(Mem{Base: x, Disp: 400 + 256*n + 32*t}, q)
+		c.VMOVDQU(Mem{Base: x, Disp: 144 + 32*t}, h)
+		return q3CodeAVX2(c, q, h, n, ch)
+	},
+}
+
+// q3CodeAVX2 returns the 3-bit codes of chunk j of half n: bits 2j, 2j+1
+// of the qs vector q, with bit 4n+j of the hmask vector h as bit 2.
+func q3CodeAVX2(c *build.Context, q, h reg.VecVirtual, n, j int) reg.VecVirtual {
+	code := c.YMM()
+	if j == 0 {
+		c.VPAND(kqConsts.m03, q, code)
+	} else {
+		c.VPSRLW(Imm(uint64(2*j)), q, code)
+		c.VPAND(kqConsts.m03, code, code)
+	}
+	hb := avoutil.ShiftBit(c, 4*n+j, 2, h, c.YMM())
+	m := c.YMM()
+	c.VPAND(kqConsts.m04, hb, m)
+	c.VPOR(m, code, code)
+	return code
 }
 
 // avx2Group is an avx2 k-quant group kernel's frame: its weight and
@@ -608,15 +753,15 @@ func q6CodeAVX2(c *build.Context, q Op, h reg.VecVirtual, ch int, nib reg.VecVir
 	return code
 }
 
-// q6KGroupAVX2Rows emits the Q6_K group kernel against rows activation
-// rows (stride bytes apart). A sub-block (half n, chunk ch, positions
-// 16tr…16tr+15) is four code vectors (q6CodeAVX2), summed two at a time and
-// scaled into isum. With four rows the loop runs by sub-block, each code
-// vector made once for the four; with one row by pairs of positions t, each
-// t's A, B and H vectors loaded once for the four chunks, whose sums go to
-// two isum chains.
-func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
-	k := startAVX2Group(c, "Q6_K", rows)
+// q6KGroupAVX2Rows emits k's group kernel against rows activation rows
+// (stride bytes apart). A sub-block (half n, chunk ch, positions
+// 16tr…16tr+15) is four code vectors, summed two at a time and scaled into
+// isum. With four rows the loop runs by sub-block, each code vector made
+// once for the four (k.codeMem); with one row by pairs of positions t,
+// each t's weight vectors loaded once for the four chunks (k.load), whose
+// sums go to two isum chains.
+func q6KGroupAVX2Rows(c *build.Context, kc avx2Codes, loWord, pair Mem, rows int) {
+	k := startAVX2Group(c, kc.typ, rows)
 	x, y, acc, frame, nib := k.x, k.y, k.acc, k.frame, k.nib
 	chains := 1
 	if rows == 1 {
@@ -630,18 +775,15 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 		// One row: each t's A, B and H vectors loaded once for all four
 		// chunks, whose pair sums then take their own scales.
 		n, tr, tp := step/4, step/2%2, step%2
-		base := 144 + 768*n
-		for k := 4 * step; k < 4*step+4 && 64*k < avoutil.Q6KGroupBytes; k++ {
-			c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*avoutil.Q6KGroupBytes + 64*k})
+		pl := kc.prefetchLines
+		for k := pl * step; k < pl*step+pl && 64*k < kc.blockBytes; k++ {
+			c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*kc.blockBytes + 64*k})
 		}
 		var s16 [4]reg.VecVirtual
 		for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {
-			a, bq, h := c.YMM(), c.YMM(), c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: base + 32*t}, a)
-			c.VMOVDQU(Mem{Base: x, Disp: base + 256 + 32*t}, bq)
-			c.VMOVDQU(Mem{Base: x, Disp: base + 512 + 32*t}, h)
+			v := kc.load(c, x, n, t)
 			for ch := 0; ch < 4; ch++ {
-				code := q6CodeAVX2(c, []reg.VecVirtual{a, bq}[ch%2], h, ch, nib)
+				code := kc.code(c, v, n, ch, nib)
 				b := c.YMM()
 				c.VPBROADCASTD(Mem{Base: y[0], Disp: 4 + 128*n + 32*ch + 4*t}, b)
 				c.VPMADDUBSW(b, code, b)
@@ -651,27 +793,19 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 		for ch := 0; ch < 4; ch++ {
 			// (made again for each pair: four scale vectors kept
 			// over both would need more than sixteen registers)
-			sc := c.YMM()
-			c.VPMOVSXBD(Mem{Base: x, Disp: 16 + 8*(8*n+2*ch+tr)}, sc)
-			c.VPSHUFB(loWord, sc, sc)
+			sc := kc.scaleWords(c, x, 8*n+2*ch+tr, loWord)
 			c.VPMADDWD(sc, s16[ch], s16[ch])
 			addTo(&isum[ch%chains][0], s16[ch], c.VPADDD)
 		}
 	}
 	for n := 0; n < 2 && rows > 1; n++ {
-		base := 144 + 768*n
 		for ch := 0; ch < 4; ch++ {
-			run := ch % 2 // chunks 0, 2 in A's nibbles, 1, 3 in B's
 			for tr := 0; tr < 2; tr++ {
-				sc := c.YMM()
-				c.VPMOVSXBD(Mem{Base: x, Disp: 16 + 8*(8*n+2*ch+tr)}, sc)
-				c.VPSHUFB(loWord, sc, sc) // sc[s][r] in both words of lane r
+				sc := kc.scaleWords(c, x, 8*n+2*ch+tr, loWord)
 				for tp := 0; tp < 2; tp++ {
 					s16 := make([]reg.VecVirtual, rows)
 					for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {
-						h := c.YMM()
-						c.VMOVDQU(Mem{Base: x, Disp: base + 512 + 32*t}, h)
-						code := q6CodeAVX2(c, Mem{Base: x, Disp: base + 256*run + 32*t}, h, ch, nib)
+						code := kc.codeMem(c, x, n, t, ch, nib)
 						for r := range rows {
 							b := c.YMM()
 							c.VPBROADCASTD(Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, b)
@@ -687,14 +821,19 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 			}
 		}
 	}
-	// The codes' −32: corr = Σ_j (sc[2j]·bs[2j] + sc[2j+1]·bs[2j+1]),
-	// isum −= 32·corr.
+	// The codes' offset: corr = Σ_j (sc[2j]·bs[2j] + sc[2j+1]·bs[2j+1]),
+	// isum −= 2^offShift·corr; with mins, corr is msum (m for sc).
 	corr := make([]reg.VecVirtual, rows)
 	for j := 0; j < 8; j++ {
 		p, w := c.XMM(), c.YMM()
-		c.VMOVDQU(Mem{Base: x, Disp: 16 + 16*j}, p)
+		c.VMOVDQU(Mem{Base: x, Disp: kc.scaleOff() + 16*j}, p)
 		c.VPSHUFB(pair, p, p)
-		c.VPMOVSXBW(p, w) // lane r: the words sc[2j][r], sc[2j+1][r]
+		if kc.mins {
+			c.VPMOVZXBW(p, w) // lane r: the scale bytes of 2j and 2j+1
+			c.VPSRLW(Imm(4), w, w)
+		} else {
+			c.VPMOVSXBW(p, w) // lane r: the words sc[2j][r], sc[2j+1][r]
+		}
 		for r := range rows {
 			b := c.YMM()
 			c.VPBROADCASTD(Mem{Base: y[r], Disp: 260 + 4*j}, b)
@@ -706,11 +845,18 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 		for _, s := range isum[1:] {
 			c.VPADDD(s[r], isum[0][r], isum[0][r])
 		}
-		c.VPSLLD(Imm(5), corr[r], corr[r])
-		c.VPSUBD(corr[r], isum[0][r], isum[0][r])
+		if !kc.mins {
+			c.VPSLLD(Imm(kc.offShift), corr[r], corr[r])
+			c.VPSUBD(corr[r], isum[0][r], isum[0][r])
+		}
 	}
 	dw := c.YMM()
 	c.VCVTPH2PS(Mem{Base: x}, dw)
+	var dmw reg.VecVirtual
+	if kc.mins {
+		dmw = c.YMM()
+		c.VCVTPH2PS(Mem{Base: x, Disp: 16}, dmw)
+	}
 	for r := range rows {
 		a := acc
 		if rows > 1 {
@@ -722,9 +868,15 @@ func q6KGroupAVX2Rows(c *build.Context, loWord, pair Mem, rows int) {
 		c.VMULPS(dw, dy, d)
 		c.VCVTDQ2PS(isum[0][r], isum[0][r])
 		c.VFMADD231PS(isum[0][r], d, a[0])
+		if kc.mins {
+			dm := c.YMM()
+			c.VMULPS(dmw, dy, dm)
+			c.VCVTDQ2PS(corr[r], corr[r])
+			c.VFNMADD231PS(corr[r], dm, a[0])
+		}
 		if rows > 1 {
 			c.VMOVUPS(a[0], frame.Offset(32*r))
 		}
 	}
-	k.end(avoutil.Q6KGroupBytes)
+	k.end(kc.blockBytes)
 }

@@ -601,7 +601,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 		for t := 0; t < 8; t++ {
 			if rows == 1 && 8*g+t < (blockBytes+63)/64 {
 				// Decode streams the group: one line of the block
-				// avoutil.KQPrefetchBlocks ahead per step, as in q6KGroup.
+				// avoutil.KQPrefetchBlocks ahead per step, as in offsetGroup.
 				c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*blockBytes + 64*(8*g+t)})
 			}
 			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
@@ -858,28 +858,174 @@ func zeroReg(c *build.Context, v reg.VecVirtual) {
 //
 // in one chain per row (kern's emulateQ6KGroup).
 
-// q6KPrefetch is how far ahead of its block the one-row Q6_K group kernel
-// prefetches.
-const q6KPrefetch = avoutil.KQPrefetchBlocks * avoutil.Q6KGroupBytes
+// An offsetCodes is a k-quant whose packed group kernels are q6KGroup's:
+// unsigned codes (the weight is code − 2^offShift) in sixteen 16-element
+// sub-blocks with int8 scales [sub-block][row] at 16, one f16 d per row at
+// 0, and per half n and position vector t (element positions 4t..4t+3 of
+// the half's four 32-element chunks, four bytes per row in turn) four code
+// vectors, one per chunk.
+type offsetCodes struct {
+	typ        string
+	blockBytes int
+	offShift   uint64 // 5: Q6_K's 32; 2: Q3_K's 4
+	// mins: Q2_K's form instead of the offset: f16 dmin[8] at 16 and the
+	// scale bytes at 32, each a 4-bit scale (low nibble) and a 4-bit
+	// minimum m (high); the weight is d·sc·code − dmin·m.
+	mins bool
+	// prefetchLines is how many lines of the block prefetchAhead blocks
+	// ahead the one-row kernel asks for per position step (sixteen a
+	// block).
+	prefetchLines int
+	// consts loads the constants codes uses.
+	consts func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual
+	// codes emits the four code vectors of position vector t of half n,
+	// passing each to use with its chunk.
+	codes func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual))
+}
 
-// q6KGroup emits gemvQ6_Kx8VNNI (rows 1) or gemmQ6_Kx8x<rows>VNNI: the
-// group's eight weight rows against rows activation rows (Q8_K, stride
+// q6Codes is Q6_K's offsetCodes (layout above).
+var q6Codes = offsetCodes{
+	typ: "Q6_K", blockBytes: avoutil.Q6KGroupBytes, offShift: 5, prefetchLines: 2,
+	consts: func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual {
+		nib, m30 := vec(), vec()
+		c.VMOVDQU32(kq512.nib, nib)
+		c.VMOVDQU32(kq512.m30, m30)
+		return []reg.VecVirtual{nib, m30}
+	},
+	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
+		nib, m30 := k[0], k[1]
+		base := 144 + 768*n
+		h := vec()
+		g.load(base+512+32*t, h)
+		for run, chunks := range [2][2]int{{0, 2}, {1, 3}} {
+			q := vec()
+			g.load(base+256*run+32*t, q)
+			for _, ch := range chunks {
+				code, hb := vec(), h
+				if ch < 2 {
+					c.VPANDD(nib, q, code)
+				} else {
+					c.VPSRLW(Imm(4), q, code)
+					c.VPANDD(nib, code, code)
+				}
+				switch ch { // qh bits 2ch, 2ch+1 to bits 4, 5
+				case 0:
+					hb = vec()
+					c.VPSLLW(Imm(4), h, hb)
+				case 1:
+					hb = vec()
+					c.VPSLLW(Imm(2), h, hb)
+				case 3:
+					hb = vec()
+					c.VPSRLW(Imm(2), h, hb)
+				}
+				// code | hb&0x30 in one instruction, not a mask and
+				// an or (137 → 123 cycles per super-block,
+				// BenchmarkGroupCycles, Zen 4)
+				c.VPTERNLOGD(Imm(0xf8), m30, hb, code)
+				use(ch, code)
+			}
+		}
+	},
+}
+
+// Q3_K group kernels (kern's Packed, eight Q3_K rows interleaved at load).
+// A group's super-block (avoutil.Q3KGroupBytes, 912) is
+//
+//	f16 d[8] at 0, int8 sc[16][8] at 16 (the 6-bit scales minus 32,
+//	sub-block s, row r at 16+8s+r), eight 32-byte vectors t at 144+32t
+//	whose bytes 4r..4r+3 are row r's hmask[4t…], and per half n eight at
+//	400+256n+32t holding row r's qs[32n+4t…].
+//
+// Chunk j of half n (elements 128n+32j+l) has code (qs[32n+l]>>2j)&3 |
+// (hmask[l]>>(4n+j)&1)<<2, 0..7 (ggml's q − 4 when the high bit is clear
+// is code − 4), so vector t of each gives positions l = 4t..4t+3 of the
+// half's four chunks, as Q6_K's layout does.
+var q3Codes = offsetCodes{
+	typ: "Q3_K", blockBytes: avoutil.Q3KGroupBytes, offShift: 2, prefetchLines: 1,
+	consts: func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual {
+		m3, m4 := vec(), vec()
+		c.VMOVDQU32(kq23.m03, m3)
+		c.VMOVDQU32(kq23.m04, m4)
+		return []reg.VecVirtual{m3, m4}
+	},
+	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
+		m3, m4 := k[0], k[1]
+		q, h := vec(), vec()
+		g.load(400+256*n+32*t, q)
+		g.load(144+32*t, h)
+		for j := 0; j < 4; j++ {
+			code := vec()
+			if j == 0 {
+				c.VPANDD(m3, q, code)
+			} else {
+				c.VPSRLW(Imm(uint64(2*j)), q, code)
+				c.VPANDD(m3, code, code)
+			}
+			hb := avoutil.ShiftBit(c, 4*n+j, 2, h, vec())
+			c.VPTERNLOGD(Imm(0xf8), m4, hb, code) // code | hb&4
+			use(j, code)
+		}
+	},
+}
+
+// Q2_K group kernels (kern's Packed, eight Q2_K rows interleaved at load).
+// A group's super-block (8·84 = 672 bytes, as many as the rows') is
+//
+//	f16 d[8] at 0, f16 dmin[8] at 16, the scale bytes [16][8] at 32
+//	(sub-block s, row r at 32+8s+r: scale | m<<4), and per half n eight
+//	32-byte vectors at 160+256n+32t holding row r's qs[32n+4t…].
+//
+// Chunk j of half n has code (qs[32n+l]>>2j)&3; per row and super-block
+//
+//	isum = Σ sc[s]·Σ code·y, msum = Σ m[s]·bs[s]   (exact int32)
+//	acc = fma(d_y·d_w, float(isum), acc)
+//	acc = fma(−(d_y·dmin_w), float(msum), acc)
+//
+// in one chain per row (kern's emulateQ2KGroup), the Q4_K kernels' float
+// steps.
+var q2Codes = offsetCodes{
+	typ: "Q2_K", blockBytes: 8 * 84, mins: true, prefetchLines: 1,
+	consts: func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual {
+		m3 := vec()
+		c.VMOVDQU32(kq23.m03, m3)
+		return []reg.VecVirtual{m3}
+	},
+	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
+		m3 := k[0]
+		q := vec()
+		g.load(160+256*n+32*t, q)
+		for j := 0; j < 4; j++ {
+			code := vec()
+			if j == 0 {
+				c.VPANDD(m3, q, code)
+			} else {
+				c.VPSRLW(Imm(uint64(2*j)), q, code)
+				c.VPANDD(m3, code, code)
+			}
+			use(j, code)
+		}
+	},
+}
+
+// offsetGroup emits k's gemv<typ>x8VNNI (rows 1) or gemm<typ>x8x<rows>VNNI:
+// the group's eight weight rows against rows activation rows (Q8_K, stride
 // bytes apart), dst[r*ld + j] for weight row j; with groups 2,
-// gemmQ6_Kx16x<rows>VNNI: two adjacent groups (the second gstride bytes
+// gemm<typ>x16x<rows>VNNI: two adjacent groups (the second gstride bytes
 // after the first) in the two 256-bit halves of ZMM registers, weight row j
 // of the pair in lane j, dst[r*ld + j] for j < 16. Every lane's steps are
 // the same, so the pair kernel gives the group kernels' bits.
-func q6KGroup(c *build.Context, rows, groups int) {
-	name := "gemvQ6_Kx8VNNI"
+func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
+	name := "gemv" + k.typ + "x8VNNI"
 	sig := "func(nb int, w, a []byte, dst []float32)"
-	what := "a packed group of eight Q6_K rows"
+	what := "a packed group of eight " + k.typ + " rows"
 	switch {
 	case groups == 2:
-		name = fmt.Sprintf("gemmQ6_Kx16x%dVNNI", rows)
+		name = fmt.Sprintf("gemm%sx16x%dVNNI", k.typ, rows)
 		sig = "func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)"
-		what = "two packed groups of eight Q6_K rows (w and w[gstride:])"
+		what = "two packed groups of eight " + k.typ + " rows (w and w[gstride:])"
 	case rows > 1:
-		name = fmt.Sprintf("gemmQ6_Kx8x%dVNNI", rows)
+		name = fmt.Sprintf("gemm%sx8x%dVNNI", k.typ, rows)
 		sig = "func(nb int, w, a []byte, stride int, dst []float32, ld int)"
 	}
 	avoutil.Function(c, name, sig,
@@ -903,42 +1049,51 @@ func q6KGroup(c *build.Context, rows, groups int) {
 	}
 	nb := c.Load(c.Param("nb"), c.GP64())
 	gp := newGroups(c, groups)
-	x, second, load := gp.x, gp.second, gp.load
+	x, second := gp.x, gp.second
 	y := avoutil.RowPointers(c, rows)
 	acc := zeros(rows)
-	nib, m30 := vec(), vec()
-	c.VMOVDQU32(kq512.nib, nib)
-	c.VMOVDQU32(kq512.m30, m30)
+	consts := k.consts(c, vec)
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
-	// isum = −32·Σ_j (sc[2j]·bs[2j] + sc[2j+1]·bs[2j+1]).
+	// isum = −offset·Σ_j (sc[2j]·bs[2j] + sc[2j+1]·bs[2j+1]); with mins,
+	// isum = 0 and msum = Σ_j (m[2j]·bs[2j] + m[2j+1]·bs[2j+1]).
 	isum := zeros(rows)
+	corr, scOff := isum, 16
+	if k.mins {
+		corr, scOff = zeros(rows), 32
+	}
 	for j := 0; j < 8; j++ {
 		w := vec()
-		if groups == 1 {
-			p := c.XMM()
-			c.VMOVDQU32(Mem{Base: x, Disp: 16 + 16*j}, p)
-			c.VPSHUFB(kq512.pairQ6, p, p)
-			c.VPMOVSXBW(p, w) // lane r: the words sc[2j][r], sc[2j+1][r]
-		} else {
-			p := c.YMM()
-			c.VBROADCASTI32X4(Mem{Base: x, Disp: 16 + 16*j}, p)
-			c.VINSERTI32X4(Imm(1), second(16+16*j), p, p)
+		var p reg.VecVirtual
+		if groups == 2 {
+			p = c.YMM()
+			c.VBROADCASTI32X4(Mem{Base: x, Disp: scOff + 16*j}, p)
+			c.VINSERTI32X4(Imm(1), second(scOff+16*j), p, p)
 			c.VPSHUFB(kq512.pairQ6x2, p, p)
-			c.VPMOVSXBW(p, w)
+		} else {
+			p = c.XMM()
+			c.VMOVDQU32(Mem{Base: x, Disp: scOff + 16*j}, p)
+			c.VPSHUFB(kq512.pairQ6, p, p)
+		}
+		if k.mins {
+			c.VPMOVZXBW(p, w) // lane r: the scale bytes of 2j and 2j+1
+			c.VPSRLW(Imm(4), w, w)
+		} else {
+			c.VPMOVSXBW(p, w) // lane r: the words sc[2j][r], sc[2j+1][r]
 		}
 		for r := range rows {
-			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*j}, w, isum[r])
+			vpdpwssdBcst(c, Mem{Base: y[r], Disp: 260 + 4*j}, w, corr[r])
 		}
 	}
-	z := zeros(1)[0]
-	for r := range rows {
-		c.VPSLLD(Imm(5), isum[r], isum[r])
-		c.VPSUBD(isum[r], z, isum[r])
+	if !k.mins {
+		z := zeros(1)[0]
+		for r := range rows {
+			c.VPSLLD(Imm(k.offShift), isum[r], isum[r])
+			c.VPSUBD(isum[r], z, isum[r])
+		}
 	}
 	for n := 0; n < 2; n++ {
-		base := 144 + 768*n
 		for tr := 0; tr < 2; tr++ { // element positions 0..15, then 16..31
 			sums := make([][4]reg.VecVirtual, rows)
 			for r := range rows {
@@ -947,59 +1102,38 @@ func q6KGroup(c *build.Context, rows, groups int) {
 			for t := 4 * tr; t < 4*tr+4; t++ {
 				if rows == 1 {
 					// Decode streams the group: the next blocks'
-					// lines are asked for ahead, two per step (32
-					// lines cover a block), or the row kernel it
-					// replaces streams faster (0.88 against 0.60 of
-					// the read bandwidth, BenchmarkKQuantStream).
+					// lines are asked for ahead, prefetchLines per
+					// step, or the row kernel it replaces streams
+					// faster (Q6_K: 0.88 against 0.60 of the read
+					// bandwidth, BenchmarkKQuantStream).
 					i := 4*(2*n+tr) + t%4
-					for k := range 2 {
-						c.PREFETCHT0(Mem{Base: x, Disp: q6KPrefetch + 64*(2*i+k)})
+					for l := range k.prefetchLines {
+						c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*(k.prefetchLines*i+l)})
 					}
 				}
-				h := vec()
-				load(base+512+32*t, h)
-				for run, chunks := range [2][2]int{{0, 2}, {1, 3}} {
-					q := vec()
-					load(base+256*run+32*t, q)
-					for _, ch := range chunks {
-						code, hb := vec(), h
-						if ch < 2 {
-							c.VPANDD(nib, q, code)
-						} else {
-							c.VPSRLW(Imm(4), q, code)
-							c.VPANDD(nib, code, code)
-						}
-						switch ch { // qh bits 2ch, 2ch+1 to bits 4, 5
-						case 0:
-							hb = vec()
-							c.VPSLLW(Imm(4), h, hb)
-						case 1:
-							hb = vec()
-							c.VPSLLW(Imm(2), h, hb)
-						case 3:
-							hb = vec()
-							c.VPSRLW(Imm(2), h, hb)
-						}
-						// code | hb&0x30 in one instruction, not
-						// a mask and an or (137 → 123 cycles per
-						// super-block, BenchmarkGroupCycles, Zen 4)
-						c.VPTERNLOGD(Imm(0xf8), m30, hb, code)
-						for r := range rows {
-							vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, code, sums[r][ch])
-						}
+				k.codes(c, gp, consts, vec, n, t, func(ch int, code reg.VecVirtual) {
+					for r := range rows {
+						vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, code, sums[r][ch])
 					}
-				}
+				})
 			}
 			for ch := range 4 {
 				sc := vec()
-				disp := 16 + 8*(8*n+2*ch+tr)
+				disp := scOff + 8*(8*n+2*ch+tr)
+				extend := c.VPMOVSXBD
+				if k.mins {
+					extend = c.VPMOVZXBD
+				}
 				if groups == 1 {
-					c.VPMOVSXBD(Mem{Base: x, Disp: disp}, sc)
+					extend(Mem{Base: x, Disp: disp}, sc)
 				} else {
 					b := c.XMM()
 					c.VMOVQ(Mem{Base: x, Disp: disp}, b)
 					c.VPINSRQ(Imm(1), second(disp), b, b)
-					c.VPMOVSXBD(b, sc)
+					extend(b, sc)
+				}
+				if k.mins {
+					c.VPANDD(kq512.nib, sc, sc) // the scale nibble
 				}
 				for r := range rows {
 					c.VPMULLD(sc, sums[r][ch], sums[r][ch])
@@ -1008,14 +1142,23 @@ func q6KGroup(c *build.Context, rows, groups int) {
 			}
 		}
 	}
-	dw := vec()
-	if groups == 1 {
-		c.VCVTPH2PS(Mem{Base: x}, dw)
-	} else {
-		h := c.YMM()
-		c.VBROADCASTI32X4(Mem{Base: x}, h)
-		c.VINSERTI32X4(Imm(1), second(0), h, h)
-		c.VCVTPH2PS(h, dw)
+	// d (and dmin) of the group(s) as 8 or 16 floats.
+	f16s := func(disp int) reg.VecVirtual {
+		v := vec()
+		if groups == 1 {
+			c.VCVTPH2PS(Mem{Base: x, Disp: disp}, v)
+		} else {
+			h := c.YMM()
+			c.VBROADCASTI32X4(Mem{Base: x, Disp: disp}, h)
+			c.VINSERTI32X4(Imm(1), second(disp), h, h)
+			c.VCVTPH2PS(h, v)
+		}
+		return v
+	}
+	dw := f16s(0)
+	var dmw reg.VecVirtual
+	if k.mins {
+		dmw = f16s(16)
 	}
 	for r := range rows {
 		dy, d := vec(), vec()
@@ -1023,8 +1166,14 @@ func q6KGroup(c *build.Context, rows, groups int) {
 		c.VMULPS(dw, dy, d)
 		c.VCVTDQ2PS(isum[r], isum[r])
 		c.VFMADD231PS(isum[r], d, acc[r])
+		if k.mins {
+			dm := vec()
+			c.VMULPS(dmw, dy, dm)
+			c.VCVTDQ2PS(corr[r], corr[r])
+			c.VFNMADD231PS(corr[r], dm, acc[r])
+		}
 	}
-	avoutil.NextKQBlock(c, x, avoutil.Q6KGroupBytes, y, nb, lbl("block"), lbl("done"))
+	avoutil.NextKQBlock(c, x, k.blockBytes, y, nb, lbl("block"), lbl("done"))
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()

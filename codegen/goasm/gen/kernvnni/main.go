@@ -78,9 +78,11 @@ func run(dir string) error {
 		q4KGroupWide(c, 1, q5)
 		q4KGroupWide(c, 2, q5)
 	}
-	q6KGroup(c, 1, 1)
-	q6KGroup(c, 4, 1)
-	q6KGroup(c, 4, 2)
+	for _, k := range []offsetCodes{q6Codes, q3Codes, q2Codes} {
+		offsetGroup(c, k, 1, 1)
+		offsetGroup(c, k, 4, 1)
+		offsetGroup(c, k, 4, 2)
+	}
 	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 

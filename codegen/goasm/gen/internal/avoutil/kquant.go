@@ -30,6 +30,11 @@ const Q5KGroupBytes = Q4KGroupBytes + 256
 // codegen/goasm/gen/kernvnni's kquants.go): as many bytes as the eight rows'.
 const Q6KGroupBytes = 8 * 210
 
+// Q3KGroupBytes is a packed Q3_K group's super-block (layout in
+// codegen/goasm/gen/kernvnni's kquants.go): the eight rows' bytes, with
+// their 6-bit scales decoded to one byte each (128 bytes, not 96).
+const Q3KGroupBytes = 8*110 + 32
+
 // KQPrefetchBlocks is how many blocks ahead of the one they multiply the
 // one-row k-quant group kernels (avx2 and VNNI) prefetch: decode streams
 // the group, and the hardware prefetchers alone left the packed Q5_K and
