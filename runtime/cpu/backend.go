@@ -627,7 +627,7 @@ func (p *program) slotStep(slot int, tokens, pos []int32, want []int) ([][]float
 // the row's slot) and returns copies of the logits rows want names (every
 // row when nil).
 func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]float32, error) {
-	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow, want: want}
+	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow, want: want, coldKV: oneRowPerSlot(slotRow)}
 	if err := p.growArena(int(p.arenaPT) * len(tokens)); err != nil {
 		return nil, err
 	}

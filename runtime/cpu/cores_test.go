@@ -31,3 +31,32 @@ func TestCountCores(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, physicalCores(), 1)
 }
+
+// oneRowPerSlot tells decode rows (one per slot: attention's cold-cache
+// prefetch) from prompt rows, which share their slot.
+func TestOneRowPerSlot(t *testing.T) {
+	for _, c := range []struct {
+		rows []int
+		want bool
+	}{
+		{[]int{0}, true},
+		{[]int{256, 0, 512}, true},
+		{[]int{0, 0}, false},
+		{[]int{0, 256, 512, 256}, false},
+		{distinctRows(256), true},
+		{distinctRows(257), false}, // a prompt's size: not looked at
+	} {
+		if got := oneRowPerSlot(c.rows); got != c.want {
+			t.Errorf("oneRowPerSlot(%v) = %v, want %v", c.rows, got, c.want)
+		}
+	}
+}
+
+// distinctRows is n rows, each of its own slot.
+func distinctRows(n int) []int {
+	r := make([]int, n)
+	for i := range r {
+		r[i] = 256 * i
+	}
+	return r
+}

@@ -20,6 +20,10 @@ type exec struct {
 	// several slots share a step (runtime.Rows), each writing and reading
 	// its own slot's part of every state.
 	slotRow []int
+	// coldKV: every row is the only one of its slot in the step (decode,
+	// or a serving step of decode rows), so attention reads each cache row
+	// once, from memory (see attention's lookahead prefetch).
+	coldKV bool
 	// ropes are the rotation tables this step has made: the layers of a
 	// model share their rope parameters and positions, so one table serves
 	// them all (a serving step of eight rows spent 1% of its time, on one
@@ -93,6 +97,23 @@ func (e *exec) i32(i int) ([]int32, error) {
 
 // cache returns a state, f32 or f16.
 func (e *exec) cache(st int) *state { return e.p.states[st] }
+
+// oneRowPerSlot reports whether no two of the step's rows share a slot
+// (slotRow: their slots' first cache rows). Steps of more rows than a
+// decode batch holds are prompts, and it does not look.
+func oneRowPerSlot(slotRow []int) bool {
+	if len(slotRow) > 256 {
+		return false
+	}
+	for i, s := range slotRow {
+		for _, o := range slotRow[:i] {
+			if o == s {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // base is the offset in s of row t's slot: its first element.
 func (e *exec) base(s *state, t int) int { return e.slotRow[t] * s.info.Width }
