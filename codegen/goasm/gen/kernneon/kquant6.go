@@ -53,9 +53,75 @@ const (
 	q6BSums, q6Runs                  = 7, 8
 )
 
-// q6KGroup emits gemvQ6_Kx8NEON (rows 1) or gemmQ6_Kx8x<rows>NEON.
-func q6KGroup(f *file, consts map[string]string, rows int) {
-	g := startKQGroup(f, consts, "Q6_K", rows, splat{vQ6M30, 0x30})
+// An offsetCodes is a k-quant whose group kernel is q6KGroup's: int8
+// scales [sub-block][row] at 16, f16 d[8] at 0, codes whose weight is
+// code − 2^offShift, made per position vector t of half n by codes (which
+// loads what it needs through the group's pointer R1 or the half's runs
+// R8 and calls dot with each chunk's code, for each 16-byte half h of the
+// vectors).
+type offsetCodes struct {
+	typ        string
+	blockBytes int
+	offShift   int
+	masks      []splat
+	codes      func(g *fn, n, t int, dot func(ch int, h v, code v))
+}
+
+// q6Codes is Q6_K's: each t's H vector, then its A and B runs (chunks 0, 2
+// and 1, 3).
+var q6Codes = offsetCodes{
+	typ: "Q6_K", blockBytes: q6KGroupBytes, offShift: 5, masks: []splat{{vQ6M30, 0x30}},
+	codes: func(g *fn, n, t int, dot func(ch int, h v, code v)) {
+		g.op("FLDPQ %d(R%d), (F%d, F%d)", 512+32*t, q6Runs, vQ6H, vQ6H+1)
+		for run := 0; run < 2; run++ { // A: chunks 0, 2; B: 1, 3
+			g.op("FLDPQ %d(R%d), (F%d, F%d)", 256*run+32*t, q6Runs, vQ6Run, vQ6Run+1)
+			for ch := run; ch < 4; ch += 2 {
+				for h := range v(2) {
+					q6Code(g, ch, vQ6Run+h, vQ6H+h, vQ6Code, vQ6Tmp, vMask, vQ6M30)
+					dot(ch, h, vQ6Code)
+				}
+			}
+		}
+	},
+}
+
+// q3Codes is Q3_K's (layout in codegen/goasm/gen/kernvnni's kquants.go:
+// hmask vectors t at 144+32t, half n's qs vectors at 400+256n+32t): chunk
+// j's code is (qs>>2j)&3 with bit 4n+j of the hmask byte as bit 2. The
+// masks replace the nibble mask, which Q3_K does not use, by 0x03 bytes.
+var q3Codes = offsetCodes{
+	typ: "Q3_K", blockBytes: 912, offShift: 2, masks: []splat{{vMask, 0x03}, {vQ6M30, 0x04}},
+	codes: func(g *fn, n, t int, dot func(ch int, h v, code v)) {
+		g.op("FLDPQ %d(R%d), (F%d, F%d)", 144+32*t, rX, vQ6H, vQ6H+1)
+		g.op("FLDPQ %d(R%d), (F%d, F%d)", 400+256*n+32*t, rX, vQ6Run, vQ6Run+1)
+		for j := 0; j < 4; j++ {
+			for h := range v(2) {
+				q, hm, code := (vQ6Run + h).arr("B16"), vQ6H+h, vQ6Code.arr("B16")
+				if j == 0 {
+					g.op("VAND %s, %s, %s", vMask.arr("B16"), q, code)
+				} else {
+					g.op("VUSHR $%d, %s, %s", 2*j, q, code)
+					g.op("VAND %s, %s, %s", vMask.arr("B16"), code, code)
+				}
+				src, b := vQ6Tmp, 4*n+j // hmask bit b to bit 2 (byte shifts)
+				switch {
+				case b < 2:
+					g.op("VSHL $%d, %s, %s", 2-b, hm.arr("B16"), src.arr("B16"))
+				case b == 2:
+					src = hm
+				default:
+					g.op("VUSHR $%d, %s, %s", b-2, hm.arr("B16"), src.arr("B16"))
+				}
+				g.bit(vQ6Code, src, vQ6M30)
+				dot(j, h, vQ6Code)
+			}
+		}
+	},
+}
+
+// q6KGroup emits k's gemv<typ>x8NEON (rows 1) or gemm<typ>x8x<rows>NEON.
+func q6KGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
+	g := startKQGroup(f, consts, k.typ, rows, k.masks...)
 	acc := func(r, h v) v { return vAcc + 2*r + h }
 	dot := func(ch int, h v) v { return vQ6Dot + v(2*ch) + h }
 	for r := range v(rows) {
@@ -74,10 +140,10 @@ func q6KGroup(f *file, consts map[string]string, rows int) {
 				// bs[8n+2k] (low half), bs[8n+2k+1] (high half).
 				if tr == 0 {
 					g.op("VSHL $16, %s, %s", vQ6BS.arr("S4"), vQ6Neg.arr("S4"))
-					g.sshr(vQ6Neg, vQ6Neg, 11) // 32·bs[8n+2k]
+					g.sshr(vQ6Neg, vQ6Neg, 16-k.offShift) // 2^offShift·bs[8n+2k]
 				} else {
 					g.sshr(vQ6Neg, vQ6BS, 16)
-					g.op("VSHL $5, %s, %s", vQ6Neg.arr("S4"), vQ6Neg.arr("S4")) // 32·bs[8n+2k+1]
+					g.op("VSHL $%d, %s, %s", k.offShift, vQ6Neg.arr("S4"), vQ6Neg.arr("S4")) // 2^offShift·bs[8n+2k+1]
 				}
 				g.neg(vQ6Neg, vQ6Neg)
 				for ch := 0; ch < 4; ch++ {
@@ -89,16 +155,9 @@ func q6KGroup(f *file, consts map[string]string, rows int) {
 					}
 				}
 				for t := 4 * tr; t < 4*tr+4; t++ {
-					g.op("FLDPQ %d(R%d), (F%d, F%d)", 512+32*t, q6Runs, vQ6H, vQ6H+1)
-					for run := 0; run < 2; run++ { // A: chunks 0, 2; B: 1, 3
-						g.op("FLDPQ %d(R%d), (F%d, F%d)", 256*run+32*t, q6Runs, vQ6Run, vQ6Run+1)
-						for ch := run; ch < 4; ch += 2 {
-							for h := range v(2) {
-								q6Code(g, ch, vQ6Run+h, vQ6H+h, vQ6Code, vQ6Tmp, vMask, vQ6M30)
-								g.sdot(dot(ch, h), vQ6Code, vQ6Act+v(ch), t%4)
-							}
-						}
-					}
+					k.codes(g, n, t, func(ch int, h v, code v) {
+						g.sdot(dot(ch, h), code, vQ6Act+v(ch), t%4)
+					})
 				}
 				for ch := 0; ch < 4; ch++ { // isum += sc[s]·dot
 					s := 8*n + 2*ch + tr
@@ -123,7 +182,7 @@ func q6KGroup(f *file, consts map[string]string, rows int) {
 			g.op("VFMLA %s, %s, %s", d.arr("S4"), (vQ6ISum + h).arr("S4"), acc(r, h).arr("S4"))
 		}
 	}
-	endKQGroup(g, rows, q6KGroupBytes)
+	endKQGroup(g, rows, k.blockBytes)
 }
 
 // q6Code sets code to the Q6_K codes of chunk ch (0..3) at one position

@@ -48,8 +48,10 @@ func generate() (asm, stubs []byte, err error) {
 		kq45Group(f, consts, typ, 1)
 		kq45Group(f, consts, typ, 4)
 	}
-	q6KGroup(f, consts, 1)
-	q6KGroup(f, consts, 4)
+	for _, k := range []offsetCodes{q6Codes, q3Codes} {
+		q6KGroup(f, consts, k, 1)
+		q6KGroup(f, consts, k, 4)
+	}
 	for _, typ := range []string{"Q6_K", "Q3_K", "Q2_K"} {
 		kqSmallGemv(f, consts, typ)
 	}
