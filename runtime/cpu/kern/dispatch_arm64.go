@@ -9,7 +9,7 @@ import (
 // archVariants registers the arm64 variants the CPU supports: "neon", the
 // group kernels with SDOT (AdvSIMD and the ARMv8.2 dot product, which
 // golang.org/x/sys/cpu calls ASIMDDP), bit for bit the amd64 group kernels'
-// results (Q4_0, Q8_0 and packed Q4_K, Q5_K, Q6_K and Q3_K), the k-quant row kernels
+// results (Q4_0, Q8_0 and packed Q4_K, Q5_K, Q6_K, Q3_K and Q2_K), the k-quant row kernels
 // (gemvQ*_KAVX2's results), the MLX affine kernels and the one-head attention
 // kernels over f16 caches (which the grouped ones call head by head), the
 // amd64 ones' results bit for bit. Its other kernels are the generic ones.
@@ -22,6 +22,7 @@ func archVariants() {
 			groupQ5_K: gemvQ5_Kx8NEON, groupQ5_Kx4: gemmQ5_Kx8x4NEON,
 			groupQ6_K: gemvQ6_Kx8NEON, groupQ6_Kx4: gemmQ6_Kx8x4NEON,
 			groupQ3_K: gemvQ3_Kx8NEON, groupQ3_Kx4: gemmQ3_Kx8x4NEON,
+			groupQ2_K: gemvQ2_Kx8NEON, groupQ2_Kx4: gemmQ2_Kx8x4NEON,
 			gemvQ2_K: gemvQ2_KNEON, gemvQ3_K: gemvQ3_KNEON, gemvQ4_K: gemvQ4_KNEON, gemvQ5_K: gemvQ5_KNEON,
 			gemvQ6_K: gemvQ6_KNEON, kqDot: kqDotNEON,
 			mlx: [mlxCount]func(int, []byte, []byte) float32{dotMLXQ4G32NEON, dotMLXQ4G64NEON,

@@ -84,6 +84,19 @@ func gemvQ3_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ3_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvQ2_Kx8NEON sets dst[0:8] to the dots of a packed group of eight Q2_K rows (nb
+// super-blocks) with one Q8_K activation row, bit for bit as gemvQ2_Kx8AVX2.
+// It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvQ2_Kx8NEON(nb int, w []byte, a []byte, dst []float32)
+
+// gemmQ2_Kx8x4NEON sets dst[r*ld:r*ld+8] to gemvQ2_Kx8NEON of the group and
+// activation row a[r*stride:], bit for bit, for r < 4.
+//
+//go:noescape
+func gemmQ2_Kx8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ6_KNEON sets dst[j] to the dot of Q6_K row j (rows rows of nb super-blocks,
 // one after another in w) with one Q8_K activation row, bit for bit as
 // gemvQ6_KAVX2. It needs AdvSIMD and the dot product extension (SDOT).

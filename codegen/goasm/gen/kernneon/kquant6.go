@@ -63,8 +63,14 @@ type offsetCodes struct {
 	typ        string
 	blockBytes int
 	offShift   int
-	masks      []splat
-	codes      func(g *fn, n, t int, dot func(ch int, h v, code v))
+	// mins: Q2_K's scale bytes (a 4-bit scale, low, and minimum m, high)
+	// at 32 and f16 dmin[8] at 16 instead of an offset: per row
+	// msum = Σ_s m[s]·bs[s] (in V10, V11, which the offset's block sums
+	// and negation use otherwise) and acc = fma(−(d_y·dmin), msum, acc)
+	// after the d step, as gemvQ2_Kx8AVX2.
+	mins  bool
+	masks []splat
+	codes func(g *fn, n, t int, dot func(ch int, h v, code v))
 }
 
 // q6Codes is Q6_K's: each t's H vector, then its A and B runs (chunks 0, 2
@@ -119,6 +125,54 @@ var q3Codes = offsetCodes{
 	},
 }
 
+// q2Codes is Q2_K's (layout in codegen/goasm/gen/kernvnni's kquants.go:
+// half n's qs vectors at 160+256n+32t): chunk j's code is (qs>>2j)&3, with
+// V30 holding 0x03 bytes (the nibble mask stays for the scales).
+var q2Codes = offsetCodes{
+	typ: "Q2_K", blockBytes: 8 * 84, mins: true, masks: []splat{{vQ6M30, 0x03}},
+	codes: func(g *fn, n, t int, dot func(ch int, h v, code v)) {
+		g.op("FLDPQ %d(R%d), (F%d, F%d)", 160+256*n+32*t, rX, vQ6Run, vQ6Run+1)
+		for j := 0; j < 4; j++ {
+			for h := range v(2) {
+				q, code := (vQ6Run + h).arr("B16"), vQ6Code.arr("B16")
+				if j == 0 {
+					g.op("VAND %s, %s, %s", vQ6M30.arr("B16"), q, code)
+				} else {
+					g.op("VUSHR $%d, %s, %s", 2*j, q, code)
+					g.op("VAND %s, %s, %s", vQ6M30.arr("B16"), code, code)
+				}
+				dot(j, h, vQ6Code)
+			}
+		}
+	},
+}
+
+// q2Minima sets V10, V11 (rows 0..3, 4..7) to Σ_s m[s]·bs[s] of the group's
+// super-block (R1) and the Q8_K block at y, in int32 (exact: |m·bs| ≤
+// 15·4080): the block sums sign-extended to words in V12..V15, each m row
+// of eight bytes shifted down and widened, then one MLA by element per
+// half.
+func q2Minima(g *fn, y int) {
+	g.op("FLDPQ 260(R%d), (F%d, F%d)", y, vQ6Tmp-1, vQ6Tmp) // bs[0..15], int16
+	for i := range v(2) {
+		g.xtl(true, vQ6Act+2*i, vQ6Tmp-1+i, true, false)
+		g.xtl(true, vQ6Act+2*i+1, vQ6Tmp-1+i, true, true)
+	}
+	for h := range v(2) {
+		m := (vQ6BS + h).arr("B16")
+		g.op("VEOR %s, %s, %s", m, m, m)
+	}
+	for s := 0; s < 16; s++ {
+		g.op("FMOVD %d(R%d), F%d", 32+8*s, rX, vQ6Sc)
+		g.op("VUSHR $4, %s, %s", vQ6Sc.arr("B16"), vQ6Sc.arr("B16"))
+		g.xtl(false, vQ6Sc, vQ6Sc, false, false)
+		g.xtl(false, vQ6Sc+1, vQ6Sc, true, false)
+		g.xtl(false, vQ6Sc+2, vQ6Sc, true, true)
+		g.mlaElem(vQ6BS, vQ6Sc+1, vQ6Act+v(s/4), s%4)
+		g.mlaElem(vQ6BS+1, vQ6Sc+2, vQ6Act+v(s/4), s%4)
+	}
+}
+
 // q6KGroup emits k's gemv<typ>x8NEON (rows 1) or gemm<typ>x8x<rows>NEON.
 func q6KGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
 	g := startKQGroup(f, consts, k.typ, rows, k.masks...)
@@ -130,28 +184,43 @@ func q6KGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
 			s := (vQ6ISum + h).arr("B16")
 			g.op("VEOR %s, %s, %s", s, s, s)
 		}
-		g.op("ADD $260, R%d, R%d", y, q6BSums)
+		if k.mins {
+			q2Minima(g, y)
+		} else {
+			g.op("ADD $260, R%d, R%d", y, q6BSums)
+		}
 		for n := 0; n < 2; n++ {
-			g.op("ADD $%d, R%d, R%d", 144+768*n, rX, q6Runs)
-			g.op("FMOVQ %d(R%d), F%d", 16*n, q6BSums, vQ6BS)
+			if !k.mins {
+				g.op("ADD $%d, R%d, R%d", 144+768*n, rX, q6Runs)
+				g.op("FMOVQ %d(R%d), F%d", 16*n, q6BSums, vQ6BS)
+			}
 			for tr := 0; tr < 2; tr++ {
 				// Positions 16tr…16tr+15 (vectors 4tr…4tr+3) of the four
 				// chunks: sub-blocks s = 8n+2ch+tr. Word k of V10 is
 				// bs[8n+2k] (low half), bs[8n+2k+1] (high half).
-				if tr == 0 {
+				switch {
+				case k.mins:
+				case tr == 0:
 					g.op("VSHL $16, %s, %s", vQ6BS.arr("S4"), vQ6Neg.arr("S4"))
 					g.sshr(vQ6Neg, vQ6Neg, 16-k.offShift) // 2^offShift·bs[8n+2k]
-				} else {
+				default:
 					g.sshr(vQ6Neg, vQ6BS, 16)
 					g.op("VSHL $%d, %s, %s", k.offShift, vQ6Neg.arr("S4"), vQ6Neg.arr("S4")) // 2^offShift·bs[8n+2k+1]
 				}
-				g.neg(vQ6Neg, vQ6Neg)
+				if !k.mins {
+					g.neg(vQ6Neg, vQ6Neg)
+				}
 				for ch := 0; ch < 4; ch++ {
 					g.op("FMOVQ %d(R%d), F%d", 4+128*n+32*ch+16*tr, y, vQ6Act+v(ch))
 				}
 				for ch := 0; ch < 4; ch++ {
 					for h := range v(2) {
-						g.op("VDUP %s.S[%d], %s", vQ6Neg, ch, dot(ch, h).arr("S4"))
+						d := dot(ch, h)
+						if k.mins { // the dots start at 0
+							g.op("VEOR %s, %s, %s", d.arr("B16"), d.arr("B16"), d.arr("B16"))
+						} else {
+							g.op("VDUP %s.S[%d], %s", vQ6Neg, ch, d.arr("S4"))
+						}
 					}
 				}
 				for t := 4 * tr; t < 4*tr+4; t++ {
@@ -161,10 +230,15 @@ func q6KGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
 				}
 				for ch := 0; ch < 4; ch++ { // isum += sc[s]·dot
 					s := 8*n + 2*ch + tr
-					g.op("FMOVD %d(R%d), F%d", 16+8*s, rX, vQ6Sc)
-					g.xtl(true, vQ6Sc, vQ6Sc, false, false)
-					g.xtl(true, vQ6Sc+1, vQ6Sc, true, false)
-					g.xtl(true, vQ6Sc+2, vQ6Sc, true, true)
+					if k.mins { // the scale nibble, unsigned
+						g.op("FMOVD %d(R%d), F%d", 32+8*s, rX, vQ6Sc)
+						g.op("VAND %s, %s, %s", vMask.arr("B16"), vQ6Sc.arr("B16"), vQ6Sc.arr("B16"))
+					} else {
+						g.op("FMOVD %d(R%d), F%d", 16+8*s, rX, vQ6Sc)
+					}
+					g.xtl(!k.mins, vQ6Sc, vQ6Sc, false, false)
+					g.xtl(!k.mins, vQ6Sc+1, vQ6Sc, true, false)
+					g.xtl(!k.mins, vQ6Sc+2, vQ6Sc, true, true)
 					g.mla(vQ6ISum, dot(ch, 0), vQ6Sc+1)
 					g.mla(vQ6ISum+1, dot(ch, 1), vQ6Sc+2)
 				}
@@ -180,6 +254,17 @@ func q6KGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
 			g.fmulElem(d, d, vQ6Sc+3, 0)
 			g.scvtf(vQ6ISum+h, vQ6ISum+h)
 			g.op("VFMLA %s, %s, %s", d.arr("S4"), (vQ6ISum + h).arr("S4"), acc(r, h).arr("S4"))
+		}
+		if k.mins { // then acc −= (dmin·d_y)·msum, fused
+			g.op("FMOVQ 16(R%d), F%d", rX, vQ6Sc) // f16 dmin[8]
+			g.fcvtl(vQ6Sc+1, vQ6Sc)
+			g.fcvtl2(vQ6Sc+2, vQ6Sc)
+			for h := range v(2) {
+				dm := vQ6Sc + 1 + h
+				g.fmulElem(dm, dm, vQ6Sc+3, 0)
+				g.scvtf(vQ6BS+h, vQ6BS+h)
+				g.op("VFMLS %s, %s, %s", dm.arr("S4"), (vQ6BS + h).arr("S4"), acc(r, h).arr("S4"))
+			}
 		}
 	}
 	endKQGroup(g, rows, k.blockBytes)

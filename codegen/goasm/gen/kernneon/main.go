@@ -48,7 +48,7 @@ func generate() (asm, stubs []byte, err error) {
 		kq45Group(f, consts, typ, 1)
 		kq45Group(f, consts, typ, 4)
 	}
-	for _, k := range []offsetCodes{q6Codes, q3Codes} {
+	for _, k := range []offsetCodes{q6Codes, q3Codes, q2Codes} {
 		q6KGroup(f, consts, k, 1)
 		q6KGroup(f, consts, k, 4)
 	}
