@@ -51,54 +51,37 @@ func emulateQ45KGroup(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 }
 
 // emulateQ6KGroup computes what the packed Q6_K group kernels compute for
-// one weight row (original layout) and one Q8_K activation row: per
-// super-block the exact isum = Σ sc·q·y − 32·Σ_s sc[s]·bs[s] (q the
-// unsigned codes), then acc = fma(d_y·d_w, isum, acc). It also returns
-// Σ|terms|.
+// one weight row (original layout) and one Q8_K activation row
+// (emulateOffsetGroup with Q6_K's offset 32).
 func emulateQ6KGroup(nb int, w, a []byte) (float32, float64) {
-	var acc float32
-	var mag float64
-	for i := 0; i < nb; i++ {
-		b := decodeKQ(ir.Q6_K, w[i*210:])
-		y := (*[292]byte)(a[i*292:])
-		var isum, abs int64
-		for e, q := range b.q {
-			isum += int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
-			p := int64(b.sc[e/16]) * int64(q-32) * int64(i8(y[4+e]))
-			abs += max(p, -p)
-		}
-		for s := 0; s < 16; s++ {
-			isum -= 32 * int64(b.sc[s]) * int64(bsum(y, s))
-		}
-		if isum != int64(int32(isum)) {
-			panic("sum overflows int32")
-		}
-		d := q8kD(y) * b.d
-		acc = fma32(d, float32(isum), acc)
-		mag += math.Abs(float64(d)) * float64(abs)
-	}
-	return acc, mag
+	return emulateOffsetGroup(ir.Q6_K, 32, nb, w, a)
 }
 
-// emulateQ3KGroup computes what the packed Q3_K group kernels compute for
-// one weight row (original layout) and one Q8_K activation row: per
-// super-block the exact isum = Σ sc·q·y − 4·Σ_s sc[s]·bs[s] (q the
-// unsigned 3-bit codes, sc the scales minus 32), then acc =
-// fma(d_y·d_w, isum, acc). It also returns Σ|terms|.
+// emulateQ3KGroup is emulateQ6KGroup for Q3_K (offset 4; its scales are
+// the 6-bit ones minus 32).
 func emulateQ3KGroup(nb int, w, a []byte) (float32, float64) {
+	return emulateOffsetGroup(ir.Q3_K, 4, nb, w, a)
+}
+
+// emulateOffsetGroup computes what the packed group kernels of wt, whose
+// weights are code − off, compute for one weight row (original layout) and
+// one Q8_K activation row: per super-block the exact isum = Σ sc·q·y −
+// off·Σ_s sc[s]·bs[s] (q the unsigned codes), then acc = fma(d_y·d_w,
+// isum, acc). It also returns Σ|terms|.
+func emulateOffsetGroup(wt ir.DType, off int32, nb int, w, a []byte) (float32, float64) {
 	var acc float32
 	var mag float64
 	for i := 0; i < nb; i++ {
-		b := decodeKQ(ir.Q3_K, w[i*110:])
+		b := decodeKQ(wt, w[i*wt.BlockBytes():])
 		y := (*[292]byte)(a[i*292:])
 		var isum, abs int64
 		for e, q := range b.q {
 			isum += int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
-			p := int64(b.sc[e/16]) * int64(q-4) * int64(i8(y[4+e]))
+			p := int64(b.sc[e/16]) * int64(q-off) * int64(i8(y[4+e]))
 			abs += max(p, -p)
 		}
 		for s := 0; s < 16; s++ {
-			isum -= 4 * int64(b.sc[s]) * int64(bsum(y, s))
+			isum -= int64(off) * int64(b.sc[s]) * int64(bsum(y, s))
 		}
 		if isum != int64(int32(isum)) {
 			panic("sum overflows int32")

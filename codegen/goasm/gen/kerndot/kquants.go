@@ -637,13 +637,7 @@ var q3CodesAVX2 = avx2Codes{
 // q3CodeAVX2 returns the 3-bit codes of chunk j of half n: bits 2j, 2j+1
 // of the qs vector q, with bit 4n+j of the hmask vector h as bit 2.
 func q3CodeAVX2(c *build.Context, q, h reg.VecVirtual, n, j int) reg.VecVirtual {
-	code := c.YMM()
-	if j == 0 {
-		c.VPAND(kqConsts.m03, q, code)
-	} else {
-		c.VPSRLW(Imm(uint64(2*j)), q, code)
-		c.VPAND(kqConsts.m03, code, code)
-	}
+	code := q2CodeAVX2(c, q, j)
 	hb := avoutil.ShiftBit(c, 4*n+j, 2, h, c.YMM())
 	m := c.YMM()
 	c.VPAND(kqConsts.m04, hb, m)

@@ -102,13 +102,8 @@ var q3Codes = offsetCodes{
 		g.op("FLDPQ %d(R%d), (F%d, F%d)", 400+256*n+32*t, rX, vQ6Run, vQ6Run+1)
 		for j := 0; j < 4; j++ {
 			for h := range v(2) {
-				q, hm, code := (vQ6Run + h).arr("B16"), vQ6H+h, vQ6Code.arr("B16")
-				if j == 0 {
-					g.op("VAND %s, %s, %s", vMask.arr("B16"), q, code)
-				} else {
-					g.op("VUSHR $%d, %s, %s", 2*j, q, code)
-					g.op("VAND %s, %s, %s", vMask.arr("B16"), code, code)
-				}
+				hm := vQ6H + h
+				twoBits(g, vQ6Run+h, vQ6Code, vMask, j)
 				src, b := vQ6Tmp, 4*n+j // hmask bit b to bit 2 (byte shifts)
 				switch {
 				case b < 2:
@@ -134,17 +129,22 @@ var q2Codes = offsetCodes{
 		g.op("FLDPQ %d(R%d), (F%d, F%d)", 160+256*n+32*t, rX, vQ6Run, vQ6Run+1)
 		for j := 0; j < 4; j++ {
 			for h := range v(2) {
-				q, code := (vQ6Run + h).arr("B16"), vQ6Code.arr("B16")
-				if j == 0 {
-					g.op("VAND %s, %s, %s", vQ6M30.arr("B16"), q, code)
-				} else {
-					g.op("VUSHR $%d, %s, %s", 2*j, q, code)
-					g.op("VAND %s, %s, %s", vQ6M30.arr("B16"), code, code)
-				}
+				twoBits(g, vQ6Run+h, vQ6Code, vQ6M30, j)
 				dot(j, h, vQ6Code)
 			}
 		}
 	},
+}
+
+// twoBits sets code's bytes to bits 2j, 2j+1 of q's (m3: 0x03 bytes), the
+// 2-bit codes of chunk j of Q2_K and Q3_K.
+func twoBits(g *fn, q, code, m3 v, j int) {
+	src := q
+	if j > 0 {
+		g.op("VUSHR $%d, %s, %s", 2*j, q.arr("B16"), code.arr("B16"))
+		src = code
+	}
+	g.op("VAND %s, %s, %s", m3.arr("B16"), src.arr("B16"), code.arr("B16"))
 }
 
 // q2Minima sets V10, V11 (rows 0..3, 4..7) to Σ_s m[s]·bs[s] of the group's

@@ -876,8 +876,10 @@ type offsetCodes struct {
 	// ahead the one-row kernel asks for per position step (sixteen a
 	// block).
 	prefetchLines int
-	// consts loads the constants codes uses.
-	consts func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual
+	// consts gives the constant vectors codes uses (kq512's, kq23's, set
+	// when the kernels are generated), loaded into registers before the
+	// loop.
+	consts func() []Mem
 	// codes emits the four code vectors of position vector t of half n,
 	// passing each to use with its chunk.
 	codes func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual))
@@ -886,12 +888,7 @@ type offsetCodes struct {
 // q6Codes is Q6_K's offsetCodes (layout above).
 var q6Codes = offsetCodes{
 	typ: "Q6_K", blockBytes: avoutil.Q6KGroupBytes, offShift: 5, prefetchLines: 2,
-	consts: func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual {
-		nib, m30 := vec(), vec()
-		c.VMOVDQU32(kq512.nib, nib)
-		c.VMOVDQU32(kq512.m30, m30)
-		return []reg.VecVirtual{nib, m30}
-	},
+	consts: func() []Mem { return []Mem{kq512.nib, kq512.m30} },
 	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
 		nib, m30 := k[0], k[1]
 		base := 144 + 768*n
@@ -943,25 +940,14 @@ var q6Codes = offsetCodes{
 // half's four chunks, as Q6_K's layout does.
 var q3Codes = offsetCodes{
 	typ: "Q3_K", blockBytes: avoutil.Q3KGroupBytes, offShift: 2, prefetchLines: 1,
-	consts: func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual {
-		m3, m4 := vec(), vec()
-		c.VMOVDQU32(kq23.m03, m3)
-		c.VMOVDQU32(kq23.m04, m4)
-		return []reg.VecVirtual{m3, m4}
-	},
+	consts: func() []Mem { return []Mem{kq23.m03, kq23.m04} },
 	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
 		m3, m4 := k[0], k[1]
 		q, h := vec(), vec()
 		g.load(400+256*n+32*t, q)
 		g.load(144+32*t, h)
 		for j := 0; j < 4; j++ {
-			code := vec()
-			if j == 0 {
-				c.VPANDD(m3, q, code)
-			} else {
-				c.VPSRLW(Imm(uint64(2*j)), q, code)
-				c.VPANDD(m3, code, code)
-			}
+			code := twoBits(c, q, j, m3, vec)
 			hb := avoutil.ShiftBit(c, 4*n+j, 2, h, vec())
 			c.VPTERNLOGD(Imm(0xf8), m4, hb, code) // code | hb&4
 			use(j, code)
@@ -986,26 +972,27 @@ var q3Codes = offsetCodes{
 // steps.
 var q2Codes = offsetCodes{
 	typ: "Q2_K", blockBytes: 8 * 84, mins: true, prefetchLines: 1,
-	consts: func(c *build.Context, vec func() reg.VecVirtual) []reg.VecVirtual {
-		m3 := vec()
-		c.VMOVDQU32(kq23.m03, m3)
-		return []reg.VecVirtual{m3}
-	},
+	consts: func() []Mem { return []Mem{kq23.m03} },
 	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
-		m3 := k[0]
 		q := vec()
 		g.load(160+256*n+32*t, q)
 		for j := 0; j < 4; j++ {
-			code := vec()
-			if j == 0 {
-				c.VPANDD(m3, q, code)
-			} else {
-				c.VPSRLW(Imm(uint64(2*j)), q, code)
-				c.VPANDD(m3, code, code)
-			}
-			use(j, code)
+			use(j, twoBits(c, q, j, k[0], vec))
 		}
 	},
+}
+
+// twoBits returns bits 2j, 2j+1 of each byte of q as a new vector's bytes
+// (m3: 0x03 bytes), the 2-bit codes of chunk j of Q2_K and Q3_K.
+func twoBits(c *build.Context, q reg.VecVirtual, j int, m3 reg.VecVirtual, vec func() reg.VecVirtual) reg.VecVirtual {
+	code := vec()
+	if j == 0 {
+		c.VPANDD(m3, q, code)
+	} else {
+		c.VPSRLW(Imm(uint64(2*j)), q, code)
+		c.VPANDD(m3, code, code)
+	}
+	return code
 }
 
 // offsetGroup emits k's gemv<typ>x8VNNI (rows 1) or gemm<typ>x8x<rows>VNNI:
@@ -1052,7 +1039,11 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 	x, second := gp.x, gp.second
 	y := avoutil.RowPointers(c, rows)
 	acc := zeros(rows)
-	consts := k.consts(c, vec)
+	var consts []reg.VecVirtual
+	for _, m := range k.consts() {
+		consts = append(consts, vec())
+		c.VMOVDQU32(m, consts[len(consts)-1])
+	}
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
