@@ -113,8 +113,7 @@ func addPrefillTiles(e *gpu.Emitter, tiled string, wdt ir.DType, p, cp *gpu.Para
 			return "", 0, 0, err
 		}
 		*args = append([]Arg{xq}, (*args)[1:]...)
-		name, tileH, tileW, err = addMMQ(e, tiled, wdt, cp, width)
-		return name, tileH, tileW, err
+		return addMMQ(e, tiled, wdt, cp, width)
 	}
 	tp := &tiledParams{Params: cp, TileT: tileT, TileN: tileN, TileK: tileK, Stride: tileStride, Half: tileK / 2,
 		Mats: 1, Width: width, SplitW: splitWeights(wdt),

@@ -120,14 +120,16 @@ func (e *exec) attention(nd *node) error {
 			// their rows from the caches, and its attention took 22%
 			// longer with it. TinyLlama's grouped items, whose 11 MB of
 			// cache stays in L3, were no faster.)
-			nf, nt := j1, to
-			if j1 >= to && s+1 < S {
-				nf, nt = kvPart(int(pos[t]), window, s+1, S)
-			}
-			if e.coldKV && nf < nt {
-				nn := min(nf+tileKV, nt) - nf
-				e.p.ks.Prefetch(kst.rowBytes(kst.at(kbase, nf, kh), nn))
-				e.p.ks.Prefetch(vst.rowBytes(vst.at(vbase, nf, kh), nn))
+			if e.coldKV {
+				nf, nt := j1, to
+				if j1 >= to && s+1 < S {
+					nf, nt = kvPart(int(pos[t]), window, s+1, S)
+				}
+				if nf < nt {
+					nn := min(nf+tileKV, nt) - nf
+					e.p.ks.Prefetch(kst.rowBytes(kst.at(kbase, nf, kh), nn))
+					e.p.ks.Prefetch(vst.rowBytes(vst.at(vbase, nf, kh), nn))
+				}
 			}
 			switch {
 			case kst.f32 != nil:

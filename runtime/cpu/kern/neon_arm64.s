@@ -6367,7 +6367,6 @@ gemvQ6_Kx8NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R3, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -6384,6 +6383,7 @@ gemvQ6_Kx8NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $144, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -6711,7 +6711,6 @@ gemvQ6_Kx8NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -6728,6 +6727,7 @@ gemvQ6_Kx8NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $912, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -7101,7 +7101,6 @@ gemmQ6_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R3, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -7118,6 +7117,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $144, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -7445,7 +7445,6 @@ gemmQ6_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -7462,6 +7461,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $912, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -7802,7 +7802,6 @@ gemmQ6_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R4, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -7819,6 +7818,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $144, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -8146,7 +8146,6 @@ gemmQ6_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -8163,6 +8162,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $912, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -8503,7 +8503,6 @@ gemmQ6_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R5, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -8520,6 +8519,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $144, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -8847,7 +8847,6 @@ gemmQ6_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -8864,6 +8863,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $912, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -9204,7 +9204,6 @@ gemmQ6_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R6, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -9221,6 +9220,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $144, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -9548,7 +9548,6 @@ gemmQ6_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f35056b // sshr v11.4s, v11.4s, #11
@@ -9565,6 +9564,7 @@ gemmQ6_Kx8x4NEON_block:
 	VDUP V11.S[2], V21.S4
 	VDUP V11.S[3], V22.S4
 	VDUP V11.S[3], V23.S4
+	ADD $912, R1, R8
 	FLDPQ 512(R8), (F26, F27)
 	FLDPQ 0(R8), (F24, F25)
 	VAND V31.B16, V24.B16, V28.B16
@@ -9940,7 +9940,6 @@ gemvQ3_Kx8NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R3, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -10324,7 +10323,6 @@ gemvQ3_Kx8NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -10771,7 +10769,6 @@ gemmQ3_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R3, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -11155,7 +11152,6 @@ gemmQ3_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -11568,7 +11564,6 @@ gemmQ3_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R4, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -11952,7 +11947,6 @@ gemmQ3_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -12365,7 +12359,6 @@ gemmQ3_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R5, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -12749,7 +12742,6 @@ gemmQ3_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -13162,7 +13154,6 @@ gemmQ3_Kx8x4NEON_block:
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
 	ADD $260, R6, R7
-	ADD $144, R1, R8
 	FMOVQ 0(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14
@@ -13546,7 +13537,6 @@ gemmQ3_Kx8x4NEON_block:
 	WORD $0x4f10a71a // sxtl2 v26.4s, v24.8h
 	WORD $0x4eb996c8 // mla v8.4s, v22.4s, v25.4s
 	WORD $0x4eba96e9 // mla v9.4s, v23.4s, v26.4s
-	ADD $912, R1, R8
 	FMOVQ 16(R7), F10
 	VSHL $16, V10.S4, V11.S4
 	WORD $0x4f32056b // sshr v11.4s, v11.4s, #14

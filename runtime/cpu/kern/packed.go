@@ -246,15 +246,20 @@ func packGroupQ45K(wt ir.DType, dst, src []byte, nb, rb int) {
 				d[32+8*s+r] = byte(sc[s])
 				d[96+8*s+r] = byte(mn[s])
 			}
-			for t := 0; t < 32; t++ { // 4-byte pieces of the 128 quant bytes
-				copy(d[160+32*t+4*r:][:4], x[qs+4*t:])
-			}
+			interleave4(d[160:], x[qs:qs+128], r) // the quant bytes
 			if wt == ir.Q5_K {
-				for t := 0; t < 8; t++ { // and of the 32 qh bytes
-					copy(d[q4KGroupBytes+32*t+4*r:][:4], x[16+4*t:])
-				}
+				interleave4(d[q4KGroupBytes:], x[16:48], r) // and the qh bytes
 			}
 		}
+	}
+}
+
+// interleave4 writes row r's bytes src (a multiple of 4) into a packed
+// group's vectors from dst on: piece t (src[4t:4t+4]) at 32t+4r, so that
+// vector t holds four bytes of each of the eight rows in turn.
+func interleave4(dst, src []byte, r int) {
+	for t := 0; t < len(src)/4; t++ {
+		copy(dst[32*t+4*r:][:4], src[4*t:])
 	}
 }
 
@@ -301,11 +306,9 @@ func packGroupQ6K(dst, src []byte, nb, rb int) {
 			}
 			for n := 0; n < 2; n++ {
 				h := d[144+768*n:]
-				for t := 0; t < 8; t++ {
-					copy(h[32*t+4*r:][:4], x[64*n+4*t:])
-					copy(h[256+32*t+4*r:][:4], x[64*n+32+4*t:])
-					copy(h[512+32*t+4*r:][:4], x[128+32*n+4*t:])
-				}
+				interleave4(h, x[64*n:64*n+32], r)
+				interleave4(h[256:], x[64*n+32:64*n+64], r)
+				interleave4(h[512:], x[128+32*n:160+32*n], r)
 			}
 		}
 	}
@@ -333,11 +336,7 @@ func packGroupQ3K(dst, src []byte, nb, rb int) {
 			for s := 0; s < 16; s++ {
 				d[16+8*s+r] = byte(int8(sc[s]))
 			}
-			for t := 0; t < 8; t++ {
-				copy(d[144+32*t+4*r:][:4], x[4*t:])
-				copy(d[400+32*t+4*r:][:4], x[32+4*t:])
-				copy(d[656+32*t+4*r:][:4], x[64+4*t:])
-			}
+			interleave4(d[144:], x[:96], r) // hmask, then qs: 24 vectors
 		}
 	}
 }
@@ -362,9 +361,7 @@ func packGroupQ2K(dst, src []byte, nb, rb int) {
 			for s := 0; s < 16; s++ {
 				d[32+8*s+r] = x[s]
 			}
-			for t := 0; t < 16; t++ {
-				copy(d[160+32*t+4*r:][:4], x[16+4*t:])
-			}
+			interleave4(d[160:], x[16:80], r)
 		}
 	}
 }

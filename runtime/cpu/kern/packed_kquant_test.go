@@ -20,23 +20,31 @@ func emulateQ4KGroup(nb int, w, a []byte) (float32, float64) {
 }
 
 // emulateQ45KGroup is emulateQ4KGroup for Q4_K or Q5_K rows (the packed Q5_K
-// kernels are the Q4_K ones with a fifth bit in each quant).
+// kernels are the Q4_K ones with a fifth bit in each quant), and for Q2_K,
+// whose minima are per 16 elements (Q4_K's per 32 are each two sub-blocks'
+// here: msum is the same integer).
 func emulateQ45KGroup(wt ir.DType, nb int, w, a []byte) (float32, float64) {
 	var acc float32
 	var mag float64
 	for i := 0; i < nb; i++ {
 		b := decodeKQ(wt, w[i*wt.BlockBytes():])
+		mn := b.mn16 // per 16 elements
+		if wt != ir.Q2_K {
+			for s := range mn {
+				mn[s] = b.mn[s/2]
+			}
+		}
 		y := (*[292]byte)(a[i*292:])
 		var isum, msum, iAbs, mAbs int64
 		for e, q := range b.q {
 			p := int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
 			isum += p
 			iAbs += max(p, -p)
-			p = int64(b.mn[e/32]) * int64(i8(y[4+e]))
+			p = int64(mn[e/16]) * int64(i8(y[4+e]))
 			mAbs += max(p, -p)
 		}
-		for s := 0; s < 8; s++ {
-			msum += int64(b.mn[s]) * int64(bsum(y, 2*s)+bsum(y, 2*s+1))
+		for s := 0; s < 16; s++ {
+			msum += int64(mn[s]) * int64(bsum(y, s))
 		}
 		if isum != int64(int32(isum)) || msum != int64(int32(msum)) {
 			panic("sum overflows int32")
@@ -94,37 +102,11 @@ func emulateOffsetGroup(wt ir.DType, off int32, nb int, w, a []byte) (float32, f
 }
 
 // emulateQ2KGroup computes what the packed Q2_K group kernels compute for
-// one weight row (original layout) and one Q8_K activation row: per
-// super-block the exact isum = Σ sc·q·y and msum = Σ_s m[s]·bs[s], then
-// acc = fma(d_y·d_w, isum, acc) and acc = fma(−(d_y·dmin_w), msum, acc).
-// It also returns Σ|terms|.
+// one weight row (original layout) and one Q8_K activation row: the Q4_K
+// kernels' sums and float steps (emulateQ45KGroup) with Q2_K's scale and
+// minimum per 16 elements.
 func emulateQ2KGroup(nb int, w, a []byte) (float32, float64) {
-	var acc float32
-	var mag float64
-	for i := 0; i < nb; i++ {
-		b := decodeKQ(ir.Q2_K, w[i*84:])
-		y := (*[292]byte)(a[i*292:])
-		var isum, msum, iAbs, mAbs int64
-		for e, q := range b.q {
-			p := int64(b.sc[e/16]) * int64(q) * int64(i8(y[4+e]))
-			isum += p
-			iAbs += max(p, -p)
-			p = int64(b.mn16[e/16]) * int64(i8(y[4+e]))
-			mAbs += max(p, -p)
-		}
-		for s := 0; s < 16; s++ {
-			msum += int64(b.mn16[s]) * int64(bsum(y, s))
-		}
-		if isum != int64(int32(isum)) || msum != int64(int32(msum)) {
-			panic("sum overflows int32")
-		}
-		yd := q8kD(y)
-		d, dm := yd*b.d, yd*b.dm
-		acc = fma32(d, float32(isum), acc)
-		acc = fma32(-dm, float32(msum), acc)
-		mag += math.Abs(float64(d))*float64(iAbs) + math.Abs(float64(dm))*float64(mAbs)
-	}
-	return acc, mag
+	return emulateQ45KGroup(ir.Q2_K, nb, w, a)
 }
 
 // TestPackedQ2K checks the packed Q2_K group kernels as TestPackedQ4K does

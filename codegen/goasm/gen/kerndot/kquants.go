@@ -323,7 +323,7 @@ func kqRows4(c *build.Context, t string, wBytes int, block func(x reg.GPVirtual,
 // vpmaddwd with the rows' scales, each in both words of its lane, makes
 // them the scaled int32 sums; the minima's sums are vpmaddwd of mn[s] (both
 // words) with the pair bs[2s], bs[2s+1] broadcast. It emits the Q5_K and
-// Q6_K group kernels too (q6KGroupAVX2).
+// Q6_K, Q3_K and Q2_K group kernels too (offsetGroupsAVX2).
 func q4KGroupAVX2(c *build.Context) {
 	dup := c.StaticGlobal("kqShufDup") // byte r into both words of dword r
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
@@ -334,7 +334,7 @@ func q4KGroupAVX2(c *build.Context) {
 		q4KGroupAVX2Rows(c, dup, 1, q5)
 		q4KGroupAVX2Rows(c, dup, 4, q5)
 	}
-	q6KGroupAVX2(c)
+	offsetGroupsAVX2(c)
 }
 
 // q4KGroupAVX2Rows emits gemvQ4_Kx8AVX2 (rows 1) or gemmQ4_Kx8x4AVX2: the
@@ -479,7 +479,7 @@ func fifthBitAVX2(c *build.Context, m Mem, b int, v reg.VecVirtual) {
 	fifthBitReg(c, h, b, v)
 }
 
-// q6KGroupAVX2 emits gemvQ6_Kx8AVX2 and gemmQ6_Kx8x4AVX2, and the same for
+// offsetGroupsAVX2 emits gemvQ6_Kx8AVX2 and gemmQ6_Kx8x4AVX2, and the same for
 // Q3_K: a packed group of eight Q6_K (Q3_K) rows (layouts in
 // codegen/goasm/gen/kernvnni's kquants.go) against one or four Q8_K
 // activation rows, with the VNNI kernels' integer sums and float steps, so
@@ -489,7 +489,7 @@ func fifthBitAVX2(c *build.Context, m Mem, b int, v reg.VecVirtual) {
 // (sign-extended, in both words of each lane) makes them int32; the −32
 // (−4) of the codes is −32·Σ_s sc[s]·bs[s], a vpmaddwd of the rows' scale
 // pairs with the activation block sums' pairs.
-func q6KGroupAVX2(c *build.Context) {
+func offsetGroupsAVX2(c *build.Context) {
 	// loWord: dword r's low word into both of its words (vpshufb in lanes).
 	loWord := c.StaticGlobal("kqShufLoWord")
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
@@ -504,14 +504,14 @@ func q6KGroupAVX2(c *build.Context) {
 		c.AddDatum(i, U8(uint8(i/2+8*(i%2))))
 	}
 	for _, k := range []avx2Codes{q6CodesAVX2, q3CodesAVX2, q2CodesAVX2} {
-		q6KGroupAVX2Rows(c, k, loWord, pair, 1)
-		q6KGroupAVX2Rows(c, k, loWord, pair, 4)
+		offsetGroupAVX2(c, k, loWord, pair, 1)
+		offsetGroupAVX2(c, k, loWord, pair, 4)
 	}
 }
 
 // An avx2Codes is an offset-code k-quant's packed group (kernvnni's
 // offsetCodes: unsigned codes, the weight code − 2^offShift, int8 scales
-// [sub-block][row] at 16, f16 d[8] at 0) as q6KGroupAVX2Rows makes its
+// [sub-block][row] at 16, f16 d[8] at 0) as offsetGroupAVX2 makes its
 // code vectors.
 type avx2Codes struct {
 	typ        string
@@ -560,7 +560,7 @@ func (kc avx2Codes) scaleWords(c *build.Context, x reg.Register, s int, loWord M
 // q2CodesAVX2 is Q2_K's (layout in kernvnni's kquants.go): position
 // vector t of half n is its qs vector.
 var q2CodesAVX2 = avx2Codes{
-	typ: "Q2_K", blockBytes: 8 * 84, mins: true, prefetchLines: 2,
+	typ: "Q2_K", blockBytes: avoutil.Q2KGroupBytes, mins: true, prefetchLines: 2,
 	load: func(c *build.Context, x reg.Register, n, t int) []reg.VecVirtual {
 		q := c.YMM()
 		c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*n + 32*t}, q)
@@ -747,14 +747,14 @@ func q6CodeAVX2(c *build.Context, q Op, h reg.VecVirtual, ch int, nib reg.VecVir
 	return code
 }
 
-// q6KGroupAVX2Rows emits k's group kernel against rows activation rows
+// offsetGroupAVX2 emits kc's group kernel against rows activation rows
 // (stride bytes apart). A sub-block (half n, chunk ch, positions
 // 16tr…16tr+15) is four code vectors, summed two at a time and scaled into
 // isum. With four rows the loop runs by sub-block, each code vector made
 // once for the four (k.codeMem); with one row by pairs of positions t,
 // each t's weight vectors loaded once for the four chunks (k.load), whose
 // sums go to two isum chains.
-func q6KGroupAVX2Rows(c *build.Context, kc avx2Codes, loWord, pair Mem, rows int) {
+func offsetGroupAVX2(c *build.Context, kc avx2Codes, loWord, pair Mem, rows int) {
 	k := startAVX2Group(c, kc.typ, rows)
 	x, y, acc, frame, nib := k.x, k.y, k.acc, k.frame, k.nib
 	chains := 1

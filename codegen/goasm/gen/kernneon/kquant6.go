@@ -14,7 +14,7 @@ package main
 // 8n+2ch+l/16, so vectors t < 4 and t ≥ 4 meet different sub-blocks.
 //
 // The codes are 0..63 and the weights code − 32. As in the amd64 kernels
-// (avoutil.KQ6Prologue's correction, q6KGroupAVX2) the −32 is taken out
+// (avoutil.KQ6Prologue's correction, kerndot's offsetGroupAVX2) the −32 is taken out
 // with the activation block sums: per row
 //
 //	isum = Σ_s sc[s]·(Σ_{e∈s} code·y − 32·bs[s]),
@@ -53,12 +53,13 @@ const (
 	q6BSums, q6Runs                  = 7, 8
 )
 
-// An offsetCodes is a k-quant whose group kernel is q6KGroup's: int8
+// An offsetCodes is a k-quant whose group kernel is offsetGroup's: int8
 // scales [sub-block][row] at 16, f16 d[8] at 0, codes whose weight is
-// code − 2^offShift, made per position vector t of half n by codes (which
-// loads what it needs through the group's pointer R1 or the half's runs
-// R8 and calls dot with each chunk's code, for each 16-byte half h of the
-// vectors).
+// code − 2^offShift (or Q2_K's minima, mins), made per position vector t
+// of half n by codes, which loads what it needs through the group's
+// pointer R1 (Q6_K: through R8, which it points at the half's runs at t =
+// 0, the half's first call) and calls dot with each chunk's code, for
+// each 16-byte half h of the vectors.
 type offsetCodes struct {
 	typ        string
 	blockBytes int
@@ -78,6 +79,9 @@ type offsetCodes struct {
 var q6Codes = offsetCodes{
 	typ: "Q6_K", blockBytes: q6KGroupBytes, offShift: 5, masks: []splat{{vQ6M30, 0x30}},
 	codes: func(g *fn, n, t int, dot func(ch int, h v, code v)) {
+		if t == 0 { // (past LDP's reach from R1 for n = 1)
+			g.op("ADD $%d, R%d, R%d", 144+768*n, rX, q6Runs)
+		}
 		g.op("FLDPQ %d(R%d), (F%d, F%d)", 512+32*t, q6Runs, vQ6H, vQ6H+1)
 		for run := 0; run < 2; run++ { // A: chunks 0, 2; B: 1, 3
 			g.op("FLDPQ %d(R%d), (F%d, F%d)", 256*run+32*t, q6Runs, vQ6Run, vQ6Run+1)
@@ -173,8 +177,8 @@ func q2Minima(g *fn, y int) {
 	}
 }
 
-// q6KGroup emits k's gemv<typ>x8NEON (rows 1) or gemm<typ>x8x<rows>NEON.
-func q6KGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
+// offsetGroup emits k's gemv<typ>x8NEON (rows 1) or gemm<typ>x8x<rows>NEON.
+func offsetGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
 	g := startKQGroup(f, consts, k.typ, rows, k.masks...)
 	acc := func(r, h v) v { return vAcc + 2*r + h }
 	dot := func(ch int, h v) v { return vQ6Dot + v(2*ch) + h }
@@ -191,7 +195,6 @@ func q6KGroup(f *file, consts map[string]string, k offsetCodes, rows int) {
 		}
 		for n := 0; n < 2; n++ {
 			if !k.mins {
-				g.op("ADD $%d, R%d, R%d", 144+768*n, rX, q6Runs)
 				g.op("FMOVQ %d(R%d), F%d", 16*n, q6BSums, vQ6BS)
 			}
 			for tr := 0; tr < 2; tr++ {

@@ -49,8 +49,8 @@ func generate() (asm, stubs []byte, err error) {
 		kq45Group(f, consts, typ, 4)
 	}
 	for _, k := range []offsetCodes{q6Codes, q3Codes, q2Codes} {
-		q6KGroup(f, consts, k, 1)
-		q6KGroup(f, consts, k, 4)
+		offsetGroup(f, consts, k, 1)
+		offsetGroup(f, consts, k, 4)
 	}
 	for _, typ := range []string{"Q6_K", "Q3_K", "Q2_K"} {
 		kqSmallGemv(f, consts, typ)

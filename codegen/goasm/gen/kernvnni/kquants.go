@@ -858,10 +858,11 @@ func zeroReg(c *build.Context, v reg.VecVirtual) {
 //
 // in one chain per row (kern's emulateQ6KGroup).
 
-// An offsetCodes is a k-quant whose packed group kernels are q6KGroup's:
-// unsigned codes (the weight is code − 2^offShift) in sixteen 16-element
-// sub-blocks with int8 scales [sub-block][row] at 16, one f16 d per row at
-// 0, and per half n and position vector t (element positions 4t..4t+3 of
+// An offsetCodes is a k-quant whose packed group kernels are offsetGroup's:
+// unsigned codes (the weight is code − 2^offShift, or with mins Q2_K's
+// d·sc·code − dmin·m) in sixteen 16-element sub-blocks with int8 scales
+// [sub-block][row] at 16 (mins: the scale bytes at 32), one f16 d per row
+// at 0, and per half n and position vector t (element positions 4t..4t+3 of
 // the half's four 32-element chunks, four bytes per row in turn) four code
 // vectors, one per chunk.
 type offsetCodes struct {
@@ -872,9 +873,9 @@ type offsetCodes struct {
 	// scale bytes at 32, each a 4-bit scale (low nibble) and a 4-bit
 	// minimum m (high); the weight is d·sc·code − dmin·m.
 	mins bool
-	// prefetchLines is how many lines of the block prefetchAhead blocks
-	// ahead the one-row kernel asks for per position step (sixteen a
-	// block).
+	// prefetchLines is how many lines of the block
+	// avoutil.KQPrefetchBlocks ahead the one-row kernel asks for per
+	// position step (sixteen steps a block).
 	prefetchLines int
 	// consts gives the constant vectors codes uses (kq512's, kq23's, set
 	// when the kernels are generated), loaded into registers before the
@@ -971,7 +972,7 @@ var q3Codes = offsetCodes{
 // in one chain per row (kern's emulateQ2KGroup), the Q4_K kernels' float
 // steps.
 var q2Codes = offsetCodes{
-	typ: "Q2_K", blockBytes: 8 * 84, mins: true, prefetchLines: 1,
+	typ: "Q2_K", blockBytes: avoutil.Q2KGroupBytes, mins: true, prefetchLines: 1,
 	consts: func() []Mem { return []Mem{kq23.m03} },
 	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
 		q := vec()

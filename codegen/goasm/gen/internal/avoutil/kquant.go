@@ -35,6 +35,10 @@ const Q6KGroupBytes = 8 * 210
 // their 6-bit scales decoded to one byte each (128 bytes, not 96).
 const Q3KGroupBytes = 8*110 + 32
 
+// Q2KGroupBytes is a packed Q2_K group's super-block (layout in
+// codegen/goasm/gen/kernvnni's kquants.go): as many bytes as the eight rows'.
+const Q2KGroupBytes = 8 * 84
+
 // KQPrefetchBlocks is how many blocks ahead of the one they multiply the
 // one-row k-quant group kernels (avx2 and VNNI) prefetch: decode streams
 // the group, and the hardware prefetchers alone left the packed Q5_K and
