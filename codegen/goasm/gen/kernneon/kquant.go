@@ -225,17 +225,22 @@ func endKQGroup(g *fn, rows, blockBytes int) {
 // fifthBit sets bit 4 of the Q5_K codes in code (whose bit 4 is clear) to
 // bit b of the qh bytes in qh, through tmp; m10 holds 0x10 bytes. Byte
 // shifts: no bit crosses into the next byte.
-func fifthBit(g *fn, b int, qh, tmp, code, m10 v) {
+func fifthBit(g *fn, b int, qh, tmp, code, m10 v) { insertBit(g, b, 4, qh, tmp, code, m10) }
+
+// insertBit sets bit to of code's bytes (clear there) to bit b of h's,
+// through tmp; mask holds the bytes 1<<to. Byte shifts: no bit crosses
+// into the next byte.
+func insertBit(g *fn, b, to int, h, tmp, code, mask v) {
 	src := tmp
 	switch {
-	case b < 4:
-		g.op("VSHL $%d, %s, %s", 4-b, qh.arr("B16"), tmp.arr("B16"))
-	case b == 4:
-		src = qh
+	case b < to:
+		g.op("VSHL $%d, %s, %s", to-b, h.arr("B16"), tmp.arr("B16"))
+	case b == to:
+		src = h
 	default:
-		g.op("VUSHR $%d, %s, %s", b-4, qh.arr("B16"), tmp.arr("B16"))
+		g.op("VUSHR $%d, %s, %s", b-to, h.arr("B16"), tmp.arr("B16"))
 	}
-	g.bit(code, src, m10)
+	g.bit(code, src, mask)
 }
 
 // Q6_K, Q3_K and Q2_K row kernels: rows consecutive weight rows against

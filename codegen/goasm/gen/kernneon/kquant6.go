@@ -108,16 +108,7 @@ var q3Codes = offsetCodes{
 			for h := range v(2) {
 				hm := vQ6H + h
 				twoBits(g, vQ6Run+h, vQ6Code, vMask, j)
-				src, b := vQ6Tmp, 4*n+j // hmask bit b to bit 2 (byte shifts)
-				switch {
-				case b < 2:
-					g.op("VSHL $%d, %s, %s", 2-b, hm.arr("B16"), src.arr("B16"))
-				case b == 2:
-					src = hm
-				default:
-					g.op("VUSHR $%d, %s, %s", b-2, hm.arr("B16"), src.arr("B16"))
-				}
-				g.bit(vQ6Code, src, vQ6M30)
+				insertBit(g, 4*n+j, 2, hm, vQ6Tmp, vQ6Code, vQ6M30) // the hmask bit
 				dot(j, h, vQ6Code)
 			}
 		}
