@@ -38,16 +38,6 @@ const (
 	actSideBytes  = 8
 )
 
-// legacyPrefetchBytes is how far ahead the one-row Q4_0 and Q8_0 group
-// kernels prefetch, about what the k-quant ones do (four super-blocks of
-// 1184 bytes). Two threads decoding a 256 MB matrix in 128-row items (kern's
-// BenchmarkPackedStreamThreads) read 0.76–0.94 of the streaming bandwidth
-// without it and 0.95–1.19 with it in Q4_0 (sixteen blocks ahead; 29 read
-// 1.03–1.15), 0.93–1.03 and 1.05–1.09 in Q8_0; with sixteen, TinyLlama
-// Q4_0's decode went from 0.76–0.83 of the bandwidth read among its steps
-// to 0.89–1.00 (minervac bench, three alternating rounds).
-const legacyPrefetchBytes = 4096
-
 func gemv(c *build.Context, typ string, rows int) {
 	groupBlockBytes, vectors := 144, 4
 	if typ == "Q8_0" {
@@ -85,12 +75,9 @@ func gemv(c *build.Context, typ string, rows int) {
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
 	if rows == 1 {
-		// Decode streams the weights once: ask for the lines of the
-		// block about legacyPrefetchBytes ahead, every line of it.
-		ahead := (legacyPrefetchBytes + groupBlockBytes - 1) / groupBlockBytes * groupBlockBytes
-		for line := 0; line*64 < groupBlockBytes; line++ {
-			c.PREFETCHT0(Mem{Base: x, Disp: ahead + 64*line})
-		}
+		// Decode streams the weights once: every line of the block
+		// avoutil.GroupPrefetchBytes ahead.
+		avoutil.GroupPrefetch(c, x, groupBlockBytes)
 	}
 	sum := make([]reg.VecVirtual, rows)
 	// add accumulates partial sums into sum[r] (the first one initializes it).

@@ -369,7 +369,7 @@ func q4KGroupAVX2Rows(c *build.Context, dup Mem, rows int, q5 bool) {
 		for t := 0; t < 8; t++ {
 			if line := 8*g + t; 64*line < blockBytes {
 				// One line avoutil.KQPrefetchBlocks blocks ahead per step.
-				c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*blockBytes + 64*line})
+				avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*blockBytes + 64*line})
 			}
 			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
@@ -771,7 +771,7 @@ func offsetGroupAVX2(c *build.Context, kc avx2Codes, loWord, pair Mem, rows int)
 		n, tr, tp := step/4, step/2%2, step%2
 		pl := kc.prefetchLines
 		for k := pl * step; k < pl*step+pl && 64*k < kc.blockBytes; k++ {
-			c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*kc.blockBytes + 64*k})
+			avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*kc.blockBytes + 64*k})
 		}
 		var s16 [4]reg.VecVirtual
 		for t := 4*tr + 2*tp; t < 4*tr+2*tp+2; t++ {

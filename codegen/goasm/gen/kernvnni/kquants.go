@@ -602,7 +602,7 @@ func q4KGroup(c *build.Context, rows int, mask Mem, q5 bool) {
 			if rows == 1 && 8*g+t < (blockBytes+63)/64 {
 				// Decode streams the group: one line of the block
 				// avoutil.KQPrefetchBlocks ahead per step, as in offsetGroup.
-				c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*blockBytes + 64*(8*g+t)})
+				avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*blockBytes + 64*(8*g+t)})
 			}
 			q, lo, hi := c.YMM(), c.YMM(), c.YMM()
 			c.VMOVDQU32(Mem{Base: x, Disp: 160 + 256*g + 32*t}, q)
@@ -1100,7 +1100,7 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 					// bandwidth, BenchmarkKQuantStream).
 					i := 4*(2*n+tr) + t%4
 					for l := range k.prefetchLines {
-						c.PREFETCHT0(Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*(k.prefetchLines*i+l)})
+						avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*(k.prefetchLines*i+l)})
 					}
 				}
 				k.codes(c, gp, consts, vec, n, t, func(ch int, code reg.VecVirtual) {

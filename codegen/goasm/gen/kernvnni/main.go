@@ -242,6 +242,11 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 		lut = c.YMM()
 		c.VMOVDQU(mx.lut, lut)
 	}
+	if rows == 1 && typ != "MXFP4" {
+		// Decode streams the weights once: every line of the block
+		// avoutil.GroupPrefetchBytes ahead, as the AVX2 kernels ask.
+		avoutil.GroupPrefetch(c, x, groupBlockBytes)
+	}
 	for t := 0; t < vectors; t++ {
 		if typ == "MXFP4" {
 			// Low nibbles are elements 4t.., high ones 16+4t..: their

@@ -40,24 +40,72 @@ const Q3KGroupBytes = 8*110 + 32
 const Q2KGroupBytes = 8 * 84
 
 // KQPrefetchBlocks is how many blocks ahead of the one they multiply the
-// one-row k-quant group kernels (avx2 and VNNI) prefetch: decode streams
-// the group, and the hardware prefetchers alone left the packed Q5_K and
-// Q6_K kernels at 0.60–0.71 of the read bandwidth (BenchmarkKQuantStream).
-// Eight (9–13 KB) rather than four: on a Zen 3 VM (AVX2) two threads over
-// TinyLlama-sized matrices in turn with Q4_0 (BenchmarkPackedStreamPaired,
-// three alternating runs) read Q4_K at 0.97–1.01 of Q4_0's rate against
-// 0.96, Q5_K at 0.95–0.99 against 0.93–0.96, Q6_K at 1.00–1.04 against
-// 0.99–1.01; six and twelve did no better than eight. The VNNI kernels share
-// the distance: on a Zen 4 VM (AVX-512, BenchmarkPackedStreamPaired/avx512,
-// 18 runs in three sets alternating with other distances) eight read Q4_K
-// at 0.89–0.96 of Q4_0's rate, Q5_K 0.80–0.97, Q6_K 0.90–0.99. Four, six,
-// twelve, PREFETCHT1 at sixteen and thirty-two and PREFETCHNTA at eight
-// overlapped those ranges; two read Q6_K faster in all ten of its paired
-// runs (0.92–1.07) but Q4_K, faster in three runs of four in one set, slower
-// in all six of the next (0.86–0.92 against 0.91–0.95), so no one distance
-// wins; without prefetch Q5_K fell to 0.75–0.78, with PREFETCHT0 at sixteen
-// to 0.73–0.76.
-const KQPrefetchBlocks = 8
+// one-row k-quant group kernels (avx2 and VNNI) prefetch (StreamPrefetch):
+// decode streams the group, and the hardware prefetchers alone left the
+// packed Q5_K and Q6_K kernels at 0.60–0.71 of the read bandwidth
+// (BenchmarkKQuantStream).
+//
+// With PREFETCHT0 (into L1), eight blocks ahead was the best distance on a
+// Zen 3 VM (AVX2; Q4_K 0.97–1.01 of Q4_0's rate, Q5_K 0.95–0.99, Q6_K
+// 1.00–1.04 in BenchmarkPackedStreamPaired) and as good as any on a Zen 4
+// VM (AVX-512: four, six, twelve, and PREFETCHT1 at sixteen and
+// thirty-two overlapped its ranges; none at all left Q5_K at 0.75–0.78).
+// On an Intel Xeon VM (AVX-512, 2 MB L2 a core) it held the VNNI kernels
+// under a plain read of the same bytes from memory (BenchmarkStreamVsRead,
+// one thread; the read's time over the kernel's in two paired sets):
+//
+//	               Q4_K       Q6_K
+//	T0 at 8     0.90 0.89  0.90 0.77
+//	T0 at 12    0.95 0.90  0.80 0.80
+//	T1 at 8     0.97 1.01  0.94 0.95
+//	T1 at 16    0.99 1.01  0.97 0.94
+//	T2 at 16    1.01 1.00  0.93 0.92
+//	NTA at 8    0.54 0.54  0.67 0.69
+//
+// and in three more sets with the avx2 kernels too, T0 at 8 against T1
+// at 16: VNNI Q4_K 0.95–0.96 against 1.01–1.03, Q5_K 0.93–1.02 against
+// 1.06–1.08, Q6_K 0.84–0.86 against 0.93–0.95; avx2 Q4_K 0.82–0.88
+// against 0.90–1.04, Q5_K 0.87–0.88 against 0.99–1.01, Q6_K 0.56–0.59
+// against 0.72–0.76 (Q2_K and Q3_K, bound by their arithmetic on that
+// machine, moved less). TinyLlama Q4_K decoded 46.5–46.6 tokens/s against
+// 42.9–43.4 (minervac bench, alternating). Sixteen blocks into L2: no
+// worse on any of the three machines.
+const KQPrefetchBlocks = 16
+
+// StreamPrefetch asks for the line at m into L2 (PREFETCHT1), ahead of a
+// one-row kernel's stream through packed groups (decode). Into L1
+// (PREFETCHT0) the kernels read slower on an Intel Xeon VM
+// (KQPrefetchBlocks), probably because each such prefetch holds one of
+// the core's few L1 fill buffers until its line comes from memory, which
+// the loads of lines already in L2 then wait for.
+func StreamPrefetch(c *build.Context, m Mem) {
+	c.PREFETCHT1(m)
+}
+
+// GroupPrefetchBytes is how far ahead the one-row Q4_0 and Q8_0 group
+// kernels prefetch (GroupPrefetch). With PREFETCHT0, two threads decoding
+// a 256 MB matrix in 128-row items (kern's BenchmarkPackedStreamThreads, a
+// Zen 3 VM, AVX2) read 0.76–0.94 of the streaming bandwidth without it and
+// 0.95–1.19 with it in Q4_0 (sixteen blocks ahead; 29 read 1.03–1.15),
+// 0.93–1.03 and 1.05–1.09 in Q8_0; with sixteen, TinyLlama Q4_0's decode
+// went from 0.76–0.83 of the bandwidth read among its steps to 0.89–1.00
+// (minervac bench, three alternating rounds). The VNNI kernels did
+// without one until an Intel Xeon VM read Q4_0 at 0.77–0.79 of a plain
+// read without it and 0.82–0.88 with it, Q8_0 0.82–0.92 and 0.92–0.95
+// (BenchmarkStreamVsRead, three sets; 16 KB ahead did no better). There
+// the AVX2 kernels' prefetch into L2 instead of L1 (StreamPrefetch) took
+// Q4_0 from 0.64–0.66 to 0.78–0.83 and Q8_0 from 0.62–0.69 to 0.83–0.89.
+const GroupPrefetchBytes = 4096
+
+// GroupPrefetch asks for every line of the group block about
+// GroupPrefetchBytes (whole blocks of blockBytes) past the one at x
+// (StreamPrefetch).
+func GroupPrefetch(c *build.Context, x reg.Register, blockBytes int) {
+	ahead := (GroupPrefetchBytes + blockBytes - 1) / blockBytes * blockBytes
+	for line := 0; line*64 < blockBytes; line++ {
+		StreamPrefetch(c, Mem{Base: x, Disp: ahead + 64*line})
+	}
+}
 
 // Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
 // through the scratch register hb (ShiftBit). m10 is a vector of 0x10
