@@ -83,19 +83,26 @@ func StreamPrefetch(c *build.Context, m Mem) {
 }
 
 // GroupPrefetchBytes is how far ahead the one-row Q4_0 and Q8_0 group
-// kernels prefetch (GroupPrefetch). With PREFETCHT0, two threads decoding
-// a 256 MB matrix in 128-row items (kern's BenchmarkPackedStreamThreads, a
-// Zen 3 VM, AVX2) read 0.76–0.94 of the streaming bandwidth without it and
-// 0.95–1.19 with it in Q4_0 (sixteen blocks ahead; 29 read 1.03–1.15),
-// 0.93–1.03 and 1.05–1.09 in Q8_0; with sixteen, TinyLlama Q4_0's decode
-// went from 0.76–0.83 of the bandwidth read among its steps to 0.89–1.00
-// (minervac bench, three alternating rounds). The VNNI kernels did
-// without one until an Intel Xeon VM read Q4_0 at 0.77–0.79 of a plain
-// read without it and 0.82–0.88 with it, Q8_0 0.82–0.92 and 0.92–0.95
-// (BenchmarkStreamVsRead, three sets; 16 KB ahead did no better). There
-// the AVX2 kernels' prefetch into L2 instead of L1 (StreamPrefetch) took
-// Q4_0 from 0.64–0.66 to 0.78–0.83 and Q8_0 from 0.62–0.69 to 0.83–0.89.
-const GroupPrefetchBytes = 4096
+// kernels prefetch (GroupPrefetch). With PREFETCHT0 at 4 KB, two threads
+// decoding a 256 MB matrix in 128-row items (kern's
+// BenchmarkPackedStreamThreads, a Zen 3 VM, AVX2) read 0.76–0.94 of the
+// streaming bandwidth without it and 0.95–1.19 with it in Q4_0, 0.93–1.03
+// and 1.05–1.09 in Q8_0; TinyLlama Q4_0's decode went from 0.76–0.83 of
+// the bandwidth read among its steps to 0.89–1.00 (minervac bench, three
+// alternating rounds). The VNNI kernels did without one until an Intel
+// Xeon VM read Q4_0 at 0.77–0.79 of a plain read without it
+// (BenchmarkStreamVsRead, one thread, paired sets). There, into L2
+// (StreamPrefetch), the distance mattered:
+//
+//	              1 KB       2 KB       4 KB       8 KB
+//	VNNI Q4_0  0.82–0.87  0.92–0.94  0.83–0.88  0.83–0.86
+//	VNNI Q8_0  0.88–0.94  0.95–0.97  0.92–0.97  0.82–0.93
+//	avx2 Q4_0  0.82–0.84  0.85–0.91  0.67–0.81  0.76–0.80
+//	avx2 Q8_0  0.85–0.86  0.93–0.95  0.81–0.85  0.79–0.84
+//
+// (six sets at 2 KB, three at the others; into L1 at 4 KB, the earlier
+// choice, avx2 Q4_0 read 0.64–0.66 and Q8_0 0.62–0.69).
+const GroupPrefetchBytes = 2048
 
 // GroupPrefetch asks for every line of the group block about
 // GroupPrefetchBytes (whole blocks of blockBytes) past the one at x
