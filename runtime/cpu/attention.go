@@ -284,7 +284,7 @@ func kvPart(pp, window, s, S, tile int) (from, to int) {
 	}
 	n := pp + 1 - lo
 	tiles := (n + tile - 1) / tile
-	return lo + min(n, tiles*s/S*tile), lo + min(n, tiles*(s+1)/S*tile)
+	return lo + tiles*s/S*tile, lo + min(n, tiles*(s+1)/S*tile) // a part before the last ends before row n
 }
 
 // attnShape is what the attention work items share.

@@ -2,7 +2,6 @@ package kern
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,27 +10,26 @@ import (
 )
 
 // BenchmarkKQuantStream: one thread multiplying a 64 MB k-quant matrix
-// (2048 wide, TinyLlama's hidden size) by one Q8_K activation row, the
-// decode step, against the streaming read bandwidth that minervac bench
+// (2048 wide, TinyLlama's hidden size) row by row (the row kernels, which
+// decode runs for matrices that are not packed) by one Q8_K activation row,
+// the decode step, against the streaming read bandwidth that minervac bench
 // measures (bench.Bandwidth, one thread, as much memory). The two alternate
 // each iteration and each reports its best, so that a busy machine slows
-// both alike: of_stream is kernel GB/s over read GB/s.
+// both alike: of_stream is kernel GB/s over read GB/s. The packed group
+// kernels' stream is BenchmarkStreamVsRead's (1 GB, against a read of the
+// same bytes: 64 MB fits in some machines' last-level cache), their
+// arithmetic BenchmarkGroupHot's.
 func BenchmarkKQuantStream(b *testing.B) { benchKQuantMatVec(b, 64<<20, true) }
 
 // BenchmarkKQuantCached is BenchmarkKQuantStream on a 256 KB matrix, which
-// stays in the caches: the kernels' arithmetic speed.
+// stays in the caches: the row kernels' arithmetic speed.
 func BenchmarkKQuantCached(b *testing.B) { benchKQuantMatVec(b, 256<<10, false) }
 
 func benchKQuantMatVec(b *testing.B, size int, stream bool) {
-	// Q4_0 (packed) is the reference: its decode is known to stream.
 	for _, wt := range []ir.DType{ir.Q4_K, ir.Q6_K, ir.Q5_K, ir.Q4_0} {
-		for _, v := range []string{"avx2", "avx512", "avx2_packed", "avx512_packed"} {
+		for _, v := range []string{"avx2", "avx512"} {
 			b.Run(fmt.Sprintf("%s_%s", wt, v), func(b *testing.B) {
-				v, packed := strings.CutSuffix(v, "_packed")
 				useVariant(b, v)
-				if packed && !PackedSupported(wt) {
-					b.Skip("no group kernels")
-				}
 				const k = 2048
 				rb := k / wt.BlockSize() * wt.BlockBytes()
 				n := size / rb &^ 7
@@ -40,21 +38,10 @@ func benchKQuantMatVec(b *testing.B, size int, stream bool) {
 				QuantizeActs(ActType(wt), randRow(k, 1, 2), a)
 				dst := make([]float32, n)
 				ks := Current()
-				var p *Packed
-				if packed {
-					p = Pack(wt, n, k, data)
-					defer p.Free()
-					a = make([]byte, p.ActBytes())
-					p.QuantizeActs(ks, randRow(k, 1, 2), a)
-				}
 				best, bw := time.Duration(1<<62), 0.0
 				for b.Loop() {
 					t0 := time.Now()
-					if p != nil {
-						p.Dots(0, n, a, len(a), 1, dst, n)
-					} else {
-						ks.MatVec(wt, k, data, a, dst)
-					}
+					ks.MatVec(wt, k, data, a, dst)
 					best = min(best, time.Since(t0))
 					if stream {
 						bw = max(bw, bench.Bandwidth(int64(size), 1, 1))

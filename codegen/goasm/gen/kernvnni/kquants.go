@@ -1097,7 +1097,7 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 					// lines are asked for ahead, prefetchLines per
 					// step, or the row kernel it replaces streams
 					// faster (Q6_K: 0.88 against 0.60 of the read
-					// bandwidth, BenchmarkKQuantStream).
+					// bandwidth, BenchmarkKQuantStream then).
 					i := 4*(2*n+tr) + t%4
 					for l := range k.prefetchLines {
 						avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*(k.prefetchLines*i+l)})

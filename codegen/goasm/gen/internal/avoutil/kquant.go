@@ -43,7 +43,7 @@ const Q2KGroupBytes = 8 * 84
 // one-row k-quant group kernels (avx2 and VNNI) prefetch (StreamPrefetch):
 // decode streams the group, and the hardware prefetchers alone left the
 // packed Q5_K and Q6_K kernels at 0.60–0.71 of the read bandwidth
-// (BenchmarkKQuantStream).
+// (BenchmarkKQuantStream's packed cases then, BenchmarkStreamVsRead now).
 //
 // With PREFETCHT0 (into L1), eight blocks ahead was the best distance on a
 // Zen 3 VM (AVX2; Q4_K 0.97–1.01 of Q4_0's rate, Q5_K 0.95–0.99, Q6_K
