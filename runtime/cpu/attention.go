@@ -43,8 +43,6 @@ func (e *exec) attention(nd *node) error {
 	}
 	kst := e.cache(p.stOf[nd.args[1]])
 	vst := e.cache(p.stOf[nd.args[2]])
-	// One head's rows are hw elements apart (state.at).
-	kw, vw := kst.hw, vst.hw
 	dv := vst.info.Width / nkv
 	group := nh / nkv
 	T := len(pos)
@@ -131,28 +129,7 @@ func (e *exec) attention(nd *node) error {
 					e.p.ks.Prefetch(vst.rowBytes(vst.at(vbase, nf, kh), nn))
 				}
 			}
-			switch {
-			case kst.f32 != nil:
-				e.p.ks.Scores(qv, kst.f32[koff:], kw, sc[:j1-j0])
-			case kst.f16 != nil:
-				e.p.ks.ScoresF16(qv, kst.f16[koff:], kw, sc[:j1-j0])
-			default:
-				e.p.ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:j1-j0])
-			}
-			m, l = raiseMax(m, l, acc, e.p.ks.ScaleMax(sc[:j1-j0], scale))
-			e.p.ks.ExpSub(wt[:j1-j0], sc[:j1-j0], m)
-			for _, wgt := range wt[:j1-j0] {
-				l += wgt
-			}
-			// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
-			switch {
-			case vst.f32 != nil:
-				e.p.ks.AxpyRows(acc, wt[:j1-j0], vst.f32[voff:], vw)
-			case vst.f16 != nil:
-				e.p.ks.AxpyRowsF16(acc, wt[:j1-j0], vst.f16[voff:], vw)
-			default:
-				e.p.ks.AxpyRowsQ8(acc, wt[:j1-j0], vst.q8[q8Bytes(voff):], q8Bytes(vw))
-			}
+			m, l = e.tileOneHead(kst, vst, koff, voff, j1-j0, qv, scale, m, l, acc, sc, wt)
 		}
 		pr[0], pr[1] = m, l
 	}
@@ -264,6 +241,72 @@ func raiseMax(m, l float32, acc []float32, tm float32) (float32, float32) {
 	return tm, l
 }
 
+// tileOneHead is one tile's step of a one-head work item: query qv's
+// scores against the nj K rows from cache element koff into sc, the online
+// softmax's step on (m, l, acc) with their weights in wt, and acc += the
+// weighted V rows from element voff. It returns the new m and l.
+func (e *exec) tileOneHead(kst, vst *state, koff, voff, nj int, qv []float32, scale, m, l float32, acc, sc, wt []float32) (float32, float32) {
+	ks := e.p.ks
+	kw, vw := kst.hw, vst.hw
+	sc, wt = sc[:nj], wt[:nj]
+	switch {
+	case kst.f32 != nil:
+		ks.Scores(qv, kst.f32[koff:], kw, sc)
+	case kst.f16 != nil:
+		ks.ScoresF16(qv, kst.f16[koff:], kw, sc)
+	default:
+		ks.ScoresQ8(qv, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc)
+	}
+	m, l = raiseMax(m, l, acc, ks.ScaleMax(sc, scale))
+	ks.ExpSub(wt, sc, m)
+	for _, wgt := range wt {
+		l += wgt
+	}
+	// acc += Σ w_j·V_j with acc held in registers (rows vw apart).
+	switch {
+	case vst.f32 != nil:
+		ks.AxpyRows(acc, wt, vst.f32[voff:], vw)
+	case vst.f16 != nil:
+		ks.AxpyRowsF16(acc, wt, vst.f16[voff:], vw)
+	default:
+		ks.AxpyRowsQ8(acc, wt, vst.q8[q8Bytes(voff):], q8Bytes(vw))
+	}
+	return m, l
+}
+
+// tileGrouped is tileOneHead for G ≤ kern.GroupLanes queries at once, each
+// with the bits tileOneHead gives it: query g at qv[g·qs:], its m[g] and
+// l[g], its acc at acc[g·hs:g·hs+dv]; sc and wt hold GroupLanes·nj floats.
+// Lanes g ≥ G must hold m[g] = 0 (their scores are 0 and weights 1).
+func (e *exec) tileGrouped(kst, vst *state, koff, voff, nj int, qv []float32, qs, hd, dv, G, hs int, scale float32, m, l *[kern.GroupLanes]float32, acc, sc, wt []float32) {
+	const L = kern.GroupLanes
+	ks := e.p.ks
+	kw, vw := kst.hw, vst.hw
+	sc, wt = sc[:L*nj], wt[:L*nj]
+	switch {
+	case kst.f32 != nil:
+		ks.ScoresG(qv, qs, hd, G, kst.f32[koff:], kw, sc)
+	case kst.f16 != nil:
+		ks.ScoresF16G(qv, qs, hd, G, kst.f16[koff:], kw, sc)
+	default:
+		ks.ScoresQ8G(qv, qs, hd, G, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc)
+	}
+	var tm [L]float32
+	ks.ScaleMax8(sc, scale, &tm)
+	for g := range G {
+		m[g], l[g] = raiseMax(m[g], l[g], acc[g*hs:g*hs+dv], tm[g])
+	}
+	ks.ExpSubSum8(wt, sc, m, l)
+	switch {
+	case vst.f32 != nil:
+		ks.AxpyRowsG(acc, hs, dv, G, wt, vst.f32[voff:], vw)
+	case vst.f16 != nil:
+		ks.AxpyRowsF16G(acc, hs, dv, G, wt, vst.f16[voff:], vw)
+	default:
+		ks.AxpyRowsQ8G(acc, hs, dv, G, wt, vst.q8[q8Bytes(voff):], q8Bytes(vw))
+	}
+}
+
 // oneHeadAttention forces the one-head work items everywhere: the tests'
 // and benchmarks' reference for the grouped ones.
 var oneHeadAttention bool
@@ -308,7 +351,6 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 	ks := p.ks
 	const L = kern.GroupLanes
 	nh, hd, dv, S, tileKV := sh.nh, sh.hd, sh.dv, sh.S, sh.tileKV
-	kw, vw := kst.hw, vst.hw // one head's rows apart (state.at)
 	group := nh / sh.nkv
 	runs := (group + L - 1) / L
 	stride := 2 + dv
@@ -351,29 +393,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 			nj := min(j0+tileKV, to) - j0
 			voff := vst.at(vbase, j0, kh)
 			ks.Prefetch(vst.rowBytes(voff, nj)) // as in the one-head items
-			koff := kst.at(kbase, j0, kh)
-			switch {
-			case kst.f32 != nil:
-				ks.ScoresG(qv, hd, hd, G, kst.f32[koff:], kw, sc[:L*nj])
-			case kst.f16 != nil:
-				ks.ScoresF16G(qv, hd, hd, G, kst.f16[koff:], kw, sc[:L*nj])
-			default:
-				ks.ScoresQ8G(qv, hd, hd, G, kst.q8[q8Bytes(koff):], q8Bytes(kw), sc[:L*nj])
-			}
-			var tm [L]float32
-			ks.ScaleMax8(sc[:L*nj], sh.scale, &tm)
-			for g := range G {
-				m[g], l[g] = raiseMax(m[g], l[g], acc[g*hs:g*hs+dv], tm[g])
-			}
-			ks.ExpSubSum8(wt[:L*nj], sc[:L*nj], &m, &l)
-			switch {
-			case vst.f32 != nil:
-				ks.AxpyRowsG(acc, hs, dv, G, wt[:L*nj], vst.f32[voff:], vw)
-			case vst.f16 != nil:
-				ks.AxpyRowsF16G(acc, hs, dv, G, wt[:L*nj], vst.f16[voff:], vw)
-			default:
-				ks.AxpyRowsQ8G(acc, hs, dv, G, wt[:L*nj], vst.q8[q8Bytes(voff):], q8Bytes(vw))
-			}
+			e.tileGrouped(kst, vst, kst.at(kbase, j0, kh), voff, nj, qv, hd, hd, dv, G, hs, sh.scale, &m, &l, acc, sc, wt)
 		}
 		for g := range G {
 			pr[g*hs], pr[g*hs+1] = m[g], l[g]
