@@ -89,6 +89,9 @@ func (e *exec) attention(nd *node) error {
 		e.attentionGrouped(sh, q, pos, kst, vst, merge)
 		return nil
 	}
+	if !oneHeadAttention && group == 1 && hd%8 == 0 && dv%8 == 0 && e.attentionTokenRuns(sh, q, pos, kst, vst, merge) {
+		return nil
+	}
 	// item computes partial it = (t·nh + h)·S + s into pr.
 	item := func(w, it int, pr []float32) {
 		t, h, s := it/(nh*S), (it/S)%nh, it%S
@@ -412,4 +415,104 @@ func (s *state) rowBytes(off, n int) []byte {
 		return asBytes(s.f16[off : off+n*s.hw])
 	}
 	return s.q8[q8Bytes(off):q8Bytes(off+n*s.hw)]
+}
+
+// attentionTokenRuns is attention's first pass and merge for a prompt
+// without grouped-query heads (Llama-2 7B, Phi-3): one work item per (head,
+// run of up to kern.GroupLanes consecutive tokens) walks the head's tiles
+// for all the run's tokens at once with the grouped kernels (tileGrouped),
+// each K and V row read and widened once per run instead of once per
+// token. A run's tokens share their slot and their tiles: kvPart cuts the
+// same parts and tiles for them (same first row, same tile count), all
+// but the last tile, which ends at each token's own row and is walked
+// token by token (tileOneHead). Each token's partials, and so its output,
+// have the bits the one-head items give it. It reports false, and does
+// nothing, where there are too few runs to share out (decode; see
+// attentionPasses).
+func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, vst *state, merge func(th int, pp []float32)) bool {
+	p := e.p
+	const L = kern.GroupLanes
+	nh, hd, dv, S, tileKV := sh.nh, sh.hd, sh.dv, sh.S, sh.tileKV
+	T := len(pos)
+	// geometry is what a run's tokens share: slot row, first row and tile
+	// count of the rows they attend to (kvPart).
+	geometry := func(t int) [3]int {
+		pp := int(pos[t])
+		lo := 0
+		if sh.window > 0 && pp-sh.window+1 > lo {
+			lo = pp - sh.window + 1
+		}
+		return [3]int{e.slotRow[t], lo, (pp + 1 - lo + tileKV - 1) / tileKV}
+	}
+	runs := append(p.tokenRuns[:0], 0)
+	for t := 1; t < T; t++ {
+		if t-runs[len(runs)-1] == L || geometry(t) != geometry(t-1) {
+			runs = append(runs, t)
+		}
+	}
+	runs = append(runs, T)
+	p.tokenRuns = runs
+	nr := len(runs) - 1
+	if nr*nh < 4*p.pool.n {
+		return false
+	}
+	stride := 2 + dv
+	hs := S * stride // one token's partials
+	qs := nh * hd    // a token's query from the previous one's
+	// Item i is run i%nr of head i/nr: a head's runs in turn, so that its
+	// rows stay in the caches from one item to the next.
+	p.runChunked(nr*nh, func(w, i int) {
+		h, r := i/nr, i%nr
+		t0, G := runs[r], runs[r+1]-runs[r]
+		pp := growF32(p.attnPart[w], G*hs)
+		p.attnPart[w] = pp
+		buf := growF32(p.scratch[w], 2*L*tileKV)
+		p.scratch[w] = buf
+		sc, wt := buf[:L*tileKV], buf[L*tileKV:]
+		kbase, vbase := e.base(kst, t0), e.base(vst, t0)
+		qv := q[t0*qs+h*hd : (t0+G-1)*qs+(h+1)*hd]
+		for s := range S {
+			pr := pp[s*stride:]
+			acc := pr[2:]
+			var m, l [L]float32
+			for g := range L {
+				m[g] = negInf
+				if g >= G {
+					m[g] = 0 // unused lanes: scores 0, weights 1
+				} else {
+					clear(acc[g*hs : g*hs+dv])
+				}
+			}
+			// The run's tokens differ only in where their last tile
+			// ends: from first to last.
+			var from, first, last int
+			for g := range G {
+				f, end := kvPart(int(pos[t0+g]), sh.window, s, S, tileKV)
+				if g == 0 {
+					from, first, last = f, end, end
+				}
+				first, last = min(first, end), max(last, end)
+			}
+			for j0 := from; j0 < last; j0 += tileKV {
+				nj := min(j0+tileKV, last) - j0
+				voff, koff := vst.at(vbase, j0, h), kst.at(kbase, j0, h)
+				p.ks.Prefetch(vst.rowBytes(voff, nj)) // as in the one-head items
+				if j0+nj <= first {
+					e.tileGrouped(kst, vst, koff, voff, nj, qv, qs, hd, dv, G, hs, sh.scale, &m, &l, acc, sc, wt)
+					continue
+				}
+				for g := range G {
+					_, end := kvPart(int(pos[t0+g]), sh.window, s, S, tileKV)
+					m[g], l[g] = e.tileOneHead(kst, vst, koff, voff, end-j0, qv[g*qs:g*qs+hd], sh.scale, m[g], l[g], acc[g*hs:g*hs+dv], sc, wt)
+				}
+			}
+			for g := range G {
+				pr[g*hs], pr[g*hs+1] = m[g], l[g]
+			}
+		}
+		for g := range G {
+			merge((t0+g)*nh+h, pp[g*hs:(g+1)*hs])
+		}
+	})
+	return true
 }

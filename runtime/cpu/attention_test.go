@@ -90,13 +90,15 @@ func attnRun(t testing.TB, g *ir.Graph, w memWeights, threads int, steps []int) 
 	return rows
 }
 
-// The grouped attention work items give every row exactly the bits of the
-// one-head ones: f32, f16 and q8_0 caches, groups of 8, 12 (a run of 8 and
-// one of 4), 3 and 4 heads, sliding windows with sinks, plain attention
+// The grouped attention work items, and without grouped heads the runs of
+// a prompt's tokens (attentionTokenRuns), give every row exactly the bits
+// of the one-head ones: f32, f16 and q8_0 caches, groups of 8, 12 (a run of
+// 8 and one of 4), 3 and 4 heads, one head (4 and 3 KV heads), sliding windows with sinks, plain attention
 // (tiles of 64 rows) and flash attention (tiles of 8192/head_dim rows in
 // four parts), prefill chunks crossing tiles, then decode steps.
 func TestAttentionGroupedExact(t *testing.T) {
-	shapes := []struct{ H, Hkv, hd, window int }{{8, 1, 128, 0}, {12, 1, 24, 0}, {6, 2, 16, 100}, {8, 2, 32, 100}}
+	shapes := []struct{ H, Hkv, hd, window int }{{8, 1, 128, 0}, {12, 1, 24, 0}, {6, 2, 16, 100}, {8, 2, 32, 100},
+		{4, 4, 128, 0}, {3, 3, 32, 100}} // and no grouped heads: runs of tokens
 	for _, cache := range []ir.DType{ir.F32, ir.F16, ir.Q8_0} {
 		for _, sh := range shapes {
 			if cache == ir.Q8_0 && sh.hd%32 != 0 {
@@ -183,6 +185,35 @@ func BenchmarkAttentionDepth(b *testing.B) {
 			}
 		}
 		p.Close()
+	}
+}
+
+// BenchmarkAttentionPrompt times attention alone on a 512-token prompt
+// from position 0 in Llama-2 7B's shape (32 heads of 128, no grouped
+// heads, f16 cache, flash attention: tiles of 64 rows), with the runs of
+// tokens (attentionTokenRuns) and the one-head items in the same run:
+//
+//	go test ./runtime/cpu -run '^$' -bench AttentionPrompt -benchtime 10x
+func BenchmarkAttentionPrompt(b *testing.B) {
+	const T = 512
+	g, w := attnGraph(b, 32, 32, 128, 0, false, true, ir.F16)
+	p, err := cpu.Backend{Threads: 2}.Compile(g, w, runtime.ProgramConfig{Context: T})
+	require.NoError(b, err)
+	defer p.Close()
+	tok, pos := make([]int32, T), make([]int32, T)
+	for i := range tok {
+		tok[i], pos[i] = int32(i*7919%800), int32(i)
+	}
+	for _, oneHead := range []bool{false, true} {
+		b.Run(map[bool]string{false: "runs", true: "onehead"}[oneHead], func(b *testing.B) {
+			defer cpu.SetOneHeadAttention(oneHead)()
+			for b.Loop() {
+				if _, err := p.Step(0, tok, pos); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(T*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
 	}
 }
 

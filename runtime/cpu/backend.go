@@ -194,6 +194,7 @@ type program struct {
 	logitRowsDone int64
 	part          []float32   // attention's partials when split across the workers
 	attnPart      [][]float32 // per worker: one attention item's partials
+	tokenRuns     []int       // attentionTokenRuns' run boundaries
 	moeBuf        *moeBuffers
 	// q82: round Q8_0 activations with ik_llama.cpp's Q8_2 recipe (the
 	// graph's act_rounding attribute; refround.go).
