@@ -379,9 +379,9 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 							rmsnormRow(hv, hv, parts.QKEps, kn)
 						}
 						rt.apply(r, hv)
-						writeRow(kst, kst.at(e.base(kst, r), int(pos[r]), h-H), hv)
+						writeRow(p.ks, kst, kst.at(e.base(kst, r), int(pos[r]), h-H), hv)
 					default:
-						writeRow(vst, vst.at(e.base(vst, r), int(pos[r]), h-H-Hkv), hv)
+						writeRow(p.ks, vst, vst.at(e.base(vst, r), int(pos[r]), h-H-Hkv), hv)
 					}
 				}
 			}

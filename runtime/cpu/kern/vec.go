@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/quant"
 )
 
 // The float32 vector kernels of the CPU backend's non-matmul work. With a
@@ -65,6 +66,25 @@ func (ks Kernels) Axpy(dst []float32, alpha float32, x []float32) {
 func (ks Kernels) Prefetch(b []byte) {
 	if ks.vec() && len(b) > 0 {
 		prefetchAVX2(b)
+	}
+}
+
+// F32ToF16 sets dst[i] = quant.F32ToF16(x[i]) for i < len(dst): halves
+// rounded to nearest even, a NaN the quiet NaN of its sign (0x7e00).
+func (ks Kernels) F32ToF16(dst []uint16, x []float32) {
+	x = x[:len(dst)]
+	i := 0
+	if ks.vec() {
+		i = len(dst) &^ 7
+		f32ToF16AVX2(dst[:i], x[:i])
+		for j, h := range dst[:i] {
+			if h&0x7fff > 0x7c00 { // a NaN: the vector kept its payload
+				dst[j] = h&0x8000 | 0x7e00
+			}
+		}
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = quant.F32ToF16(x[i])
 	}
 }
 

@@ -71,6 +71,29 @@ axpy_done:
 	VZEROUPPER
 	RET
 
+// func f32ToF16AVX2(dst []uint16, x []float32)
+// Requires: AVX, F16C
+TEXT ·f32ToF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ  dst_len+8(FP), AX
+	MOVQ  dst_base+0(FP), CX
+	MOVQ  x_base+24(FP), DX
+	SHRQ  $0x03, AX
+	TESTQ AX, AX
+	JZ    f32tof16_done
+
+f32tof16_loop:
+	VMOVUPS   (DX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, (CX)
+	ADDQ      $0x00000020, DX
+	ADDQ      $0x00000010, CX
+	DECQ      AX
+	JNZ       f32tof16_loop
+
+f32tof16_done:
+	VZEROUPPER
+	RET
+
 // func siluMulAVX2(dst []float32, g []float32, u []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·siluMulAVX2(SB), NOSPLIT, $0-72

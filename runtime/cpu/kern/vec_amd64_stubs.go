@@ -14,6 +14,11 @@ func dotF32AVX2(a []float32, b []float32) float32
 //go:noescape
 func axpyF32AVX2(dst []float32, alpha float32, x []float32)
 
+// f32ToF16AVX2 sets dst[:len(dst)&^7] to x's halves, rounded to nearest even. It needs AVX2 and F16C.
+//
+//go:noescape
+func f32ToF16AVX2(dst []uint16, x []float32)
+
 // siluMulAVX2 sets dst[i] = silu(g[i])·u[i] for i < len(dst)&^7. It needs AVX2 and FMA.
 //
 //go:noescape

@@ -24,5 +24,6 @@ func scoresF32AVX2(q, k []float32, stride int, out []float32) {
 func axpyRowsF32AVX2(acc, w, v []float32, stride int) {
 	panic("kern: no AVX2 kernels on this architecture")
 }
-func quantQ8_KAVX2(x []float32, dst []byte) { panic("kern: no AVX2 kernels on this architecture") }
-func prefetchAVX2(b []byte)                 { panic("kern: no AVX2 kernels on this architecture") }
+func quantQ8_KAVX2(x []float32, dst []byte)  { panic("kern: no AVX2 kernels on this architecture") }
+func prefetchAVX2(b []byte)                  { panic("kern: no AVX2 kernels on this architecture") }
+func f32ToF16AVX2(dst []uint16, x []float32) { panic("kern: no AVX2 kernels on this architecture") }

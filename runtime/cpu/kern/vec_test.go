@@ -3,11 +3,13 @@ package kern
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/ir"
+	"github.com/minerva-llm/minerva/quant"
 )
 
 // vecSizes covers empty, below one vector, the tails after 8 and 32, and
@@ -296,5 +298,40 @@ func BenchmarkQuantizeQ8_K(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 		})
+	}
+}
+
+// TestF32ToF16 converts, in every variant, floats whose bits are random
+// across the whole range (so every exponent, subnormal halves and
+// overflow), the edges of rounding (ties to even at every exponent, 65504,
+// 65519, 65520, the least subnormal's half) and NaNs with payloads, and
+// wants quant.F32ToF16's half bit for bit: the KV cache's f16 rows.
+func TestF32ToF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	var x []float32
+	for range 4096 {
+		x = append(x, math.Float32frombits(r.Uint32()))
+	}
+	for e := 102; e <= 143; e++ { // halves' exponents and around them
+		for _, m := range []uint32{0, 1, 0xfff, 0x1000, 0x1fff, 0x2000, 0x3000, 0x7fffff} {
+			b := uint32(e)<<23 | m
+			x = append(x, math.Float32frombits(b), math.Float32frombits(b|1<<31))
+		}
+	}
+	x = append(x, 65504, 65519, 65520, 65536, float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
+		0x1p-25, 0x1p-24, 0x1.8p-25, 0x1p-14, 0x1.ffcp-15,
+		math.Float32frombits(0x7f800001), math.Float32frombits(0xffc00000), math.Float32frombits(0x7fbfffff))
+	for _, v := range Variants() {
+		for _, n := range append(vecSizes, len(x)) {
+			t.Run(fmt.Sprintf("%s/%d", v, n), func(t *testing.T) {
+				useVariant(t, v)
+				src := x[len(x)-min(n, len(x)):]
+				got := make([]uint16, len(src))
+				Current().F32ToF16(got, src)
+				for i, f := range src {
+					require.Equal(t, quant.F32ToF16(f), got[i], "%08x", math.Float32bits(f))
+				}
+			})
+		}
 	}
 }

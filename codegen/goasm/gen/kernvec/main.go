@@ -38,6 +38,7 @@ func run(dir string) error {
 	c.ConstraintExpr("amd64")
 	dotF32(c)
 	axpyF32(c)
+	f32ToF16(c)
 	siluMul(c)
 	expSub(c, false)
 	scaleMax8(c)
@@ -130,6 +131,34 @@ func axpyF32(c *build.Context) {
 	c.DECQ(n)
 	c.JNZ(LabelRef("axpy_loop"))
 	c.Label("axpy_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// f32ToF16 emits func f32ToF16AVX2(dst []uint16, x []float32): dst[i] =
+// x[i] as a half, rounded to nearest even (VCVTPS2PH, imm 0), for i <
+// len(dst)&^7: the KV cache's f16 rows. Every finite value and infinity
+// converts as quant.F32ToF16 converts it; a NaN keeps its payload's top
+// bits, which the caller mends (kern.Kernels.F32ToF16).
+func f32ToF16(c *build.Context) {
+	avoutil.Function(c, "f32ToF16AVX2", "func(dst []uint16, x []float32)",
+		"f32ToF16AVX2 sets dst[:len(dst)&^7] to x's halves, rounded to nearest even. It needs AVX2 and F16C.")
+	n := c.Load(c.Param("dst").Len(), c.GP64())
+	d := c.Load(c.Param("dst").Base(), c.GP64())
+	x := c.Load(c.Param("x").Base(), c.GP64())
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("f32tof16_done"))
+	c.Label("f32tof16_loop")
+	v, h := c.YMM(), c.XMM()
+	c.VMOVUPS(Mem{Base: x}, v)
+	c.VCVTPS2PH(Imm(0), v, h)
+	c.VMOVDQU(h, Mem{Base: d})
+	c.ADDQ(U32(32), x)
+	c.ADDQ(U32(16), d)
+	c.DECQ(n)
+	c.JNZ(LabelRef("f32tof16_loop"))
+	c.Label("f32tof16_done")
 	c.VZEROUPPER()
 	c.RET()
 }
