@@ -85,11 +85,11 @@ func (e *exec) attention(nd *node) error {
 		}
 	}
 	sh := attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}
-	if grouped := !oneHeadAttention && group > 1 && hd%8 == 0 && dv%8 == 0; grouped {
-		e.attentionGrouped(sh, q, pos, kst, vst, merge)
+	if !oneHeadAttention && tokenRunsAttention && hd%8 == 0 && dv%8 == 0 && e.attentionTokenRuns(sh, q, pos, kst, vst, merge) {
 		return nil
 	}
-	if !oneHeadAttention && group == 1 && hd%8 == 0 && dv%8 == 0 && e.attentionTokenRuns(sh, q, pos, kst, vst, merge) {
+	if grouped := !oneHeadAttention && group > 1 && hd%8 == 0 && dv%8 == 0; grouped {
+		e.attentionGrouped(sh, q, pos, kst, vst, merge)
 		return nil
 	}
 	// item computes partial it = (t·nh + h)·S + s into pr.
@@ -314,6 +314,10 @@ func (e *exec) tileGrouped(kst, vst *state, koff, voff, nj int, qv []float32, qs
 // and benchmarks' reference for the grouped ones.
 var oneHeadAttention bool
 
+// tokenRunsAttention: a prompt's attention takes attentionTokenRuns' items
+// where they apply (off only in benchmarks, for the grouped items' time).
+var tokenRunsAttention = true
+
 // kvPart returns the cache rows [from, to) that KV part s of S covers for a
 // query at position pp: the positions it attends to (the last window of
 // them when window > 0, else all up to pp) in tiles of tile rows from the
@@ -418,22 +422,30 @@ func (s *state) rowBytes(off, n int) []byte {
 }
 
 // attentionTokenRuns is attention's first pass and merge for a prompt
-// without grouped-query heads (Llama-2 7B, Phi-3): one work item per (head,
-// run of up to kern.GroupLanes consecutive tokens) walks the head's tiles
-// for all the run's tokens at once with the grouped kernels (tileGrouped),
-// each K and V row read and widened once per run instead of once per
-// token. A run's tokens share their slot and their tiles: kvPart cuts the
-// same parts and tiles for them (same first row, same tile count), all
-// but the last tile, which ends at each token's own row and is walked
-// token by token (tileOneHead). Each token's partials, and so its output,
-// have the bits the one-head items give it. It reports false, and does
-// nothing, where there are too few runs to share out (decode; see
-// attentionPasses).
+// whose KV heads serve at most half of kern.GroupLanes query heads each
+// (Llama-2 7B and Phi-3 one, Llama-3 8B and Mistral four): one work item
+// per (KV head, run of up to GroupLanes/group consecutive tokens) walks
+// the KV head's tiles for every query head of the group and token of the
+// run at once with the grouped kernels (tileGrouped, lane g serving token
+// g/group's head g%group), each K and V row read and widened once per run
+// instead of once per token (or per group's heads: attentionGrouped, which
+// leaves lanes idle). A run's tokens share their slot and their tiles:
+// kvPart cuts the same parts and tiles for them (same first row, same tile
+// count), all but the last tile, which ends at each token's own row and is
+// walked lane by lane (tileOneHead). Each (token, head)'s partials, and so
+// its output, have the bits the one-head items give it. It reports false,
+// and does nothing, where no run holds two tokens (decode) or there are
+// too few items to share out (see attentionPasses).
 func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, vst *state, merge func(th int, pp []float32)) bool {
 	p := e.p
 	const L = kern.GroupLanes
 	nh, hd, dv, S, tileKV := sh.nh, sh.hd, sh.dv, sh.S, sh.tileKV
+	group := nh / sh.nkv
+	per := L / group // tokens per run
 	T := len(pos)
+	if per < 2 || T < 2 {
+		return false
+	}
 	// geometry is what a run's tokens share: slot row, first row and tile
 	// count of the rows they attend to (kvPart).
 	geometry := func(t int) [3]int {
@@ -446,31 +458,36 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 	}
 	runs := append(p.tokenRuns[:0], 0)
 	for t := 1; t < T; t++ {
-		if t-runs[len(runs)-1] == L || geometry(t) != geometry(t-1) {
+		if t-runs[len(runs)-1] == per || geometry(t) != geometry(t-1) {
 			runs = append(runs, t)
 		}
 	}
 	runs = append(runs, T)
 	p.tokenRuns = runs
 	nr := len(runs) - 1
-	if nr*nh < 4*p.pool.n {
+	if nr == T || nr*sh.nkv < 4*p.pool.n {
 		return false
 	}
 	stride := 2 + dv
-	hs := S * stride // one token's partials
-	qs := nh * hd    // a token's query from the previous one's
-	// Item i is run i%nr of head i/nr: a head's runs in turn, so that its
-	// rows stay in the caches from one item to the next.
-	p.runChunked(nr*nh, func(w, i int) {
-		h, r := i/nr, i%nr
-		t0, G := runs[r], runs[r+1]-runs[r]
+	hs := S * stride // one lane's partials
+	// Item i is run i%nr of KV head i/nr: a KV head's runs in turn, so
+	// that its rows stay in the caches from one item to the next.
+	p.runChunked(nr*sh.nkv, func(w, i int) {
+		kh, r := i/nr, i%nr
+		t0, nt := runs[r], runs[r+1]-runs[r]
+		G := nt * group
+		// Lane g is (token t0+g/group, head kh·group+g%group); th(g)
+		// names it to merge.
+		th := func(g int) int { return (t0+g/group)*nh + kh*group + g%group }
 		pp := growF32(p.attnPart[w], G*hs)
 		p.attnPart[w] = pp
-		buf := growF32(p.scratch[w], 2*L*tileKV)
+		buf := growF32(p.scratch[w], 2*L*tileKV+L*hd)
 		p.scratch[w] = buf
-		sc, wt := buf[:L*tileKV], buf[L*tileKV:]
+		sc, wt, qv := buf[:L*tileKV], buf[L*tileKV:2*L*tileKV], buf[2*L*tileKV:][:G*hd]
+		for g := range G {
+			copy(qv[g*hd:(g+1)*hd], q[th(g)*hd:])
+		}
 		kbase, vbase := e.base(kst, t0), e.base(vst, t0)
-		qv := q[t0*qs+h*hd : (t0+G-1)*qs+(h+1)*hd]
 		for s := range S {
 			pr := pp[s*stride:]
 			acc := pr[2:]
@@ -486,24 +503,37 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 			// The run's tokens differ only in where their last tile
 			// ends: from first to last.
 			var from, first, last int
-			for g := range G {
-				f, end := kvPart(int(pos[t0+g]), sh.window, s, S, tileKV)
-				if g == 0 {
+			for t := range nt {
+				f, end := kvPart(int(pos[t0+t]), sh.window, s, S, tileKV)
+				if t == 0 {
 					from, first, last = f, end, end
 				}
 				first, last = min(first, end), max(last, end)
 			}
 			for j0 := from; j0 < last; j0 += tileKV {
 				nj := min(j0+tileKV, last) - j0
-				voff, koff := vst.at(vbase, j0, h), kst.at(kbase, j0, h)
+				voff, koff := vst.at(vbase, j0, kh), kst.at(kbase, j0, kh)
 				p.ks.Prefetch(vst.rowBytes(voff, nj)) // as in the one-head items
 				if j0+nj <= first {
-					e.tileGrouped(kst, vst, koff, voff, nj, qv, qs, hd, dv, G, hs, sh.scale, &m, &l, acc, sc, wt)
+					e.tileGrouped(kst, vst, koff, voff, nj, qv, hd, hd, dv, G, hs, sh.scale, &m, &l, acc, sc, wt)
 					continue
 				}
-				for g := range G {
-					_, end := kvPart(int(pos[t0+g]), sh.window, s, S, tileKV)
-					m[g], l[g] = e.tileOneHead(kst, vst, koff, voff, end-j0, qv[g*qs:g*qs+hd], sh.scale, m[g], l[g], acc[g*hs:g*hs+dv], sc, wt)
+				// The last tile, token by token: its group's lanes in
+				// lanes 0.. of a call of their own (one head: the
+				// one-head kernels, a little faster).
+				for t := range nt {
+					_, end := kvPart(int(pos[t0+t]), sh.window, s, S, tileKV)
+					g0 := t * group
+					if group == 1 {
+						m[t], l[t] = e.tileOneHead(kst, vst, koff, voff, end-j0, qv[t*hd:(t+1)*hd], sh.scale, m[t], l[t], acc[t*hs:t*hs+dv], sc, wt)
+						continue
+					}
+					var tm, tl [L]float32 // unused lanes: m = 0
+					copy(tm[:group], m[g0:])
+					copy(tl[:group], l[g0:])
+					e.tileGrouped(kst, vst, koff, voff, end-j0, qv[g0*hd:], hd, hd, dv, group, hs, sh.scale, &tm, &tl, acc[g0*hs:], sc, wt)
+					copy(m[g0:g0+group], tm[:group])
+					copy(l[g0:g0+group], tl[:group])
 				}
 			}
 			for g := range G {
@@ -511,7 +541,7 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 			}
 		}
 		for g := range G {
-			merge((t0+g)*nh+h, pp[g*hs:(g+1)*hs])
+			merge(th(g), pp[g*hs:(g+1)*hs])
 		}
 	})
 	return true

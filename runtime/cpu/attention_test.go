@@ -90,15 +90,16 @@ func attnRun(t testing.TB, g *ir.Graph, w memWeights, threads int, steps []int) 
 	return rows
 }
 
-// The grouped attention work items, and without grouped heads the runs of
-// a prompt's tokens (attentionTokenRuns), give every row exactly the bits
-// of the one-head ones: f32, f16 and q8_0 caches, groups of 8, 12 (a run of
-// 8 and one of 4), 3 and 4 heads, one head (4 and 3 KV heads), sliding windows with sinks, plain attention
-// (tiles of 64 rows) and flash attention (tiles of 8192/head_dim rows in
-// four parts), prefill chunks crossing tiles, then decode steps.
+// The grouped attention work items, and for groups of up to four heads the
+// runs of a prompt's tokens (attentionTokenRuns), give every row exactly
+// the bits of the one-head ones: f32, f16 and q8_0 caches, groups of 8, 12
+// (a run of 8 and one of 4), 4, 3, 2 and 1 heads, sliding windows with
+// sinks, plain attention (tiles of 64 rows) and flash attention (tiles of
+// 8192/head_dim rows in four parts), prefill chunks crossing tiles, then
+// decode steps.
 func TestAttentionGroupedExact(t *testing.T) {
 	shapes := []struct{ H, Hkv, hd, window int }{{8, 1, 128, 0}, {12, 1, 24, 0}, {6, 2, 16, 100}, {8, 2, 32, 100},
-		{4, 4, 128, 0}, {3, 3, 32, 100}} // and no grouped heads: runs of tokens
+		{8, 4, 64, 0}, {4, 4, 128, 0}, {3, 3, 32, 100}}
 	for _, cache := range []ir.DType{ir.F32, ir.F16, ir.Q8_0} {
 		for _, sh := range shapes {
 			if cache == ir.Q8_0 && sh.hd%32 != 0 {
@@ -189,31 +190,47 @@ func BenchmarkAttentionDepth(b *testing.B) {
 }
 
 // BenchmarkAttentionPrompt times attention alone on a 512-token prompt
-// from position 0 in Llama-2 7B's shape (32 heads of 128, no grouped
-// heads, f16 cache, flash attention: tiles of 64 rows), with the runs of
-// tokens (attentionTokenRuns) and the one-head items in the same run:
+// from position 0 in the shapes of Llama-2 7B (32 heads of 128, no grouped
+// heads) and Llama-3 8B (32 heads over 8 KV heads), f16 cache, flash
+// attention (tiles of 64 rows), with the runs of tokens
+// (attentionTokenRuns) and the items they replace (one-head, or grouped:
+// oneHeadAttention turns both off) in the same run:
 //
 //	go test ./runtime/cpu -run '^$' -bench AttentionPrompt -benchtime 10x
 func BenchmarkAttentionPrompt(b *testing.B) {
 	const T = 512
-	g, w := attnGraph(b, 32, 32, 128, 0, false, true, ir.F16)
-	p, err := cpu.Backend{Threads: 2}.Compile(g, w, runtime.ProgramConfig{Context: T})
-	require.NoError(b, err)
-	defer p.Close()
-	tok, pos := make([]int32, T), make([]int32, T)
-	for i := range tok {
-		tok[i], pos[i] = int32(i*7919%800), int32(i)
-	}
-	for _, oneHead := range []bool{false, true} {
-		b.Run(map[bool]string{false: "runs", true: "onehead"}[oneHead], func(b *testing.B) {
-			defer cpu.SetOneHeadAttention(oneHead)()
-			for b.Loop() {
-				if _, err := p.Step(0, tok, pos); err != nil {
-					b.Fatal(err)
+	for _, sh := range []struct {
+		name   string
+		H, Hkv int
+	}{{"llama2-7b", 32, 32}, {"llama3-8b", 32, 8}} {
+		g, w := attnGraph(b, sh.H, sh.Hkv, 128, 0, false, true, ir.F16)
+		p, err := cpu.Backend{Threads: 2}.Compile(g, w, runtime.ProgramConfig{Context: T})
+		require.NoError(b, err)
+		tok, pos := make([]int32, T), make([]int32, T)
+		for i := range tok {
+			tok[i], pos[i] = int32(i*7919%800), int32(i)
+		}
+		_, err = p.Step(0, tok, pos) // the cache and arena's first touch
+		require.NoError(b, err)
+		for _, runs := range []bool{true, false} {
+			name := map[bool]string{true: "runs", false: "without"}[runs]
+			b.Run(sh.name+"/"+name, func(b *testing.B) {
+				if !runs {
+					if sh.H == sh.Hkv {
+						defer cpu.SetOneHeadAttention(true)()
+					} else {
+						defer cpu.SetTokenRuns(false)()
+					}
 				}
-			}
-			b.ReportMetric(T*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
-		})
+				for b.Loop() {
+					if _, err := p.Step(0, tok, pos); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(T*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+		p.Close()
 	}
 }
 

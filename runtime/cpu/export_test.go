@@ -31,6 +31,15 @@ func SetOneHeadAttention(on bool) (restore func()) {
 	return func() { oneHeadAttention = old }
 }
 
+// SetTokenRuns turns attention's runs of a prompt's tokens
+// (attentionTokenRuns) on or off, returning a function restoring the
+// setting: off, grouped-query heads take the grouped work items.
+func SetTokenRuns(on bool) (restore func()) {
+	old := tokenRunsAttention
+	tokenRunsAttention = on
+	return func() { tokenRunsAttention = old }
+}
+
 // SetActsReuse turns the matmuls' reuse of the previous one's activation
 // rows on or off, and CountActsReuse counts the reuses from now on.
 func SetActsReuse(on bool) (restore func()) {
