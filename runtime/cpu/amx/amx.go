@@ -9,6 +9,18 @@
 // backend's VNNI kernels peak near 0.2 (two 256-bit vpdpbusd a cycle);
 // its prefill matmuls already run close to that VNNI peak.
 //
+// What did not pay (2026-12-06, same VM): a Q8_0 kernel of two packed
+// groups against sixteen activation rows that loaded each 32-weight block's
+// tiles straight from the packed weights and activations (TDPBSUD,
+// activations signed, weights w+128), stored the two 16×8 sums and applied
+// the block's scales in AVX-512, bit for bit the pair kernels: 138 GMAC/s
+// on one core against their 186, and 222 with the scales left out (about
+// 130 cycles a block for three tile loads, two products and two stores).
+// A tile product pays where its sums stay in a tile across many blocks;
+// a kernel for the 32-element scales of Q8_0, Q4_0 and the k-quants' sub
+// blocks needs the loads, products and the scale arithmetic of several
+// blocks in flight at once.
+//
 // Go's assembler knows no AMX mnemonics (nor does avo), so amx_amd64.s
 // writes each instruction as its VEX bytes, with the encoding in a
 // comment. Tile state is per thread: every function here loads its
