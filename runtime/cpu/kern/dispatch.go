@@ -52,6 +52,8 @@ type variant struct {
 	// Two adjacent Q6_K groups against four activation rows (nil: the
 	// group kernels serve).
 	groupQ6_Kx16 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+	// groupQ6_Kx16x8: groupQ6_Kx16 against eight activation rows.
+	groupQ6_Kx16x8 func(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
 	// The same for eight interleaved Q3_K rows (see Packed).
 	groupQ3_K    func(nb int, w, a []byte, dst []float32)
 	groupQ3_Kx4  func(nb int, w, a []byte, stride int, dst []float32, ld int)

@@ -62,6 +62,7 @@ func archVariants() {
 				v.groupQ5_Kx8, v.groupQ5_Kx16 = gemmQ5_Kx8x8VNNI, gemmQ5_Kx16x8VNNI
 				if cpu.X86.HasAVX512DQ { // the pair kernel's vpinsrq on any register
 					v.groupQ6_K, v.groupQ6_Kx4, v.groupQ6_Kx16 = gemvQ6_Kx8VNNI, gemmQ6_Kx8x4VNNI, gemmQ6_Kx16x4VNNI
+					v.groupQ6_Kx16x8 = gemmQ6_Kx16x8VNNI
 					v.groupQ3_K, v.groupQ3_Kx4, v.groupQ3_Kx16 = gemvQ3_Kx8VNNI, gemmQ3_Kx8x4VNNI, gemmQ3_Kx16x4VNNI
 					v.groupQ2_K, v.groupQ2_Kx4, v.groupQ2_Kx16 = gemvQ2_Kx8VNNI, gemmQ2_Kx8x4VNNI, gemmQ2_Kx16x4VNNI
 				}

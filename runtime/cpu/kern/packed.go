@@ -144,7 +144,7 @@ func (ks Kernels) pack(wt ir.DType, n, k int, data, dst []byte) *Packed {
 	case ir.Q5_K:
 		p.gemm8, p.pair = v.groupQ5_Kx8, pairKernels{nil, v.groupQ5_Kx16}
 	case ir.Q6_K:
-		p.pair = pairKernels{v.groupQ6_Kx16, nil}
+		p.pair = pairKernels{v.groupQ6_Kx16, v.groupQ6_Kx16x8}
 	case ir.Q3_K:
 		p.pair = pairKernels{v.groupQ3_Kx16, nil}
 	case ir.Q2_K:

@@ -258,3 +258,10 @@ func gemmQ2_Kx8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld 
 //
 //go:noescape
 func gemmQ2_Kx16x4VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)
+
+// gemmQ6_Kx16x8VNNI multiplies two packed groups of eight Q6_K rows (w and w[gstride:]) by 8 Q8_K
+// activation rows (see codegen/goasm/gen/kernvnni's kquants.go). It needs
+// AVX-512 F, BW, DQ, VL and VNNI.
+//
+//go:noescape
+func gemmQ6_Kx16x8VNNI(nb int, w []byte, gstride int, a []byte, stride int, dst []float32, ld int)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/minerva-llm/minerva/codegen/goasm/gen/internal/avoutil"
 	"github.com/mmcloughlin/avo/attr"
@@ -881,24 +882,32 @@ type offsetCodes struct {
 	// when the kernels are generated), loaded into registers before the
 	// loop.
 	consts func() []Mem
-	// codes emits the four code vectors of position vector t of half n,
-	// passing each to use with its chunk.
-	codes func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual))
+	// codes emits the code vectors of position vector t of half n of the
+	// chunks want names (all four, or two where eight activation rows'
+	// sums would not fit the registers with all four), passing each to use
+	// with its chunk.
+	codes func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, want []int, use func(ch int, code reg.VecVirtual))
 }
 
 // q6Codes is Q6_K's offsetCodes (layout above).
 var q6Codes = offsetCodes{
 	typ: "Q6_K", blockBytes: avoutil.Q6KGroupBytes, offShift: 5, prefetchLines: 2,
 	consts: func() []Mem { return []Mem{kq512.nib, kq512.m30} },
-	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
+	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, want []int, use func(ch int, code reg.VecVirtual)) {
 		nib, m30 := k[0], k[1]
 		base := 144 + 768*n
 		h := vec()
 		g.load(base+512+32*t, h)
 		for run, chunks := range [2][2]int{{0, 2}, {1, 3}} {
+			if !slices.Contains(want, chunks[0]) && !slices.Contains(want, chunks[1]) {
+				continue
+			}
 			q := vec()
 			g.load(base+256*run+32*t, q)
 			for _, ch := range chunks {
+				if !slices.Contains(want, ch) {
+					continue
+				}
 				code, hb := vec(), h
 				if ch < 2 {
 					c.VPANDD(nib, q, code)
@@ -942,12 +951,12 @@ var q6Codes = offsetCodes{
 var q3Codes = offsetCodes{
 	typ: "Q3_K", blockBytes: avoutil.Q3KGroupBytes, offShift: 2, prefetchLines: 1,
 	consts: func() []Mem { return []Mem{kq23.m03, kq23.m04} },
-	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
+	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, want []int, use func(ch int, code reg.VecVirtual)) {
 		m3, m4 := k[0], k[1]
 		q, h := vec(), vec()
 		g.load(400+256*n+32*t, q)
 		g.load(144+32*t, h)
-		for j := 0; j < 4; j++ {
+		for _, j := range want {
 			code := twoBits(c, q, j, m3, vec)
 			hb := avoutil.ShiftBit(c, 4*n+j, 2, h, vec())
 			c.VPTERNLOGD(Imm(0xf8), m4, hb, code) // code | hb&4
@@ -974,10 +983,10 @@ var q3Codes = offsetCodes{
 var q2Codes = offsetCodes{
 	typ: "Q2_K", blockBytes: avoutil.Q2KGroupBytes, mins: true, prefetchLines: 1,
 	consts: func() []Mem { return []Mem{kq23.m03} },
-	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, use func(ch int, code reg.VecVirtual)) {
+	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, want []int, use func(ch int, code reg.VecVirtual)) {
 		q := vec()
 		g.load(160+256*n+32*t, q)
-		for j := 0; j < 4; j++ {
+		for _, j := range want {
 			use(j, twoBits(c, q, j, k[0], vec))
 		}
 	},
@@ -1039,7 +1048,26 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 	gp := newGroups(c, groups)
 	x, second := gp.x, gp.second
 	y := avoutil.RowPointers(c, rows)
-	acc := zeros(rows)
+	// Eight rows' float sums live in the frame (as q4KGroupWide's), and
+	// their chunk sums are taken two chunks at a time: all in registers,
+	// 4·8 chunk sums and the rest would be more than the 32 there are.
+	inFrame := rows > 4
+	var acc []reg.VecVirtual
+	var accMem Mem
+	width := 32 * groups
+	if inFrame {
+		accMem = c.AllocLocal(width * rows)
+		z := zeros(1)[0]
+		for r := range rows {
+			c.VMOVDQU32(z, accMem.Offset(width*r))
+		}
+	} else {
+		acc = zeros(rows)
+	}
+	passes := [][]int{{0, 1, 2, 3}}
+	if inFrame {
+		passes = [][]int{{0, 2}, {1, 3}}
+	}
 	var consts []reg.VecVirtual
 	for _, m := range k.consts() {
 		consts = append(consts, vec())
@@ -1087,49 +1115,53 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 	}
 	for n := 0; n < 2; n++ {
 		for tr := 0; tr < 2; tr++ { // element positions 0..15, then 16..31
-			sums := make([][4]reg.VecVirtual, rows)
-			for r := range rows {
-				copy(sums[r][:], zeros(4))
-			}
-			for t := 4 * tr; t < 4*tr+4; t++ {
-				if rows == 1 {
-					// Decode streams the group: the next blocks'
-					// lines are asked for ahead, prefetchLines per
-					// step, or the row kernel it replaces streams
-					// faster (Q6_K: 0.88 against 0.60 of the read
-					// bandwidth, BenchmarkKQuantStream then).
-					i := 4*(2*n+tr) + t%4
-					for l := range k.prefetchLines {
-						avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*(k.prefetchLines*i+l)})
-					}
-				}
-				k.codes(c, gp, consts, vec, n, t, func(ch int, code reg.VecVirtual) {
-					for r := range rows {
-						vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, code, sums[r][ch])
-					}
-				})
-			}
-			for ch := range 4 {
-				sc := vec()
-				disp := scOff + 8*(8*n+2*ch+tr)
-				extend := c.VPMOVSXBD
-				if k.mins {
-					extend = c.VPMOVZXBD
-				}
-				if groups == 1 {
-					extend(Mem{Base: x, Disp: disp}, sc)
-				} else {
-					b := c.XMM()
-					c.VMOVQ(Mem{Base: x, Disp: disp}, b)
-					c.VPINSRQ(Imm(1), second(disp), b, b)
-					extend(b, sc)
-				}
-				if k.mins {
-					c.VPANDD(kq512.nib, sc, sc) // the scale nibble
-				}
+			for _, want := range passes {
+				sums := make([][4]reg.VecVirtual, rows)
 				for r := range rows {
-					c.VPMULLD(sc, sums[r][ch], sums[r][ch])
-					c.VPADDD(sums[r][ch], isum[r], isum[r])
+					for _, ch := range want {
+						sums[r][ch] = zeros(1)[0]
+					}
+				}
+				for t := 4 * tr; t < 4*tr+4; t++ {
+					if rows == 1 {
+						// Decode streams the group: the next blocks'
+						// lines are asked for ahead, prefetchLines per
+						// step, or the row kernel it replaces streams
+						// faster (Q6_K: 0.88 against 0.60 of the read
+						// bandwidth, BenchmarkKQuantStream then).
+						i := 4*(2*n+tr) + t%4
+						for l := range k.prefetchLines {
+							avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*(k.prefetchLines*i+l)})
+						}
+					}
+					k.codes(c, gp, consts, vec, n, t, want, func(ch int, code reg.VecVirtual) {
+						for r := range rows {
+							vpdpbusdBcst(c, Mem{Base: y[r], Disp: 4 + 128*n + 32*ch + 4*t}, code, sums[r][ch])
+						}
+					})
+				}
+				for _, ch := range want {
+					sc := vec()
+					disp := scOff + 8*(8*n+2*ch+tr)
+					extend := c.VPMOVSXBD
+					if k.mins {
+						extend = c.VPMOVZXBD
+					}
+					if groups == 1 {
+						extend(Mem{Base: x, Disp: disp}, sc)
+					} else {
+						b := c.XMM()
+						c.VMOVQ(Mem{Base: x, Disp: disp}, b)
+						c.VPINSRQ(Imm(1), second(disp), b, b)
+						extend(b, sc)
+					}
+					if k.mins {
+						c.VPANDD(kq512.nib, sc, sc) // the scale nibble
+					}
+					for r := range rows {
+						c.VPMULLD(sc, sums[r][ch], sums[r][ch])
+						c.VPADDD(sums[r][ch], isum[r], isum[r])
+					}
 				}
 			}
 		}
@@ -1157,15 +1189,31 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 		c.VBROADCASTSS(Mem{Base: y[r]}, dy)
 		c.VMULPS(dw, dy, d)
 		c.VCVTDQ2PS(isum[r], isum[r])
-		c.VFMADD231PS(isum[r], d, acc[r])
+		a := vec()
+		if inFrame {
+			c.VMOVUPS(accMem.Offset(width*r), a)
+		} else {
+			a = acc[r]
+		}
+		c.VFMADD231PS(isum[r], d, a)
 		if k.mins {
 			dm := vec()
 			c.VMULPS(dmw, dy, dm)
 			c.VCVTDQ2PS(corr[r], corr[r])
-			c.VFNMADD231PS(corr[r], dm, acc[r])
+			c.VFNMADD231PS(corr[r], dm, a)
+		}
+		if inFrame {
+			c.VMOVUPS(a, accMem.Offset(width*r))
 		}
 	}
 	avoutil.NextKQBlock(c, x, k.blockBytes, y, nb, lbl("block"), lbl("done"))
+	if inFrame {
+		acc = make([]reg.VecVirtual, rows)
+		for r := range rows {
+			acc[r] = vec()
+			c.VMOVUPS(accMem.Offset(width*r), acc[r])
+		}
+	}
 	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()

@@ -83,6 +83,9 @@ func run(dir string) error {
 		offsetGroup(c, k, 4, 1)
 		offsetGroup(c, k, 4, 2)
 	}
+	// Q6_K's pair kernel over eight activation rows too: each block's
+	// codes unpacked once for twice the rows (prefill).
+	offsetGroup(c, q6Codes, 8, 2)
 	return avoutil.Write(c, "codegen/goasm/gen/kernvnni", dir, "vnni_amd64.s", "vnni_amd64_stubs.go")
 }
 
