@@ -227,11 +227,15 @@ func TestShutdownCancelsWithFinalEvent(t *testing.T) {
 	go func() { s.Shutdown(ctx); close(done) }()
 	for {
 		// Once Submit sees the scheduler closed, both are cancelled.
+		// Until then the queue may fill (Shutdown's goroutine not yet
+		// run on a busy machine): a full queue is an answer too.
 		_, err := s.Submit(context.Background(), &serve.Request{Prompt: prompt(2), MaxTokens: 1})
 		if errors.Is(err, serve.ErrShuttingDown) {
 			break
 		}
-		require.NoError(t, err)
+		if !errors.Is(err, serve.ErrQueueFull) {
+			require.NoError(t, err)
+		}
 		goruntime.Gosched()
 	}
 	for _, st := range []*serve.Stream{a, b} {
