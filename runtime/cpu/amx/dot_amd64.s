@@ -18,18 +18,23 @@
 #define TILESTORED_BX_0 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x13
 #define TILERELEASE BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0
 
+// LOAD_TILES loads the arguments, the configuration and the tiles a (tmm1)
+// and b (tmm2), and zeroes tmm0.
+#define LOAD_TILES \
+	MOVQ cfg+0(FP), DI; \
+	MOVQ a+8(FP), SI; \
+	MOVQ b+16(FP), CX; \
+	MOVQ c+24(FP), BX; \
+	MOVQ iters+32(FP), AX; \
+	MOVQ $64, DX; \
+	LDTILECFG_DI; \
+	TILELOADD_1_SI; \
+	TILELOADD_2_CX; \
+	TILEZERO(0)
+
 // func dotTile(cfg *[64]byte, a, b *[1024]byte, c *[256]int32, iters int)
 TEXT ·dotTile(SB), NOSPLIT, $0-40
-	MOVQ cfg+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), CX
-	MOVQ c+24(FP), BX
-	MOVQ iters+32(FP), AX
-	MOVQ $64, DX
-	LDTILECFG_DI
-	TILELOADD_1_SI
-	TILELOADD_2_CX
-	TILEZERO(0)
+	LOAD_TILES
 	TESTQ AX, AX
 	JZ   store
 loop:
@@ -43,16 +48,7 @@ store:
 
 // func dotTile6(cfg *[64]byte, a, b *[1024]byte, c *[256]int32, iters int)
 TEXT ·dotTile6(SB), NOSPLIT, $0-40
-	MOVQ cfg+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), CX
-	MOVQ c+24(FP), BX
-	MOVQ iters+32(FP), AX
-	MOVQ $64, DX
-	LDTILECFG_DI
-	TILELOADD_1_SI
-	TILELOADD_2_CX
-	TILEZERO(0)
+	LOAD_TILES
 	TILEZERO(3)
 	TILEZERO(4)
 	TILEZERO(5)
