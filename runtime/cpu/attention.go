@@ -519,8 +519,8 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 					continue
 				}
 				// The last tile, token by token: its group's lanes in
-				// lanes 0.. of a call of their own (one head: the
-				// one-head kernels, a little faster).
+				// lanes 0.. of a call of their own (one head a token:
+				// the one-head kernels, whose bits are the same).
 				for t := range nt {
 					_, end := kvPart(int(pos[t0+t]), sh.window, s, S, tileKV)
 					g0 := t * group
