@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
@@ -328,13 +329,32 @@ var tokenRunsAttention = true
 // where 5 do, and its attention took 68.7 µs a layer against 63.9
 // (minervac bench --kernel-times, medians of three alternating runs).
 func kvPart(pp, window, s, S, tile int) (from, to int) {
-	lo := 0
-	if window > 0 && pp-window+1 > lo {
-		lo = pp - window + 1
-	}
-	n := pp + 1 - lo
+	lo, n := kvSpan(pp, window)
 	tiles := (n + tile - 1) / tile
 	return lo + tiles*s/S*tile, lo + min(n, tiles*(s+1)/S*tile) // a part before the last ends before row n
+}
+
+// kvSpan returns the first cache row a query at position pp attends to and
+// how many rows it attends to: all up to pp, or its last window of them
+// when window > 0.
+func kvSpan(pp, window int) (lo, n int) {
+	if window > 0 && pp-window+1 > 0 {
+		lo = pp - window + 1
+	}
+	return lo, pp + 1 - lo
+}
+
+// startLanes is the running maxima of a grouped item's lanes before its
+// first tile: negInf for its G lanes, 0 for the unused ones (their scores
+// are 0 and weights 1).
+func startLanes(G int) (m [kern.GroupLanes]float32) {
+	for g := range m {
+		m[g] = negInf
+		if g >= G {
+			m[g] = 0
+		}
+	}
+	return m
 }
 
 // attnShape is what the attention work items share.
@@ -385,13 +405,7 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		for g := range G {
 			clear(acc[g*hs : g*hs+dv])
 		}
-		var m, l [L]float32
-		for g := range m {
-			m[g] = negInf
-		}
-		for g := G; g < L; g++ {
-			m[g] = 0 // unused lanes: scores 0, weights 1
-		}
+		m, l := startLanes(G), [L]float32{}
 		qv := q[t*nh*hd+h0*hd : t*nh*hd+(h0+G)*hd]
 		buf := growF32(p.scratch[w], 2*L*tileKV)
 		p.scratch[w] = buf
@@ -449,12 +463,8 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 	// geometry is what a run's tokens share: slot row, first row and tile
 	// count of the rows they attend to (kvPart).
 	geometry := func(t int) [3]int {
-		pp := int(pos[t])
-		lo := 0
-		if sh.window > 0 && pp-sh.window+1 > lo {
-			lo = pp - sh.window + 1
-		}
-		return [3]int{e.slotRow[t], lo, (pp + 1 - lo + tileKV - 1) / tileKV}
+		lo, n := kvSpan(int(pos[t]), sh.window)
+		return [3]int{e.slotRow[t], lo, (n + tileKV - 1) / tileKV}
 	}
 	runs := append(p.tokenRuns[:0], 0)
 	for t := 1; t < T; t++ {
@@ -491,25 +501,18 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 		for s := range S {
 			pr := pp[s*stride:]
 			acc := pr[2:]
-			var m, l [L]float32
-			for g := range L {
-				m[g] = negInf
-				if g >= G {
-					m[g] = 0 // unused lanes: scores 0, weights 1
-				} else {
-					clear(acc[g*hs : g*hs+dv])
-				}
+			m, l := startLanes(G), [L]float32{}
+			for g := range G {
+				clear(acc[g*hs : g*hs+dv])
 			}
 			// The run's tokens differ only in where their last tile
 			// ends: from first to last.
-			var from, first, last int
+			var from int
+			var ends [L]int
 			for t := range nt {
-				f, end := kvPart(int(pos[t0+t]), sh.window, s, S, tileKV)
-				if t == 0 {
-					from, first, last = f, end, end
-				}
-				first, last = min(first, end), max(last, end)
+				from, ends[t] = kvPart(int(pos[t0+t]), sh.window, s, S, tileKV)
 			}
+			first, last := slices.Min(ends[:nt]), slices.Max(ends[:nt])
 			for j0 := from; j0 < last; j0 += tileKV {
 				nj := min(j0+tileKV, last) - j0
 				voff, koff := vst.at(vbase, j0, kh), kst.at(kbase, j0, kh)
@@ -521,8 +524,7 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 				// The last tile, token by token: its group's lanes in
 				// lanes 0.. of a call of their own (one head a token:
 				// the one-head kernels, whose bits are the same).
-				for t := range nt {
-					_, end := kvPart(int(pos[t0+t]), sh.window, s, S, tileKV)
+				for t, end := range ends[:nt] {
 					g0 := t * group
 					if group == 1 {
 						m[t], l[t] = e.tileOneHead(kst, vst, koff, voff, end-j0, qv[t*hd:(t+1)*hd], sh.scale, m[t], l[t], acc[t*hs:t*hs+dv], sc, wt)
