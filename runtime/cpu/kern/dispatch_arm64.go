@@ -9,7 +9,7 @@ import (
 // archVariants registers the arm64 variants the CPU supports: "neon", the
 // group kernels with SDOT (AdvSIMD and the ARMv8.2 dot product, which
 // golang.org/x/sys/cpu calls ASIMDDP), bit for bit the amd64 group kernels'
-// results (Q4_0, Q8_0 and packed Q4_K, Q5_K, Q6_K, Q3_K and Q2_K), the k-quant row kernels
+// results (Q4_0, Q8_0, MXFP4 — the VNNI variant's — and packed Q4_K, Q5_K, Q6_K, Q3_K and Q2_K), the k-quant row kernels
 // (gemvQ*_KAVX2's results), the MLX affine kernels and the one-head attention
 // kernels over f16 caches (which the grouped ones call head by head), the
 // amd64 ones' results bit for bit. Its other kernels are the generic ones.
@@ -18,6 +18,7 @@ func archVariants() {
 		neon := &variant{name: "neon",
 			gemvQ4_0: gemvQ4_0x8NEON, gemmQ4_0x4: gemmQ4_0x8x4NEON,
 			gemvQ8_0: gemvQ8_0x8NEON, gemmQ8_0x4: gemmQ8_0x8x4NEON,
+			gemvMXFP4: gemvMXFP4x8NEON, gemmMXFP4x4: gemmMXFP4x8x4NEON,
 			groupQ4_K: gemvQ4_Kx8NEON, groupQ4_Kx4: gemmQ4_Kx8x4NEON,
 			groupQ5_K: gemvQ5_Kx8NEON, groupQ5_Kx4: gemmQ5_Kx8x4NEON,
 			groupQ6_K: gemvQ6_Kx8NEON, groupQ6_Kx4: gemmQ6_Kx8x4NEON,

@@ -8,6 +8,10 @@ DATA neonNibbleMask<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA neonNibbleMask<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL neonNibbleMask<>(SB), RODATA|NOPTR, $16
 
+DATA neonMXFP4Values<>+0(SB)/8, $0x0c08060403020100
+DATA neonMXFP4Values<>+8(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL neonMXFP4Values<>(SB), RODATA|NOPTR, $16
+
 // func gemvQ4_0x8NEON(nb int, w []byte, a []byte, dst []float32)
 TEXT ·gemvQ4_0x8NEON(SB), NOSPLIT|NOFRAME, $0-80
 	MOVD nb+0(FP), R0
@@ -497,6 +501,335 @@ gemmQ8_0x8x4NEON_block:
 	BNE gemmQ8_0x8x4NEON_block
 
 gemmQ8_0x8x4NEON_done:
+	MOVD dst_base+64(FP), R13
+	MOVD ld+88(FP), R14
+	LSL $2, R14, R14
+	VST1 [V0.S4, V1.S4], (R13)
+	ADD R14, R13, R13
+	VST1 [V2.S4, V3.S4], (R13)
+	ADD R14, R13, R13
+	VST1 [V4.S4, V5.S4], (R13)
+	ADD R14, R13, R13
+	VST1 [V6.S4, V7.S4], (R13)
+	RET
+
+// func gemvMXFP4x8NEON(nb int, w []byte, a []byte, dst []float32)
+TEXT ·gemvMXFP4x8NEON(SB), NOSPLIT|NOFRAME, $0-80
+	MOVD nb+0(FP), R0
+	MOVD w_base+8(FP), R1
+	MOVD a_base+32(FP), R3
+	MOVD $34, R12
+	MUL R0, R12, R12
+	ADD R12, R3, R7
+	ADD $2, R3
+	MOVD $neonNibbleMask<>(SB), R2
+	VLD1 (R2), [V31.B16]
+	MOVD $neonMXFP4Values<>(SB), R2
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	CBZ R0, gemvMXFP4x8NEON_done
+
+gemvMXFP4x8NEON_block:
+	VLD1 (R2), [V30.B16]
+	MOVD.P 8(R1), R12
+	VLD1 (R3), [V16.B16, V17.B16]
+	ADD $34, R3
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4f90e348 // sdot v8.4s, v26.16b, v16.4b[0]
+	WORD $0x4f90e369 // sdot v9.4s, v27.16b, v16.4b[0]
+	WORD $0x4f91e38a // sdot v10.4s, v28.16b, v17.4b[0]
+	WORD $0x4f91e3ab // sdot v11.4s, v29.16b, v17.4b[0]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4fb0e348 // sdot v8.4s, v26.16b, v16.4b[1]
+	WORD $0x4fb0e369 // sdot v9.4s, v27.16b, v16.4b[1]
+	WORD $0x4fb1e38a // sdot v10.4s, v28.16b, v17.4b[1]
+	WORD $0x4fb1e3ab // sdot v11.4s, v29.16b, v17.4b[1]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4f90eb48 // sdot v8.4s, v26.16b, v16.4b[2]
+	WORD $0x4f90eb69 // sdot v9.4s, v27.16b, v16.4b[2]
+	WORD $0x4f91eb8a // sdot v10.4s, v28.16b, v17.4b[2]
+	WORD $0x4f91ebab // sdot v11.4s, v29.16b, v17.4b[2]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4fb0eb48 // sdot v8.4s, v26.16b, v16.4b[3]
+	WORD $0x4fb0eb69 // sdot v9.4s, v27.16b, v16.4b[3]
+	WORD $0x4fb1eb8a // sdot v10.4s, v28.16b, v17.4b[3]
+	WORD $0x4fb1ebab // sdot v11.4s, v29.16b, v17.4b[3]
+	VADD V10.S4, V8.S4, V8.S4
+	VADD V11.S4, V9.S4, V9.S4
+	FMOVD R12, F30
+	VUXTL V30.B8, V24.H8
+	VUXTL V24.H4, V16.S4
+	VUXTL2 V24.H8, V17.S4
+	MOVD $1, R12
+	VDUP R12, V25.S4
+	MOVD $0xfffffffe, R12
+	VDUP R12, V26.S4
+	VSUB V25.S4, V16.S4, V27.S4
+	VSHL $23, V27.S4, V27.S4
+	VCMTST V26.S4, V16.S4, V28.S4
+	VADD V25.S4, V16.S4, V16.S4
+	VSHL $21, V16.S4, V16.S4
+	VBIT V28.B16, V27.B16, V16.B16
+	VSUB V25.S4, V17.S4, V27.S4
+	VSHL $23, V27.S4, V27.S4
+	VCMTST V26.S4, V17.S4, V28.S4
+	VADD V25.S4, V17.S4, V17.S4
+	VSHL $21, V17.S4, V17.S4
+	VBIT V28.B16, V27.B16, V17.B16
+	VLD1.P 8(R7), [V18.S2]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4fb29213 // fmul v19.4s, v16.4s, v18.s[1]
+	VFMLA V19.S4, V8.S4, V0.S4
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	WORD $0x4fb29234 // fmul v20.4s, v17.4s, v18.s[1]
+	VFMLA V20.S4, V9.S4, V1.S4
+	SUBS $1, R0, R0
+	BNE gemvMXFP4x8NEON_block
+
+gemvMXFP4x8NEON_done:
+	MOVD dst_base+56(FP), R13
+	VST1 [V0.S4, V1.S4], (R13)
+	RET
+
+// func gemmMXFP4x8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+TEXT ·gemmMXFP4x8x4NEON(SB), NOSPLIT|NOFRAME, $0-96
+	MOVD nb+0(FP), R0
+	MOVD w_base+8(FP), R1
+	MOVD a_base+32(FP), R3
+	MOVD stride+56(FP), R11
+	MOVD $34, R12
+	MUL R0, R12, R12
+	ADD R12, R3, R7
+	ADD R11, R3, R4
+	ADD R12, R4, R8
+	ADD R11, R4, R5
+	ADD R12, R5, R9
+	ADD R11, R5, R6
+	ADD R12, R6, R10
+	ADD $2, R3
+	ADD $2, R4
+	ADD $2, R5
+	ADD $2, R6
+	MOVD $neonNibbleMask<>(SB), R2
+	VLD1 (R2), [V31.B16]
+	MOVD $neonMXFP4Values<>(SB), R2
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	CBZ R0, gemmMXFP4x8x4NEON_done
+
+gemmMXFP4x8x4NEON_block:
+	VLD1 (R2), [V30.B16]
+	MOVD.P 8(R1), R12
+	VLD1 (R3), [V16.B16, V17.B16]
+	ADD $34, R3
+	VLD1 (R4), [V18.B16, V19.B16]
+	ADD $34, R4
+	VLD1 (R5), [V20.B16, V21.B16]
+	ADD $34, R5
+	VLD1 (R6), [V22.B16, V23.B16]
+	ADD $34, R6
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4f90e348 // sdot v8.4s, v26.16b, v16.4b[0]
+	WORD $0x4f90e369 // sdot v9.4s, v27.16b, v16.4b[0]
+	WORD $0x4f91e388 // sdot v8.4s, v28.16b, v17.4b[0]
+	WORD $0x4f91e3a9 // sdot v9.4s, v29.16b, v17.4b[0]
+	WORD $0x4f92e34a // sdot v10.4s, v26.16b, v18.4b[0]
+	WORD $0x4f92e36b // sdot v11.4s, v27.16b, v18.4b[0]
+	WORD $0x4f93e38a // sdot v10.4s, v28.16b, v19.4b[0]
+	WORD $0x4f93e3ab // sdot v11.4s, v29.16b, v19.4b[0]
+	WORD $0x4f94e34c // sdot v12.4s, v26.16b, v20.4b[0]
+	WORD $0x4f94e36d // sdot v13.4s, v27.16b, v20.4b[0]
+	WORD $0x4f95e38c // sdot v12.4s, v28.16b, v21.4b[0]
+	WORD $0x4f95e3ad // sdot v13.4s, v29.16b, v21.4b[0]
+	WORD $0x4f96e34e // sdot v14.4s, v26.16b, v22.4b[0]
+	WORD $0x4f96e36f // sdot v15.4s, v27.16b, v22.4b[0]
+	WORD $0x4f97e38e // sdot v14.4s, v28.16b, v23.4b[0]
+	WORD $0x4f97e3af // sdot v15.4s, v29.16b, v23.4b[0]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4fb0e348 // sdot v8.4s, v26.16b, v16.4b[1]
+	WORD $0x4fb0e369 // sdot v9.4s, v27.16b, v16.4b[1]
+	WORD $0x4fb1e388 // sdot v8.4s, v28.16b, v17.4b[1]
+	WORD $0x4fb1e3a9 // sdot v9.4s, v29.16b, v17.4b[1]
+	WORD $0x4fb2e34a // sdot v10.4s, v26.16b, v18.4b[1]
+	WORD $0x4fb2e36b // sdot v11.4s, v27.16b, v18.4b[1]
+	WORD $0x4fb3e38a // sdot v10.4s, v28.16b, v19.4b[1]
+	WORD $0x4fb3e3ab // sdot v11.4s, v29.16b, v19.4b[1]
+	WORD $0x4fb4e34c // sdot v12.4s, v26.16b, v20.4b[1]
+	WORD $0x4fb4e36d // sdot v13.4s, v27.16b, v20.4b[1]
+	WORD $0x4fb5e38c // sdot v12.4s, v28.16b, v21.4b[1]
+	WORD $0x4fb5e3ad // sdot v13.4s, v29.16b, v21.4b[1]
+	WORD $0x4fb6e34e // sdot v14.4s, v26.16b, v22.4b[1]
+	WORD $0x4fb6e36f // sdot v15.4s, v27.16b, v22.4b[1]
+	WORD $0x4fb7e38e // sdot v14.4s, v28.16b, v23.4b[1]
+	WORD $0x4fb7e3af // sdot v15.4s, v29.16b, v23.4b[1]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4f90eb48 // sdot v8.4s, v26.16b, v16.4b[2]
+	WORD $0x4f90eb69 // sdot v9.4s, v27.16b, v16.4b[2]
+	WORD $0x4f91eb88 // sdot v8.4s, v28.16b, v17.4b[2]
+	WORD $0x4f91eba9 // sdot v9.4s, v29.16b, v17.4b[2]
+	WORD $0x4f92eb4a // sdot v10.4s, v26.16b, v18.4b[2]
+	WORD $0x4f92eb6b // sdot v11.4s, v27.16b, v18.4b[2]
+	WORD $0x4f93eb8a // sdot v10.4s, v28.16b, v19.4b[2]
+	WORD $0x4f93ebab // sdot v11.4s, v29.16b, v19.4b[2]
+	WORD $0x4f94eb4c // sdot v12.4s, v26.16b, v20.4b[2]
+	WORD $0x4f94eb6d // sdot v13.4s, v27.16b, v20.4b[2]
+	WORD $0x4f95eb8c // sdot v12.4s, v28.16b, v21.4b[2]
+	WORD $0x4f95ebad // sdot v13.4s, v29.16b, v21.4b[2]
+	WORD $0x4f96eb4e // sdot v14.4s, v26.16b, v22.4b[2]
+	WORD $0x4f96eb6f // sdot v15.4s, v27.16b, v22.4b[2]
+	WORD $0x4f97eb8e // sdot v14.4s, v28.16b, v23.4b[2]
+	WORD $0x4f97ebaf // sdot v15.4s, v29.16b, v23.4b[2]
+	VLD1.P 32(R1), [V24.B16, V25.B16]
+	VAND V31.B16, V24.B16, V26.B16
+	VUSHR $4, V24.B16, V28.B16
+	VTBL V26.B16, [V30.B16], V26.B16
+	VTBL V28.B16, [V30.B16], V28.B16
+	VAND V31.B16, V25.B16, V27.B16
+	VUSHR $4, V25.B16, V29.B16
+	VTBL V27.B16, [V30.B16], V27.B16
+	VTBL V29.B16, [V30.B16], V29.B16
+	WORD $0x4fb0eb48 // sdot v8.4s, v26.16b, v16.4b[3]
+	WORD $0x4fb0eb69 // sdot v9.4s, v27.16b, v16.4b[3]
+	WORD $0x4fb1eb88 // sdot v8.4s, v28.16b, v17.4b[3]
+	WORD $0x4fb1eba9 // sdot v9.4s, v29.16b, v17.4b[3]
+	WORD $0x4fb2eb4a // sdot v10.4s, v26.16b, v18.4b[3]
+	WORD $0x4fb2eb6b // sdot v11.4s, v27.16b, v18.4b[3]
+	WORD $0x4fb3eb8a // sdot v10.4s, v28.16b, v19.4b[3]
+	WORD $0x4fb3ebab // sdot v11.4s, v29.16b, v19.4b[3]
+	WORD $0x4fb4eb4c // sdot v12.4s, v26.16b, v20.4b[3]
+	WORD $0x4fb4eb6d // sdot v13.4s, v27.16b, v20.4b[3]
+	WORD $0x4fb5eb8c // sdot v12.4s, v28.16b, v21.4b[3]
+	WORD $0x4fb5ebad // sdot v13.4s, v29.16b, v21.4b[3]
+	WORD $0x4fb6eb4e // sdot v14.4s, v26.16b, v22.4b[3]
+	WORD $0x4fb6eb6f // sdot v15.4s, v27.16b, v22.4b[3]
+	WORD $0x4fb7eb8e // sdot v14.4s, v28.16b, v23.4b[3]
+	WORD $0x4fb7ebaf // sdot v15.4s, v29.16b, v23.4b[3]
+	FMOVD R12, F30
+	VUXTL V30.B8, V24.H8
+	VUXTL V24.H4, V16.S4
+	VUXTL2 V24.H8, V17.S4
+	MOVD $1, R12
+	VDUP R12, V25.S4
+	MOVD $0xfffffffe, R12
+	VDUP R12, V26.S4
+	VSUB V25.S4, V16.S4, V27.S4
+	VSHL $23, V27.S4, V27.S4
+	VCMTST V26.S4, V16.S4, V28.S4
+	VADD V25.S4, V16.S4, V16.S4
+	VSHL $21, V16.S4, V16.S4
+	VBIT V28.B16, V27.B16, V16.B16
+	VSUB V25.S4, V17.S4, V27.S4
+	VSHL $23, V27.S4, V27.S4
+	VCMTST V26.S4, V17.S4, V28.S4
+	VADD V25.S4, V17.S4, V17.S4
+	VSHL $21, V17.S4, V17.S4
+	VBIT V28.B16, V27.B16, V17.B16
+	VLD1.P 8(R7), [V18.S2]
+	WORD $0x4e21d908 // scvtf v8.4s, v8.4s
+	WORD $0x4fb29213 // fmul v19.4s, v16.4s, v18.s[1]
+	VFMLA V19.S4, V8.S4, V0.S4
+	WORD $0x4e21d929 // scvtf v9.4s, v9.4s
+	WORD $0x4fb29234 // fmul v20.4s, v17.4s, v18.s[1]
+	VFMLA V20.S4, V9.S4, V1.S4
+	VLD1.P 8(R8), [V18.S2]
+	WORD $0x4e21d94a // scvtf v10.4s, v10.4s
+	WORD $0x4fb29213 // fmul v19.4s, v16.4s, v18.s[1]
+	VFMLA V19.S4, V10.S4, V2.S4
+	WORD $0x4e21d96b // scvtf v11.4s, v11.4s
+	WORD $0x4fb29234 // fmul v20.4s, v17.4s, v18.s[1]
+	VFMLA V20.S4, V11.S4, V3.S4
+	VLD1.P 8(R9), [V18.S2]
+	WORD $0x4e21d98c // scvtf v12.4s, v12.4s
+	WORD $0x4fb29213 // fmul v19.4s, v16.4s, v18.s[1]
+	VFMLA V19.S4, V12.S4, V4.S4
+	WORD $0x4e21d9ad // scvtf v13.4s, v13.4s
+	WORD $0x4fb29234 // fmul v20.4s, v17.4s, v18.s[1]
+	VFMLA V20.S4, V13.S4, V5.S4
+	VLD1.P 8(R10), [V18.S2]
+	WORD $0x4e21d9ce // scvtf v14.4s, v14.4s
+	WORD $0x4fb29213 // fmul v19.4s, v16.4s, v18.s[1]
+	VFMLA V19.S4, V14.S4, V6.S4
+	WORD $0x4e21d9ef // scvtf v15.4s, v15.4s
+	WORD $0x4fb29234 // fmul v20.4s, v17.4s, v18.s[1]
+	VFMLA V20.S4, V15.S4, V7.S4
+	SUBS $1, R0, R0
+	BNE gemmMXFP4x8x4NEON_block
+
+gemmMXFP4x8x4NEON_done:
 	MOVD dst_base+64(FP), R13
 	MOVD ld+88(FP), R14
 	LSL $2, R14, R14

@@ -32,6 +32,24 @@ func gemvQ8_0x8NEON(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ8_0x8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvMXFP4x8NEON sets dst[0:8] to the dots of a group of eight packed MXFP4 rows (nb
+// blocks) with one packed Q8_0 activation row, bit for bit as gemvMXFP4x8VNNI.
+// Per block: the codes' E2M1 values (kvalues, doubled) by TBL, their exact
+// dot by SDOT, then acc = fma(e8m0_half(e)·d_a, float(dot), acc), as the VNNI kernels.
+// It needs AdvSIMD and the dot product extension (SDOT).
+//
+//go:noescape
+func gemvMXFP4x8NEON(nb int, w []byte, a []byte, dst []float32)
+
+// gemmMXFP4x8x4NEON sets dst[r*ld:r*ld+8] to gemvMXFP4x8NEON of the group and
+// activation row a[r*stride:], bit for bit, for r < 4, unpacking each
+// Per block: the codes' E2M1 values (kvalues, doubled) by TBL, their exact
+// dot by SDOT, then acc = fma(e8m0_half(e)·d_a, float(dot), acc), as the VNNI kernels.
+// weight block once.
+//
+//go:noescape
+func gemmMXFP4x8x4NEON(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ4_Kx8NEON sets dst[0:8] to the dots of a packed group of eight Q4_K rows (nb
 // super-blocks) with one Q8_K activation row, bit for bit as gemvQ4_Kx8AVX2.
 // It needs AdvSIMD and the dot product extension (SDOT).

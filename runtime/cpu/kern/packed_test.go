@@ -48,7 +48,7 @@ func testPacked(t *testing.T, variant string) {
 	useVariant(t, variant)
 	for _, wt := range []ir.DType{ir.Q4_0, ir.Q8_0, ir.MXFP4} {
 		if wt == ir.MXFP4 && !PackedSupported(wt) {
-			continue // group kernels on the VNNI variant only
+			continue // group kernels on the avx512 (VNNI) and neon variants only
 		}
 		// 40 rows: two pairs of groups for the sixteen-row kernels, then
 		// one group alone.

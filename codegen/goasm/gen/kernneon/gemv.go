@@ -12,6 +12,9 @@ import "fmt"
 // Q4_0 (144 bytes a block, four vectors): the low nibbles of vector t are
 // elements 4t..4t+3 and the high nibbles 16+4t..16+4t+3, unsigned 0..15.
 // Q8_0 (272 bytes, eight vectors): signed elements 4t..4t+3.
+// MXFP4 (136 bytes, four vectors after the eight rows' E8M0 exponent bytes):
+// codes as Q4_0's nibbles, which TBL turns into ggml's kvalues_mxfp4 (twice
+// the E2M1 values, signed) before the SDOTs, so the dot needs no correction.
 //
 // An activation row is nb Q8_0 blocks (34 bytes: f16 scale, 32 quants)
 // followed by nb pairs {int32 8·Σq, float32 d} (kern's QuantizePackedActs).
@@ -57,10 +60,14 @@ const (
 )
 
 func gemv(f *file, consts map[string]string, typ string, rows int) {
-	groupBlockBytes, vectors := 144, 4
-	if typ == "Q8_0" {
+	groupBlockBytes, vectors, head := 144, 4, 16
+	switch typ {
+	case "Q8_0":
 		groupBlockBytes, vectors = 272, 8
+	case "MXFP4":
+		groupBlockBytes, head = 136, 8
 	}
+	nibbles := typ != "Q8_0" // Q4_0 and MXFP4: two codes a byte
 	args := []param{{"nb", "int"}, {"w", "[]byte"}, {"a", "[]byte"}, {"dst", "[]float32"}}
 	name := "gemv" + typ + "x8NEON"
 	doc := []string{
@@ -77,7 +84,15 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 			"weight block once.",
 		}
 	}
-	if 16+32*vectors != groupBlockBytes {
+	if typ == "MXFP4" {
+		doc = append(doc[:len(doc)-1], "Per block: the codes' E2M1 values (kvalues, doubled) by TBL, their exact",
+			"dot by SDOT, then acc = fma(e8m0_half(e)·d_a, float(dot), acc), as the VNNI kernels.",
+			doc[len(doc)-1])
+		if rows == 1 {
+			doc[1] = "blocks) with one packed Q8_0 activation row, bit for bit as gemvMXFP4x8VNNI."
+		}
+	}
+	if head+32*vectors != groupBlockBytes {
 		panic("kernneon: group block layout") // the post-indexed loads walk it
 	}
 	g := f.function(name, doc, args, nil)
@@ -110,9 +125,16 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 	for r := range rows { // after the side pointers: y[r] is y[r-1]'s base
 		g.op("ADD $2, R%d", rY+r)
 	}
-	if typ == "Q4_0" {
+	if nibbles {
 		g.op("MOVD $%s, R%d", consts["nibbleMask"], rTmp2)
 		g.op("VLD1 (R%d), [%s]", rTmp2, vMask.arr("B16"))
+	}
+	if typ == "MXFP4" {
+		// The code table's address stays in R2: every register is
+		// spoken for with four rows, so the table is loaded into V30
+		// per block, and the block's eight exponent bytes wait in R12
+		// until the SDOTs are done.
+		g.op("MOVD $%s, R%d", consts["mxfp4Values"], rTmp2)
 	}
 	for r := range rows {
 		for h := range 2 {
@@ -123,7 +145,12 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 	g.op("CBZ R%d, %s", rNB, g.lbl("done"))
 
 	g.label("block")
-	g.op("VLD1.P 16(R%d), [%s]", rX, vScales.arr("B16"))
+	if typ == "MXFP4" {
+		g.op("VLD1 (R%d), [%s]", rTmp2, vScales.arr("B16"))
+		g.op("MOVD.P %d(R%d), R%d", head, rX, rTmp)
+	} else {
+		g.op("VLD1.P 16(R%d), [%s]", rX, vScales.arr("B16"))
+	}
 	for r := range rows {
 		g.op("VLD1 (R%d), %s", rY+r, act(r, 0).list(2, "B16"))
 		g.op("ADD $%d, R%d", actBlockBytes, rY+r)
@@ -138,10 +165,17 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 	}
 	for t := range vectors {
 		g.op("VLD1.P 32(R%d), %s", rX, vW.list(2, "B16"))
-		if typ == "Q4_0" {
+		if nibbles {
 			for h := range v(2) {
 				g.op("VAND %s, %s, %s", vMask.arr("B16"), (vW + h).arr("B16"), (vLo + h).arr("B16"))
 				g.op("VUSHR $4, %s, %s", (vW + h).arr("B16"), (vHi + h).arr("B16"))
+				if typ == "MXFP4" {
+					// The codes' values, signed, for SDOT: no
+					// offset to take back afterwards.
+					for _, q := range []v{vLo + h, vHi + h} {
+						g.op("VTBL %s, [%s], %s", q.arr("B16"), vScales.arr("B16"), q.arr("B16"))
+					}
+				}
 			}
 			for r := range rows {
 				// Low nibbles: elements 4t..4t+3, activation quants
@@ -170,8 +204,12 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 			}
 		}
 	}
-	g.fcvtl(vDw, vScales)    // rows 0–3
-	g.fcvtl2(vDw+1, vScales) // rows 4–7
+	if typ == "MXFP4" {
+		e8m0Half(g)
+	} else {
+		g.fcvtl(vDw, vScales)    // rows 0–3
+		g.fcvtl2(vDw+1, vScales) // rows 4–7
+	}
 	for r := range rows {
 		g.op("VLD1.P %d(R%d), [%s]", actSideBytes, rSide+r, vPair.arr("S2")) // {8Σq, d_a}
 		if typ == "Q4_0" {
@@ -210,4 +248,34 @@ func storeGroupRows(g *fn, rows int) {
 		g.op("VST1 %s, (R%d)", (vAcc+v(2*r)).list(2, "S4"), rDst)
 	}
 	g.end()
+}
+
+// e8m0Half sets vDw (rows 0–3) and vDw+1 (rows 4–7) to the eight rows'
+// ggml_e8m0_to_fp32_half(e) = 2^(e-128) from their exponent bytes in R12,
+// as the VNNI kernels do: the float bits (e-1)<<23 for e ≥ 2, and the
+// subnormals 0x00200000<<e for e = 0, 1, which are (e+1)<<21. The
+// weight and low/high registers (V24..V29) are free by then.
+func e8m0Half(g *fn) {
+	const (
+		vE                   v = 24
+		vOne, vNotOne, vNorm v = 25, 26, 27
+		vBig                 v = 28
+	)
+	g.op("FMOVD R%d, F%d", rTmp, int(vScales)) // the low 8 bytes, the rest zeroed
+	g.xtl(false, vE, vScales, false, false)    // bytes to halves
+	g.xtl(false, vDw, vE, true, false)         // rows 0–3 to words
+	g.xtl(false, vDw+1, vE, true, true)        // rows 4–7
+	g.op("MOVD $1, R%d", rTmp)
+	g.op("VDUP R%d, %s", rTmp, vOne.arr("S4"))
+	g.op("MOVD $0xfffffffe, R%d", rTmp)
+	g.op("VDUP R%d, %s", rTmp, vNotOne.arr("S4"))
+	for h := range v(2) {
+		e := (vDw + h).arr("S4")
+		g.op("VSUB %s, %s, %s", vOne.arr("S4"), e, vNorm.arr("S4")) // e-1
+		g.op("VSHL $23, %s, %s", vNorm.arr("S4"), vNorm.arr("S4"))
+		g.op("VCMTST %s, %s, %s", vNotOne.arr("S4"), e, vBig.arr("S4")) // e ≥ 2
+		g.op("VADD %s, %s, %s", vOne.arr("S4"), e, e)                   // e+1
+		g.op("VSHL $21, %s, %s", e, e)
+		g.bit(vDw+h, vNorm, vBig)
+	}
 }

@@ -1,6 +1,6 @@
 // Command kernneon generates runtime/cpu/kern/neon_arm64.s and
 // neon_arm64_stubs.go: the group kernels of kern's Packed (eight interleaved
-// Q4_0 or Q8_0 weight rows against packed Q8_0 activation rows, and eight
+// Q4_0, Q8_0 or MXFP4 weight rows against packed Q8_0 activation rows, and eight
 // Q4_K, Q5_K or Q6_K rows against Q8_K rows, kquant.go and kquant6.go; one
 // and four activation rows) for arm64 CPUs with AdvSIMD and the ARMv8.2 dot
 // product (SDOT). They compute the amd64 group kernels' integer and float
@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/minerva-llm/minerva/quant"
 )
 
 func main() {
@@ -40,7 +42,12 @@ func generate() (asm, stubs []byte, err error) {
 	consts := map[string]string{
 		"nibbleMask": f.u64Data("neonNibbleMask", 0x0f0f0f0f0f0f0f0f, 0x0f0f0f0f0f0f0f0f),
 	}
-	for _, typ := range []string{"Q4_0", "Q8_0"} {
+	var lut [2]uint64 // ggml's kvalues_mxfp4, as bytes
+	for i, x := range quant.MXFP4Values {
+		lut[i/8] |= uint64(uint8(x)) << (8 * (i % 8))
+	}
+	consts["mxfp4Values"] = f.u64Data("neonMXFP4Values", lut[0], lut[1])
+	for _, typ := range []string{"Q4_0", "Q8_0", "MXFP4"} {
 		gemv(f, consts, typ, 1)
 		gemv(f, consts, typ, 4)
 	}
