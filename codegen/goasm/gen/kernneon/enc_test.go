@@ -129,6 +129,7 @@ func TestGenerate(t *testing.T) {
 		t.Fatal("output differs between runs")
 	}
 	for _, k := range []string{"gemvQ4_0x8NEON", "gemmQ4_0x8x4NEON", "gemvQ8_0x8NEON", "gemmQ8_0x8x4NEON",
+		"gemvMXFP4x8NEON", "gemmMXFP4x8x4NEON",
 		"gemvQ4_Kx8NEON", "gemmQ4_Kx8x4NEON", "gemvQ5_Kx8NEON", "gemmQ5_Kx8x4NEON", "gemvQ6_Kx8NEON",
 		"gemmQ6_Kx8x4NEON", "gemvQ3_Kx8NEON", "gemmQ3_Kx8x4NEON",
 		"gemvQ2_Kx8NEON", "gemmQ2_Kx8x4NEON", "gemvQ2_KNEON", "gemvQ3_KNEON", "gemvQ4_KNEON", "gemvQ5_KNEON", "gemvQ6_KNEON"} {
@@ -139,12 +140,12 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("no stub for %s", k)
 		}
 	}
-	// Q4_0: 4 vectors × 2 nibble halves × 2 register halves × rows; Q8_0:
-	// 8 vectors × 2 halves × rows; packed Q4_K and Q5_K: 4 groups × 8
+	// Q4_0 and MXFP4: 4 vectors × 2 nibble halves × 2 register halves ×
+	// rows; Q8_0: 8 vectors × 2 halves × rows; packed Q4_K and Q5_K: 4 groups × 8
 	// vectors × 2 nibble halves × 2 register halves × rows; packed Q6_K,
 	// Q3_K and Q2_K: 2 halves × 8 vectors × 4 chunks × 2 register halves ×
 	// rows; rows = 1 + 4. The five k-quant row kernels: 8 chunks × 2 halves.
-	want := 16*5 + 16*5 + 2*128*5 + 3*128*5 + 5*16
+	want := 2*16*5 + 16*5 + 2*128*5 + 3*128*5 + 5*16
 	if n := strings.Count(string(asm1), "// sdot "); n != want {
 		t.Errorf("%d sdot, want %d", n, want)
 	}
