@@ -13,6 +13,7 @@ func archVariants() {
 			q8_0x4: dotQ8_0x4AVX2, q4_0x4: dotQ4_0x4AVX2,
 			gemvQ4_0: gemvQ4_0x8AVX2, gemmQ4_0x4: gemmQ4_0x8x4AVX2,
 			gemvQ8_0: gemvQ8_0x8AVX2, gemmQ8_0x4: gemmQ8_0x8x4AVX2,
+			gemvMXFP4: gemvMXFP4x8AVX2, gemmMXFP4x4: gemmMXFP4x8x4AVX2,
 			gemvQ2_K: gemvQ2_KAVX2, gemvQ3_K: gemvQ3_KAVX2, q2_Kx4: dotQ2_Kx4AVX2, q3_Kx4: dotQ3_Kx4AVX2, gemvQ4_K: gemvQ4_KAVX2, gemvQ5_K: gemvQ5_KAVX2, gemvQ6_K: gemvQ6_KAVX2, kqDot: kqDotAVX2,
 			groupQ4_K: gemvQ4_Kx8AVX2, groupQ4_Kx4: gemmQ4_Kx8x4AVX2,
 			groupQ5_K: gemvQ5_Kx8AVX2, groupQ5_Kx4: gemmQ5_Kx8x4AVX2,

@@ -2062,6 +2062,26 @@ Q5_1_4_done:
 	VZEROUPPER
 	RET
 
+DATA dotOnes32<>+0(SB)/4, $0x00000001
+DATA dotOnes32<>+4(SB)/4, $0x00000001
+DATA dotOnes32<>+8(SB)/4, $0x00000001
+DATA dotOnes32<>+12(SB)/4, $0x00000001
+DATA dotOnes32<>+16(SB)/4, $0x00000001
+DATA dotOnes32<>+20(SB)/4, $0x00000001
+DATA dotOnes32<>+24(SB)/4, $0x00000001
+DATA dotOnes32<>+28(SB)/4, $0x00000001
+GLOBL dotOnes32<>(SB), RODATA|NOPTR, $32
+
+DATA dotE8M0Tiny<>+0(SB)/4, $0x00200000
+DATA dotE8M0Tiny<>+4(SB)/4, $0x00200000
+DATA dotE8M0Tiny<>+8(SB)/4, $0x00200000
+DATA dotE8M0Tiny<>+12(SB)/4, $0x00200000
+DATA dotE8M0Tiny<>+16(SB)/4, $0x00200000
+DATA dotE8M0Tiny<>+20(SB)/4, $0x00200000
+DATA dotE8M0Tiny<>+24(SB)/4, $0x00200000
+DATA dotE8M0Tiny<>+28(SB)/4, $0x00200000
+GLOBL dotE8M0Tiny<>(SB), RODATA|NOPTR, $32
+
 // func gemvQ4_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·gemvQ4_0x8AVX2(SB), NOSPLIT, $0-80
@@ -2644,6 +2664,343 @@ gemmQ8_0x8x4AVX2_block:
 	JNZ          gemmQ8_0x8x4AVX2_block
 
 gemmQ8_0x8x4AVX2_done:
+	MOVQ    dst_base+64(FP), AX
+	MOVQ    ld+88(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func gemvMXFP4x8AVX2(nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·gemvMXFP4x8AVX2(SB), NOSPLIT, $0-80
+	MOVQ   nb+0(FP), AX
+	MOVQ   w_base+8(FP), CX
+	MOVQ   a_base+32(FP), DX
+	IMUL3Q $0x00000022, AX, BX
+	ADDQ   DX, BX
+	VXORPS Y0, Y0, Y0
+	TESTQ  AX, AX
+	JZ     gemvMXFP4x8AVX2_done
+
+gemvMXFP4x8AVX2_block:
+	VBROADCASTI128 mxfp4Values<>+0(SB), Y1
+	VMOVDQU        8(CX), Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW         $0x04, Y2, Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB        Y3, Y1, Y3
+	VPSHUFB        Y2, Y1, Y2
+	VPABSB         Y3, Y4
+	VPABSB         Y2, Y5
+	VPBROADCASTD   2(DX), Y6
+	VPSIGNB        Y3, Y6, Y6
+	VPMADDUBSW     Y6, Y4, Y6
+	VPBROADCASTD   18(DX), Y3
+	VPSIGNB        Y2, Y3, Y3
+	VPMADDUBSW     Y3, Y5, Y3
+	VPADDW         Y3, Y6, Y6
+	VMOVDQU        40(CX), Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW         $0x04, Y2, Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB        Y3, Y1, Y3
+	VPSHUFB        Y2, Y1, Y2
+	VPABSB         Y3, Y4
+	VPABSB         Y2, Y5
+	VPBROADCASTD   6(DX), Y7
+	VPSIGNB        Y3, Y7, Y7
+	VPMADDUBSW     Y7, Y4, Y7
+	VPADDW         Y7, Y6, Y6
+	VPBROADCASTD   22(DX), Y3
+	VPSIGNB        Y2, Y3, Y3
+	VPMADDUBSW     Y3, Y5, Y3
+	VPADDW         Y3, Y6, Y6
+	VMOVDQU        72(CX), Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW         $0x04, Y2, Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB        Y3, Y1, Y3
+	VPSHUFB        Y2, Y1, Y2
+	VPABSB         Y3, Y4
+	VPABSB         Y2, Y5
+	VPBROADCASTD   10(DX), Y7
+	VPSIGNB        Y3, Y7, Y7
+	VPMADDUBSW     Y7, Y4, Y7
+	VPADDW         Y7, Y6, Y6
+	VPBROADCASTD   26(DX), Y3
+	VPSIGNB        Y2, Y3, Y3
+	VPMADDUBSW     Y3, Y5, Y3
+	VPADDW         Y3, Y6, Y6
+	VMOVDQU        104(CX), Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW         $0x04, Y2, Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB        Y3, Y1, Y3
+	VPSHUFB        Y2, Y1, Y2
+	VPABSB         Y3, Y1
+	VPABSB         Y2, Y4
+	VPBROADCASTD   14(DX), Y5
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y1, Y5
+	VPADDW         Y5, Y6, Y6
+	VPBROADCASTD   30(DX), Y1
+	VPSIGNB        Y2, Y1, Y1
+	VPMADDUBSW     Y1, Y4, Y1
+	VPADDW         Y1, Y6, Y6
+	VPMOVZXBD      (CX), Y1
+	VPSUBD         dotOnes32<>+0(SB), Y1, Y2
+	VPSLLD         $0x17, Y2, Y2
+	VMOVDQU        dotE8M0Tiny<>+0(SB), Y3
+	VPSLLVD        Y1, Y3, Y3
+	VPCMPGTD       dotOnes32<>+0(SB), Y1, Y1
+	VPBLENDVB      Y1, Y2, Y3, Y1
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   4(BX), Y2
+	VMULPS         Y1, Y2, Y2
+	VFMADD231PS    Y6, Y2, Y0
+	ADDQ           $0x00000088, CX
+	ADDQ           $0x00000022, DX
+	ADDQ           $0x00000008, BX
+	DECQ           AX
+	JNZ            gemvMXFP4x8AVX2_block
+
+gemvMXFP4x8AVX2_done:
+	MOVQ    dst_base+56(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemmMXFP4x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·gemmMXFP4x8x4AVX2(SB), NOSPLIT, $0-96
+	MOVQ   nb+0(FP), AX
+	MOVQ   w_base+8(FP), CX
+	MOVQ   a_base+32(FP), DX
+	MOVQ   stride+56(FP), BX
+	IMUL3Q $0x00000022, AX, SI
+	ADDQ   DX, SI
+	LEAQ   (DX)(BX*1), DI
+	IMUL3Q $0x00000022, AX, R8
+	ADDQ   DI, R8
+	LEAQ   (DI)(BX*1), R9
+	IMUL3Q $0x00000022, AX, R10
+	ADDQ   R9, R10
+	LEAQ   (R9)(BX*1), BX
+	IMUL3Q $0x00000022, AX, R11
+	ADDQ   BX, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  AX, AX
+	JZ     gemmMXFP4x8x4AVX2_done
+
+gemmMXFP4x8x4AVX2_block:
+	VBROADCASTI128 mxfp4Values<>+0(SB), Y4
+	VMOVDQU        8(CX), Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y6
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y4, Y6
+	VPSHUFB        Y5, Y4, Y5
+	VPABSB         Y6, Y7
+	VPABSB         Y5, Y8
+	VPBROADCASTD   2(DX), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPBROADCASTD   18(DX), Y10
+	VPSIGNB        Y5, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPADDW         Y10, Y9, Y9
+	VPBROADCASTD   2(DI), Y10
+	VPSIGNB        Y6, Y10, Y10
+	VPMADDUBSW     Y10, Y7, Y10
+	VPBROADCASTD   18(DI), Y11
+	VPSIGNB        Y5, Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPADDW         Y11, Y10, Y10
+	VPBROADCASTD   2(R9), Y11
+	VPSIGNB        Y6, Y11, Y11
+	VPMADDUBSW     Y11, Y7, Y11
+	VPBROADCASTD   18(R9), Y12
+	VPSIGNB        Y5, Y12, Y12
+	VPMADDUBSW     Y12, Y8, Y12
+	VPADDW         Y12, Y11, Y11
+	VPBROADCASTD   2(BX), Y12
+	VPSIGNB        Y6, Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y12
+	VPBROADCASTD   18(BX), Y6
+	VPSIGNB        Y5, Y6, Y6
+	VPMADDUBSW     Y6, Y8, Y6
+	VPADDW         Y6, Y12, Y12
+	VMOVDQU        40(CX), Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y6
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y4, Y6
+	VPSHUFB        Y5, Y4, Y5
+	VPABSB         Y6, Y7
+	VPABSB         Y5, Y8
+	VPBROADCASTD   6(DX), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y9, Y9
+	VPBROADCASTD   22(DX), Y13
+	VPSIGNB        Y5, Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPADDW         Y13, Y9, Y9
+	VPBROADCASTD   6(DI), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y10, Y10
+	VPBROADCASTD   22(DI), Y13
+	VPSIGNB        Y5, Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPADDW         Y13, Y10, Y10
+	VPBROADCASTD   6(R9), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y11, Y11
+	VPBROADCASTD   22(R9), Y13
+	VPSIGNB        Y5, Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPADDW         Y13, Y11, Y11
+	VPBROADCASTD   6(BX), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y12, Y12
+	VPBROADCASTD   22(BX), Y6
+	VPSIGNB        Y5, Y6, Y6
+	VPMADDUBSW     Y6, Y8, Y6
+	VPADDW         Y6, Y12, Y12
+	VMOVDQU        72(CX), Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y6
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y4, Y6
+	VPSHUFB        Y5, Y4, Y5
+	VPABSB         Y6, Y7
+	VPABSB         Y5, Y8
+	VPBROADCASTD   10(DX), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y9, Y9
+	VPBROADCASTD   26(DX), Y13
+	VPSIGNB        Y5, Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPADDW         Y13, Y9, Y9
+	VPBROADCASTD   10(DI), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y10, Y10
+	VPBROADCASTD   26(DI), Y13
+	VPSIGNB        Y5, Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPADDW         Y13, Y10, Y10
+	VPBROADCASTD   10(R9), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y11, Y11
+	VPBROADCASTD   26(R9), Y13
+	VPSIGNB        Y5, Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPADDW         Y13, Y11, Y11
+	VPBROADCASTD   10(BX), Y13
+	VPSIGNB        Y6, Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPADDW         Y13, Y12, Y12
+	VPBROADCASTD   26(BX), Y6
+	VPSIGNB        Y5, Y6, Y6
+	VPMADDUBSW     Y6, Y8, Y6
+	VPADDW         Y6, Y12, Y12
+	VMOVDQU        104(CX), Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y6
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y4, Y6
+	VPSHUFB        Y5, Y4, Y5
+	VPABSB         Y6, Y4
+	VPABSB         Y5, Y7
+	VPBROADCASTD   14(DX), Y8
+	VPSIGNB        Y6, Y8, Y8
+	VPMADDUBSW     Y8, Y4, Y8
+	VPADDW         Y8, Y9, Y9
+	VPBROADCASTD   30(DX), Y8
+	VPSIGNB        Y5, Y8, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPADDW         Y8, Y9, Y9
+	VPBROADCASTD   14(DI), Y8
+	VPSIGNB        Y6, Y8, Y8
+	VPMADDUBSW     Y8, Y4, Y8
+	VPADDW         Y8, Y10, Y10
+	VPBROADCASTD   30(DI), Y8
+	VPSIGNB        Y5, Y8, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPADDW         Y8, Y10, Y10
+	VPBROADCASTD   14(R9), Y8
+	VPSIGNB        Y6, Y8, Y8
+	VPMADDUBSW     Y8, Y4, Y8
+	VPADDW         Y8, Y11, Y11
+	VPBROADCASTD   30(R9), Y8
+	VPSIGNB        Y5, Y8, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPADDW         Y8, Y11, Y11
+	VPBROADCASTD   14(BX), Y8
+	VPSIGNB        Y6, Y8, Y8
+	VPMADDUBSW     Y8, Y4, Y8
+	VPADDW         Y8, Y12, Y12
+	VPBROADCASTD   30(BX), Y4
+	VPSIGNB        Y5, Y4, Y4
+	VPMADDUBSW     Y4, Y7, Y4
+	VPADDW         Y4, Y12, Y12
+	VPMOVZXBD      (CX), Y4
+	VPSUBD         dotOnes32<>+0(SB), Y4, Y5
+	VPSLLD         $0x17, Y5, Y5
+	VMOVDQU        dotE8M0Tiny<>+0(SB), Y6
+	VPSLLVD        Y4, Y6, Y6
+	VPCMPGTD       dotOnes32<>+0(SB), Y4, Y4
+	VPBLENDVB      Y4, Y5, Y6, Y4
+	VPMADDWD       ones16<>+0(SB), Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   4(SI), Y5
+	VMULPS         Y4, Y5, Y5
+	VFMADD231PS    Y9, Y5, Y0
+	VPMADDWD       ones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   4(R8), Y5
+	VMULPS         Y4, Y5, Y5
+	VFMADD231PS    Y10, Y5, Y1
+	VPMADDWD       ones16<>+0(SB), Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   4(R10), Y5
+	VMULPS         Y4, Y5, Y5
+	VFMADD231PS    Y11, Y5, Y2
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   4(R11), Y5
+	VMULPS         Y4, Y5, Y5
+	VFMADD231PS    Y12, Y5, Y3
+	ADDQ           $0x00000088, CX
+	ADDQ           $0x00000022, DX
+	ADDQ           $0x00000008, SI
+	ADDQ           $0x00000022, DI
+	ADDQ           $0x00000008, R8
+	ADDQ           $0x00000022, R9
+	ADDQ           $0x00000008, R10
+	ADDQ           $0x00000022, BX
+	ADDQ           $0x00000008, R11
+	DECQ           AX
+	JNZ            gemmMXFP4x8x4AVX2_block
+
+gemmMXFP4x8x4AVX2_done:
 	MOVQ    dst_base+64(FP), AX
 	MOVQ    ld+88(FP), CX
 	SHLQ    $0x02, CX

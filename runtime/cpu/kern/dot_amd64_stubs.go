@@ -108,6 +108,21 @@ func gemvQ8_0x8AVX2(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmQ8_0x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
+// gemvMXFP4x8AVX2 sets dst[0:8] to the dots of a group of eight packed MXFP4 rows (nb
+// blocks) with one packed Q8_0 activation row, bit for bit gemvMXFP4x8VNNI: per
+// block the exact integer dot (kvalues through vpshufb, their signs moved onto
+// the activations), then one fma with e8m0_half(e)·d_a. It needs AVX2 and FMA.
+//
+//go:noescape
+func gemvMXFP4x8AVX2(nb int, w []byte, a []byte, dst []float32)
+
+// gemmMXFP4x8x4AVX2 sets dst[r*ld:r*ld+8] to gemvMXFP4x8AVX2 of the group and
+// activation row a[r*stride:], bit for bit, for r < 4, unpacking each
+// weight block once.
+//
+//go:noescape
+func gemmMXFP4x8x4AVX2(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
+
 // gemvQ3_KAVX2 sets dst[r] to the dot product of row r of w (rows rows of nb
 // super-blocks of Q3_K, one after another) and a (nb Q8_K blocks), for r < rows,
 // as Q6_K's kernel with 3-bit quants (see codegen/goasm/gen/kerndot's kquants.go

@@ -238,16 +238,13 @@ func TestPackedMXFP4Scales(t *testing.T) {
 }
 
 // BenchmarkPackedMXFP4: a 256×2880 MXFP4 matrix (gpt-oss-20b's expert row
-// length) against R activation rows on the avx512 variant: the group
-// kernels against DotRows over the original rows (the MoE path before
-// experts were packed). GB/s counts weight bytes × R. An eight-row kernel
-// (gemm8) was tried and measured no faster than the four-row one at R = 32
-// (57.6–59.5 against 57.9–59.4 GB/s): vpdpbusd, not the unpacking, bounds it.
+// length) against R activation rows on the avx2 and avx512 variants: the
+// group kernels against DotRows over the original rows (the MoE path before
+// experts were packed, and on avx2 before it had MXFP4 group kernels). GB/s
+// counts weight bytes × R. An eight-row kernel (gemm8) was tried on avx512
+// and measured no faster than the four-row one at R = 32 (57.6–59.5 against
+// 57.9–59.4 GB/s): vpdpbusd, not the unpacking, bounds it.
 func BenchmarkPackedMXFP4(b *testing.B) {
-	useVariant(b, "avx512")
-	if !PackedSupported(ir.MXFP4) {
-		b.Skip("no MXFP4 group kernels")
-	}
 	const n, k = 256, 2880
 	rb := k / 32 * 17
 	data := make([]byte, n*rb)
@@ -256,30 +253,38 @@ func BenchmarkPackedMXFP4(b *testing.B) {
 		copy(data[i*rb:], w)
 	}
 	ab := PackedActBytes(k)
-	for _, R := range []int{1, 32} {
-		a := make([]byte, R*ab)
-		for r := 0; r < R; r++ {
-			QuantizePackedActs(randRow(k, 1, uint64(r)), a[r*ab:])
-		}
-		dst := make([]float32, R*n)
-		report := func(b *testing.B) {
-			b.ReportMetric(float64(len(data))*float64(R)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		}
-		b.Run(fmt.Sprintf("packed/R=%d", R), func(b *testing.B) {
-			p := Pack(ir.MXFP4, n, k, data)
-			defer p.Free()
-			for b.Loop() {
-				p.Dots(0, n, a, ab, R, dst, n)
+	for _, v := range []string{"avx2", "avx512"} {
+		b.Run(v, func(b *testing.B) {
+			useVariant(b, v)
+			if !PackedSupported(ir.MXFP4) {
+				b.Skip("no MXFP4 group kernels")
 			}
-			report(b)
-		})
-		b.Run(fmt.Sprintf("dotrows/R=%d", R), func(b *testing.B) {
-			for b.Loop() {
-				for j := 0; j < n; j++ {
-					DotRows(ir.MXFP4, k, data[j*rb:][:rb], a, ab, dst[:R])
+			for _, R := range []int{1, 32} {
+				a := make([]byte, R*ab)
+				for r := 0; r < R; r++ {
+					QuantizePackedActs(randRow(k, 1, uint64(r)), a[r*ab:])
 				}
+				dst := make([]float32, R*n)
+				report := func(b *testing.B) {
+					b.ReportMetric(float64(len(data))*float64(R)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				}
+				b.Run(fmt.Sprintf("packed/R=%d", R), func(b *testing.B) {
+					p := Pack(ir.MXFP4, n, k, data)
+					defer p.Free()
+					for b.Loop() {
+						p.Dots(0, n, a, ab, R, dst, n)
+					}
+					report(b)
+				})
+				b.Run(fmt.Sprintf("dotrows/R=%d", R), func(b *testing.B) {
+					for b.Loop() {
+						for j := 0; j < n; j++ {
+							DotRows(ir.MXFP4, k, data[j*rb:][:rb], a, ab, dst[:R])
+						}
+					}
+					report(b)
+				})
 			}
-			report(b)
 		})
 	}
 }

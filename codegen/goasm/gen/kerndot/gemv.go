@@ -22,6 +22,9 @@ import (
 // elements 4t..4t+3 and high nibbles elements 16+4t..16+4t+3. Q8_0 (272
 // bytes): eight vectors of signed elements 4t..4t+3.
 //
+// MXFP4 (136 bytes a block): the eight rows' E8M0 exponent bytes, then four
+// vectors of codes as Q4_0's nibbles.
+//
 // An activation row is a Q8_0 row of nb blocks (34 bytes each) followed by
 // nb pairs {int32 8·Σq, float32 d} (kern's QuantizePackedActs), so the Q4_0
 // kernel multiplies unsigned nibbles by the activations and subtracts 8·Σq
@@ -39,9 +42,12 @@ const (
 )
 
 func gemv(c *build.Context, typ string, rows int) {
-	groupBlockBytes, vectors := 144, 4
-	if typ == "Q8_0" {
+	groupBlockBytes, vectors, head := 144, 4, 16
+	switch typ {
+	case "Q8_0":
 		groupBlockBytes, vectors = 272, 8
+	case "MXFP4":
+		groupBlockBytes, head = 136, 8
 	}
 	name := "gemv" + typ + "x8AVX2"
 	sig := "func(nb int, w, a []byte, dst []float32)"
@@ -53,12 +59,20 @@ func gemv(c *build.Context, typ string, rows int) {
 	c.Attributes(attr.NOSPLIT)
 	c.Pragma("noescape")
 	c.SignatureExpr(sig)
-	if rows == 1 {
+	switch {
+	case rows == 1 && typ == "MXFP4":
+		c.Doc(
+			name+" sets dst[0:8] to the dots of a group of eight packed MXFP4 rows (nb",
+			"blocks) with one packed Q8_0 activation row, bit for bit gemvMXFP4x8VNNI: per",
+			"block the exact integer dot (kvalues through vpshufb, their signs moved onto",
+			"the activations), then one fma with e8m0_half(e)·d_a. It needs AVX2 and FMA.",
+		)
+	case rows == 1:
 		c.Doc(
 			name+" sets dst[0:8] to the dots of a group of eight packed "+typ+" rows (nb",
 			"blocks) with one packed Q8_0 activation row. It needs AVX2, FMA and F16C.",
 		)
-	} else {
+	default:
 		c.Doc(
 			fmt.Sprintf("%s sets dst[r*ld:r*ld+8] to gemv%sx8AVX2 of the group and", name, typ),
 			fmt.Sprintf("activation row a[r*stride:], bit for bit, for r < %d, unpacking each", rows),
@@ -74,7 +88,7 @@ func gemv(c *build.Context, typ string, rows int) {
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
-	if rows == 1 {
+	if rows == 1 && typ != "MXFP4" { // as the VNNI kernels
 		// Decode streams the weights once: every line of the block
 		// avoutil.GroupPrefetchBytes ahead.
 		avoutil.GroupPrefetch(c, x, groupBlockBytes)
@@ -88,7 +102,37 @@ func gemv(c *build.Context, typ string, rows int) {
 			op(v, sum[r], sum[r])
 		}
 	}
-	if typ == "Q4_0" {
+	switch typ {
+	case "MXFP4":
+		// The codes' values, signed (|v| ≤ 12), by vpshufb; vpmaddubsw
+		// takes |v| unsigned and each activation with v's sign, so a
+		// pair sum is at most 2·12·128 and eight of them fit an int16
+		// lane (24,576): the dot is exact with no offset to take back.
+		lut := c.YMM()
+		c.VBROADCASTI128(consts["mxfp4Values"], lut)
+		for t := 0; t < vectors; t++ {
+			v := c.YMM()
+			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, v)
+			lo, hi := c.YMM(), c.YMM()
+			c.VPAND(consts["nibbleMask"], v, lo)
+			c.VPSRLW(Imm(4), v, hi)
+			c.VPAND(consts["nibbleMask"], hi, hi)
+			c.VPSHUFB(lo, lut, lo)
+			c.VPSHUFB(hi, lut, hi)
+			alo, ahi := c.YMM(), c.YMM()
+			c.VPABSB(lo, alo)
+			c.VPABSB(hi, ahi)
+			for r := range rows {
+				for half, q := range [][2]reg.VecVirtual{{lo, alo}, {hi, ahi}} {
+					b := c.YMM()
+					c.VPBROADCASTD(Mem{Base: y[r], Disp: 2 + 16*half + 4*t}, b)
+					c.VPSIGNB(q[0], b, b)    // activation with the value's sign
+					c.VPMADDUBSW(b, q[1], b) // 16 int16: |v|·±a pairs
+					add(r, t == 0 && half == 0, b, c.VPADDW)
+				}
+			}
+		}
+	case "Q4_0":
 		for t := 0; t < vectors; t++ {
 			v := c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
@@ -105,7 +149,7 @@ func gemv(c *build.Context, typ string, rows int) {
 				}
 			}
 		}
-	} else {
+	default:
 		for t := 0; t < vectors; t++ {
 			q, aq := c.YMM(), c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, q)
@@ -121,9 +165,16 @@ func gemv(c *build.Context, typ string, rows int) {
 		}
 	}
 	dw := c.YMM()
-	c.VCVTPH2PS(Mem{Base: x}, dw) // the eight rows' scales
+	if typ == "MXFP4" {
+		avoutil.E8M0Half(c, e8m0, Mem{Base: x}, dw)
+	} else {
+		c.VCVTPH2PS(Mem{Base: x}, dw) // the eight rows' scales
+	}
 	for r := range rows {
 		s := sum[r]
+		if typ == "MXFP4" {
+			c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ v·q
+		}
 		if typ == "Q4_0" {
 			c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ nibble·q
 			corr := c.YMM()

@@ -67,7 +67,8 @@ func run(dir string) error {
 		)
 		dotRows(c, k, 4)
 	}
-	for _, typ := range []string{"Q4_0", "Q8_0"} {
+	e8m0 = avoutil.DefineE8M0Consts(c, "dot")
+	for _, typ := range []string{"Q4_0", "Q8_0", "MXFP4"} {
 		gemv(c, typ, 1)
 		gemv(c, typ, 4)
 	}
@@ -76,6 +77,9 @@ func run(dir string) error {
 
 	return avoutil.Write(c, "codegen/goasm/gen/kerndot", dir, "dot_amd64.s", "dot_amd64_stubs.go")
 }
+
+// e8m0 holds the MXFP4 group kernels' E8M0 constants (avoutil.E8M0Half).
+var e8m0 avoutil.E8M0Consts
 
 // consts holds the 32-byte read-only vectors the kernels take as memory
 // operands (which keeps the 16 YMM registers for accumulators).

@@ -142,34 +142,13 @@ func mxfp4Consts(c *build.Context) {
 			c.AddDatum(16*lane+i, U8(uint8(int(v)+12)))
 		}
 	}
-	mx.ones = c.StaticGlobal("vnniOnes32")
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for i := 0; i < 8; i++ {
-		c.AddDatum(4*i, U32(1))
-	}
-	mx.tiny = c.StaticGlobal("vnniE8M0Tiny")
-	c.DataAttributes(attr.RODATA | attr.NOPTR)
-	for i := 0; i < 8; i++ {
-		c.AddDatum(4*i, U32(0x00200000))
-	}
+	mx.e8m0 = avoutil.DefineE8M0Consts(c, "vnni")
 }
 
 // mx holds the MXFP4 constants' addresses (mxfp4Consts).
-var mx struct{ lut, ones, tiny Mem }
-
-// e8m0Half sets d to the eight rows' ggml_e8m0_to_fp32_half(e) = 2^(e-128)
-// from the E8M0 bytes at m: the float bits (e-1)<<23 for e ≥ 2, and the
-// subnormals 0x00200000<<e for e = 0, 1 (quant's e8m0Half).
-func e8m0Half(c *build.Context, m Mem, d reg.VecVirtual) {
-	e, norm, tiny, big := c.YMM(), c.YMM(), c.YMM(), c.YMM()
-	c.VPMOVZXBD(m, e)
-	ones := mx.ones
-	c.VPSUBD(ones, e, norm)
-	c.VPSLLD(Imm(23), norm, norm)
-	c.VMOVDQU(mx.tiny, tiny)
-	c.VPSLLVD(e, tiny, tiny)
-	c.VPCMPGTD(ones, e, big) // e > 1
-	c.VPBLENDVB(big, norm, tiny, d)
+var mx struct {
+	lut  Mem
+	e8m0 avoutil.E8M0Consts
 }
 
 // prefetchBlocks is how many blocks ahead the pair kernels prefetch.
@@ -303,7 +282,7 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	}
 	dw := c.YMM()
 	if typ == "MXFP4" {
-		e8m0Half(c, Mem{Base: x}, dw)
+		avoutil.E8M0Half(c, mx.e8m0, Mem{Base: x}, dw)
 	} else {
 		c.VCVTPH2PS(Mem{Base: x}, dw)
 	}
