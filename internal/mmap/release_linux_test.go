@@ -116,3 +116,34 @@ func TestZeroAnon(t *testing.T) {
 		}
 	}
 }
+
+// TestResidentPages: ResidentPages counts the pages of its slice alone —
+// the written ones of a sparse mapping, none after ZeroAnon, and none of a
+// neighbour in the same mapping — where Resident reports the whole
+// mapping's Rss.
+func TestResidentPages(t *testing.T) {
+	ps := os.Getpagesize()
+	const pages = 64
+	b, unmap, err := AnonSparse(pages * ps)
+	require.NoError(t, err)
+	defer unmap()
+	pagesOf := func(s []byte) int64 {
+		t.Helper()
+		n, err := ResidentPages(s)
+		require.NoError(t, err)
+		return n / int64(ps)
+	}
+	require.Zero(t, pagesOf(b), "a fresh mapping has no page in memory")
+	for _, p := range []int{3, 4, 40} {
+		b[p*ps+17] = 1
+	}
+	require.Equal(t, int64(3), pagesOf(b))
+	require.Equal(t, int64(2), pagesOf(b[:32*ps]), "pages 3 and 4 of the first half")
+	require.Equal(t, int64(1), pagesOf(b[32*ps:]), "page 40, not the first half's")
+	require.Equal(t, int64(1), pagesOf(b[4*ps+100:4*ps+101]), "a byte's page")
+	require.GreaterOrEqual(t, rssOf(t, b[32*ps:]), int64(3*ps), "Resident: the whole mapping")
+	ZeroAnon(b[:32*ps])
+	require.Equal(t, int64(1), pagesOf(b))
+	_, err = ResidentPages(nil)
+	require.Error(t, err)
+}

@@ -2,6 +2,7 @@ package mmap
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -46,4 +47,40 @@ func Resident(b []byte) (int64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("mmap: no mapping holds %#x", at)
+}
+
+// ResidentPages is the bytes of the pages b spans that this process has
+// in memory, from /proc/self/pagemap's present bits. Unlike Resident it
+// counts b's pages alone: the kernel merges adjacent anonymous mappings
+// with the same flags into one, whose Rss in /proc/self/smaps then
+// includes the neighbours' pages (a KV cache's reset slot once showed 16
+// KB resident that lay past its states). Only b's pages are read, 8 bytes
+// of pagemap each, in chunks of fixed size.
+func ResidentPages(b []byte) (int64, error) {
+	if len(b) == 0 {
+		return 0, fmt.Errorf("mmap: ResidentPages of an empty slice")
+	}
+	ps := uint64(os.Getpagesize())
+	at := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	first, last := at/ps, (at+uint64(len(b))-1)/ps
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var buf [8 * 512]byte
+	var n int64
+	for p := first; p <= last; {
+		k := min(last-p+1, uint64(len(buf)/8))
+		if _, err := f.ReadAt(buf[:8*k], int64(8*p)); err != nil {
+			return 0, fmt.Errorf("mmap: /proc/self/pagemap: %w", err)
+		}
+		for i := range k {
+			if binary.LittleEndian.Uint64(buf[8*i:])>>63 != 0 { // present
+				n += int64(ps)
+			}
+		}
+		p += k
+	}
+	return n, nil
 }

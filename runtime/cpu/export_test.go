@@ -64,7 +64,8 @@ func StateBytes(p runtime.Program) int64 {
 }
 
 // StateResident is the resident bytes of a CPU program's state buffers
-// (their mappings, mmap.Resident).
+// (their pages alone, mmap.ResidentPages: a mapping's Rss can include an
+// adjacent one the kernel merged it with).
 func StateResident(p runtime.Program) (int64, error) {
 	var n int64
 	for _, st := range p.(*program).states {
@@ -77,7 +78,7 @@ func StateResident(p runtime.Program) (int64, error) {
 		default:
 			b = st.q8
 		}
-		r, err := mmap.Resident(b)
+		r, err := mmap.ResidentPages(b)
 		if err != nil {
 			return 0, err
 		}

@@ -179,10 +179,10 @@ func anonResidencyObservable(t *testing.T) bool {
 	require.NoError(t, err)
 	defer unmap()
 	b[0] = 1
-	written, err := mmap.Resident(b)
+	written, err := mmap.ResidentPages(b)
 	require.NoError(t, err)
 	mmap.ZeroAnon(b)
-	after, err := mmap.Resident(b)
+	after, err := mmap.ResidentPages(b)
 	require.NoError(t, err)
 	if written == 0 || written > n/16 || after != 0 {
 		t.Logf("anonymous page residency is not observable here (%d bytes resident for one written page of %d, %d after ZeroAnon; qemu-user?): only the results are checked", written, n, after)
