@@ -43,8 +43,6 @@ func gemvMXFP4x8NEON(nb int, w []byte, a []byte, dst []float32)
 
 // gemmMXFP4x8x4NEON sets dst[r*ld:r*ld+8] to gemvMXFP4x8NEON of the group and
 // activation row a[r*stride:], bit for bit, for r < 4, unpacking each
-// Per block: the codes' E2M1 values (kvalues, doubled) by TBL, their exact
-// dot by SDOT, then acc = fma(e8m0_half(e)·d_a, float(dot), acc), as the VNNI kernels.
 // weight block once.
 //
 //go:noescape

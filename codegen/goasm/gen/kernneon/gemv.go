@@ -84,13 +84,12 @@ func gemv(f *file, consts map[string]string, typ string, rows int) {
 			"weight block once.",
 		}
 	}
-	if typ == "MXFP4" {
-		doc = append(doc[:len(doc)-1], "Per block: the codes' E2M1 values (kvalues, doubled) by TBL, their exact",
+	if typ == "MXFP4" && rows == 1 {
+		doc = []string{doc[0],
+			"blocks) with one packed Q8_0 activation row, bit for bit as gemvMXFP4x8VNNI.",
+			"Per block: the codes' E2M1 values (kvalues, doubled) by TBL, their exact",
 			"dot by SDOT, then acc = fma(e8m0_half(e)·d_a, float(dot), acc), as the VNNI kernels.",
-			doc[len(doc)-1])
-		if rows == 1 {
-			doc[1] = "blocks) with one packed Q8_0 activation row, bit for bit as gemvMXFP4x8VNNI."
-		}
+			doc[2]}
 	}
 	if head+32*vectors != groupBlockBytes {
 		panic("kernneon: group block layout") // the post-indexed loads walk it
