@@ -103,13 +103,18 @@ func gemv(c *build.Context, typ string, rows int) {
 		}
 	}
 	switch typ {
-	case "MXFP4":
-		// The codes' values, signed (|v| ≤ 12), by vpshufb; vpmaddubsw
-		// takes |v| unsigned and each activation with v's sign, so a
-		// pair sum is at most 2·12·128 and eight of them fit an int16
-		// lane (24,576): the dot is exact with no offset to take back.
-		lut := c.YMM()
-		c.VBROADCASTI128(consts["mxfp4Values"], lut)
+	case "Q4_0", "MXFP4":
+		// Q4_0's nibbles go into vpmaddubsw as they are (unsigned), with
+		// 8·Σq taken back below. MXFP4's codes become their signed values
+		// (|v| ≤ 12) by vpshufb, and vpmaddubsw takes |v| with each
+		// activation given v's sign: a pair sum is at most 2·12·128, and
+		// eight of them fit an int16 lane (24,576), so the dot is exact
+		// with nothing to take back.
+		var lut reg.VecVirtual
+		if typ == "MXFP4" {
+			lut = c.YMM()
+			c.VBROADCASTI128(consts["mxfp4Values"], lut)
+		}
 		for t := 0; t < vectors; t++ {
 			v := c.YMM()
 			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, v)
@@ -117,34 +122,22 @@ func gemv(c *build.Context, typ string, rows int) {
 			c.VPAND(consts["nibbleMask"], v, lo)
 			c.VPSRLW(Imm(4), v, hi)
 			c.VPAND(consts["nibbleMask"], hi, hi)
-			c.VPSHUFB(lo, lut, lo)
-			c.VPSHUFB(hi, lut, hi)
-			alo, ahi := c.YMM(), c.YMM()
-			c.VPABSB(lo, alo)
-			c.VPABSB(hi, ahi)
-			for r := range rows {
-				for half, q := range [][2]reg.VecVirtual{{lo, alo}, {hi, ahi}} {
-					b := c.YMM()
-					c.VPBROADCASTD(Mem{Base: y[r], Disp: 2 + 16*half + 4*t}, b)
-					c.VPSIGNB(q[0], b, b)    // activation with the value's sign
-					c.VPMADDUBSW(b, q[1], b) // 16 int16: |v|·±a pairs
-					add(r, t == 0 && half == 0, b, c.VPADDW)
-				}
+			unsigned := [2]reg.VecVirtual{lo, hi}
+			if typ == "MXFP4" {
+				c.VPSHUFB(lo, lut, lo)
+				c.VPSHUFB(hi, lut, hi)
+				unsigned = [2]reg.VecVirtual{c.YMM(), c.YMM()}
+				c.VPABSB(lo, unsigned[0])
+				c.VPABSB(hi, unsigned[1])
 			}
-		}
-	case "Q4_0":
-		for t := 0; t < vectors; t++ {
-			v := c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, v)
-			lo, hi := c.YMM(), c.YMM()
-			c.VPAND(consts["nibbleMask"], v, lo)
-			c.VPSRLW(Imm(4), v, hi)
-			c.VPAND(consts["nibbleMask"], hi, hi)
 			for r := range rows {
 				for half, q := range []reg.VecVirtual{lo, hi} {
 					b := c.YMM()
 					c.VPBROADCASTD(Mem{Base: y[r], Disp: 2 + 16*half + 4*t}, b)
-					c.VPMADDUBSW(b, q, b) // 16 int16: pairs of nibble·activation
+					if typ == "MXFP4" {
+						c.VPSIGNB(q, b, b) // activation with the value's sign
+					}
+					c.VPMADDUBSW(b, unsigned[half], b) // 16 int16: pairs of code·activation
 					add(r, t == 0 && half == 0, b, c.VPADDW)
 				}
 			}
@@ -152,7 +145,7 @@ func gemv(c *build.Context, typ string, rows int) {
 	default:
 		for t := 0; t < vectors; t++ {
 			q, aq := c.YMM(), c.YMM()
-			c.VMOVDQU(Mem{Base: x, Disp: 16 + 32*t}, q)
+			c.VMOVDQU(Mem{Base: x, Disp: head + 32*t}, q)
 			c.VPABSB(q, aq)
 			for r := range rows {
 				b := c.YMM()
@@ -172,11 +165,10 @@ func gemv(c *build.Context, typ string, rows int) {
 	}
 	for r := range rows {
 		s := sum[r]
-		if typ == "MXFP4" {
-			c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ v·q
+		if typ != "Q8_0" { // int16 pair sums
+			c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ code·q
 		}
 		if typ == "Q4_0" {
-			c.VPMADDWD(consts["ones"], s, s) // 8 int32: row r's Σ nibble·q
 			corr := c.YMM()
 			c.VPBROADCASTD(Mem{Base: side[r]}, corr)
 			c.VPSUBD(corr, s, s) // Σ (nibble-8)·q, exact

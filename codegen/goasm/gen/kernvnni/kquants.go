@@ -734,9 +734,7 @@ func q4KGroupWide(c *build.Context, groups int, q5 bool) {
 	c.VMOVDQU32(kq512.nib, nib)
 	z := vec()
 	c.VMOVDQU32(zero, z)
-	for r := 0; r < rows; r++ {
-		c.VMOVDQU32(z, acc.Offset(width*r))
-	}
+	zeroStackRows(c, acc, width, rows, z)
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
@@ -1057,16 +1055,19 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 	width := 32 * groups
 	if inFrame {
 		accMem = c.AllocLocal(width * rows)
-		z := zeros(1)[0]
-		for r := range rows {
-			c.VMOVDQU32(z, accMem.Offset(width*r))
-		}
+		zeroStackRows(c, accMem, width, rows, zeros(1)[0])
 	} else {
 		acc = zeros(rows)
 	}
 	passes := [][]int{{0, 1, 2, 3}}
 	if inFrame {
 		passes = [][]int{{0, 2}, {1, 3}}
+	}
+	// A chunk's scales widen to dwords: signed offsets, or (mins) the
+	// unsigned byte whose low nibble is the scale.
+	extend := c.VPMOVSXBD
+	if k.mins {
+		extend = c.VPMOVZXBD
 	}
 	var consts []reg.VecVirtual
 	for _, m := range k.consts() {
@@ -1143,10 +1144,6 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 				for _, ch := range want {
 					sc := vec()
 					disp := scOff + 8*(8*n+2*ch+tr)
-					extend := c.VPMOVSXBD
-					if k.mins {
-						extend = c.VPMOVZXBD
-					}
 					if groups == 1 {
 						extend(Mem{Base: x, Disp: disp}, sc)
 					} else {
@@ -1208,13 +1205,10 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 	}
 	avoutil.NextKQBlock(c, x, k.blockBytes, y, nb, lbl("block"), lbl("done"))
 	if inFrame {
-		acc = make([]reg.VecVirtual, rows)
-		for r := range rows {
-			acc[r] = vec()
-			c.VMOVUPS(accMem.Offset(width*r), acc[r])
-		}
+		storeStackRows(c, accMem, width, rows, vec)
+	} else {
+		avoutil.StoreGroupRows(c, acc)
 	}
-	avoutil.StoreGroupRows(c, acc)
 	c.VZEROUPPER()
 	c.RET()
 }

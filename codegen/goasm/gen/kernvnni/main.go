@@ -330,9 +330,7 @@ func gemm8(c *build.Context, typ string, mask Mem) {
 	act := eightActRows(c, nb)
 	z := c.YMM()
 	c.VXORPS(z, z, z)
-	for r := 0; r < rows; r++ {
-		c.VMOVUPS(z, acc.Offset(32*r))
-	}
+	zeroStackRows(c, acc, 32, rows, z)
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
@@ -622,6 +620,14 @@ func movLow(c *build.Context, m Mem, low reg.Register, full reg.VecVirtual) {
 		Outputs:  []Op{full},
 		ISA:      []string{"AVX512F", "AVX512VL"},
 	})
+}
+
+// zeroStackRows zeroes rows accumulators of width bytes in the stack frame
+// (acc) from z, a zeroed vector register of that width.
+func zeroStackRows(c *build.Context, acc Mem, width, rows int, z reg.VecVirtual) {
+	for r := 0; r < rows; r++ {
+		c.VMOVUPS(z, acc.Offset(width*r))
+	}
 }
 
 // storeStackRows copies rows accumulators of width bytes from the stack
