@@ -305,73 +305,6 @@ gemmMXFP4x8x4VNNI_done:
 	VZEROUPPER
 	RET
 
-// func gemvQ4_0x8VNNI(nb int, w []byte, a []byte, dst []float32)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·gemvQ4_0x8VNNI(SB), NOSPLIT, $0-80
-	MOVQ   nb+0(FP), AX
-	MOVQ   w_base+8(FP), CX
-	MOVQ   a_base+32(FP), DX
-	IMUL3Q $0x00000022, AX, BX
-	ADDQ   DX, BX
-	VXORPS Y0, Y0, Y0
-	TESTQ  AX, AX
-	JZ     gemvQ4_0x8VNNI_done
-
-gemvQ4_0x8VNNI_block:
-	VPXOR         Y1, Y1, Y1
-	VPXOR         Y2, Y2, Y2
-	VPXOR         Y3, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VMOVDQU       vnniNibbleMask<>+0(SB), Y5
-	PREFETCHT1    2160(CX)
-	PREFETCHT1    2224(CX)
-	PREFETCHT1    2288(CX)
-	VMOVDQU       16(CX), Y6
-	VPAND         Y5, Y6, Y7
-	VPSRLW        $0x04, Y6, Y6
-	VPAND         Y5, Y6, Y6
-	VPDPBUSD.BCST 2(DX), Y7, Y1
-	VPDPBUSD.BCST 18(DX), Y6, Y2
-	VMOVDQU       48(CX), Y6
-	VPAND         Y5, Y6, Y7
-	VPSRLW        $0x04, Y6, Y6
-	VPAND         Y5, Y6, Y6
-	VPDPBUSD.BCST 6(DX), Y7, Y3
-	VPDPBUSD.BCST 22(DX), Y6, Y4
-	VMOVDQU       80(CX), Y6
-	VPAND         Y5, Y6, Y7
-	VPSRLW        $0x04, Y6, Y6
-	VPAND         Y5, Y6, Y6
-	VPDPBUSD.BCST 10(DX), Y7, Y1
-	VPDPBUSD.BCST 26(DX), Y6, Y2
-	VMOVDQU       112(CX), Y6
-	VPAND         Y5, Y6, Y7
-	VPSRLW        $0x04, Y6, Y6
-	VPAND         Y5, Y6, Y6
-	VPDPBUSD.BCST 14(DX), Y7, Y3
-	VPDPBUSD.BCST 30(DX), Y6, Y4
-	VPADDD        Y2, Y1, Y1
-	VPADDD        Y3, Y1, Y1
-	VPADDD        Y4, Y1, Y1
-	VPBROADCASTD  (BX), Y2
-	VPSUBD        Y2, Y1, Y1
-	VCVTPH2PS     (CX), Y2
-	VCVTDQ2PS     Y1, Y1
-	VBROADCASTSS  4(BX), Y3
-	VMULPS        Y2, Y3, Y3
-	VFMADD231PS   Y1, Y3, Y0
-	ADDQ          $0x00000090, CX
-	ADDQ          $0x00000022, DX
-	ADDQ          $0x00000008, BX
-	DECQ          AX
-	JNZ           gemvQ4_0x8VNNI_block
-
-gemvQ4_0x8VNNI_done:
-	MOVQ    dst_base+56(FP), AX
-	VMOVUPS Y0, (AX)
-	VZEROUPPER
-	RET
-
 // func gemmQ4_0x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 // Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·gemmQ4_0x8x4VNNI(SB), NOSPLIT, $0-96
@@ -3290,6 +3223,202 @@ Q5_Kx4_done:
 	VADDSS       X1, X13, X13
 	VADDSS       X13, X0, X0
 	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func gemvQ4_0x8VNNI(nb int, w []byte, a []byte, dst []float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·gemvQ4_0x8VNNI(SB), NOSPLIT, $0-80
+	MOVQ      nb+0(FP), AX
+	MOVQ      w_base+8(FP), CX
+	MOVQ      a_base+32(FP), DX
+	IMUL3Q    $0x00000022, AX, BX
+	ADDQ      DX, BX
+	VXORPS    Y0, Y0, Y0
+	VMOVDQU   vnniNibbleMask<>+0(SB), Y1
+	VMOVDQU32 kq512Hin<>+0(SB), Y2
+	CMPQ      AX, $0x04
+	JB        gemvQ4_0x8VNNI_tail
+
+gemvQ4_0x8VNNI_blocks:
+	PREFETCHT1    2304(CX)
+	PREFETCHT1    2368(CX)
+	PREFETCHT1    2432(CX)
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       16(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 2(DX), Y6, Y3
+	VPDPBUSD.BCST 18(DX), Y5, Y4
+	VMOVDQU       48(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 6(DX), Y6, Y3
+	VPDPBUSD.BCST 22(DX), Y5, Y4
+	VMOVDQU       80(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 10(DX), Y6, Y3
+	VPDPBUSD.BCST 26(DX), Y5, Y4
+	VMOVDQU       112(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 14(DX), Y6, Y3
+	VPDPBUSD.BCST 30(DX), Y5, Y4
+	VPSRAD        $0x04, Y4, Y4
+	VPADDD        Y4, Y3, Y3
+	VPSUBD.BCST   (BX), Y3, Y3
+	VCVTPH2PS     (CX), Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS.BCST   4(BX), Y4, Y4
+	VFMADD231PS   Y3, Y4, Y0
+	PREFETCHT1    2496(CX)
+	PREFETCHT1    2560(CX)
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       160(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 36(DX), Y6, Y3
+	VPDPBUSD.BCST 52(DX), Y5, Y4
+	VMOVDQU       192(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 40(DX), Y6, Y3
+	VPDPBUSD.BCST 56(DX), Y5, Y4
+	VMOVDQU       224(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 44(DX), Y6, Y3
+	VPDPBUSD.BCST 60(DX), Y5, Y4
+	VMOVDQU       256(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 48(DX), Y6, Y3
+	VPDPBUSD.BCST 64(DX), Y5, Y4
+	VPSRAD        $0x04, Y4, Y4
+	VPADDD        Y4, Y3, Y3
+	VPSUBD.BCST   8(BX), Y3, Y3
+	VCVTPH2PS     144(CX), Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS.BCST   12(BX), Y4, Y4
+	VFMADD231PS   Y3, Y4, Y0
+	PREFETCHT1    2624(CX)
+	PREFETCHT1    2688(CX)
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       304(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 70(DX), Y6, Y3
+	VPDPBUSD.BCST 86(DX), Y5, Y4
+	VMOVDQU       336(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 74(DX), Y6, Y3
+	VPDPBUSD.BCST 90(DX), Y5, Y4
+	VMOVDQU       368(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 78(DX), Y6, Y3
+	VPDPBUSD.BCST 94(DX), Y5, Y4
+	VMOVDQU       400(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 82(DX), Y6, Y3
+	VPDPBUSD.BCST 98(DX), Y5, Y4
+	VPSRAD        $0x04, Y4, Y4
+	VPADDD        Y4, Y3, Y3
+	VPSUBD.BCST   16(BX), Y3, Y3
+	VCVTPH2PS     288(CX), Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS.BCST   20(BX), Y4, Y4
+	VFMADD231PS   Y3, Y4, Y0
+	PREFETCHT1    2752(CX)
+	PREFETCHT1    2816(CX)
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       448(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 104(DX), Y6, Y3
+	VPDPBUSD.BCST 120(DX), Y5, Y4
+	VMOVDQU       480(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 108(DX), Y6, Y3
+	VPDPBUSD.BCST 124(DX), Y5, Y4
+	VMOVDQU       512(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 112(DX), Y6, Y3
+	VPDPBUSD.BCST 128(DX), Y5, Y4
+	VMOVDQU       544(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 116(DX), Y6, Y3
+	VPDPBUSD.BCST 132(DX), Y5, Y4
+	VPSRAD        $0x04, Y4, Y4
+	VPADDD        Y4, Y3, Y3
+	VPSUBD.BCST   24(BX), Y3, Y3
+	VCVTPH2PS     432(CX), Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS.BCST   28(BX), Y4, Y4
+	VFMADD231PS   Y3, Y4, Y0
+	ADDQ          $0x00000240, CX
+	ADDQ          $0x00000088, DX
+	ADDQ          $0x00000020, BX
+	SUBQ          $0x04, AX
+	CMPQ          AX, $0x04
+	JAE           gemvQ4_0x8VNNI_blocks
+
+gemvQ4_0x8VNNI_tail:
+	TESTQ AX, AX
+	JZ    gemvQ4_0x8VNNI_done
+
+gemvQ4_0x8VNNI_block:
+	PREFETCHT1    2160(CX)
+	PREFETCHT1    2224(CX)
+	PREFETCHT1    2288(CX)
+	VPXOR         Y3, Y3, Y3
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       16(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 2(DX), Y6, Y3
+	VPDPBUSD.BCST 18(DX), Y5, Y4
+	VMOVDQU       48(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 6(DX), Y6, Y3
+	VPDPBUSD.BCST 22(DX), Y5, Y4
+	VMOVDQU       80(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 10(DX), Y6, Y3
+	VPDPBUSD.BCST 26(DX), Y5, Y4
+	VMOVDQU       112(CX), Y5
+	VPAND         Y1, Y5, Y6
+	VPAND         Y2, Y5, Y5
+	VPDPBUSD.BCST 14(DX), Y6, Y3
+	VPDPBUSD.BCST 30(DX), Y5, Y4
+	VPSRAD        $0x04, Y4, Y4
+	VPADDD        Y4, Y3, Y3
+	VPSUBD.BCST   (BX), Y3, Y3
+	VCVTPH2PS     (CX), Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS.BCST   4(BX), Y4, Y4
+	VFMADD231PS   Y3, Y4, Y0
+	ADDQ          $0x00000090, CX
+	ADDQ          $0x00000022, DX
+	ADDQ          $0x00000008, BX
+	DECQ          AX
+	JNZ           gemvQ4_0x8VNNI_block
+
+gemvQ4_0x8VNNI_done:
+	MOVQ    dst_base+56(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 

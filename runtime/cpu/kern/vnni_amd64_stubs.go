@@ -18,12 +18,6 @@ func gemvMXFP4x8VNNI(nb int, w []byte, a []byte, dst []float32)
 //go:noescape
 func gemmMXFP4x8x4VNNI(nb int, w []byte, a []byte, stride int, dst []float32, ld int)
 
-// gemvQ4_0x8VNNI is gemv/gemmQ4_0x8AVX2 (1 activation rows) with vpdpbusd, for
-// VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
-//
-//go:noescape
-func gemvQ4_0x8VNNI(nb int, w []byte, a []byte, dst []float32)
-
 // gemmQ4_0x8x4VNNI is gemv/gemmQ4_0x8AVX2 (4 activation rows) with vpdpbusd, for
 // VNNI-packed groups (Q8_0 weights sign-flipped). It needs AVX-512 VNNI and VL, FMA, F16C.
 //
@@ -113,6 +107,12 @@ func dotQ6_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
 //
 //go:noescape
 func dotQ5_Kx4VNNI(nb int, w []byte, a []byte, stride int, dst *[4]float32)
+
+// gemvQ4_0x8VNNI is gemvQ4_0x8AVX2 with vpdpbusd, for VNNI-packed groups, in as few
+// instructions per byte as it can (gemvQ4_0Lean). It needs AVX-512 VNNI and VL, FMA, F16C.
+//
+//go:noescape
+func gemvQ4_0x8VNNI(nb int, w []byte, a []byte, dst []float32)
 
 // gemvQ3_KVNNI is gemvQ3_KAVX2 with VNNI, bit for bit (see
 // codegen/goasm/gen/kernvnni's kquants23.go). It needs AVX-512 F, BW, VL and VNNI too.
