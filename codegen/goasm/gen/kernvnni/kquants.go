@@ -872,10 +872,6 @@ type offsetCodes struct {
 	// scale bytes at 32, each a 4-bit scale (low nibble) and a 4-bit
 	// minimum m (high); the weight is d·sc·code − dmin·m.
 	mins bool
-	// prefetchLines is how many lines of the block
-	// avoutil.KQPrefetchBlocks ahead the one-row kernel asks for per
-	// position step (sixteen steps a block).
-	prefetchLines int
 	// consts gives the constant vectors codes uses (kq512's, kq23's, set
 	// when the kernels are generated), loaded into registers before the
 	// loop.
@@ -889,7 +885,7 @@ type offsetCodes struct {
 
 // q6Codes is Q6_K's offsetCodes (layout above).
 var q6Codes = offsetCodes{
-	typ: "Q6_K", blockBytes: avoutil.Q6KGroupBytes, offShift: 5, prefetchLines: 2,
+	typ: "Q6_K", blockBytes: avoutil.Q6KGroupBytes, offShift: 5,
 	consts: func() []Mem { return []Mem{kq512.nib, kq512.m30} },
 	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, want []int, use func(ch int, code reg.VecVirtual)) {
 		nib, m30 := k[0], k[1]
@@ -947,7 +943,7 @@ var q6Codes = offsetCodes{
 // is code − 4), so vector t of each gives positions l = 4t..4t+3 of the
 // half's four chunks, as Q6_K's layout does.
 var q3Codes = offsetCodes{
-	typ: "Q3_K", blockBytes: avoutil.Q3KGroupBytes, offShift: 2, prefetchLines: 1,
+	typ: "Q3_K", blockBytes: avoutil.Q3KGroupBytes, offShift: 2,
 	consts: func() []Mem { return []Mem{kq23.m03, kq23.m04} },
 	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, want []int, use func(ch int, code reg.VecVirtual)) {
 		m3, m4 := k[0], k[1]
@@ -979,7 +975,7 @@ var q3Codes = offsetCodes{
 // in one chain per row (kern's emulateQ2KGroup), the Q4_K kernels' float
 // steps.
 var q2Codes = offsetCodes{
-	typ: "Q2_K", blockBytes: avoutil.Q2KGroupBytes, mins: true, prefetchLines: 1,
+	typ: "Q2_K", blockBytes: avoutil.Q2KGroupBytes, mins: true,
 	consts: func() []Mem { return []Mem{kq23.m03} },
 	codes: func(c *build.Context, g groupsOperand, k []reg.VecVirtual, vec func() reg.VecVirtual, n, t int, want []int, use func(ch int, code reg.VecVirtual)) {
 		q := vec()
@@ -1126,13 +1122,18 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 				for t := 4 * tr; t < 4*tr+4; t++ {
 					if rows == 1 {
 						// Decode streams the group: the next blocks'
-						// lines are asked for ahead, prefetchLines per
-						// step, or the row kernel it replaces streams
-						// faster (Q6_K: 0.88 against 0.60 of the read
-						// bandwidth, BenchmarkKQuantStream then).
+						// lines are asked for ahead, each once, spread
+						// over the 16 steps, or the row kernel it
+						// replaces streams faster (Q6_K: 0.88 against
+						// 0.60 of the read bandwidth, BenchmarkKQuantStream
+						// then). Every instruction counts here: decode
+						// streams faster with fewer (see gemvQ4_0Lean),
+						// and two prefetches a step asked for Q6_K's 27
+						// lines 32 times.
 						i := 4*(2*n+tr) + t%4
-						for l := range k.prefetchLines {
-							avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*(k.prefetchLines*i+l)})
+						lines := (k.blockBytes + 63) / 64
+						for l := i * lines / 16; l < (i+1)*lines/16; l++ {
+							avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*l})
 						}
 					}
 					k.codes(c, gp, consts, vec, n, t, want, func(ch int, code reg.VecVirtual) {
