@@ -413,7 +413,9 @@ func (e *exec) attentionGrouped(sh attnShape, q []float32, pos []int32, kst, vst
 		for j0 := from; j0 < to; j0 += tileKV {
 			nj := min(j0+tileKV, to) - j0
 			voff := vst.at(vbase, j0, kh)
-			ks.Prefetch(vst.rowBytes(voff, nj)) // as in the one-head items
+			if vst.q8 != nil { // the grouped f16 and f32 kernels prefetch their own rows
+				ks.Prefetch(vst.rowBytes(voff, nj)) // as in the one-head items
+			}
 			e.tileGrouped(kst, vst, kst.at(kbase, j0, kh), voff, nj, qv, hd, hd, dv, G, hs, sh.scale, &m, &l, acc, sc, wt)
 		}
 		for g := range G {
@@ -516,7 +518,9 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 			for j0 := from; j0 < last; j0 += tileKV {
 				nj := min(j0+tileKV, last) - j0
 				voff, koff := vst.at(vbase, j0, kh), kst.at(kbase, j0, kh)
-				p.ks.Prefetch(vst.rowBytes(voff, nj)) // as in the one-head items
+				if vst.q8 != nil { // as in attentionGrouped
+					p.ks.Prefetch(vst.rowBytes(voff, nj))
+				}
 				if j0+nj <= first {
 					e.tileGrouped(kst, vst, koff, voff, nj, qv, hd, hd, dv, G, hs, sh.scale, &m, &l, acc, sc, wt)
 					continue

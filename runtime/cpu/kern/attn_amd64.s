@@ -494,7 +494,7 @@ aq8_done:
 	RET
 
 // func scoresF16G1AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G1AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -513,18 +513,28 @@ TEXT ·scoresF16G1AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G1AVX2_done
 
 scoresF16G1AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   DX, R9
-	MOVQ   AX, R10
-	MOVQ   CX, R11
-	MOVQ   BX, R12
+	IMUL3Q $0x00000010, SI, R9
+	ADDQ   BX, R9
+	MOVQ   SI, R10
+	ADDQ   R9, R10
+
+scoresF16G1AVX2_prefetch:
+	PREFETCHT0 (R9)
+	ADDQ       $0x00000040, R9
+	CMPQ       R9, R10
+	JB         scoresF16G1AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       DX, R9
+	MOVQ       AX, R10
+	MOVQ       CX, R11
+	MOVQ       BX, R12
 
 scoresF16G1AVX2_col:
 	VCVTPH2PS   (R12), Y8
@@ -566,7 +576,7 @@ scoresF16G1AVX2_done:
 	RET
 
 // func axpyRowsF16G1AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G1AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -598,8 +608,13 @@ axpyRowsF16G1AVX2_chunk0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF16G1AVX2_rows0:
+	PREFETCHT0   (R12)
+	PREFETCHT0   64(R12)
+	ADDQ         R8, R12
 	VCVTPH2PS    (R11), Y6
 	VCVTPH2PS    16(R11), Y7
 	VCVTPH2PS    32(R11), Y8
@@ -634,8 +649,12 @@ axpyRowsF16G1AVX2_small0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF16G1AVX2_row10:
+	PREFETCHT0   (R12)
+	ADDQ         R8, R12
 	VCVTPH2PS    (R11), Y1
 	VBROADCASTSS (R10), Y2
 	VFMADD231PS  Y1, Y2, Y0
@@ -655,7 +674,7 @@ axpyRowsF16G1AVX2_done:
 	RET
 
 // func scoresF32G1AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G1AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -674,18 +693,28 @@ TEXT ·scoresF32G1AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G1AVX2_done
 
 scoresF32G1AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   DX, R9
-	MOVQ   AX, R10
-	MOVQ   CX, R11
-	MOVQ   BX, R12
+	IMUL3Q $0x00000010, SI, R9
+	ADDQ   BX, R9
+	MOVQ   SI, R10
+	ADDQ   R9, R10
+
+scoresF32G1AVX2_prefetch:
+	PREFETCHT0 (R9)
+	ADDQ       $0x00000040, R9
+	CMPQ       R9, R10
+	JB         scoresF32G1AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       DX, R9
+	MOVQ       AX, R10
+	MOVQ       CX, R11
+	MOVQ       BX, R12
 
 scoresF32G1AVX2_col:
 	VMOVUPS     (R12), Y8
@@ -727,7 +756,7 @@ scoresF32G1AVX2_done:
 	RET
 
 // func axpyRowsF32G1AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G1AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -759,8 +788,14 @@ axpyRowsF32G1AVX2_chunk0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF32G1AVX2_rows0:
+	PREFETCHT0   (R12)
+	PREFETCHT0   64(R12)
+	PREFETCHT0   128(R12)
+	ADDQ         R8, R12
 	VMOVUPS      (R11), Y6
 	VMOVUPS      32(R11), Y7
 	VMOVUPS      64(R11), Y8
@@ -795,8 +830,12 @@ axpyRowsF32G1AVX2_small0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF32G1AVX2_row10:
+	PREFETCHT0   (R12)
+	ADDQ         R8, R12
 	VMOVUPS      (R11), Y1
 	VBROADCASTSS (R10), Y2
 	VFMADD231PS  Y1, Y2, Y0
@@ -816,7 +855,7 @@ axpyRowsF32G1AVX2_done:
 	RET
 
 // func scoresF16G1AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G1AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -835,11 +874,22 @@ TEXT ·scoresF16G1AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G1AVX512_done
 
 scoresF16G1AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	MOVQ   DX, R10
-	MOVQ   AX, R11
-	MOVQ   BX, R13
+	IMUL3Q $0x00000010, SI, R10
+	ADDQ   BX, R10
+	MOVQ   SI, R11
+	IMUL3Q $0x00000004, SI, R11
+	ADDQ   R10, R11
+
+scoresF16G1AVX512_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF16G1AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	MOVQ       DX, R10
+	MOVQ       AX, R11
+	MOVQ       BX, R13
 
 scoresF16G1AVX512_col:
 	LEAQ            (R11)(CX*1), R12
@@ -913,7 +963,7 @@ scoresF16G1AVX512_done:
 	RET
 
 // func axpyRowsF16G1AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G1AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -943,8 +993,13 @@ axpyRowsF16G1AVX512_chunk0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF16G1AVX512_rows0:
+	PREFETCHT0       (R12)
+	PREFETCHT0       64(R12)
+	ADDQ             R8, R12
 	VCVTPH2PS        (R11), Z4
 	VCVTPH2PS        32(R11), Z5
 	VCVTPH2PS        64(R11), Z6
@@ -972,8 +1027,12 @@ axpyRowsF16G1AVX512_small0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF16G1AVX512_row10:
+	PREFETCHT0       (R12)
+	ADDQ             R8, R12
 	VCVTPH2PS        (R11), Z1
 	VFMADD231PS.BCST (R10), Z1, Z0
 	ADDQ             $0x00000020, R10
@@ -992,7 +1051,7 @@ axpyRowsF16G1AVX512_done:
 	RET
 
 // func scoresF32G1AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G1AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -1011,11 +1070,22 @@ TEXT ·scoresF32G1AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G1AVX512_done
 
 scoresF32G1AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	MOVQ   DX, R10
-	MOVQ   AX, R11
-	MOVQ   BX, R13
+	IMUL3Q $0x00000010, SI, R10
+	ADDQ   BX, R10
+	MOVQ   SI, R11
+	IMUL3Q $0x00000004, SI, R11
+	ADDQ   R10, R11
+
+scoresF32G1AVX512_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF32G1AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	MOVQ       DX, R10
+	MOVQ       AX, R11
+	MOVQ       BX, R13
 
 scoresF32G1AVX512_col:
 	LEAQ            (R11)(CX*1), R12
@@ -1087,7 +1157,7 @@ scoresF32G1AVX512_done:
 	RET
 
 // func axpyRowsF32G1AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G1AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -1117,8 +1187,15 @@ axpyRowsF32G1AVX512_chunk0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF32G1AVX512_rows0:
+	PREFETCHT0       (R12)
+	PREFETCHT0       64(R12)
+	PREFETCHT0       128(R12)
+	PREFETCHT0       192(R12)
+	ADDQ             R8, R12
 	VMOVUPS          (R11), Z4
 	VMOVUPS          64(R11), Z5
 	VMOVUPS          128(R11), Z6
@@ -1146,8 +1223,12 @@ axpyRowsF32G1AVX512_small0:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF32G1AVX512_row10:
+	PREFETCHT0       (R12)
+	ADDQ             R8, R12
 	VMOVUPS          (R11), Z1
 	VFMADD231PS.BCST (R10), Z1, Z0
 	ADDQ             $0x00000020, R10
@@ -1219,7 +1300,7 @@ axpyRowsQ8G1AVX512_done:
 	RET
 
 // func scoresF16G2AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G2AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -1238,18 +1319,28 @@ TEXT ·scoresF16G2AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G2AVX2_done
 
 scoresF16G2AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF16G2AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF16G2AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF16G2AVX2_col:
 	VCVTPH2PS   (R13), Y8
@@ -1292,7 +1383,7 @@ scoresF16G2AVX2_done:
 	RET
 
 // func axpyRowsF16G2AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G2AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -1326,8 +1417,12 @@ axpyRowsF16G2AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G2AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VCVTPH2PS    32(R12), Y10
@@ -1366,8 +1461,12 @@ axpyRowsF16G2AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G2AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -1390,7 +1489,7 @@ axpyRowsF16G2AVX2_done:
 	RET
 
 // func scoresF32G2AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G2AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -1409,18 +1508,28 @@ TEXT ·scoresF32G2AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G2AVX2_done
 
 scoresF32G2AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF32G2AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF32G2AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF32G2AVX2_col:
 	VMOVUPS     (R13), Y8
@@ -1463,7 +1572,7 @@ scoresF32G2AVX2_done:
 	RET
 
 // func axpyRowsF32G2AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G2AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -1497,8 +1606,13 @@ axpyRowsF32G2AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G2AVX2_rows0:
+	PREFETCHT0   (R13)
+	PREFETCHT0   64(R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VMOVUPS      64(R12), Y10
@@ -1537,8 +1651,12 @@ axpyRowsF32G2AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G2AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -1561,7 +1679,7 @@ axpyRowsF32G2AVX2_done:
 	RET
 
 // func scoresF16G2AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G2AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -1580,13 +1698,24 @@ TEXT ·scoresF16G2AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G2AVX512_done
 
 scoresF16G2AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF16G2AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G2AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF16G2AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -1663,7 +1792,7 @@ scoresF16G2AVX512_done:
 	RET
 
 // func axpyRowsF16G2AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G2AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -1697,8 +1826,13 @@ axpyRowsF16G2AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G2AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z8
 	VCVTPH2PS        32(R12), Z9
 	VCVTPH2PS        64(R12), Z10
@@ -1735,8 +1869,12 @@ axpyRowsF16G2AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G2AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z2
 	VFMADD231PS.BCST (R11), Z2, Z0
 	VFMADD231PS.BCST 4(R11), Z2, Z1
@@ -1757,7 +1895,7 @@ axpyRowsF16G2AVX512_done:
 	RET
 
 // func scoresF32G2AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G2AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -1776,13 +1914,24 @@ TEXT ·scoresF32G2AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G2AVX512_done
 
 scoresF32G2AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF32G2AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G2AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF32G2AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -1857,7 +2006,7 @@ scoresF32G2AVX512_done:
 	RET
 
 // func axpyRowsF32G2AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G2AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -1891,8 +2040,15 @@ axpyRowsF32G2AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G2AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	PREFETCHT0       128(R13)
+	PREFETCHT0       192(R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z8
 	VMOVUPS          64(R12), Z9
 	VMOVUPS          128(R12), Z10
@@ -1929,8 +2085,12 @@ axpyRowsF32G2AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G2AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z2
 	VFMADD231PS.BCST (R11), Z2, Z0
 	VFMADD231PS.BCST 4(R11), Z2, Z1
@@ -2011,7 +2171,7 @@ axpyRowsQ8G2AVX512_done:
 	RET
 
 // func scoresF16G3AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G3AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -2030,18 +2190,28 @@ TEXT ·scoresF16G3AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G3AVX2_done
 
 scoresF16G3AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF16G3AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF16G3AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF16G3AVX2_col:
 	VCVTPH2PS   (R13), Y8
@@ -2085,7 +2255,7 @@ scoresF16G3AVX2_done:
 	RET
 
 // func axpyRowsF16G3AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G3AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -2120,8 +2290,12 @@ axpyRowsF16G3AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G3AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y9
 	VCVTPH2PS    16(R12), Y10
 	VCVTPH2PS    32(R12), Y11
@@ -2163,8 +2337,12 @@ axpyRowsF16G3AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G3AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y3
 	VBROADCASTSS (R11), Y4
 	VFMADD231PS  Y3, Y4, Y0
@@ -2190,7 +2368,7 @@ axpyRowsF16G3AVX2_done:
 	RET
 
 // func scoresF32G3AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G3AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -2209,18 +2387,28 @@ TEXT ·scoresF32G3AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G3AVX2_done
 
 scoresF32G3AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF32G3AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF32G3AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF32G3AVX2_col:
 	VMOVUPS     (R13), Y8
@@ -2264,7 +2452,7 @@ scoresF32G3AVX2_done:
 	RET
 
 // func axpyRowsF32G3AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G3AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -2299,8 +2487,13 @@ axpyRowsF32G3AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G3AVX2_rows0:
+	PREFETCHT0   (R13)
+	PREFETCHT0   64(R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y9
 	VMOVUPS      32(R12), Y10
 	VMOVUPS      64(R12), Y11
@@ -2342,8 +2535,12 @@ axpyRowsF32G3AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G3AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y3
 	VBROADCASTSS (R11), Y4
 	VFMADD231PS  Y3, Y4, Y0
@@ -2369,7 +2566,7 @@ axpyRowsF32G3AVX2_done:
 	RET
 
 // func scoresF16G3AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G3AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -2388,15 +2585,26 @@ TEXT ·scoresF16G3AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G3AVX512_done
 
 scoresF16G3AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF16G3AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G3AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF16G3AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -2476,7 +2684,7 @@ scoresF16G3AVX512_done:
 	RET
 
 // func axpyRowsF16G3AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G3AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -2514,8 +2722,13 @@ axpyRowsF16G3AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G3AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z12
 	VCVTPH2PS        32(R12), Z13
 	VCVTPH2PS        64(R12), Z14
@@ -2561,8 +2774,12 @@ axpyRowsF16G3AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G3AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z3
 	VFMADD231PS.BCST (R11), Z3, Z0
 	VFMADD231PS.BCST 4(R11), Z3, Z1
@@ -2585,7 +2802,7 @@ axpyRowsF16G3AVX512_done:
 	RET
 
 // func scoresF32G3AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G3AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -2604,15 +2821,26 @@ TEXT ·scoresF32G3AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G3AVX512_done
 
 scoresF32G3AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF32G3AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G3AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF32G3AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -2690,7 +2918,7 @@ scoresF32G3AVX512_done:
 	RET
 
 // func axpyRowsF32G3AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G3AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -2728,8 +2956,15 @@ axpyRowsF32G3AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G3AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	PREFETCHT0       128(R13)
+	PREFETCHT0       192(R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z12
 	VMOVUPS          64(R12), Z13
 	VMOVUPS          128(R12), Z14
@@ -2775,8 +3010,12 @@ axpyRowsF32G3AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G3AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z3
 	VFMADD231PS.BCST (R11), Z3, Z0
 	VFMADD231PS.BCST 4(R11), Z3, Z1
@@ -2866,7 +3105,7 @@ axpyRowsQ8G3AVX512_done:
 	RET
 
 // func scoresF16G4AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G4AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -2885,18 +3124,28 @@ TEXT ·scoresF16G4AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G4AVX2_done
 
 scoresF16G4AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF16G4AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF16G4AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF16G4AVX2_col:
 	VCVTPH2PS   (R13), Y8
@@ -2941,7 +3190,7 @@ scoresF16G4AVX2_done:
 	RET
 
 // func axpyRowsF16G4AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G4AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -2975,8 +3224,12 @@ axpyRowsF16G4AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G4AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -3017,8 +3270,12 @@ axpyRowsF16G4AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G4AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -3047,7 +3304,7 @@ axpyRowsF16G4AVX2_done:
 	RET
 
 // func scoresF32G4AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G4AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -3066,18 +3323,28 @@ TEXT ·scoresF32G4AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G4AVX2_done
 
 scoresF32G4AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF32G4AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF32G4AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF32G4AVX2_col:
 	VMOVUPS     (R13), Y8
@@ -3122,7 +3389,7 @@ scoresF32G4AVX2_done:
 	RET
 
 // func axpyRowsF32G4AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G4AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -3156,8 +3423,12 @@ axpyRowsF32G4AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G4AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -3198,8 +3469,12 @@ axpyRowsF32G4AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G4AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -3228,7 +3503,7 @@ axpyRowsF32G4AVX2_done:
 	RET
 
 // func scoresF16G4AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G4AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -3247,17 +3522,28 @@ TEXT ·scoresF16G4AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G4AVX512_done
 
 scoresF16G4AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF16G4AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G4AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF16G4AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -3340,7 +3626,7 @@ scoresF16G4AVX512_done:
 	RET
 
 // func axpyRowsF16G4AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G4AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -3382,8 +3668,13 @@ axpyRowsF16G4AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G4AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z16
 	VCVTPH2PS        32(R12), Z17
 	VCVTPH2PS        64(R12), Z18
@@ -3438,8 +3729,12 @@ axpyRowsF16G4AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G4AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z4
 	VFMADD231PS.BCST (R11), Z4, Z0
 	VFMADD231PS.BCST 4(R11), Z4, Z1
@@ -3464,7 +3759,7 @@ axpyRowsF16G4AVX512_done:
 	RET
 
 // func scoresF32G4AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G4AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -3483,17 +3778,28 @@ TEXT ·scoresF32G4AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G4AVX512_done
 
 scoresF32G4AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF32G4AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G4AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF32G4AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -3574,7 +3880,7 @@ scoresF32G4AVX512_done:
 	RET
 
 // func axpyRowsF32G4AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G4AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -3616,8 +3922,15 @@ axpyRowsF32G4AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G4AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	PREFETCHT0       128(R13)
+	PREFETCHT0       192(R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z16
 	VMOVUPS          64(R12), Z17
 	VMOVUPS          128(R12), Z18
@@ -3672,8 +3985,12 @@ axpyRowsF32G4AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G4AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z4
 	VFMADD231PS.BCST (R11), Z4, Z0
 	VFMADD231PS.BCST 4(R11), Z4, Z1
@@ -3772,7 +4089,7 @@ axpyRowsQ8G4AVX512_done:
 	RET
 
 // func scoresF16G5AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G5AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -3791,18 +4108,28 @@ TEXT ·scoresF16G5AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G5AVX2_done
 
 scoresF16G5AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF16G5AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF16G5AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF16G5AVX2_col:
 	VCVTPH2PS   (R13), Y8
@@ -3848,7 +4175,7 @@ scoresF16G5AVX2_done:
 	RET
 
 // func axpyRowsF16G5AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G5AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -3882,8 +4209,12 @@ axpyRowsF16G5AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G5AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -3924,8 +4255,12 @@ axpyRowsF16G5AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G5AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -3982,8 +4317,13 @@ axpyRowsF16G5AVX2_chunk1:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF16G5AVX2_rows1:
+	PREFETCHT0   (R12)
+	PREFETCHT0   64(R12)
+	ADDQ         R8, R12
 	VCVTPH2PS    (R11), Y6
 	VCVTPH2PS    16(R11), Y7
 	VCVTPH2PS    32(R11), Y8
@@ -4018,8 +4358,12 @@ axpyRowsF16G5AVX2_small1:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF16G5AVX2_row11:
+	PREFETCHT0   (R12)
+	ADDQ         R8, R12
 	VCVTPH2PS    (R11), Y1
 	VBROADCASTSS (R10), Y2
 	VFMADD231PS  Y1, Y2, Y0
@@ -4039,7 +4383,7 @@ axpyRowsF16G5AVX2_done:
 	RET
 
 // func scoresF32G5AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G5AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -4058,18 +4402,28 @@ TEXT ·scoresF32G5AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G5AVX2_done
 
 scoresF32G5AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF32G5AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF32G5AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF32G5AVX2_col:
 	VMOVUPS     (R13), Y8
@@ -4115,7 +4469,7 @@ scoresF32G5AVX2_done:
 	RET
 
 // func axpyRowsF32G5AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G5AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -4149,8 +4503,12 @@ axpyRowsF32G5AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G5AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -4191,8 +4549,12 @@ axpyRowsF32G5AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G5AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -4249,8 +4611,14 @@ axpyRowsF32G5AVX2_chunk1:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF32G5AVX2_rows1:
+	PREFETCHT0   (R12)
+	PREFETCHT0   64(R12)
+	PREFETCHT0   128(R12)
+	ADDQ         R8, R12
 	VMOVUPS      (R11), Y6
 	VMOVUPS      32(R11), Y7
 	VMOVUPS      64(R11), Y8
@@ -4285,8 +4653,12 @@ axpyRowsF32G5AVX2_small1:
 	MOVQ    SI, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
+	IMUL3Q  $0x00000010, R8, R12
+	ADDQ    R11, R12
 
 axpyRowsF32G5AVX2_row11:
+	PREFETCHT0   (R12)
+	ADDQ         R8, R12
 	VMOVUPS      (R11), Y1
 	VBROADCASTSS (R10), Y2
 	VFMADD231PS  Y1, Y2, Y0
@@ -4306,7 +4678,7 @@ axpyRowsF32G5AVX2_done:
 	RET
 
 // func scoresF16G5AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G5AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -4325,19 +4697,30 @@ TEXT ·scoresF16G5AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G5AVX512_done
 
 scoresF16G5AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF16G5AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G5AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF16G5AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -4423,7 +4806,7 @@ scoresF16G5AVX512_done:
 	RET
 
 // func axpyRowsF16G5AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G5AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -4469,8 +4852,13 @@ axpyRowsF16G5AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G5AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z20
 	VCVTPH2PS        32(R12), Z21
 	VCVTPH2PS        64(R12), Z22
@@ -4534,8 +4922,12 @@ axpyRowsF16G5AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G5AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z5
 	VFMADD231PS.BCST (R11), Z5, Z0
 	VFMADD231PS.BCST 4(R11), Z5, Z1
@@ -4562,7 +4954,7 @@ axpyRowsF16G5AVX512_done:
 	RET
 
 // func scoresF32G5AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G5AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -4581,19 +4973,30 @@ TEXT ·scoresF32G5AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G5AVX512_done
 
 scoresF32G5AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF32G5AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G5AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF32G5AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -4677,7 +5080,7 @@ scoresF32G5AVX512_done:
 	RET
 
 // func axpyRowsF32G5AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G5AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -4723,8 +5126,15 @@ axpyRowsF32G5AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G5AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	PREFETCHT0       128(R13)
+	PREFETCHT0       192(R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z20
 	VMOVUPS          64(R12), Z21
 	VMOVUPS          128(R12), Z22
@@ -4788,8 +5198,12 @@ axpyRowsF32G5AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G5AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z5
 	VFMADD231PS.BCST (R11), Z5, Z0
 	VFMADD231PS.BCST 4(R11), Z5, Z1
@@ -4897,7 +5311,7 @@ axpyRowsQ8G5AVX512_done:
 	RET
 
 // func scoresF16G6AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G6AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -4916,18 +5330,28 @@ TEXT ·scoresF16G6AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G6AVX2_done
 
 scoresF16G6AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF16G6AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF16G6AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF16G6AVX2_col:
 	VCVTPH2PS   (R13), Y8
@@ -4974,7 +5398,7 @@ scoresF16G6AVX2_done:
 	RET
 
 // func axpyRowsF16G6AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G6AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -5008,8 +5432,12 @@ axpyRowsF16G6AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G6AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -5050,8 +5478,12 @@ axpyRowsF16G6AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G6AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -5110,8 +5542,12 @@ axpyRowsF16G6AVX2_chunk1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G6AVX2_rows1:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VCVTPH2PS    32(R12), Y10
@@ -5150,8 +5586,12 @@ axpyRowsF16G6AVX2_small1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G6AVX2_row11:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -5174,7 +5614,7 @@ axpyRowsF16G6AVX2_done:
 	RET
 
 // func scoresF32G6AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G6AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -5193,18 +5633,28 @@ TEXT ·scoresF32G6AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G6AVX2_done
 
 scoresF32G6AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   BX, R10
-	MOVQ   AX, R11
-	MOVQ   DX, R12
-	MOVQ   SI, R13
+	IMUL3Q $0x00000010, DI, R10
+	ADDQ   SI, R10
+	MOVQ   DI, R11
+	ADDQ   R10, R11
+
+scoresF32G6AVX2_prefetch:
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
+	JB         scoresF32G6AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       BX, R10
+	MOVQ       AX, R11
+	MOVQ       DX, R12
+	MOVQ       SI, R13
 
 scoresF32G6AVX2_col:
 	VMOVUPS     (R13), Y8
@@ -5251,7 +5701,7 @@ scoresF32G6AVX2_done:
 	RET
 
 // func axpyRowsF32G6AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G6AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -5285,8 +5735,12 @@ axpyRowsF32G6AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G6AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -5327,8 +5781,12 @@ axpyRowsF32G6AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G6AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -5387,8 +5845,13 @@ axpyRowsF32G6AVX2_chunk1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G6AVX2_rows1:
+	PREFETCHT0   (R13)
+	PREFETCHT0   64(R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VMOVUPS      64(R12), Y10
@@ -5427,8 +5890,12 @@ axpyRowsF32G6AVX2_small1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G6AVX2_row11:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -5451,7 +5918,7 @@ axpyRowsF32G6AVX2_done:
 	RET
 
 // func scoresF16G6AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G6AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -5470,21 +5937,32 @@ TEXT ·scoresF16G6AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G6AVX512_done
 
 scoresF16G6AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF16G6AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G6AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF16G6AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -5573,7 +6051,7 @@ scoresF16G6AVX512_done:
 	RET
 
 // func axpyRowsF16G6AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G6AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -5623,8 +6101,13 @@ axpyRowsF16G6AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G6AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z24
 	VCVTPH2PS        32(R12), Z25
 	VCVTPH2PS        64(R12), Z26
@@ -5697,8 +6180,12 @@ axpyRowsF16G6AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G6AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VCVTPH2PS        (R12), Z6
 	VFMADD231PS.BCST (R11), Z6, Z0
 	VFMADD231PS.BCST 4(R11), Z6, Z1
@@ -5727,7 +6214,7 @@ axpyRowsF16G6AVX512_done:
 	RET
 
 // func scoresF32G6AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G6AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -5746,21 +6233,32 @@ TEXT ·scoresF32G6AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G6AVX512_done
 
 scoresF32G6AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF32G6AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G6AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF32G6AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -5847,7 +6345,7 @@ scoresF32G6AVX512_done:
 	RET
 
 // func axpyRowsF32G6AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G6AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -5897,8 +6395,15 @@ axpyRowsF32G6AVX512_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G6AVX512_rows0:
+	PREFETCHT0       (R13)
+	PREFETCHT0       64(R13)
+	PREFETCHT0       128(R13)
+	PREFETCHT0       192(R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z24
 	VMOVUPS          64(R12), Z25
 	VMOVUPS          128(R12), Z26
@@ -5971,8 +6476,12 @@ axpyRowsF32G6AVX512_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G6AVX512_row10:
+	PREFETCHT0       (R13)
+	ADDQ             R9, R13
 	VMOVUPS          (R12), Z6
 	VFMADD231PS.BCST (R11), Z6, Z0
 	VFMADD231PS.BCST 4(R11), Z6, Z1
@@ -6089,7 +6598,7 @@ axpyRowsQ8G6AVX512_done:
 	RET
 
 // func scoresF16G7AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G7AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -6108,18 +6617,28 @@ TEXT ·scoresF16G7AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G7AVX2_done
 
 scoresF16G7AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   SI, R11
-	MOVQ   AX, R12
-	MOVQ   BX, R13
-	MOVQ   DI, R14
+	IMUL3Q $0x00000010, R8, R11
+	ADDQ   DI, R11
+	MOVQ   R8, R12
+	ADDQ   R11, R12
+
+scoresF16G7AVX2_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G7AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       SI, R11
+	MOVQ       AX, R12
+	MOVQ       BX, R13
+	MOVQ       DI, R14
 
 scoresF16G7AVX2_col:
 	VCVTPH2PS   (R14), Y8
@@ -6167,7 +6686,7 @@ scoresF16G7AVX2_done:
 	RET
 
 // func axpyRowsF16G7AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G7AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -6201,8 +6720,12 @@ axpyRowsF16G7AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G7AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -6243,8 +6766,12 @@ axpyRowsF16G7AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G7AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -6304,8 +6831,12 @@ axpyRowsF16G7AVX2_chunk1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G7AVX2_rows1:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y9
 	VCVTPH2PS    16(R12), Y10
 	VCVTPH2PS    32(R12), Y11
@@ -6347,8 +6878,12 @@ axpyRowsF16G7AVX2_small1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G7AVX2_row11:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y3
 	VBROADCASTSS (R11), Y4
 	VFMADD231PS  Y3, Y4, Y0
@@ -6374,7 +6909,7 @@ axpyRowsF16G7AVX2_done:
 	RET
 
 // func scoresF32G7AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G7AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -6393,18 +6928,28 @@ TEXT ·scoresF32G7AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G7AVX2_done
 
 scoresF32G7AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   SI, R11
-	MOVQ   AX, R12
-	MOVQ   BX, R13
-	MOVQ   DI, R14
+	IMUL3Q $0x00000010, R8, R11
+	ADDQ   DI, R11
+	MOVQ   R8, R12
+	ADDQ   R11, R12
+
+scoresF32G7AVX2_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G7AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       SI, R11
+	MOVQ       AX, R12
+	MOVQ       BX, R13
+	MOVQ       DI, R14
 
 scoresF32G7AVX2_col:
 	VMOVUPS     (R14), Y8
@@ -6452,7 +6997,7 @@ scoresF32G7AVX2_done:
 	RET
 
 // func axpyRowsF32G7AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G7AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -6486,8 +7031,12 @@ axpyRowsF32G7AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G7AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -6528,8 +7077,12 @@ axpyRowsF32G7AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G7AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -6589,8 +7142,13 @@ axpyRowsF32G7AVX2_chunk1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G7AVX2_rows1:
+	PREFETCHT0   (R13)
+	PREFETCHT0   64(R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y9
 	VMOVUPS      32(R12), Y10
 	VMOVUPS      64(R12), Y11
@@ -6632,8 +7190,12 @@ axpyRowsF32G7AVX2_small1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G7AVX2_row11:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y3
 	VBROADCASTSS (R11), Y4
 	VFMADD231PS  Y3, Y4, Y0
@@ -6659,7 +7221,7 @@ axpyRowsF32G7AVX2_done:
 	RET
 
 // func scoresF16G7AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G7AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -6678,23 +7240,34 @@ TEXT ·scoresF16G7AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G7AVX512_done
 
 scoresF16G7AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF16G7AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G7AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF16G7AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -6786,7 +7359,7 @@ scoresF16G7AVX512_done:
 	RET
 
 // func axpyRowsF16G7AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G7AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -6833,8 +7406,13 @@ axpyRowsF16G7AVX512_chunk0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF16G7AVX512_rows0:
+	PREFETCHT0       (R14)
+	PREFETCHT0       64(R14)
+	ADDQ             R10, R14
 	VCVTPH2PS        (R13), Z21
 	VCVTPH2PS        32(R13), Z22
 	VCVTPH2PS        64(R13), Z23
@@ -6901,8 +7479,12 @@ axpyRowsF16G7AVX512_small0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF16G7AVX512_row10:
+	PREFETCHT0       (R14)
+	ADDQ             R10, R14
 	VCVTPH2PS        (R13), Z7
 	VFMADD231PS.BCST (R12), Z7, Z0
 	VFMADD231PS.BCST 4(R12), Z7, Z1
@@ -6933,7 +7515,7 @@ axpyRowsF16G7AVX512_done:
 	RET
 
 // func scoresF32G7AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G7AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -6952,23 +7534,34 @@ TEXT ·scoresF32G7AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G7AVX512_done
 
 scoresF32G7AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF32G7AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G7AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF32G7AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -7058,7 +7651,7 @@ scoresF32G7AVX512_done:
 	RET
 
 // func axpyRowsF32G7AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G7AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -7105,8 +7698,14 @@ axpyRowsF32G7AVX512_chunk0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF32G7AVX512_rows0:
+	PREFETCHT0       (R14)
+	PREFETCHT0       64(R14)
+	PREFETCHT0       128(R14)
+	ADDQ             R10, R14
 	VMOVUPS          (R13), Z21
 	VMOVUPS          64(R13), Z22
 	VMOVUPS          128(R13), Z23
@@ -7173,8 +7772,12 @@ axpyRowsF32G7AVX512_small0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF32G7AVX512_row10:
+	PREFETCHT0       (R14)
+	ADDQ             R10, R14
 	VMOVUPS          (R13), Z7
 	VFMADD231PS.BCST (R12), Z7, Z0
 	VFMADD231PS.BCST 4(R12), Z7, Z1
@@ -7300,7 +7903,7 @@ axpyRowsQ8G7AVX512_done:
 	RET
 
 // func scoresF16G8AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G8AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -7319,18 +7922,28 @@ TEXT ·scoresF16G8AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF16G8AVX2_done
 
 scoresF16G8AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   SI, R11
-	MOVQ   AX, R12
-	MOVQ   BX, R13
-	MOVQ   DI, R14
+	IMUL3Q $0x00000010, R8, R11
+	ADDQ   DI, R11
+	MOVQ   R8, R12
+	ADDQ   R11, R12
+
+scoresF16G8AVX2_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G8AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       SI, R11
+	MOVQ       AX, R12
+	MOVQ       BX, R13
+	MOVQ       DI, R14
 
 scoresF16G8AVX2_col:
 	VCVTPH2PS   (R14), Y8
@@ -7379,7 +7992,7 @@ scoresF16G8AVX2_done:
 	RET
 
 // func axpyRowsF16G8AVX2(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·axpyRowsF16G8AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -7413,8 +8026,12 @@ axpyRowsF16G8AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G8AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -7455,8 +8072,12 @@ axpyRowsF16G8AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G8AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -7515,8 +8136,12 @@ axpyRowsF16G8AVX2_chunk1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G8AVX2_rows1:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y8
 	VCVTPH2PS    16(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -7557,8 +8182,12 @@ axpyRowsF16G8AVX2_small1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF16G8AVX2_row11:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VCVTPH2PS    (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -7587,7 +8216,7 @@ axpyRowsF16G8AVX2_done:
 	RET
 
 // func scoresF32G8AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G8AVX2(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -7606,18 +8235,28 @@ TEXT ·scoresF32G8AVX2(SB), NOSPLIT, $0-96
 	JZ    scoresF32G8AVX2_done
 
 scoresF32G8AVX2_row:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   SI, R11
-	MOVQ   AX, R12
-	MOVQ   BX, R13
-	MOVQ   DI, R14
+	IMUL3Q $0x00000010, R8, R11
+	ADDQ   DI, R11
+	MOVQ   R8, R12
+	ADDQ   R11, R12
+
+scoresF32G8AVX2_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G8AVX2_prefetch
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       SI, R11
+	MOVQ       AX, R12
+	MOVQ       BX, R13
+	MOVQ       DI, R14
 
 scoresF32G8AVX2_col:
 	VMOVUPS     (R14), Y8
@@ -7666,7 +8305,7 @@ scoresF32G8AVX2_done:
 	RET
 
 // func axpyRowsF32G8AVX2(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·axpyRowsF32G8AVX2(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -7700,8 +8339,12 @@ axpyRowsF32G8AVX2_chunk0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G8AVX2_rows0:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -7742,8 +8385,12 @@ axpyRowsF32G8AVX2_small0:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G8AVX2_row10:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -7802,8 +8449,12 @@ axpyRowsF32G8AVX2_chunk1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G8AVX2_rows1:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y8
 	VMOVUPS      32(R12), Y9
 	VBROADCASTSS (R11), Y10
@@ -7844,8 +8495,12 @@ axpyRowsF32G8AVX2_small1:
 	MOVQ    DI, R10
 	MOVQ    SI, R11
 	MOVQ    R8, R12
+	IMUL3Q  $0x00000010, R9, R13
+	ADDQ    R12, R13
 
 axpyRowsF32G8AVX2_row11:
+	PREFETCHT0   (R13)
+	ADDQ         R9, R13
 	VMOVUPS      (R12), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -7874,7 +8529,7 @@ axpyRowsF32G8AVX2_done:
 	RET
 
 // func scoresF16G8AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -7893,25 +8548,36 @@ TEXT ·scoresF16G8AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF16G8AVX512_done
 
 scoresF16G8AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF16G8AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF16G8AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF16G8AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -8006,7 +8672,7 @@ scoresF16G8AVX512_done:
 	RET
 
 // func axpyRowsF16G8AVX512(acc []float32, as int, d int, w []float32, v []uint16, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF16G8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -8056,8 +8722,13 @@ axpyRowsF16G8AVX512_chunk0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF16G8AVX512_rows0:
+	PREFETCHT0       (R14)
+	PREFETCHT0       64(R14)
+	ADDQ             R10, R14
 	VCVTPH2PS        (R13), Z24
 	VCVTPH2PS        32(R13), Z25
 	VCVTPH2PS        64(R13), Z26
@@ -8131,8 +8802,12 @@ axpyRowsF16G8AVX512_small0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF16G8AVX512_row10:
+	PREFETCHT0       (R14)
+	ADDQ             R10, R14
 	VCVTPH2PS        (R13), Z8
 	VFMADD231PS.BCST (R12), Z8, Z0
 	VFMADD231PS.BCST 4(R12), Z8, Z1
@@ -8165,7 +8840,7 @@ axpyRowsF16G8AVX512_done:
 	RET
 
 // func scoresF32G8AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  q_base+0(FP), AX
 	MOVQ  qs+24(FP), CX
@@ -8184,25 +8859,36 @@ TEXT ·scoresF32G8AVX512(SB), NOSPLIT, $0-96
 	JZ    scoresF32G8AVX512_done
 
 scoresF32G8AVX512_rows:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	MOVQ   BX, R11
-	MOVQ   AX, R12
-	MOVQ   SI, R14
+	IMUL3Q $0x00000010, DI, R11
+	ADDQ   SI, R11
+	MOVQ   DI, R12
+	IMUL3Q $0x00000004, DI, R12
+	ADDQ   R11, R12
+
+scoresF32G8AVX512_prefetch:
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
+	JB         scoresF32G8AVX512_prefetch
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       SI, R14
 
 scoresF32G8AVX512_col:
 	LEAQ            (R12)(DX*1), R13
@@ -8295,7 +8981,7 @@ scoresF32G8AVX512_done:
 	RET
 
 // func axpyRowsF32G8AVX512(acc []float32, as int, d int, w []float32, v []float32, stride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·axpyRowsF32G8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  acc_base+0(FP), AX
 	MOVQ  as+24(FP), CX
@@ -8345,8 +9031,14 @@ axpyRowsF32G8AVX512_chunk0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF32G8AVX512_rows0:
+	PREFETCHT0       (R14)
+	PREFETCHT0       64(R14)
+	PREFETCHT0       128(R14)
+	ADDQ             R10, R14
 	VMOVUPS          (R13), Z24
 	VMOVUPS          64(R13), Z25
 	VMOVUPS          128(R13), Z26
@@ -8420,8 +9112,12 @@ axpyRowsF32G8AVX512_small0:
 	MOVQ    R8, R11
 	MOVQ    DI, R12
 	MOVQ    R9, R13
+	IMUL3Q  $0x00000010, R10, R14
+	ADDQ    R13, R14
 
 axpyRowsF32G8AVX512_row10:
+	PREFETCHT0       (R14)
+	ADDQ             R10, R14
 	VMOVUPS          (R13), Z8
 	VFMADD231PS.BCST (R12), Z8, Z0
 	VFMADD231PS.BCST 4(R12), Z8, Z1
