@@ -2678,7 +2678,7 @@ gemmQ8_0x8x4AVX2_done:
 	RET
 
 // func gemvMXFP4x8AVX2(nb int, w []byte, a []byte, dst []float32)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvMXFP4x8AVX2(SB), NOSPLIT, $0-80
 	MOVQ   nb+0(FP), AX
 	MOVQ   w_base+8(FP), CX
@@ -2690,6 +2690,9 @@ TEXT ·gemvMXFP4x8AVX2(SB), NOSPLIT, $0-80
 	JZ     gemvMXFP4x8AVX2_done
 
 gemvMXFP4x8AVX2_block:
+	PREFETCHT1     2176(CX)
+	PREFETCHT1     2240(CX)
+	PREFETCHT1     2304(CX)
 	VBROADCASTI128 mxfp4Values<>+0(SB), Y1
 	VMOVDQU        8(CX), Y2
 	VPAND          nibbleMask<>+0(SB), Y2, Y3

@@ -68,7 +68,8 @@ func BenchmarkPackedStreamThreads(b *testing.B) {
 }
 
 // BenchmarkPackedStreamPaired: two threads decoding one activation row
-// against TinyLlama-sized packed matrices of each type in turn
+// against TinyLlama-sized packed matrices of each type in turn (MXFP4 too,
+// gpt-oss's experts)
 // (pairedStreams), each type's rate over Q4_0's in the same iteration as
 // <type>_of_q4_0 (Q4_0 decode is known to stream at the read bandwidth).
 // Separate runs of BenchmarkPackedStreamThreads vary more between
@@ -81,7 +82,7 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 		b.Run(v, func(b *testing.B) {
 			useVariant(b, v)
 			var sets []streamSet
-			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0} {
+			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0, ir.MXFP4} {
 				sets = append(sets, streamSet{name: wt.String(), wt: wt})
 			}
 			pairedStreams(b, sets, func(i int) int { return 0 })

@@ -65,7 +65,7 @@ DATA vnniE8M0Tiny<>+28(SB)/4, $0x00200000
 GLOBL vnniE8M0Tiny<>(SB), RODATA|NOPTR, $32
 
 // func gemvMXFP4x8VNNI(nb int, w []byte, a []byte, dst []float32)
-// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·gemvMXFP4x8VNNI(SB), NOSPLIT, $0-80
 	MOVQ   nb+0(FP), AX
 	MOVQ   w_base+8(FP), CX
@@ -83,6 +83,9 @@ gemvMXFP4x8VNNI_block:
 	VPXOR         Y4, Y4, Y4
 	VMOVDQU       vnniNibbleMask<>+0(SB), Y5
 	VMOVDQU       vnniMXFP4Plus12<>+0(SB), Y6
+	PREFETCHT1    2176(CX)
+	PREFETCHT1    2240(CX)
+	PREFETCHT1    2304(CX)
 	VMOVDQU       8(CX), Y7
 	VPSRLW        $0x04, Y7, Y8
 	VPAND         Y5, Y7, Y7

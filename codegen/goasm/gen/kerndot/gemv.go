@@ -88,7 +88,7 @@ func gemv(c *build.Context, typ string, rows int) {
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
-	if rows == 1 && typ != "MXFP4" { // as the VNNI kernels
+	if rows == 1 { // as the VNNI kernels
 		// Decode streams the weights once: every line of the block
 		// avoutil.GroupPrefetchBytes ahead.
 		avoutil.GroupPrefetch(c, x, groupBlockBytes)
