@@ -82,7 +82,7 @@ func StreamPrefetch(c *build.Context, m Mem) {
 	c.PREFETCHT1(m)
 }
 
-// GroupPrefetchBytes is how far ahead the one-row Q4_0 and Q8_0 group
+// GroupPrefetchBytes is how far ahead the one-row Q4_0, Q8_0 and MXFP4 group
 // kernels prefetch (GroupPrefetch). With PREFETCHT0 at 4 KB, two threads
 // decoding a 256 MB matrix in 128-row items (kern's
 // BenchmarkPackedStreamThreads, a Zen 3 VM, AVX2) read 0.76–0.94 of the
