@@ -496,32 +496,31 @@ aq8_done:
 // func scoresF16G1AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G1AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), CX
-	LEAQ  (AX)(CX*1), CX
-	MOVQ  d+32(FP), DX
-	SHRQ  $0x03, DX
-	MOVQ  k_base+40(FP), BX
-	MOVQ  stride+64(FP), SI
-	SHLQ  $0x01, SI
-	MOVQ  out_len+80(FP), DI
-	SHRQ  $0x03, DI
-	MOVQ  out_base+72(FP), R8
-	TESTQ DI, DI
-	JZ    scoresF16G1AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), CX
+	LEAQ   (AX)(CX*1), CX
+	MOVQ   d+32(FP), DX
+	SHRQ   $0x03, DX
+	MOVQ   k_base+40(FP), BX
+	MOVQ   stride+64(FP), SI
+	SHLQ   $0x01, SI
+	MOVQ   out_len+80(FP), DI
+	SHRQ   $0x03, DI
+	MOVQ   out_base+72(FP), R8
+	TESTQ  DI, DI
+	JZ     scoresF16G1AVX2_done
+	IMUL3Q $0x00000010, SI, R9
 
 scoresF16G1AVX2_row:
-	IMUL3Q $0x00000010, SI, R9
-	ADDQ   BX, R9
-	MOVQ   SI, R10
-	ADDQ   R9, R10
+	LEAQ (BX)(R9*1), R10
+	LEAQ (R10)(SI*1), R11
 
 scoresF16G1AVX2_prefetch:
-	PREFETCHT0 (R9)
-	ADDQ       $0x00000040, R9
-	CMPQ       R9, R10
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
 	JB         scoresF16G1AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -531,18 +530,18 @@ scoresF16G1AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       DX, R9
-	MOVQ       AX, R10
-	MOVQ       CX, R11
-	MOVQ       BX, R12
+	MOVQ       DX, R10
+	MOVQ       AX, R11
+	MOVQ       CX, R12
+	MOVQ       BX, R13
 
 scoresF16G1AVX2_col:
-	VCVTPH2PS   (R12), Y8
-	VFMADD231PS (R10), Y8, Y0
-	ADDQ        $0x00000020, R10
+	VCVTPH2PS   (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x00000010, R12
-	DECQ        R9
+	ADDQ        $0x00000020, R12
+	ADDQ        $0x00000010, R13
+	DECQ        R10
 	JNZ         scoresF16G1AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -676,32 +675,31 @@ axpyRowsF16G1AVX2_done:
 // func scoresF32G1AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G1AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), CX
-	LEAQ  (AX)(CX*1), CX
-	MOVQ  d+32(FP), DX
-	SHRQ  $0x03, DX
-	MOVQ  k_base+40(FP), BX
-	MOVQ  stride+64(FP), SI
-	SHLQ  $0x02, SI
-	MOVQ  out_len+80(FP), DI
-	SHRQ  $0x03, DI
-	MOVQ  out_base+72(FP), R8
-	TESTQ DI, DI
-	JZ    scoresF32G1AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), CX
+	LEAQ   (AX)(CX*1), CX
+	MOVQ   d+32(FP), DX
+	SHRQ   $0x03, DX
+	MOVQ   k_base+40(FP), BX
+	MOVQ   stride+64(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   out_len+80(FP), DI
+	SHRQ   $0x03, DI
+	MOVQ   out_base+72(FP), R8
+	TESTQ  DI, DI
+	JZ     scoresF32G1AVX2_done
+	IMUL3Q $0x00000010, SI, R9
 
 scoresF32G1AVX2_row:
-	IMUL3Q $0x00000010, SI, R9
-	ADDQ   BX, R9
-	MOVQ   SI, R10
-	ADDQ   R9, R10
+	LEAQ (BX)(R9*1), R10
+	LEAQ (R10)(SI*1), R11
 
 scoresF32G1AVX2_prefetch:
-	PREFETCHT0 (R9)
-	ADDQ       $0x00000040, R9
-	CMPQ       R9, R10
+	PREFETCHT0 (R10)
+	ADDQ       $0x00000040, R10
+	CMPQ       R10, R11
 	JB         scoresF32G1AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -711,18 +709,18 @@ scoresF32G1AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       DX, R9
-	MOVQ       AX, R10
-	MOVQ       CX, R11
-	MOVQ       BX, R12
+	MOVQ       DX, R10
+	MOVQ       AX, R11
+	MOVQ       CX, R12
+	MOVQ       BX, R13
 
 scoresF32G1AVX2_col:
-	VMOVUPS     (R12), Y8
-	VFMADD231PS (R10), Y8, Y0
-	ADDQ        $0x00000020, R10
+	VMOVUPS     (R13), Y8
+	VFMADD231PS (R11), Y8, Y0
 	ADDQ        $0x00000020, R11
 	ADDQ        $0x00000020, R12
-	DECQ        R9
+	ADDQ        $0x00000020, R13
+	DECQ        R10
 	JNZ         scoresF32G1AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -857,54 +855,52 @@ axpyRowsF32G1AVX2_done:
 // func scoresF16G1AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G1AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), CX
-	MOVQ  d+32(FP), DX
-	SHRQ  $0x03, DX
-	MOVQ  k_base+40(FP), BX
-	MOVQ  stride+64(FP), SI
-	SHLQ  $0x01, SI
-	LEAQ  (SI)(SI*2), DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x05, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF16G1AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), CX
+	MOVQ   d+32(FP), DX
+	SHRQ   $0x03, DX
+	MOVQ   k_base+40(FP), BX
+	MOVQ   stride+64(FP), SI
+	SHLQ   $0x01, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x05, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF16G1AVX512_done
+	IMUL3Q $0x00000010, SI, R10
 
 scoresF16G1AVX512_rows:
-	IMUL3Q $0x00000010, SI, R10
-	ADDQ   BX, R10
-	MOVQ   SI, R11
-	IMUL3Q $0x00000004, SI, R11
-	ADDQ   R10, R11
+	LEAQ (BX)(R10*1), R11
+	LEAQ (R11)(SI*4), R12
 
 scoresF16G1AVX512_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF16G1AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
-	MOVQ       DX, R10
-	MOVQ       AX, R11
-	MOVQ       BX, R13
+	MOVQ       DX, R11
+	MOVQ       AX, R12
+	MOVQ       BX, R14
 
 scoresF16G1AVX512_col:
-	LEAQ            (R11)(CX*1), R12
-	VMOVDQU32       (R13), X3
-	VINSERTI32X4    $0x01, (R13)(SI*1), Y3, Y3
+	LEAQ            (R12)(CX*1), R13
+	VMOVDQU32       (R14), X3
+	VINSERTI32X4    $0x01, (R14)(SI*1), Y3, Y3
 	VCVTPH2PS       Y3, Z2
-	VMOVDQU32       (R13)(SI*2), X5
-	VINSERTI32X4    $0x01, (R13)(DI*1), Y5, Y5
+	VMOVDQU32       (R14)(SI*2), X5
+	VINSERTI32X4    $0x01, (R14)(DI*1), Y5, Y5
 	VCVTPH2PS       Y5, Z4
-	VBROADCASTF64X4 (R11), Z6
+	VBROADCASTF64X4 (R12), Z6
 	VFMADD231PS     Z6, Z2, Z0
 	VFMADD231PS     Z6, Z4, Z1
-	ADDQ            $0x00000020, R11
-	ADDQ            $0x00000010, R13
-	DECQ            R10
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000010, R14
+	DECQ            R11
 	JNZ             scoresF16G1AVX512_col
 	VPXORD          Z7, Z7, Z7
 	VSHUFF64X2      $0x88, Z7, Z0, Z2
@@ -1053,52 +1049,50 @@ axpyRowsF16G1AVX512_done:
 // func scoresF32G1AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G1AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), CX
-	MOVQ  d+32(FP), DX
-	SHRQ  $0x03, DX
-	MOVQ  k_base+40(FP), BX
-	MOVQ  stride+64(FP), SI
-	SHLQ  $0x02, SI
-	LEAQ  (SI)(SI*2), DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x05, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF32G1AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), CX
+	MOVQ   d+32(FP), DX
+	SHRQ   $0x03, DX
+	MOVQ   k_base+40(FP), BX
+	MOVQ   stride+64(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x05, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF32G1AVX512_done
+	IMUL3Q $0x00000010, SI, R10
 
 scoresF32G1AVX512_rows:
-	IMUL3Q $0x00000010, SI, R10
-	ADDQ   BX, R10
-	MOVQ   SI, R11
-	IMUL3Q $0x00000004, SI, R11
-	ADDQ   R10, R11
+	LEAQ (BX)(R10*1), R11
+	LEAQ (R11)(SI*4), R12
 
 scoresF32G1AVX512_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF32G1AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
-	MOVQ       DX, R10
-	MOVQ       AX, R11
-	MOVQ       BX, R13
+	MOVQ       DX, R11
+	MOVQ       AX, R12
+	MOVQ       BX, R14
 
 scoresF32G1AVX512_col:
-	LEAQ            (R11)(CX*1), R12
-	VMOVUPS         (R13), Y2
-	VINSERTF64X4    $0x01, (R13)(SI*1), Z2, Z2
-	VMOVUPS         (R13)(SI*2), Y3
-	VINSERTF64X4    $0x01, (R13)(DI*1), Z3, Z3
-	VBROADCASTF64X4 (R11), Z4
+	LEAQ            (R12)(CX*1), R13
+	VMOVUPS         (R14), Y2
+	VINSERTF64X4    $0x01, (R14)(SI*1), Z2, Z2
+	VMOVUPS         (R14)(SI*2), Y3
+	VINSERTF64X4    $0x01, (R14)(DI*1), Z3, Z3
+	VBROADCASTF64X4 (R12), Z4
 	VFMADD231PS     Z4, Z2, Z0
 	VFMADD231PS     Z4, Z3, Z1
-	ADDQ            $0x00000020, R11
-	ADDQ            $0x00000020, R13
-	DECQ            R10
+	ADDQ            $0x00000020, R12
+	ADDQ            $0x00000020, R14
+	DECQ            R11
 	JNZ             scoresF32G1AVX512_col
 	VPXORD          Z5, Z5, Z5
 	VSHUFF64X2      $0x88, Z5, Z0, Z4
@@ -1302,32 +1296,31 @@ axpyRowsQ8G1AVX512_done:
 // func scoresF16G2AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G2AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF16G2AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF16G2AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF16G2AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF16G2AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF16G2AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -1337,19 +1330,19 @@ scoresF16G2AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF16G2AVX2_col:
-	VCVTPH2PS   (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	ADDQ        $0x00000020, R11
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
 	ADDQ        $0x00000020, R12
-	ADDQ        $0x00000010, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
 	JNZ         scoresF16G2AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -1491,32 +1484,31 @@ axpyRowsF16G2AVX2_done:
 // func scoresF32G2AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G2AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF32G2AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF32G2AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF32G2AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF32G2AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF32G2AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -1526,19 +1518,19 @@ scoresF32G2AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF32G2AVX2_col:
-	VMOVUPS     (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	ADDQ        $0x00000020, R11
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
 	ADDQ        $0x00000020, R12
 	ADDQ        $0x00000020, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R14
+	DECQ        R11
 	JNZ         scoresF32G2AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -1681,59 +1673,57 @@ axpyRowsF32G2AVX2_done:
 // func scoresF16G2AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G2AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G2AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G2AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF16G2AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF16G2AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G2AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
 	VPXORD     Z2, Z2, Z2
 	VPXORD     Z3, Z3, Z3
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF16G2AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVDQU32       (R14), X5
-	VINSERTI32X4    $0x01, (R14)(DI*1), Y5, Y5
+	LEAQ            (R13)(DX*1), R14
+	VMOVDQU32       (R15), X5
+	VINSERTI32X4    $0x01, (R15)(DI*1), Y5, Y5
 	VCVTPH2PS       Y5, Z4
-	VMOVDQU32       (R14)(DI*2), X7
-	VINSERTI32X4    $0x01, (R14)(R8*1), Y7, Y7
+	VMOVDQU32       (R15)(DI*2), X7
+	VINSERTI32X4    $0x01, (R15)(R8*1), Y7, Y7
 	VCVTPH2PS       Y7, Z6
-	VBROADCASTF64X4 (R12), Z8
+	VBROADCASTF64X4 (R13), Z8
 	VFMADD231PS     Z8, Z4, Z0
 	VFMADD231PS     Z8, Z6, Z2
-	VBROADCASTF64X4 (R12)(CX*1), Z8
+	VBROADCASTF64X4 (R13)(CX*1), Z8
 	VFMADD231PS     Z8, Z4, Z1
 	VFMADD231PS     Z8, Z6, Z3
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000010, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000010, R15
+	DECQ            R12
 	JNZ             scoresF16G2AVX512_col
 	VPXORD          Z9, Z9, Z9
 	VSHUFF64X2      $0x88, Z9, Z0, Z4
@@ -1897,57 +1887,55 @@ axpyRowsF16G2AVX512_done:
 // func scoresF32G2AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G2AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G2AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G2AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF32G2AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF32G2AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G2AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
 	VPXORD     Z2, Z2, Z2
 	VPXORD     Z3, Z3, Z3
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF32G2AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVUPS         (R14), Y4
-	VINSERTF64X4    $0x01, (R14)(DI*1), Z4, Z4
-	VMOVUPS         (R14)(DI*2), Y5
-	VINSERTF64X4    $0x01, (R14)(R8*1), Z5, Z5
-	VBROADCASTF64X4 (R12), Z6
+	LEAQ            (R13)(DX*1), R14
+	VMOVUPS         (R15), Y4
+	VINSERTF64X4    $0x01, (R15)(DI*1), Z4, Z4
+	VMOVUPS         (R15)(DI*2), Y5
+	VINSERTF64X4    $0x01, (R15)(R8*1), Z5, Z5
+	VBROADCASTF64X4 (R13), Z6
 	VFMADD231PS     Z6, Z4, Z0
 	VFMADD231PS     Z6, Z5, Z2
-	VBROADCASTF64X4 (R12)(CX*1), Z6
+	VBROADCASTF64X4 (R13)(CX*1), Z6
 	VFMADD231PS     Z6, Z4, Z1
 	VFMADD231PS     Z6, Z5, Z3
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000020, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000020, R15
+	DECQ            R12
 	JNZ             scoresF32G2AVX512_col
 	VPXORD          Z7, Z7, Z7
 	VSHUFF64X2      $0x88, Z7, Z0, Z6
@@ -2173,32 +2161,31 @@ axpyRowsQ8G2AVX512_done:
 // func scoresF16G3AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G3AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF16G3AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF16G3AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF16G3AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF16G3AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF16G3AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -2208,20 +2195,20 @@ scoresF16G3AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF16G3AVX2_col:
-	VCVTPH2PS   (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	ADDQ        $0x00000020, R11
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
 	ADDQ        $0x00000020, R12
-	ADDQ        $0x00000010, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
 	JNZ         scoresF16G3AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -2370,32 +2357,31 @@ axpyRowsF16G3AVX2_done:
 // func scoresF32G3AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G3AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF32G3AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF32G3AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF32G3AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF32G3AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF32G3AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -2405,20 +2391,20 @@ scoresF32G3AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF32G3AVX2_col:
-	VMOVUPS     (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	ADDQ        $0x00000020, R11
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
 	ADDQ        $0x00000020, R12
 	ADDQ        $0x00000020, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R14
+	DECQ        R11
 	JNZ         scoresF32G3AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -2568,33 +2554,31 @@ axpyRowsF32G3AVX2_done:
 // func scoresF16G3AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G3AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G3AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G3AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF16G3AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF16G3AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G3AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -2602,30 +2586,30 @@ scoresF16G3AVX512_prefetch:
 	VPXORD     Z3, Z3, Z3
 	VPXORD     Z4, Z4, Z4
 	VPXORD     Z5, Z5, Z5
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF16G3AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVDQU32       (R14), X7
-	VINSERTI32X4    $0x01, (R14)(DI*1), Y7, Y7
+	LEAQ            (R13)(DX*1), R14
+	VMOVDQU32       (R15), X7
+	VINSERTI32X4    $0x01, (R15)(DI*1), Y7, Y7
 	VCVTPH2PS       Y7, Z6
-	VMOVDQU32       (R14)(DI*2), X9
-	VINSERTI32X4    $0x01, (R14)(R8*1), Y9, Y9
+	VMOVDQU32       (R15)(DI*2), X9
+	VINSERTI32X4    $0x01, (R15)(R8*1), Y9, Y9
 	VCVTPH2PS       Y9, Z8
-	VBROADCASTF64X4 (R12), Z10
+	VBROADCASTF64X4 (R13), Z10
 	VFMADD231PS     Z10, Z6, Z0
 	VFMADD231PS     Z10, Z8, Z3
-	VBROADCASTF64X4 (R12)(CX*1), Z10
+	VBROADCASTF64X4 (R13)(CX*1), Z10
 	VFMADD231PS     Z10, Z6, Z1
 	VFMADD231PS     Z10, Z8, Z4
-	VBROADCASTF64X4 (R12)(CX*2), Z10
+	VBROADCASTF64X4 (R13)(CX*2), Z10
 	VFMADD231PS     Z10, Z6, Z2
 	VFMADD231PS     Z10, Z8, Z5
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000010, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000010, R15
+	DECQ            R12
 	JNZ             scoresF16G3AVX512_col
 	VPXORD          Z11, Z11, Z11
 	VSHUFF64X2      $0x88, Z11, Z0, Z6
@@ -2804,33 +2788,31 @@ axpyRowsF16G3AVX512_done:
 // func scoresF32G3AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G3AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G3AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G3AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF32G3AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF32G3AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G3AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -2838,28 +2820,28 @@ scoresF32G3AVX512_prefetch:
 	VPXORD     Z3, Z3, Z3
 	VPXORD     Z4, Z4, Z4
 	VPXORD     Z5, Z5, Z5
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF32G3AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVUPS         (R14), Y6
-	VINSERTF64X4    $0x01, (R14)(DI*1), Z6, Z6
-	VMOVUPS         (R14)(DI*2), Y7
-	VINSERTF64X4    $0x01, (R14)(R8*1), Z7, Z7
-	VBROADCASTF64X4 (R12), Z8
+	LEAQ            (R13)(DX*1), R14
+	VMOVUPS         (R15), Y6
+	VINSERTF64X4    $0x01, (R15)(DI*1), Z6, Z6
+	VMOVUPS         (R15)(DI*2), Y7
+	VINSERTF64X4    $0x01, (R15)(R8*1), Z7, Z7
+	VBROADCASTF64X4 (R13), Z8
 	VFMADD231PS     Z8, Z6, Z0
 	VFMADD231PS     Z8, Z7, Z3
-	VBROADCASTF64X4 (R12)(CX*1), Z8
+	VBROADCASTF64X4 (R13)(CX*1), Z8
 	VFMADD231PS     Z8, Z6, Z1
 	VFMADD231PS     Z8, Z7, Z4
-	VBROADCASTF64X4 (R12)(CX*2), Z8
+	VBROADCASTF64X4 (R13)(CX*2), Z8
 	VFMADD231PS     Z8, Z6, Z2
 	VFMADD231PS     Z8, Z7, Z5
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000020, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000020, R15
+	DECQ            R12
 	JNZ             scoresF32G3AVX512_col
 	VPXORD          Z9, Z9, Z9
 	VSHUFF64X2      $0x88, Z9, Z0, Z8
@@ -3107,32 +3089,31 @@ axpyRowsQ8G3AVX512_done:
 // func scoresF16G4AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G4AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF16G4AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF16G4AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF16G4AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF16G4AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF16G4AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -3142,21 +3123,21 @@ scoresF16G4AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF16G4AVX2_col:
-	VCVTPH2PS   (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	VFMADD231PS (R12), Y8, Y3
-	ADDQ        $0x00000020, R11
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
 	ADDQ        $0x00000020, R12
-	ADDQ        $0x00000010, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
 	JNZ         scoresF16G4AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -3306,32 +3287,31 @@ axpyRowsF16G4AVX2_done:
 // func scoresF32G4AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G4AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF32G4AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF32G4AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF32G4AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF32G4AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF32G4AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -3341,21 +3321,21 @@ scoresF32G4AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF32G4AVX2_col:
-	VMOVUPS     (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	VFMADD231PS (R12), Y8, Y3
-	ADDQ        $0x00000020, R11
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
 	ADDQ        $0x00000020, R12
 	ADDQ        $0x00000020, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R14
+	DECQ        R11
 	JNZ         scoresF32G4AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -3505,33 +3485,31 @@ axpyRowsF32G4AVX2_done:
 // func scoresF16G4AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G4AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G4AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G4AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF16G4AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF16G4AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G4AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -3541,33 +3519,33 @@ scoresF16G4AVX512_prefetch:
 	VPXORD     Z5, Z5, Z5
 	VPXORD     Z6, Z6, Z6
 	VPXORD     Z7, Z7, Z7
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF16G4AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVDQU32       (R14), X9
-	VINSERTI32X4    $0x01, (R14)(DI*1), Y9, Y9
+	LEAQ            (R13)(DX*1), R14
+	VMOVDQU32       (R15), X9
+	VINSERTI32X4    $0x01, (R15)(DI*1), Y9, Y9
 	VCVTPH2PS       Y9, Z8
-	VMOVDQU32       (R14)(DI*2), X11
-	VINSERTI32X4    $0x01, (R14)(R8*1), Y11, Y11
+	VMOVDQU32       (R15)(DI*2), X11
+	VINSERTI32X4    $0x01, (R15)(R8*1), Y11, Y11
 	VCVTPH2PS       Y11, Z10
-	VBROADCASTF64X4 (R12), Z12
+	VBROADCASTF64X4 (R13), Z12
 	VFMADD231PS     Z12, Z8, Z0
 	VFMADD231PS     Z12, Z10, Z4
-	VBROADCASTF64X4 (R12)(CX*1), Z12
+	VBROADCASTF64X4 (R13)(CX*1), Z12
 	VFMADD231PS     Z12, Z8, Z1
 	VFMADD231PS     Z12, Z10, Z5
-	VBROADCASTF64X4 (R12)(CX*2), Z12
+	VBROADCASTF64X4 (R13)(CX*2), Z12
 	VFMADD231PS     Z12, Z8, Z2
 	VFMADD231PS     Z12, Z10, Z6
-	VBROADCASTF64X4 (R13), Z12
+	VBROADCASTF64X4 (R14), Z12
 	VFMADD231PS     Z12, Z8, Z3
 	VFMADD231PS     Z12, Z10, Z7
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000010, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000010, R15
+	DECQ            R12
 	JNZ             scoresF16G4AVX512_col
 	VPXORD          Z13, Z13, Z13
 	VSHUFF64X2      $0x88, Z13, Z0, Z8
@@ -3761,33 +3739,31 @@ axpyRowsF16G4AVX512_done:
 // func scoresF32G4AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G4AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G4AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G4AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF32G4AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF32G4AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G4AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -3797,31 +3773,31 @@ scoresF32G4AVX512_prefetch:
 	VPXORD     Z5, Z5, Z5
 	VPXORD     Z6, Z6, Z6
 	VPXORD     Z7, Z7, Z7
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF32G4AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVUPS         (R14), Y8
-	VINSERTF64X4    $0x01, (R14)(DI*1), Z8, Z8
-	VMOVUPS         (R14)(DI*2), Y9
-	VINSERTF64X4    $0x01, (R14)(R8*1), Z9, Z9
-	VBROADCASTF64X4 (R12), Z10
+	LEAQ            (R13)(DX*1), R14
+	VMOVUPS         (R15), Y8
+	VINSERTF64X4    $0x01, (R15)(DI*1), Z8, Z8
+	VMOVUPS         (R15)(DI*2), Y9
+	VINSERTF64X4    $0x01, (R15)(R8*1), Z9, Z9
+	VBROADCASTF64X4 (R13), Z10
 	VFMADD231PS     Z10, Z8, Z0
 	VFMADD231PS     Z10, Z9, Z4
-	VBROADCASTF64X4 (R12)(CX*1), Z10
+	VBROADCASTF64X4 (R13)(CX*1), Z10
 	VFMADD231PS     Z10, Z8, Z1
 	VFMADD231PS     Z10, Z9, Z5
-	VBROADCASTF64X4 (R12)(CX*2), Z10
+	VBROADCASTF64X4 (R13)(CX*2), Z10
 	VFMADD231PS     Z10, Z8, Z2
 	VFMADD231PS     Z10, Z9, Z6
-	VBROADCASTF64X4 (R13), Z10
+	VBROADCASTF64X4 (R14), Z10
 	VFMADD231PS     Z10, Z8, Z3
 	VFMADD231PS     Z10, Z9, Z7
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000020, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000020, R15
+	DECQ            R12
 	JNZ             scoresF32G4AVX512_col
 	VPXORD          Z11, Z11, Z11
 	VSHUFF64X2      $0x88, Z11, Z0, Z10
@@ -4091,32 +4067,31 @@ axpyRowsQ8G4AVX512_done:
 // func scoresF16G5AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G5AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF16G5AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF16G5AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF16G5AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF16G5AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF16G5AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -4126,22 +4101,22 @@ scoresF16G5AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF16G5AVX2_col:
-	VCVTPH2PS   (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	VFMADD231PS (R12), Y8, Y3
-	VFMADD231PS (R11)(CX*4), Y8, Y4
-	ADDQ        $0x00000020, R11
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
 	ADDQ        $0x00000020, R12
-	ADDQ        $0x00000010, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
 	JNZ         scoresF16G5AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -4385,32 +4360,31 @@ axpyRowsF16G5AVX2_done:
 // func scoresF32G5AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G5AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF32G5AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF32G5AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF32G5AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF32G5AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF32G5AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -4420,22 +4394,22 @@ scoresF32G5AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF32G5AVX2_col:
-	VMOVUPS     (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	VFMADD231PS (R12), Y8, Y3
-	VFMADD231PS (R11)(CX*4), Y8, Y4
-	ADDQ        $0x00000020, R11
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
 	ADDQ        $0x00000020, R12
 	ADDQ        $0x00000020, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R14
+	DECQ        R11
 	JNZ         scoresF32G5AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -4680,33 +4654,31 @@ axpyRowsF32G5AVX2_done:
 // func scoresF16G5AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G5AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G5AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G5AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF16G5AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF16G5AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G5AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -4718,36 +4690,36 @@ scoresF16G5AVX512_prefetch:
 	VPXORD     Z7, Z7, Z7
 	VPXORD     Z8, Z8, Z8
 	VPXORD     Z9, Z9, Z9
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF16G5AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVDQU32       (R14), X11
-	VINSERTI32X4    $0x01, (R14)(DI*1), Y11, Y11
+	LEAQ            (R13)(DX*1), R14
+	VMOVDQU32       (R15), X11
+	VINSERTI32X4    $0x01, (R15)(DI*1), Y11, Y11
 	VCVTPH2PS       Y11, Z10
-	VMOVDQU32       (R14)(DI*2), X13
-	VINSERTI32X4    $0x01, (R14)(R8*1), Y13, Y13
+	VMOVDQU32       (R15)(DI*2), X13
+	VINSERTI32X4    $0x01, (R15)(R8*1), Y13, Y13
 	VCVTPH2PS       Y13, Z12
-	VBROADCASTF64X4 (R12), Z14
+	VBROADCASTF64X4 (R13), Z14
 	VFMADD231PS     Z14, Z10, Z0
 	VFMADD231PS     Z14, Z12, Z5
-	VBROADCASTF64X4 (R12)(CX*1), Z14
+	VBROADCASTF64X4 (R13)(CX*1), Z14
 	VFMADD231PS     Z14, Z10, Z1
 	VFMADD231PS     Z14, Z12, Z6
-	VBROADCASTF64X4 (R12)(CX*2), Z14
+	VBROADCASTF64X4 (R13)(CX*2), Z14
 	VFMADD231PS     Z14, Z10, Z2
 	VFMADD231PS     Z14, Z12, Z7
-	VBROADCASTF64X4 (R13), Z14
+	VBROADCASTF64X4 (R14), Z14
 	VFMADD231PS     Z14, Z10, Z3
 	VFMADD231PS     Z14, Z12, Z8
-	VBROADCASTF64X4 (R12)(CX*4), Z14
+	VBROADCASTF64X4 (R13)(CX*4), Z14
 	VFMADD231PS     Z14, Z10, Z4
 	VFMADD231PS     Z14, Z12, Z9
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000010, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000010, R15
+	DECQ            R12
 	JNZ             scoresF16G5AVX512_col
 	VPXORD          Z15, Z15, Z15
 	VSHUFF64X2      $0x88, Z4, Z0, Z10
@@ -4956,33 +4928,31 @@ axpyRowsF16G5AVX512_done:
 // func scoresF32G5AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G5AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G5AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G5AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF32G5AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF32G5AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G5AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -4994,34 +4964,34 @@ scoresF32G5AVX512_prefetch:
 	VPXORD     Z7, Z7, Z7
 	VPXORD     Z8, Z8, Z8
 	VPXORD     Z9, Z9, Z9
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF32G5AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVUPS         (R14), Y10
-	VINSERTF64X4    $0x01, (R14)(DI*1), Z10, Z10
-	VMOVUPS         (R14)(DI*2), Y11
-	VINSERTF64X4    $0x01, (R14)(R8*1), Z11, Z11
-	VBROADCASTF64X4 (R12), Z12
+	LEAQ            (R13)(DX*1), R14
+	VMOVUPS         (R15), Y10
+	VINSERTF64X4    $0x01, (R15)(DI*1), Z10, Z10
+	VMOVUPS         (R15)(DI*2), Y11
+	VINSERTF64X4    $0x01, (R15)(R8*1), Z11, Z11
+	VBROADCASTF64X4 (R13), Z12
 	VFMADD231PS     Z12, Z10, Z0
 	VFMADD231PS     Z12, Z11, Z5
-	VBROADCASTF64X4 (R12)(CX*1), Z12
+	VBROADCASTF64X4 (R13)(CX*1), Z12
 	VFMADD231PS     Z12, Z10, Z1
 	VFMADD231PS     Z12, Z11, Z6
-	VBROADCASTF64X4 (R12)(CX*2), Z12
+	VBROADCASTF64X4 (R13)(CX*2), Z12
 	VFMADD231PS     Z12, Z10, Z2
 	VFMADD231PS     Z12, Z11, Z7
-	VBROADCASTF64X4 (R13), Z12
+	VBROADCASTF64X4 (R14), Z12
 	VFMADD231PS     Z12, Z10, Z3
 	VFMADD231PS     Z12, Z11, Z8
-	VBROADCASTF64X4 (R12)(CX*4), Z12
+	VBROADCASTF64X4 (R13)(CX*4), Z12
 	VFMADD231PS     Z12, Z10, Z4
 	VFMADD231PS     Z12, Z11, Z9
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000020, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000020, R15
+	DECQ            R12
 	JNZ             scoresF32G5AVX512_col
 	VPXORD          Z13, Z13, Z13
 	VSHUFF64X2      $0x88, Z4, Z0, Z12
@@ -5313,32 +5283,31 @@ axpyRowsQ8G5AVX512_done:
 // func scoresF16G6AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G6AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF16G6AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF16G6AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF16G6AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF16G6AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF16G6AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -5348,23 +5317,23 @@ scoresF16G6AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF16G6AVX2_col:
-	VCVTPH2PS   (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	VFMADD231PS (R12), Y8, Y3
-	VFMADD231PS (R11)(CX*4), Y8, Y4
-	VFMADD231PS (R12)(CX*2), Y8, Y5
-	ADDQ        $0x00000020, R11
+	VCVTPH2PS   (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
 	ADDQ        $0x00000020, R12
-	ADDQ        $0x00000010, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000010, R14
+	DECQ        R11
 	JNZ         scoresF16G6AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -5616,32 +5585,31 @@ axpyRowsF16G6AVX2_done:
 // func scoresF32G6AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G6AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  out_len+80(FP), R8
-	SHRQ  $0x03, R8
-	MOVQ  out_base+72(FP), R9
-	TESTQ R8, R8
-	JZ    scoresF32G6AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   out_len+80(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   out_base+72(FP), R9
+	TESTQ  R8, R8
+	JZ     scoresF32G6AVX2_done
+	IMUL3Q $0x00000010, DI, R10
 
 scoresF32G6AVX2_row:
-	IMUL3Q $0x00000010, DI, R10
-	ADDQ   SI, R10
-	MOVQ   DI, R11
-	ADDQ   R10, R11
+	LEAQ (SI)(R10*1), R11
+	LEAQ (R11)(DI*1), R12
 
 scoresF32G6AVX2_prefetch:
-	PREFETCHT0 (R10)
-	ADDQ       $0x00000040, R10
-	CMPQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, R12
 	JB         scoresF32G6AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -5651,23 +5619,23 @@ scoresF32G6AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       BX, R10
-	MOVQ       AX, R11
-	MOVQ       DX, R12
-	MOVQ       SI, R13
+	MOVQ       BX, R11
+	MOVQ       AX, R12
+	MOVQ       DX, R13
+	MOVQ       SI, R14
 
 scoresF32G6AVX2_col:
-	VMOVUPS     (R13), Y8
-	VFMADD231PS (R11), Y8, Y0
-	VFMADD231PS (R11)(CX*1), Y8, Y1
-	VFMADD231PS (R11)(CX*2), Y8, Y2
-	VFMADD231PS (R12), Y8, Y3
-	VFMADD231PS (R11)(CX*4), Y8, Y4
-	VFMADD231PS (R12)(CX*2), Y8, Y5
-	ADDQ        $0x00000020, R11
+	VMOVUPS     (R14), Y8
+	VFMADD231PS (R12), Y8, Y0
+	VFMADD231PS (R12)(CX*1), Y8, Y1
+	VFMADD231PS (R12)(CX*2), Y8, Y2
+	VFMADD231PS (R13), Y8, Y3
+	VFMADD231PS (R12)(CX*4), Y8, Y4
+	VFMADD231PS (R13)(CX*2), Y8, Y5
 	ADDQ        $0x00000020, R12
 	ADDQ        $0x00000020, R13
-	DECQ        R10
+	ADDQ        $0x00000020, R14
+	DECQ        R11
 	JNZ         scoresF32G6AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -5920,33 +5888,31 @@ axpyRowsF32G6AVX2_done:
 // func scoresF16G6AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G6AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G6AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G6AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF16G6AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF16G6AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G6AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -5960,39 +5926,39 @@ scoresF16G6AVX512_prefetch:
 	VPXORD     Z9, Z9, Z9
 	VPXORD     Z10, Z10, Z10
 	VPXORD     Z11, Z11, Z11
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF16G6AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVDQU32       (R14), X13
-	VINSERTI32X4    $0x01, (R14)(DI*1), Y13, Y13
+	LEAQ            (R13)(DX*1), R14
+	VMOVDQU32       (R15), X13
+	VINSERTI32X4    $0x01, (R15)(DI*1), Y13, Y13
 	VCVTPH2PS       Y13, Z12
-	VMOVDQU32       (R14)(DI*2), X15
-	VINSERTI32X4    $0x01, (R14)(R8*1), Y15, Y15
+	VMOVDQU32       (R15)(DI*2), X15
+	VINSERTI32X4    $0x01, (R15)(R8*1), Y15, Y15
 	VCVTPH2PS       Y15, Z14
-	VBROADCASTF64X4 (R12), Z16
+	VBROADCASTF64X4 (R13), Z16
 	VFMADD231PS     Z16, Z12, Z0
 	VFMADD231PS     Z16, Z14, Z6
-	VBROADCASTF64X4 (R12)(CX*1), Z16
+	VBROADCASTF64X4 (R13)(CX*1), Z16
 	VFMADD231PS     Z16, Z12, Z1
 	VFMADD231PS     Z16, Z14, Z7
-	VBROADCASTF64X4 (R12)(CX*2), Z16
+	VBROADCASTF64X4 (R13)(CX*2), Z16
 	VFMADD231PS     Z16, Z12, Z2
 	VFMADD231PS     Z16, Z14, Z8
-	VBROADCASTF64X4 (R13), Z16
+	VBROADCASTF64X4 (R14), Z16
 	VFMADD231PS     Z16, Z12, Z3
 	VFMADD231PS     Z16, Z14, Z9
-	VBROADCASTF64X4 (R12)(CX*4), Z16
+	VBROADCASTF64X4 (R13)(CX*4), Z16
 	VFMADD231PS     Z16, Z12, Z4
 	VFMADD231PS     Z16, Z14, Z10
-	VBROADCASTF64X4 (R13)(CX*2), Z16
+	VBROADCASTF64X4 (R14)(CX*2), Z16
 	VFMADD231PS     Z16, Z12, Z5
 	VFMADD231PS     Z16, Z14, Z11
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000010, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000010, R15
+	DECQ            R12
 	JNZ             scoresF16G6AVX512_col
 	VPXORD          Z17, Z17, Z17
 	VSHUFF64X2      $0x88, Z4, Z0, Z12
@@ -6216,33 +6182,31 @@ axpyRowsF16G6AVX512_done:
 // func scoresF32G6AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G6AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G6AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G6AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF32G6AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF32G6AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G6AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -6256,37 +6220,37 @@ scoresF32G6AVX512_prefetch:
 	VPXORD     Z9, Z9, Z9
 	VPXORD     Z10, Z10, Z10
 	VPXORD     Z11, Z11, Z11
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF32G6AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVUPS         (R14), Y12
-	VINSERTF64X4    $0x01, (R14)(DI*1), Z12, Z12
-	VMOVUPS         (R14)(DI*2), Y13
-	VINSERTF64X4    $0x01, (R14)(R8*1), Z13, Z13
-	VBROADCASTF64X4 (R12), Z14
+	LEAQ            (R13)(DX*1), R14
+	VMOVUPS         (R15), Y12
+	VINSERTF64X4    $0x01, (R15)(DI*1), Z12, Z12
+	VMOVUPS         (R15)(DI*2), Y13
+	VINSERTF64X4    $0x01, (R15)(R8*1), Z13, Z13
+	VBROADCASTF64X4 (R13), Z14
 	VFMADD231PS     Z14, Z12, Z0
 	VFMADD231PS     Z14, Z13, Z6
-	VBROADCASTF64X4 (R12)(CX*1), Z14
+	VBROADCASTF64X4 (R13)(CX*1), Z14
 	VFMADD231PS     Z14, Z12, Z1
 	VFMADD231PS     Z14, Z13, Z7
-	VBROADCASTF64X4 (R12)(CX*2), Z14
+	VBROADCASTF64X4 (R13)(CX*2), Z14
 	VFMADD231PS     Z14, Z12, Z2
 	VFMADD231PS     Z14, Z13, Z8
-	VBROADCASTF64X4 (R13), Z14
+	VBROADCASTF64X4 (R14), Z14
 	VFMADD231PS     Z14, Z12, Z3
 	VFMADD231PS     Z14, Z13, Z9
-	VBROADCASTF64X4 (R12)(CX*4), Z14
+	VBROADCASTF64X4 (R13)(CX*4), Z14
 	VFMADD231PS     Z14, Z12, Z4
 	VFMADD231PS     Z14, Z13, Z10
-	VBROADCASTF64X4 (R13)(CX*2), Z14
+	VBROADCASTF64X4 (R14)(CX*2), Z14
 	VFMADD231PS     Z14, Z12, Z5
 	VFMADD231PS     Z14, Z13, Z11
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000020, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000020, R15
+	DECQ            R12
 	JNZ             scoresF32G6AVX512_col
 	VPXORD          Z15, Z15, Z15
 	VSHUFF64X2      $0x88, Z4, Z0, Z14
@@ -6600,32 +6564,31 @@ axpyRowsQ8G6AVX512_done:
 // func scoresF16G7AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G7AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  k_base+40(FP), DI
-	MOVQ  stride+64(FP), R8
-	SHLQ  $0x01, R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x03, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G7AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), BX
+	MOVQ   d+32(FP), SI
+	SHRQ   $0x03, SI
+	MOVQ   k_base+40(FP), DI
+	MOVQ   stride+64(FP), R8
+	SHLQ   $0x01, R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x03, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G7AVX2_done
+	IMUL3Q $0x00000010, R8, R11
 
 scoresF16G7AVX2_row:
-	IMUL3Q $0x00000010, R8, R11
-	ADDQ   DI, R11
-	MOVQ   R8, R12
-	ADDQ   R11, R12
+	LEAQ (DI)(R11*1), R12
+	LEAQ (R12)(R8*1), R13
 
 scoresF16G7AVX2_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G7AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -6635,24 +6598,24 @@ scoresF16G7AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       SI, R11
-	MOVQ       AX, R12
-	MOVQ       BX, R13
-	MOVQ       DI, R14
+	MOVQ       SI, R12
+	MOVQ       AX, R13
+	MOVQ       BX, R14
+	MOVQ       DI, R15
 
 scoresF16G7AVX2_col:
-	VCVTPH2PS   (R14), Y8
-	VFMADD231PS (R12), Y8, Y0
-	VFMADD231PS (R12)(CX*1), Y8, Y1
-	VFMADD231PS (R12)(CX*2), Y8, Y2
-	VFMADD231PS (R13), Y8, Y3
-	VFMADD231PS (R12)(CX*4), Y8, Y4
-	VFMADD231PS (R13)(CX*2), Y8, Y5
-	VFMADD231PS (R12)(DX*2), Y8, Y6
-	ADDQ        $0x00000020, R12
+	VCVTPH2PS   (R15), Y8
+	VFMADD231PS (R13), Y8, Y0
+	VFMADD231PS (R13)(CX*1), Y8, Y1
+	VFMADD231PS (R13)(CX*2), Y8, Y2
+	VFMADD231PS (R14), Y8, Y3
+	VFMADD231PS (R13)(CX*4), Y8, Y4
+	VFMADD231PS (R14)(CX*2), Y8, Y5
+	VFMADD231PS (R13)(DX*2), Y8, Y6
 	ADDQ        $0x00000020, R13
-	ADDQ        $0x00000010, R14
-	DECQ        R11
+	ADDQ        $0x00000020, R14
+	ADDQ        $0x00000010, R15
+	DECQ        R12
 	JNZ         scoresF16G7AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -6911,32 +6874,31 @@ axpyRowsF16G7AVX2_done:
 // func scoresF32G7AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G7AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  k_base+40(FP), DI
-	MOVQ  stride+64(FP), R8
-	SHLQ  $0x02, R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x03, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G7AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), BX
+	MOVQ   d+32(FP), SI
+	SHRQ   $0x03, SI
+	MOVQ   k_base+40(FP), DI
+	MOVQ   stride+64(FP), R8
+	SHLQ   $0x02, R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x03, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G7AVX2_done
+	IMUL3Q $0x00000010, R8, R11
 
 scoresF32G7AVX2_row:
-	IMUL3Q $0x00000010, R8, R11
-	ADDQ   DI, R11
-	MOVQ   R8, R12
-	ADDQ   R11, R12
+	LEAQ (DI)(R11*1), R12
+	LEAQ (R12)(R8*1), R13
 
 scoresF32G7AVX2_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G7AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -6946,24 +6908,24 @@ scoresF32G7AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       SI, R11
-	MOVQ       AX, R12
-	MOVQ       BX, R13
-	MOVQ       DI, R14
+	MOVQ       SI, R12
+	MOVQ       AX, R13
+	MOVQ       BX, R14
+	MOVQ       DI, R15
 
 scoresF32G7AVX2_col:
-	VMOVUPS     (R14), Y8
-	VFMADD231PS (R12), Y8, Y0
-	VFMADD231PS (R12)(CX*1), Y8, Y1
-	VFMADD231PS (R12)(CX*2), Y8, Y2
-	VFMADD231PS (R13), Y8, Y3
-	VFMADD231PS (R12)(CX*4), Y8, Y4
-	VFMADD231PS (R13)(CX*2), Y8, Y5
-	VFMADD231PS (R12)(DX*2), Y8, Y6
-	ADDQ        $0x00000020, R12
+	VMOVUPS     (R15), Y8
+	VFMADD231PS (R13), Y8, Y0
+	VFMADD231PS (R13)(CX*1), Y8, Y1
+	VFMADD231PS (R13)(CX*2), Y8, Y2
+	VFMADD231PS (R14), Y8, Y3
+	VFMADD231PS (R13)(CX*4), Y8, Y4
+	VFMADD231PS (R14)(CX*2), Y8, Y5
+	VFMADD231PS (R13)(DX*2), Y8, Y6
 	ADDQ        $0x00000020, R13
 	ADDQ        $0x00000020, R14
-	DECQ        R11
+	ADDQ        $0x00000020, R15
+	DECQ        R12
 	JNZ         scoresF32G7AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -7223,33 +7185,31 @@ axpyRowsF32G7AVX2_done:
 // func scoresF16G7AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G7AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G7AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G7AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF16G7AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF16G7AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G7AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -7265,42 +7225,42 @@ scoresF16G7AVX512_prefetch:
 	VPXORD     Z11, Z11, Z11
 	VPXORD     Z12, Z12, Z12
 	VPXORD     Z13, Z13, Z13
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF16G7AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVDQU32       (R14), X15
-	VINSERTI32X4    $0x01, (R14)(DI*1), Y15, Y15
+	LEAQ            (R13)(DX*1), R14
+	VMOVDQU32       (R15), X15
+	VINSERTI32X4    $0x01, (R15)(DI*1), Y15, Y15
 	VCVTPH2PS       Y15, Z14
-	VMOVDQU32       (R14)(DI*2), X17
-	VINSERTI32X4    $0x01, (R14)(R8*1), Y17, Y17
+	VMOVDQU32       (R15)(DI*2), X17
+	VINSERTI32X4    $0x01, (R15)(R8*1), Y17, Y17
 	VCVTPH2PS       Y17, Z16
-	VBROADCASTF64X4 (R12), Z18
+	VBROADCASTF64X4 (R13), Z18
 	VFMADD231PS     Z18, Z14, Z0
 	VFMADD231PS     Z18, Z16, Z7
-	VBROADCASTF64X4 (R12)(CX*1), Z18
+	VBROADCASTF64X4 (R13)(CX*1), Z18
 	VFMADD231PS     Z18, Z14, Z1
 	VFMADD231PS     Z18, Z16, Z8
-	VBROADCASTF64X4 (R12)(CX*2), Z18
+	VBROADCASTF64X4 (R13)(CX*2), Z18
 	VFMADD231PS     Z18, Z14, Z2
 	VFMADD231PS     Z18, Z16, Z9
-	VBROADCASTF64X4 (R13), Z18
+	VBROADCASTF64X4 (R14), Z18
 	VFMADD231PS     Z18, Z14, Z3
 	VFMADD231PS     Z18, Z16, Z10
-	VBROADCASTF64X4 (R12)(CX*4), Z18
+	VBROADCASTF64X4 (R13)(CX*4), Z18
 	VFMADD231PS     Z18, Z14, Z4
 	VFMADD231PS     Z18, Z16, Z11
-	VBROADCASTF64X4 (R13)(CX*2), Z18
+	VBROADCASTF64X4 (R14)(CX*2), Z18
 	VFMADD231PS     Z18, Z14, Z5
 	VFMADD231PS     Z18, Z16, Z12
-	VBROADCASTF64X4 (R12)(DX*2), Z18
+	VBROADCASTF64X4 (R13)(DX*2), Z18
 	VFMADD231PS     Z18, Z14, Z6
 	VFMADD231PS     Z18, Z16, Z13
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000010, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000010, R15
+	DECQ            R12
 	JNZ             scoresF16G7AVX512_col
 	VPXORD          Z19, Z19, Z19
 	VSHUFF64X2      $0x88, Z4, Z0, Z14
@@ -7517,33 +7477,31 @@ axpyRowsF16G7AVX512_done:
 // func scoresF32G7AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G7AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G7AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G7AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF32G7AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF32G7AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G7AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -7559,40 +7517,40 @@ scoresF32G7AVX512_prefetch:
 	VPXORD     Z11, Z11, Z11
 	VPXORD     Z12, Z12, Z12
 	VPXORD     Z13, Z13, Z13
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF32G7AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVUPS         (R14), Y14
-	VINSERTF64X4    $0x01, (R14)(DI*1), Z14, Z14
-	VMOVUPS         (R14)(DI*2), Y15
-	VINSERTF64X4    $0x01, (R14)(R8*1), Z15, Z15
-	VBROADCASTF64X4 (R12), Z16
+	LEAQ            (R13)(DX*1), R14
+	VMOVUPS         (R15), Y14
+	VINSERTF64X4    $0x01, (R15)(DI*1), Z14, Z14
+	VMOVUPS         (R15)(DI*2), Y15
+	VINSERTF64X4    $0x01, (R15)(R8*1), Z15, Z15
+	VBROADCASTF64X4 (R13), Z16
 	VFMADD231PS     Z16, Z14, Z0
 	VFMADD231PS     Z16, Z15, Z7
-	VBROADCASTF64X4 (R12)(CX*1), Z16
+	VBROADCASTF64X4 (R13)(CX*1), Z16
 	VFMADD231PS     Z16, Z14, Z1
 	VFMADD231PS     Z16, Z15, Z8
-	VBROADCASTF64X4 (R12)(CX*2), Z16
+	VBROADCASTF64X4 (R13)(CX*2), Z16
 	VFMADD231PS     Z16, Z14, Z2
 	VFMADD231PS     Z16, Z15, Z9
-	VBROADCASTF64X4 (R13), Z16
+	VBROADCASTF64X4 (R14), Z16
 	VFMADD231PS     Z16, Z14, Z3
 	VFMADD231PS     Z16, Z15, Z10
-	VBROADCASTF64X4 (R12)(CX*4), Z16
+	VBROADCASTF64X4 (R13)(CX*4), Z16
 	VFMADD231PS     Z16, Z14, Z4
 	VFMADD231PS     Z16, Z15, Z11
-	VBROADCASTF64X4 (R13)(CX*2), Z16
+	VBROADCASTF64X4 (R14)(CX*2), Z16
 	VFMADD231PS     Z16, Z14, Z5
 	VFMADD231PS     Z16, Z15, Z12
-	VBROADCASTF64X4 (R12)(DX*2), Z16
+	VBROADCASTF64X4 (R13)(DX*2), Z16
 	VFMADD231PS     Z16, Z14, Z6
 	VFMADD231PS     Z16, Z15, Z13
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000020, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000020, R15
+	DECQ            R12
 	JNZ             scoresF32G7AVX512_col
 	VPXORD          Z17, Z17, Z17
 	VSHUFF64X2      $0x88, Z4, Z0, Z16
@@ -7905,32 +7863,31 @@ axpyRowsQ8G7AVX512_done:
 // func scoresF16G8AVX2(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, F16C, FMA3, MMX+
 TEXT ·scoresF16G8AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  k_base+40(FP), DI
-	MOVQ  stride+64(FP), R8
-	SHLQ  $0x01, R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x03, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G8AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), BX
+	MOVQ   d+32(FP), SI
+	SHRQ   $0x03, SI
+	MOVQ   k_base+40(FP), DI
+	MOVQ   stride+64(FP), R8
+	SHLQ   $0x01, R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x03, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G8AVX2_done
+	IMUL3Q $0x00000010, R8, R11
 
 scoresF16G8AVX2_row:
-	IMUL3Q $0x00000010, R8, R11
-	ADDQ   DI, R11
-	MOVQ   R8, R12
-	ADDQ   R11, R12
+	LEAQ (DI)(R11*1), R12
+	LEAQ (R12)(R8*1), R13
 
 scoresF16G8AVX2_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G8AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -7940,25 +7897,25 @@ scoresF16G8AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       SI, R11
-	MOVQ       AX, R12
-	MOVQ       BX, R13
-	MOVQ       DI, R14
+	MOVQ       SI, R12
+	MOVQ       AX, R13
+	MOVQ       BX, R14
+	MOVQ       DI, R15
 
 scoresF16G8AVX2_col:
-	VCVTPH2PS   (R14), Y8
-	VFMADD231PS (R12), Y8, Y0
-	VFMADD231PS (R12)(CX*1), Y8, Y1
-	VFMADD231PS (R12)(CX*2), Y8, Y2
-	VFMADD231PS (R13), Y8, Y3
-	VFMADD231PS (R12)(CX*4), Y8, Y4
-	VFMADD231PS (R13)(CX*2), Y8, Y5
-	VFMADD231PS (R12)(DX*2), Y8, Y6
-	VFMADD231PS (R13)(CX*4), Y8, Y7
-	ADDQ        $0x00000020, R12
+	VCVTPH2PS   (R15), Y8
+	VFMADD231PS (R13), Y8, Y0
+	VFMADD231PS (R13)(CX*1), Y8, Y1
+	VFMADD231PS (R13)(CX*2), Y8, Y2
+	VFMADD231PS (R14), Y8, Y3
+	VFMADD231PS (R13)(CX*4), Y8, Y4
+	VFMADD231PS (R14)(CX*2), Y8, Y5
+	VFMADD231PS (R13)(DX*2), Y8, Y6
+	VFMADD231PS (R14)(CX*4), Y8, Y7
 	ADDQ        $0x00000020, R13
-	ADDQ        $0x00000010, R14
-	DECQ        R11
+	ADDQ        $0x00000020, R14
+	ADDQ        $0x00000010, R15
+	DECQ        R12
 	JNZ         scoresF16G8AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -8218,32 +8175,31 @@ axpyRowsF16G8AVX2_done:
 // func scoresF32G8AVX2(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·scoresF32G8AVX2(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	LEAQ  (AX)(DX*1), BX
-	MOVQ  d+32(FP), SI
-	SHRQ  $0x03, SI
-	MOVQ  k_base+40(FP), DI
-	MOVQ  stride+64(FP), R8
-	SHLQ  $0x02, R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x03, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G8AVX2_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(DX*1), BX
+	MOVQ   d+32(FP), SI
+	SHRQ   $0x03, SI
+	MOVQ   k_base+40(FP), DI
+	MOVQ   stride+64(FP), R8
+	SHLQ   $0x02, R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x03, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G8AVX2_done
+	IMUL3Q $0x00000010, R8, R11
 
 scoresF32G8AVX2_row:
-	IMUL3Q $0x00000010, R8, R11
-	ADDQ   DI, R11
-	MOVQ   R8, R12
-	ADDQ   R11, R12
+	LEAQ (DI)(R11*1), R12
+	LEAQ (R12)(R8*1), R13
 
 scoresF32G8AVX2_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G8AVX2_prefetch
 	VXORPS     Y0, Y0, Y0
 	VXORPS     Y1, Y1, Y1
@@ -8253,25 +8209,25 @@ scoresF32G8AVX2_prefetch:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	MOVQ       SI, R11
-	MOVQ       AX, R12
-	MOVQ       BX, R13
-	MOVQ       DI, R14
+	MOVQ       SI, R12
+	MOVQ       AX, R13
+	MOVQ       BX, R14
+	MOVQ       DI, R15
 
 scoresF32G8AVX2_col:
-	VMOVUPS     (R14), Y8
-	VFMADD231PS (R12), Y8, Y0
-	VFMADD231PS (R12)(CX*1), Y8, Y1
-	VFMADD231PS (R12)(CX*2), Y8, Y2
-	VFMADD231PS (R13), Y8, Y3
-	VFMADD231PS (R12)(CX*4), Y8, Y4
-	VFMADD231PS (R13)(CX*2), Y8, Y5
-	VFMADD231PS (R12)(DX*2), Y8, Y6
-	VFMADD231PS (R13)(CX*4), Y8, Y7
-	ADDQ        $0x00000020, R12
+	VMOVUPS     (R15), Y8
+	VFMADD231PS (R13), Y8, Y0
+	VFMADD231PS (R13)(CX*1), Y8, Y1
+	VFMADD231PS (R13)(CX*2), Y8, Y2
+	VFMADD231PS (R14), Y8, Y3
+	VFMADD231PS (R13)(CX*4), Y8, Y4
+	VFMADD231PS (R14)(CX*2), Y8, Y5
+	VFMADD231PS (R13)(DX*2), Y8, Y6
+	VFMADD231PS (R14)(CX*4), Y8, Y7
 	ADDQ        $0x00000020, R13
 	ADDQ        $0x00000020, R14
-	DECQ        R11
+	ADDQ        $0x00000020, R15
+	DECQ        R12
 	JNZ         scoresF32G8AVX2_col
 	VPERM2F128  $0x20, Y4, Y0, Y8
 	VPERM2F128  $0x31, Y4, Y0, Y0
@@ -8531,33 +8487,31 @@ axpyRowsF32G8AVX2_done:
 // func scoresF16G8AVX512(q []float32, qs int, d int, k []uint16, stride int, out []float32)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·scoresF16G8AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x01, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF16G8AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x01, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF16G8AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF16G8AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF16G8AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF16G8AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -8575,45 +8529,45 @@ scoresF16G8AVX512_prefetch:
 	VPXORD     Z13, Z13, Z13
 	VPXORD     Z14, Z14, Z14
 	VPXORD     Z15, Z15, Z15
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF16G8AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVDQU32       (R14), X17
-	VINSERTI32X4    $0x01, (R14)(DI*1), Y17, Y17
+	LEAQ            (R13)(DX*1), R14
+	VMOVDQU32       (R15), X17
+	VINSERTI32X4    $0x01, (R15)(DI*1), Y17, Y17
 	VCVTPH2PS       Y17, Z16
-	VMOVDQU32       (R14)(DI*2), X19
-	VINSERTI32X4    $0x01, (R14)(R8*1), Y19, Y19
+	VMOVDQU32       (R15)(DI*2), X19
+	VINSERTI32X4    $0x01, (R15)(R8*1), Y19, Y19
 	VCVTPH2PS       Y19, Z18
-	VBROADCASTF64X4 (R12), Z20
+	VBROADCASTF64X4 (R13), Z20
 	VFMADD231PS     Z20, Z16, Z0
 	VFMADD231PS     Z20, Z18, Z8
-	VBROADCASTF64X4 (R12)(CX*1), Z20
+	VBROADCASTF64X4 (R13)(CX*1), Z20
 	VFMADD231PS     Z20, Z16, Z1
 	VFMADD231PS     Z20, Z18, Z9
-	VBROADCASTF64X4 (R12)(CX*2), Z20
+	VBROADCASTF64X4 (R13)(CX*2), Z20
 	VFMADD231PS     Z20, Z16, Z2
 	VFMADD231PS     Z20, Z18, Z10
-	VBROADCASTF64X4 (R13), Z20
+	VBROADCASTF64X4 (R14), Z20
 	VFMADD231PS     Z20, Z16, Z3
 	VFMADD231PS     Z20, Z18, Z11
-	VBROADCASTF64X4 (R12)(CX*4), Z20
+	VBROADCASTF64X4 (R13)(CX*4), Z20
 	VFMADD231PS     Z20, Z16, Z4
 	VFMADD231PS     Z20, Z18, Z12
-	VBROADCASTF64X4 (R13)(CX*2), Z20
+	VBROADCASTF64X4 (R14)(CX*2), Z20
 	VFMADD231PS     Z20, Z16, Z5
 	VFMADD231PS     Z20, Z18, Z13
-	VBROADCASTF64X4 (R12)(DX*2), Z20
+	VBROADCASTF64X4 (R13)(DX*2), Z20
 	VFMADD231PS     Z20, Z16, Z6
 	VFMADD231PS     Z20, Z18, Z14
-	VBROADCASTF64X4 (R13)(CX*4), Z20
+	VBROADCASTF64X4 (R14)(CX*4), Z20
 	VFMADD231PS     Z20, Z16, Z7
 	VFMADD231PS     Z20, Z18, Z15
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000010, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000010, R15
+	DECQ            R12
 	JNZ             scoresF16G8AVX512_col
 	VPXORD          Z21, Z21, Z21
 	VSHUFF64X2      $0x88, Z4, Z0, Z16
@@ -8842,33 +8796,31 @@ axpyRowsF16G8AVX512_done:
 // func scoresF32G8AVX512(q []float32, qs int, d int, k []float32, stride int, out []float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·scoresF32G8AVX512(SB), NOSPLIT, $0-96
-	MOVQ  q_base+0(FP), AX
-	MOVQ  qs+24(FP), CX
-	SHLQ  $0x02, CX
-	LEAQ  (CX)(CX*2), DX
-	MOVQ  d+32(FP), BX
-	SHRQ  $0x03, BX
-	MOVQ  k_base+40(FP), SI
-	MOVQ  stride+64(FP), DI
-	SHLQ  $0x02, DI
-	LEAQ  (DI)(DI*2), R8
-	MOVQ  out_len+80(FP), R9
-	SHRQ  $0x05, R9
-	MOVQ  out_base+72(FP), R10
-	TESTQ R9, R9
-	JZ    scoresF32G8AVX512_done
+	MOVQ   q_base+0(FP), AX
+	MOVQ   qs+24(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   d+32(FP), BX
+	SHRQ   $0x03, BX
+	MOVQ   k_base+40(FP), SI
+	MOVQ   stride+64(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   out_len+80(FP), R9
+	SHRQ   $0x05, R9
+	MOVQ   out_base+72(FP), R10
+	TESTQ  R9, R9
+	JZ     scoresF32G8AVX512_done
+	IMUL3Q $0x00000010, DI, R11
 
 scoresF32G8AVX512_rows:
-	IMUL3Q $0x00000010, DI, R11
-	ADDQ   SI, R11
-	MOVQ   DI, R12
-	IMUL3Q $0x00000004, DI, R12
-	ADDQ   R11, R12
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(DI*4), R13
 
 scoresF32G8AVX512_prefetch:
-	PREFETCHT0 (R11)
-	ADDQ       $0x00000040, R11
-	CMPQ       R11, R12
+	PREFETCHT0 (R12)
+	ADDQ       $0x00000040, R12
+	CMPQ       R12, R13
 	JB         scoresF32G8AVX512_prefetch
 	VPXORD     Z0, Z0, Z0
 	VPXORD     Z1, Z1, Z1
@@ -8886,43 +8838,43 @@ scoresF32G8AVX512_prefetch:
 	VPXORD     Z13, Z13, Z13
 	VPXORD     Z14, Z14, Z14
 	VPXORD     Z15, Z15, Z15
-	MOVQ       BX, R11
-	MOVQ       AX, R12
-	MOVQ       SI, R14
+	MOVQ       BX, R12
+	MOVQ       AX, R13
+	MOVQ       SI, R15
 
 scoresF32G8AVX512_col:
-	LEAQ            (R12)(DX*1), R13
-	VMOVUPS         (R14), Y16
-	VINSERTF64X4    $0x01, (R14)(DI*1), Z16, Z16
-	VMOVUPS         (R14)(DI*2), Y17
-	VINSERTF64X4    $0x01, (R14)(R8*1), Z17, Z17
-	VBROADCASTF64X4 (R12), Z18
+	LEAQ            (R13)(DX*1), R14
+	VMOVUPS         (R15), Y16
+	VINSERTF64X4    $0x01, (R15)(DI*1), Z16, Z16
+	VMOVUPS         (R15)(DI*2), Y17
+	VINSERTF64X4    $0x01, (R15)(R8*1), Z17, Z17
+	VBROADCASTF64X4 (R13), Z18
 	VFMADD231PS     Z18, Z16, Z0
 	VFMADD231PS     Z18, Z17, Z8
-	VBROADCASTF64X4 (R12)(CX*1), Z18
+	VBROADCASTF64X4 (R13)(CX*1), Z18
 	VFMADD231PS     Z18, Z16, Z1
 	VFMADD231PS     Z18, Z17, Z9
-	VBROADCASTF64X4 (R12)(CX*2), Z18
+	VBROADCASTF64X4 (R13)(CX*2), Z18
 	VFMADD231PS     Z18, Z16, Z2
 	VFMADD231PS     Z18, Z17, Z10
-	VBROADCASTF64X4 (R13), Z18
+	VBROADCASTF64X4 (R14), Z18
 	VFMADD231PS     Z18, Z16, Z3
 	VFMADD231PS     Z18, Z17, Z11
-	VBROADCASTF64X4 (R12)(CX*4), Z18
+	VBROADCASTF64X4 (R13)(CX*4), Z18
 	VFMADD231PS     Z18, Z16, Z4
 	VFMADD231PS     Z18, Z17, Z12
-	VBROADCASTF64X4 (R13)(CX*2), Z18
+	VBROADCASTF64X4 (R14)(CX*2), Z18
 	VFMADD231PS     Z18, Z16, Z5
 	VFMADD231PS     Z18, Z17, Z13
-	VBROADCASTF64X4 (R12)(DX*2), Z18
+	VBROADCASTF64X4 (R13)(DX*2), Z18
 	VFMADD231PS     Z18, Z16, Z6
 	VFMADD231PS     Z18, Z17, Z14
-	VBROADCASTF64X4 (R13)(CX*4), Z18
+	VBROADCASTF64X4 (R14)(CX*4), Z18
 	VFMADD231PS     Z18, Z16, Z7
 	VFMADD231PS     Z18, Z17, Z15
-	ADDQ            $0x00000020, R12
-	ADDQ            $0x00000020, R14
-	DECQ            R11
+	ADDQ            $0x00000020, R13
+	ADDQ            $0x00000020, R15
+	DECQ            R12
 	JNZ             scoresF32G8AVX512_col
 	VPXORD          Z19, Z19, Z19
 	VSHUFF64X2      $0x88, Z4, Z0, Z18

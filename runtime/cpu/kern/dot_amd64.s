@@ -2680,100 +2680,100 @@ gemmQ8_0x8x4AVX2_done:
 // func gemvMXFP4x8AVX2(nb int, w []byte, a []byte, dst []float32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvMXFP4x8AVX2(SB), NOSPLIT, $0-80
-	MOVQ   nb+0(FP), AX
-	MOVQ   w_base+8(FP), CX
-	MOVQ   a_base+32(FP), DX
-	IMUL3Q $0x00000022, AX, BX
-	ADDQ   DX, BX
-	VXORPS Y0, Y0, Y0
-	TESTQ  AX, AX
-	JZ     gemvMXFP4x8AVX2_done
+	MOVQ           nb+0(FP), AX
+	MOVQ           w_base+8(FP), CX
+	MOVQ           a_base+32(FP), DX
+	IMUL3Q         $0x00000022, AX, BX
+	ADDQ           DX, BX
+	VXORPS         Y0, Y0, Y0
+	VBROADCASTI128 mxfp4Values<>+0(SB), Y1
+	TESTQ          AX, AX
+	JZ             gemvMXFP4x8AVX2_done
 
 gemvMXFP4x8AVX2_block:
-	PREFETCHT1     2176(CX)
-	PREFETCHT1     2240(CX)
-	PREFETCHT1     2304(CX)
-	VBROADCASTI128 mxfp4Values<>+0(SB), Y1
-	VMOVDQU        8(CX), Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y3
-	VPSRLW         $0x04, Y2, Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y2
-	VPSHUFB        Y3, Y1, Y3
-	VPSHUFB        Y2, Y1, Y2
-	VPABSB         Y3, Y4
-	VPABSB         Y2, Y5
-	VPBROADCASTD   2(DX), Y6
-	VPSIGNB        Y3, Y6, Y6
-	VPMADDUBSW     Y6, Y4, Y6
-	VPBROADCASTD   18(DX), Y3
-	VPSIGNB        Y2, Y3, Y3
-	VPMADDUBSW     Y3, Y5, Y3
-	VPADDW         Y3, Y6, Y6
-	VMOVDQU        40(CX), Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y3
-	VPSRLW         $0x04, Y2, Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y2
-	VPSHUFB        Y3, Y1, Y3
-	VPSHUFB        Y2, Y1, Y2
-	VPABSB         Y3, Y4
-	VPABSB         Y2, Y5
-	VPBROADCASTD   6(DX), Y7
-	VPSIGNB        Y3, Y7, Y7
-	VPMADDUBSW     Y7, Y4, Y7
-	VPADDW         Y7, Y6, Y6
-	VPBROADCASTD   22(DX), Y3
-	VPSIGNB        Y2, Y3, Y3
-	VPMADDUBSW     Y3, Y5, Y3
-	VPADDW         Y3, Y6, Y6
-	VMOVDQU        72(CX), Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y3
-	VPSRLW         $0x04, Y2, Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y2
-	VPSHUFB        Y3, Y1, Y3
-	VPSHUFB        Y2, Y1, Y2
-	VPABSB         Y3, Y4
-	VPABSB         Y2, Y5
-	VPBROADCASTD   10(DX), Y7
-	VPSIGNB        Y3, Y7, Y7
-	VPMADDUBSW     Y7, Y4, Y7
-	VPADDW         Y7, Y6, Y6
-	VPBROADCASTD   26(DX), Y3
-	VPSIGNB        Y2, Y3, Y3
-	VPMADDUBSW     Y3, Y5, Y3
-	VPADDW         Y3, Y6, Y6
-	VMOVDQU        104(CX), Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y3
-	VPSRLW         $0x04, Y2, Y2
-	VPAND          nibbleMask<>+0(SB), Y2, Y2
-	VPSHUFB        Y3, Y1, Y3
-	VPSHUFB        Y2, Y1, Y2
-	VPABSB         Y3, Y1
-	VPABSB         Y2, Y4
-	VPBROADCASTD   14(DX), Y5
-	VPSIGNB        Y3, Y5, Y5
-	VPMADDUBSW     Y5, Y1, Y5
-	VPADDW         Y5, Y6, Y6
-	VPBROADCASTD   30(DX), Y1
-	VPSIGNB        Y2, Y1, Y1
-	VPMADDUBSW     Y1, Y4, Y1
-	VPADDW         Y1, Y6, Y6
-	VPMOVZXBD      (CX), Y1
-	VPSUBD         dotOnes32<>+0(SB), Y1, Y2
-	VPSLLD         $0x17, Y2, Y2
-	VMOVDQU        dotE8M0Tiny<>+0(SB), Y3
-	VPSLLVD        Y1, Y3, Y3
-	VPCMPGTD       dotOnes32<>+0(SB), Y1, Y1
-	VPBLENDVB      Y1, Y2, Y3, Y1
-	VPMADDWD       ones16<>+0(SB), Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   4(BX), Y2
-	VMULPS         Y1, Y2, Y2
-	VFMADD231PS    Y6, Y2, Y0
-	ADDQ           $0x00000088, CX
-	ADDQ           $0x00000022, DX
-	ADDQ           $0x00000008, BX
-	DECQ           AX
-	JNZ            gemvMXFP4x8AVX2_block
+	PREFETCHT1   2176(CX)
+	PREFETCHT1   2240(CX)
+	PREFETCHT1   2304(CX)
+	VMOVDQU      8(CX), Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB      Y3, Y1, Y3
+	VPSHUFB      Y2, Y1, Y2
+	VPABSB       Y3, Y4
+	VPABSB       Y2, Y5
+	VPBROADCASTD 2(DX), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPBROADCASTD 18(DX), Y3
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y5, Y3
+	VPADDW       Y3, Y6, Y6
+	VMOVDQU      40(CX), Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB      Y3, Y1, Y3
+	VPSHUFB      Y2, Y1, Y2
+	VPABSB       Y3, Y4
+	VPABSB       Y2, Y5
+	VPBROADCASTD 6(DX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 22(DX), Y3
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y5, Y3
+	VPADDW       Y3, Y6, Y6
+	VMOVDQU      72(CX), Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB      Y3, Y1, Y3
+	VPSHUFB      Y2, Y1, Y2
+	VPABSB       Y3, Y4
+	VPABSB       Y2, Y5
+	VPBROADCASTD 10(DX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 26(DX), Y3
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y5, Y3
+	VPADDW       Y3, Y6, Y6
+	VMOVDQU      104(CX), Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y3
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        nibbleMask<>+0(SB), Y2, Y2
+	VPSHUFB      Y3, Y1, Y3
+	VPSHUFB      Y2, Y1, Y2
+	VPABSB       Y3, Y4
+	VPABSB       Y2, Y5
+	VPBROADCASTD 14(DX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 30(DX), Y3
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y5, Y3
+	VPADDW       Y3, Y6, Y6
+	VPMOVZXBD    (CX), Y2
+	VPSUBD       dotOnes32<>+0(SB), Y2, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMOVDQU      dotE8M0Tiny<>+0(SB), Y4
+	VPSLLVD      Y2, Y4, Y4
+	VPCMPGTD     dotOnes32<>+0(SB), Y2, Y2
+	VPBLENDVB    Y2, Y3, Y4, Y2
+	VPMADDWD     ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(BX), Y3
+	VMULPS       Y2, Y3, Y3
+	VFMADD231PS  Y6, Y3, Y0
+	ADDQ         $0x00000088, CX
+	ADDQ         $0x00000022, DX
+	ADDQ         $0x00000008, BX
+	DECQ         AX
+	JNZ          gemvMXFP4x8AVX2_block
 
 gemvMXFP4x8AVX2_done:
 	MOVQ    dst_base+56(FP), AX

@@ -248,23 +248,25 @@ const (
 // (8 rows ahead: 87.4; 32: 85.9).
 const prefetchRows = 16
 
-// prefetchAhead prefetches the lines of [p + prefetchRows·st, that + span):
-// the rows prefetchRows ahead of the one at p, st bytes apart, span bytes of
-// them (st or a multiple: every line of one or more rows).
-func prefetchAhead(c *build.Context, name string, p, st reg.Register, rows int) {
+// prefetchAhead prefetches the lines of the rows rows ahead bytes past the
+// one at p (rows stride st bytes apart, rows 1 or 4): every line of them.
+// ahead is prefetchRows·st (aheadOf), computed once per kernel call.
+func prefetchAhead(c *build.Context, name string, p, ahead, st reg.Register, rows uint8) {
 	pf, pe := c.GP64(), c.GP64()
-	c.IMUL3Q(U32(prefetchRows), st, pf)
-	c.ADDQ(p, pf)
-	c.MOVQ(st, pe)
-	if rows > 1 {
-		c.IMUL3Q(U32(uint64(rows)), st, pe)
-	}
-	c.ADDQ(pf, pe)
+	c.LEAQ(Mem{Base: p, Index: ahead, Scale: 1}, pf)
+	c.LEAQ(Mem{Base: pf, Index: st, Scale: rows}, pe)
 	c.Label(name)
 	c.PREFETCHT0(Mem{Base: pf})
 	c.ADDQ(U32(64), pf)
 	c.CMPQ(pf, pe)
 	c.JB(LabelRef(name))
+}
+
+// aheadOf returns prefetchRows·st in a register.
+func aheadOf(c *build.Context, st reg.Register) reg.GPVirtual {
+	a := c.GP64()
+	c.IMUL3Q(U32(prefetchRows), st, a)
+	return a
 }
 
 // cacheStride loads the stride parameter (cache elements) as bytes of f16
@@ -333,8 +335,9 @@ func scoresG(c *build.Context, name, kt string, G int, f16 bool) {
 	op := c.Load(c.Param("out").Base(), c.GP64())
 	c.TESTQ(n, n)
 	c.JZ(LabelRef(name + "_done"))
+	ahead := aheadOf(c, st)
 	c.Label(name + "_row")
-	prefetchAhead(c, name+"_prefetch", kp, st, 1)
+	prefetchAhead(c, name+"_prefetch", kp, ahead, st, 1)
 	var acc [maxGroup]reg.VecVirtual
 	for g := range acc {
 		acc[g] = c.YMM()
@@ -417,8 +420,9 @@ func scoresGZ(c *build.Context, name, kt string, G int, f16 bool) {
 	op := c.Load(c.Param("out").Base(), c.GP64())
 	c.TESTQ(n, n)
 	c.JZ(LabelRef(name + "_done"))
+	ahead := aheadOf(c, st)
 	c.Label(name + "_rows")
-	prefetchAhead(c, name+"_prefetch", kp, st, 4)
+	prefetchAhead(c, name+"_prefetch", kp, ahead, st, 4)
 	var acc [2][]reg.VecVirtual // [row pair][head]: rows 2p (low half), 2p+1 (high)
 	for p := range acc {
 		acc[p] = make([]reg.VecVirtual, G)
@@ -581,8 +585,7 @@ func axpyRowsG(c *build.Context, name, kt string, G int, f16, zmm bool) {
 			// The lines of the pass's vectors prefetchRows rows ahead,
 			// with each row (a pass over a row's later vectors asks for
 			// its own).
-			pf := c.GP64()
-			c.IMUL3Q(U32(prefetchRows), st, pf)
+			pf := aheadOf(c, st)
 			c.ADDQ(vp, pf)
 			c.Label(label)
 			for l := 0; l < (unit*nv+63)/64; l++ {

@@ -85,6 +85,15 @@ func gemv(c *build.Context, typ string, rows int) {
 	x := c.Load(c.Param("w").Base(), c.GP64())
 	y, side := avoutil.ActRowPointers(c, nb, rows, actBlockBytes) // blocks, {8·Σq, d}
 	acc := avoutil.ZeroYMMs(c, rows)
+	// MXFP4's value table (vpshufb): loaded once for one row.
+	var lut reg.VecVirtual
+	loadLUT := func() {
+		lut = c.YMM()
+		c.VBROADCASTI128(consts["mxfp4Values"], lut)
+	}
+	if typ == "MXFP4" && rows == 1 {
+		loadLUT()
+	}
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
@@ -110,10 +119,8 @@ func gemv(c *build.Context, typ string, rows int) {
 		// activation given v's sign: a pair sum is at most 2·12·128, and
 		// eight of them fit an int16 lane (24,576), so the dot is exact
 		// with nothing to take back.
-		var lut reg.VecVirtual
-		if typ == "MXFP4" {
-			lut = c.YMM()
-			c.VBROADCASTI128(consts["mxfp4Values"], lut)
+		if typ == "MXFP4" && rows > 1 {
+			loadLUT() // once a block: four rows leave no register for it
 		}
 		for t := 0; t < vectors; t++ {
 			v := c.YMM()

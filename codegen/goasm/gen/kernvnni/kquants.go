@@ -1130,11 +1130,7 @@ func offsetGroup(c *build.Context, k offsetCodes, rows, groups int) {
 						// streams faster with fewer (see gemvQ4_0Lean),
 						// and two prefetches a step asked for Q6_K's 27
 						// lines 32 times.
-						i := 4*(2*n+tr) + t%4
-						lines := (k.blockBytes + 63) / 64
-						for l := i * lines / 16; l < (i+1)*lines/16; l++ {
-							avoutil.StreamPrefetch(c, Mem{Base: x, Disp: avoutil.KQPrefetchBlocks*k.blockBytes + 64*l})
-						}
+						avoutil.PrefetchShare(c, x, avoutil.KQPrefetchBlocks*k.blockBytes, k.blockBytes, 4*(2*n+tr)+t%4, 16)
 					}
 					k.codes(c, gp, consts, vec, n, t, want, func(ch int, code reg.VecVirtual) {
 						for r := range rows {

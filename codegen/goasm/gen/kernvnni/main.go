@@ -189,9 +189,32 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	x := c.Load(c.Param("w").Base(), c.GP64())
 	y, side := avoutil.ActRowPointers(c, nb, rows, actBlockBytes) // blocks, {8·Σq, d}
 	acc := avoutil.ZeroYMMs(c, rows)
+	// One row's loop goes at the rate of its loads, so its constants live
+	// in registers, loaded once, rather than being loaded by every vpand
+	// (Q4_0, whose one-row kernel is gemvQ4_0Lean now: 110 → 86 cycles per
+	// 256 weights of the group, BenchmarkGroupCycles, Zen 4); with more
+	// rows the sixteen VEX registers are spoken for, and MXFP4's table is
+	// loaded once a block.
+	var nib Op = mask
+	var lut reg.VecVirtual
+	loadLUT := func() {
+		lut = c.YMM()
+		c.VMOVDQU(mx.lut, lut)
+	}
+	if rows == 1 && typ != "Q8_0" {
+		m := c.YMM()
+		c.VMOVDQU(mask, m)
+		nib = m
+		if typ == "MXFP4" {
+			loadLUT()
+		}
+	}
 	c.TESTQ(nb, nb)
 	c.JZ(LabelRef(lbl("done")))
 	c.Label(lbl("block"))
+	if typ == "MXFP4" && rows > 1 {
+		loadLUT()
+	}
 	// Each row's block sum is split over parts partial sums (integer adds
 	// are exact, so the split changes no result): chains of dependent
 	// vpdpbusd (5 cycles each) would otherwise bound the loop.
@@ -211,21 +234,6 @@ func gemv(c *build.Context, typ string, rows int, mask Mem) {
 	dp := func(r int, m Mem, q reg.VecVirtual) {
 		vpdpbusdBcst(c, m, q, part[r][n[r]%parts])
 		n[r]++
-	}
-	// One row's loop goes at the rate of its loads, so its nibble mask
-	// lives in a register rather than being loaded by every vpand (Q4_0
-	// 110 → 86 cycles per 256 weights of the group, BenchmarkGroupCycles,
-	// Zen 4); with more rows the sixteen VEX registers are spoken for.
-	var nib Op = mask
-	if rows == 1 && typ != "Q8_0" {
-		m := c.YMM()
-		c.VMOVDQU(mask, m)
-		nib = m
-	}
-	var lut reg.VecVirtual
-	if typ == "MXFP4" {
-		lut = c.YMM()
-		c.VMOVDQU(mx.lut, lut)
 	}
 	if rows == 1 {
 		// Decode streams the weights once: every line of the block
@@ -724,15 +732,11 @@ func gemvQ4_0Lean(c *build.Context, mask Mem) {
 	const unroll = 4
 	span := unroll * groupBlockBytes
 	ahead := (avoutil.GroupPrefetchBytes + span - 1) / span * span
-	lines := (span + 63) / 64
 	c.CMPQ(nb, U8(unroll))
 	c.JB(LabelRef(lbl("tail")))
 	c.Label(lbl("blocks"))
-	line := 0
 	for b := range unroll {
-		for ; line < lines && line*unroll < (b+1)*lines; line++ {
-			avoutil.StreamPrefetch(c, Mem{Base: x, Disp: ahead + 64*line})
-		}
+		avoutil.PrefetchShare(c, x, ahead, span, b, unroll)
 		block(b)
 	}
 	advance(unroll)

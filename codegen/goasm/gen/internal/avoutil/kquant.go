@@ -114,6 +114,17 @@ func GroupPrefetch(c *build.Context, x reg.Register, blockBytes int) {
 	}
 }
 
+// PrefetchShare is step i of steps' share of a stream prefetch
+// (StreamPrefetch) of the bytes bytes at x+disp: their lines
+// [i·L/steps, (i+1)·L/steps) of L, so that a loop of steps steps asks for
+// every line once, spread over the steps.
+func PrefetchShare(c *build.Context, x reg.Register, disp, bytes, i, steps int) {
+	lines := (bytes + 63) / 64
+	for l := i * lines / steps; l < (i+1)*lines/steps; l++ {
+		StreamPrefetch(c, Mem{Base: x, Disp: disp + 64*l})
+	}
+}
+
 // Q5FifthBit ORs bit b of a packed Q5_K qh vector h into v's codes as bit 4,
 // through the scratch register hb (ShiftBit). m10 is a vector of 0x10
 // bytes; and and or are the kernel's forms (VPAND/VPOR, or the EVEX
