@@ -111,6 +111,15 @@ type Program interface {
 	Close() error
 }
 
+// Quiescer is implemented by programs whose worker threads keep polling
+// for a while after a step (the CPU backend's, so that the next step finds
+// them awake): Quiesce sends them to sleep at once, for a caller about to
+// measure something their polling would take a core from (the bench's
+// bandwidth probe between decode steps). The next step wakes them.
+type Quiescer interface {
+	Quiesce()
+}
+
 // GreedyProgram is implemented by programs that can pick the greedy token
 // on the device: StepGreedy runs a step as Step does and returns the index
 // of the largest logit of its last token (the smallest such index on a

@@ -136,9 +136,18 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	if every <= 0 {
 		every = 8
 	}
+	// The probe reads with every core: the program's polling workers
+	// (runtime.Quiescer) are sent to sleep first, so that they take no
+	// core from it.
+	sample := func() {
+		if q, ok := sess.Program().(mrt.Quiescer); ok {
+			q.Quiesce()
+		}
+		probe.Sample()
+	}
 	for i, tok := range steps {
 		if probe != nil && i%every == 0 {
-			probe.Sample()
+			sample()
 		}
 		t := time.Now()
 		if _, err := sess.EvalLast(tok); err != nil {
@@ -149,7 +158,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		total += d
 	}
 	if probe != nil {
-		probe.Sample()
+		sample()
 		r.DecodeBandwidth, r.DecodeBandwidthSamples = probe.Mean()
 		r.PeakRSS = max(peakBefore, ResidentSet()-probe.Bytes())
 		if err := probe.Close(); err != nil {

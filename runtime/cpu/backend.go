@@ -699,6 +699,16 @@ func (p *program) ResetSlot(slot int) error {
 	return nil
 }
 
+// Quiesce implements runtime.Quiescer: the pool's helpers, which poll for
+// the next run for a while after each (pool's spinFor), park now.
+func (p *program) Quiesce() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.pool.quiesce()
+	}
+}
+
 func (p *program) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

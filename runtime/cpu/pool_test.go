@@ -35,11 +35,47 @@ func TestPoolRunsEveryItemOnce(t *testing.T) {
 				require.EqualValues(t, 1, hits[i].Load(), "workers %d run %d item %d", workers, run, i)
 			}
 			require.Zero(t, bad.Load())
-			if run%500 == 0 {
+			switch {
+			case run%500 == 0:
 				time.Sleep(2 * spinFor) // helpers park
+			case run%100 == 0:
+				p.quiesce() // helpers park at once
 			}
 		}
 		p.stop()
+	}
+}
+
+// TestPoolQuiesce: after quiesce every helper is parked (long before
+// spinFor would have sent it there), and the next run still has every item
+// computed once, helpers taking part again.
+func TestPoolQuiesce(t *testing.T) {
+	p := newPool(3)
+	defer p.stop()
+	for round := 0; round < 50; round++ {
+		p.run(64, func(_, i int) {})
+		p.quiesce()
+		for w := 1; w < p.n; w++ {
+			require.True(t, p.helpers[w].sleeping.Load(), "round %d: helper %d still polling", round, w)
+		}
+		var hits [64]atomic.Int32
+		p.run(64, func(w, i int) { hits[i].Add(1) })
+		for i := range hits {
+			require.EqualValues(t, 1, hits[i].Load(), "round %d item %d", round, i)
+		}
+		// The helpers poll again: within a few runs one of them takes an
+		// item (a parked helper that never woke would leave them all to
+		// the caller, and this loop would not end).
+		var byHelpers atomic.Int32
+		for try := 0; byHelpers.Load() == 0; try++ {
+			require.Less(t, try, 10000, "round %d: no helper took part after quiesce", round)
+			p.run(8, func(w, i int) {
+				time.Sleep(10 * time.Microsecond)
+				if w > 0 {
+					byHelpers.Add(1)
+				}
+			})
+		}
 	}
 }
 
