@@ -21,18 +21,8 @@ import (
 // (attentionGrouped), each head's partial keeping its bits.
 func (e *exec) attention(nd *node) error {
 	p := e.p
-	v := nd.v
-	a := v.Attrs
-	nh, nkv, hd := int(a.Int("n_head", 0)), int(a.Int("n_kv_head", 0)), int(a.Int("head_dim", 0))
-	window := int(a.Int("window", 0))
-	scale := float32(a.Float("scale", 1))
-	S := 1
-	tileKV := 64
-	if v.Op == ir.OpFlashAttention {
-		S = max(1, int(a.Int("kv_splits", 1)))
-		tileKV = max(1, int(a.Int("tile_kv", 64)))
-	}
-	tileKV = min(tileKV, 256)
+	sh := nd.attn
+	nh, nkv, hd, S, tileKV, window, scale := sh.nh, sh.nkv, sh.hd, sh.S, sh.tileKV, sh.window, sh.scale
 	q := e.f32(nd.args[0])
 	pos, err := e.i32(nd.args[3])
 	if err != nil {
@@ -45,6 +35,7 @@ func (e *exec) attention(nd *node) error {
 	kst := e.cache(p.stOf[nd.args[1]])
 	vst := e.cache(p.stOf[nd.args[2]])
 	dv := vst.info.Width / nkv
+	sh.dv = dv
 	group := nh / nkv
 	T := len(pos)
 	out := e.out(nd)
@@ -85,7 +76,6 @@ func (e *exec) attention(nd *node) error {
 			o[d] *= inv
 		}
 	}
-	sh := attnShape{nh, nkv, hd, dv, S, tileKV, window, scale}
 	if !oneHeadAttention && tokenRunsAttention && hd%8 == 0 && dv%8 == 0 && e.attentionTokenRuns(sh, q, pos, kst, vst, merge) {
 		return nil
 	}
@@ -357,10 +347,30 @@ func startLanes(G int) (m [kern.GroupLanes]float32) {
 	return m
 }
 
-// attnShape is what the attention work items share.
+// attnShape is what the attention work items share: the head shape
+// (n_head, n_kv_head, head_dim; dv, the value heads' width, from the V
+// cache), the KV parts and tiles of a flash attention op, its window and
+// scale.
 type attnShape struct {
 	nh, nkv, hd, dv, S, tileKV, window int
 	scale                              float32
+}
+
+// attnShapeOf reads an attention or QKV op's attributes into an attnShape
+// (dv left 0): one part of 64-row tiles unless a flash attention op says
+// otherwise (kv_splits, tile_kv), tiles of at most 256 rows.
+func attnShapeOf(v *ir.Value) attnShape {
+	a := v.Attrs
+	sh := attnShape{
+		nh: int(a.Int("n_head", 0)), nkv: int(a.Int("n_kv_head", 0)), hd: int(a.Int("head_dim", 0)),
+		S: 1, tileKV: 64, window: int(a.Int("window", 0)), scale: float32(a.Float("scale", 1)),
+	}
+	if v.Op == ir.OpFlashAttention {
+		sh.S = max(1, int(a.Int("kv_splits", 1)))
+		sh.tileKV = max(1, int(a.Int("tile_kv", 64)))
+	}
+	sh.tileKV = min(sh.tileKV, 256)
+	return sh
 }
 
 // attentionGrouped is attention's first pass for grouped-query attention:

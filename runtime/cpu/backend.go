@@ -152,6 +152,35 @@ type node struct {
 	// rotation of the rope and QKV ops.
 	parts ir.Parts
 	rope  rope.Params
+	// step is the op's entry in the op table (steps), and attn the
+	// attention ops' and QKV op's head shape (n_head, n_kv_head,
+	// head_dim and the attention attributes): looked up once, since every
+	// map read at step time is a few cache misses after the weights
+	// streamed through (TinyLlama's decode step made 200 of them).
+	step func(*exec, *node) error
+	attn attnShape
+	// ix is parts' operands as value indexes (-1 where absent), for the
+	// same reason: p.index is a map.
+	ix partIndex
+}
+
+// partIndex is the value index of each of a matmul op's operands (ir.Parts),
+// -1 for those it does not have.
+type partIndex struct {
+	x, w, gain, bias, residual, pos, kCache, vCache, qNorm, kNorm int
+}
+
+// indexParts returns parts' operands as value indexes.
+func (p *program) indexParts(parts ir.Parts) partIndex {
+	at := func(v *ir.Value) int {
+		if v == nil {
+			return -1
+		}
+		return p.index[v]
+	}
+	return partIndex{x: at(parts.X), w: at(parts.W), gain: at(parts.Gain), bias: at(parts.Bias),
+		residual: at(parts.Residual), pos: at(parts.Pos), kCache: at(parts.KCache), vCache: at(parts.VCache),
+		qNorm: at(parts.QNorm), kNorm: at(parts.KNorm)}
 }
 
 type program struct {
@@ -483,6 +512,14 @@ func loadWeight(v *ir.Value, w eval.Weights) (*cval, error) {
 func (p *program) prepare(nd *node) error {
 	v := nd.v
 	rawArg := -1 // operand read in its own dtype
+	nd.step = steps[v.Op]
+	if nd.step == nil {
+		return fmt.Errorf("op %s is not supported", v.Op)
+	}
+	switch v.Op {
+	case ir.OpQKVRoPE, ir.OpAttention, ir.OpFlashAttention:
+		nd.attn = attnShapeOf(v)
+	}
 	switch v.Op {
 	case ir.OpRoPE:
 		var err error
@@ -507,6 +544,7 @@ func (p *program) prepare(nd *node) error {
 		if err != nil {
 			return err
 		}
+		nd.ix = p.indexParts(nd.parts)
 		rawArg = 1
 		c := p.consts[nd.args[1]]
 		if c == nil {

@@ -149,12 +149,7 @@ func Supports(op ir.Op) bool {
 	return ok || op.IsLeaf()
 }
 
-func (e *exec) run(nd *node) error {
-	if f, ok := steps[nd.v.Op]; ok {
-		return f(e, nd)
-	}
-	return fmt.Errorf("op %s is not supported", nd.v.Op)
-}
+func (e *exec) run(nd *node) error { return nd.step(e, nd) }
 
 func (e *exec) rmsnorm(nd *node) error {
 	v := nd.v

@@ -168,13 +168,13 @@ func (e *exec) matmul(nd *node) error {
 	v := nd.v
 	parts := nd.parts
 	p := e.p
-	c := p.consts[p.index[parts.W]]
+	c := p.consts[nd.ix.w]
 	N, K, _, err := c.matrix()
 	if err != nil {
 		return err
 	}
 	wr := p.emulated(c.rows(e.p.ks))
-	x := e.f32(p.index[parts.X])
+	x := e.f32(nd.ix.x)
 	R := len(x) / K
 	sel := e.logitRows(nd)
 	if sel != nil {
@@ -191,10 +191,7 @@ func (e *exec) matmul(nd *node) error {
 		p.logitRowsDone += int64(R)
 	}
 	ab := wr.actBytes()
-	key := actsKey{x: p.index[parts.X], enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: -1}
-	if parts.Gain != nil {
-		key.gain = p.index[parts.Gain]
-	}
+	key := actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: nd.ix.gain}
 	var acts []byte
 	// Gathered logits rows are not the value's rows: never reused.
 	if actsReuse && sel == nil && e.actsOK && e.acts == key {
@@ -203,18 +200,18 @@ func (e *exec) matmul(nd *node) error {
 			actsReused.Add(1)
 		}
 	} else {
-		acts = e.encodeInput(parts, wr, x, R, K, ab)
+		acts = e.encodeInput(parts, nd.ix.gain, wr, x, R, K, ab)
 		e.acts, e.actsOK = key, sel == nil
 	}
 	var bias []float32
 	if parts.Bias != nil {
-		bias = e.f32(p.index[parts.Bias])
+		bias = e.f32(nd.ix.bias)
 	}
 	switch v.Op {
 	case ir.OpMatMul, ir.OpFusedMatMul:
 		var res []float32
 		if parts.Residual != nil {
-			res = e.f32(p.index[parts.Residual])
+			res = e.f32(nd.ix.residual)
 			if sel != nil {
 				p.rsel = gatherRows(p.rsel, res, N, sel)
 				res = p.rsel
@@ -304,49 +301,56 @@ func (e *exec) actsBuf(n int) []byte {
 // wr (program.encodeActs), ab bytes a row, and returns them: each row in
 // one work item, one pass over the workers, not two (a serving step of
 // eight rows had some 270 of them).
-func (e *exec) encodeInput(parts ir.Parts, wr weightRows, x []float32, R, K, ab int) []byte {
+func (e *exec) encodeInput(parts ir.Parts, gainIx int, wr weightRows, x []float32, R, K, ab int) []byte {
 	p := e.p
 	var gain, xn []float32
 	if parts.Norm {
-		if parts.Gain != nil {
-			gain = e.f32(p.index[parts.Gain])
+		if gainIx >= 0 {
+			gain = e.f32(gainIx)
 		}
 		p.xnorm = growF32(p.xnorm, R*K)
 		xn = p.xnorm
 	}
 	acts := e.actsBuf(R * ab)
 	enc := actsEncodingOf(wr)
-	p.pool.run(R, func(_, r int) {
-		xr := x[r*K : (r+1)*K]
-		if xn != nil {
-			rmsnormRow(xr, xn[r*K:(r+1)*K], parts.Eps, gain)
-			xr = xn[r*K : (r+1)*K]
-		}
-		p.encodeActs(enc, xr, acts[r*ab:(r+1)*ab])
-	})
+	if R == 1 { // decode: no closure for the pool to hold (an allocation)
+		p.encodeRow(enc, x, xn, parts.Eps, gain, acts, K, ab, 0)
+		return acts
+	}
+	p.pool.run(R, func(_, r int) { p.encodeRow(enc, x, xn, parts.Eps, gain, acts, K, ab, r) })
 	return acts
+}
+
+// encodeRow is encodeInput's row r: x's row normalized into xn's when xn
+// is not nil, then encoded into acts.
+func (p *program) encodeRow(enc actsEncoding, x, xn []float32, eps float64, gain []float32, acts []byte, K, ab, r int) {
+	xr := x[r*K : (r+1)*K]
+	if xn != nil {
+		rmsnormRow(xr, xn[r*K:(r+1)*K], eps, gain)
+		xr = xn[r*K : (r+1)*K]
+	}
+	p.encodeActs(enc, xr, acts[r*ab:(r+1)*ab])
 }
 
 func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, ab int, bias []float32) error {
 	p := e.p
-	a := nd.v.Attrs
-	H, Hkv, hd := int(a.Int("n_head", 0)), int(a.Int("n_kv_head", 0)), int(a.Int("head_dim", 0))
-	pos, err := e.i32(p.index[parts.Pos])
+	H, Hkv, hd := nd.attn.nh, nd.attn.nkv, nd.attn.hd
+	pos, err := e.i32(nd.ix.pos)
 	if err != nil {
 		return err
 	}
 	if len(pos) != R {
 		return fmt.Errorf("%d positions for %d rows", len(pos), R)
 	}
-	kst := e.cache(p.stOf[p.index[parts.KCache]])
-	vst := e.cache(p.stOf[p.index[parts.VCache]])
+	kst := e.cache(p.stOf[nd.ix.kCache])
+	vst := e.cache(p.stOf[nd.ix.vCache])
 	rt := e.ropeTable(nd.rope, pos)
 	out := e.out(nd)
 	qd := H * hd
 	// Qwen3's per-head norms of q and k, before the rotation.
 	var qn, kn []float32
 	if parts.QNorm != nil {
-		qn, kn = e.f32(p.index[parts.QNorm]), e.f32(p.index[parts.KNorm])
+		qn, kn = e.f32(nd.ix.qNorm), e.f32(nd.ix.kNorm)
 	}
 	// Work items are runs of whole heads, cut as splitRows cuts rows
 	// (splitHeads).
