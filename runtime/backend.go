@@ -120,6 +120,14 @@ type Quiescer interface {
 	Quiesce()
 }
 
+// Quiesce calls p's Quiesce when p is a Quiescer, and does nothing
+// otherwise.
+func Quiesce(p Program) {
+	if q, ok := p.(Quiescer); ok {
+		q.Quiesce()
+	}
+}
+
 // GreedyProgram is implemented by programs that can pick the greedy token
 // on the device: StepGreedy runs a step as Step does and returns the index
 // of the largest logit of its last token (the smallest such index on a

@@ -172,9 +172,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 			return fmt.Errorf("measuring the bandwidth of %s: %w", device, err)
 		}
 	default:
-		if q, ok := sess.Program().(runtime.Quiescer); ok {
-			q.Quiesce() // its polling workers take no core from the read
-		}
+		runtime.Quiesce(sess.Program()) // its polling workers take no core from the read
 		bw = bench.Bandwidth(int64(c.BWMiB)<<20, cpus, 5)
 	}
 	var ktimes map[string][]runtime.KernelTime

@@ -140,9 +140,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	// (runtime.Quiescer) are sent to sleep first, so that they take no
 	// core from it.
 	sample := func() {
-		if q, ok := sess.Program().(mrt.Quiescer); ok {
-			q.Quiesce()
-		}
+		mrt.Quiesce(sess.Program())
 		probe.Sample()
 	}
 	for i, tok := range steps {

@@ -248,9 +248,10 @@ const (
 // (8 rows ahead: 87.4; 32: 85.9).
 const prefetchRows = 16
 
-// prefetchAhead prefetches the lines of the rows rows ahead bytes past the
-// one at p (rows stride st bytes apart, rows 1 or 4): every line of them.
-// ahead is prefetchRows·st (aheadOf), computed once per kernel call.
+// prefetchAhead prefetches every line of the rows rows (1 or 4, st bytes
+// apart) that start ahead bytes past p: the rows prefetchRows after the ones
+// the kernel reads now, ahead being prefetchRows·st (aheadOf, computed once
+// per kernel call).
 func prefetchAhead(c *build.Context, name string, p, ahead, st reg.Register, rows uint8) {
 	pf, pe := c.GP64(), c.GP64()
 	c.LEAQ(Mem{Base: p, Index: ahead, Scale: 1}, pf)
