@@ -63,6 +63,11 @@ type benchReport struct {
 	DecodeBandwidthGBs     float64 `json:"decode_bandwidth_gb_s,omitempty"`
 	DecodeBandwidthSamples int     `json:"decode_bandwidth_samples,omitempty"`
 	DecodeEfficiencyPaired float64 `json:"decode_efficiency_paired,omitempty"`
+	// DecodeSettleSteps is the number of decode steps run untimed after a
+	// sample, each then rewound and run again timed (bench.Result's
+	// SettleSteps): a sample empties the caches, which a decode step
+	// following a decode step does not meet.
+	DecodeSettleSteps int `json:"decode_settle_steps,omitempty"`
 	// KernelTimes (--kernel-times): per kernel family, the time of a
 	// decode step at depth -p and of the prefill step of -p tokens.
 	KernelTimes map[string][]runtime.KernelTime `json:"kernel_times,omitempty"`
@@ -211,8 +216,8 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, KVBytesPerToken: kvbytes, BandwidthGBs: round(bw, 2),
 		DecodeEfficiency: round(eff, 6), KernelTimes: ktimes,
 		DecodeBandwidthGBs: round(res.DecodeBandwidth, 2), DecodeBandwidthSamples: res.DecodeBandwidthSamples,
-		DecodeEfficiencyPaired: round(effPaired, 6),
-		LoadMs:                 msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
+		DecodeEfficiencyPaired: round(effPaired, 6), DecodeSettleSteps: res.SettleSteps,
+		LoadMs: msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
 	if c.JSON {
@@ -244,7 +249,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth, the best of five passes)\n", 100*eff)
 	}
 	if effPaired > 0 {
-		fmt.Fprintf(w, "\t%.1f%%\t(of the %.1f GB/s read in %d passes among the decode steps)\n", 100*effPaired, r.DecodeBandwidthGBs, r.DecodeBandwidthSamples)
+		fmt.Fprintf(w, "\t%.1f%%\t(of the %.1f GB/s read in %d passes among the decode steps; the step after each run untimed, then rewound and timed)\n", 100*effPaired, r.DecodeBandwidthGBs, r.DecodeBandwidthSamples)
 	}
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
 	for _, step := range []string{"decode", "prefill"} {

@@ -18,7 +18,7 @@ func TestBenchJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &raw), stdout)
 	for _, k := range []string{"prefill_tokens_s", "decode_tokens_s", "ttft_ms", "decode_p50_ms", "decode_p99_ms",
 		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency", "load_ms", "first_token_ms",
-		"decode_bandwidth_gb_s", "decode_bandwidth_samples", "decode_efficiency_paired", "kv_bytes_per_token"} {
+		"decode_bandwidth_gb_s", "decode_bandwidth_samples", "decode_efficiency_paired", "kv_bytes_per_token", "decode_settle_steps"} {
 		v, ok := raw[k].(float64)
 		require.True(t, ok, "field %s missing or not a number in %s", k, stdout)
 		require.Greater(t, v, 0.0, k)
@@ -36,8 +36,10 @@ func TestBenchJSON(t *testing.T) {
 	require.NotEmpty(t, r.Machine.GOARCH)
 	require.Positive(t, r.Machine.CPUs)
 	require.Equal(t, r.BandwidthGBs, r.Machine.BandwidthGBs)
-	// Eight decode steps: samples before the first and after the last.
+	// Eight decode steps: samples before the first and after the last;
+	// the first step settles once after its sample.
 	require.Equal(t, 2, r.DecodeBandwidthSamples)
+	require.Equal(t, 1, r.DecodeSettleSteps)
 	// The same decode speed over two bandwidths: the efficiencies are
 	// in their inverse ratio.
 	require.InDelta(t, r.DecodeEfficiency*r.BandwidthGBs, r.DecodeEfficiencyPaired*r.DecodeBandwidthGBs, 0.01*r.DecodeEfficiency*r.BandwidthGBs+0.01)

@@ -37,7 +37,13 @@ type Options struct {
 	// decode steps with a Probe of that size read by ProbeThreads: before
 	// the first step, after every ProbeEvery-th (default 8) and after the
 	// last, outside the steps' timing. The probe's buffer is allocated
-	// after the prefill and kept out of Result.PeakRSS.
+	// after the prefill and kept out of Result.PeakRSS. A sample reads
+	// more than the caches hold, so the step after it would meet them
+	// emptied of the weights the step before left there (1–5 ms slower
+	// than its neighbours on a 22 ms TinyLlama step, measured): that step
+	// is run once untimed and rewound (Session.Truncate) before it is
+	// timed, so that every timed step follows a decode step, as in
+	// generation (Result.SettleSteps counts these).
 	ProbeBytes   int64
 	ProbeThreads int
 	ProbeEvery   int
@@ -63,6 +69,10 @@ type Result struct {
 	// DecodeBandwidthSamples counts them.
 	DecodeBandwidth        float64
 	DecodeBandwidthSamples int
+	// SettleSteps is the number of untimed decode steps run after the
+	// probe's samples (Options.ProbeBytes), each rewound before the same
+	// step was run again and timed.
+	SettleSteps int
 	// PeakRSS is the process's peak resident set (PeakRSS) at the end of
 	// the run, less the probe's buffer: the larger of the peak before the
 	// buffer was allocated and the resident set at the end without it
@@ -146,6 +156,13 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	for i, tok := range steps {
 		if probe != nil && i%every == 0 {
 			sample()
+			if _, err := sess.EvalLast(tok); err != nil {
+				return nil, err
+			}
+			if err := sess.Truncate(sess.Pos() - 1); err != nil {
+				return nil, err
+			}
+			r.SettleSteps++
 		}
 		t := time.Now()
 		if _, err := sess.EvalLast(tok); err != nil {

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,15 +13,23 @@ import (
 	"github.com/minerva-llm/minerva/runtime/bench"
 )
 
-// countSteps counts a program's steps and their sizes.
+// countSteps counts a program's steps and their sizes, and keeps a copy of
+// each single-token step's position and logits.
 type countSteps struct {
 	runtime.Program
-	sizes []int
+	sizes  []int
+	pos    []int32
+	logits [][]float32
 }
 
 func (c *countSteps) Step(slot int, tokens, pos []int32) ([][]float32, error) {
 	c.sizes = append(c.sizes, len(tokens))
-	return c.Program.Step(slot, tokens, pos)
+	out, err := c.Program.Step(slot, tokens, pos)
+	if err == nil && len(tokens) == 1 {
+		c.pos = append(c.pos, pos[0])
+		c.logits = append(c.logits, slices.Clone(out[len(out)-1]))
+	}
+	return out, err
 }
 
 // storiesProgram compiles stories260K for the reference interpreter with a
@@ -81,11 +90,41 @@ func TestRunProbe(t *testing.T) {
 			require.Less(t, r.PeakRSS, bench.PeakRSS()-probe/2)
 		}
 	}
-	// Without a probe there are no samples.
+	// Without a probe there are no samples, and no settling steps.
 	s, err := runtime.NewProgramSession(p, 0)
 	require.NoError(t, err)
 	r, err := bench.Run(s, bench.Options{Prompt: 4, Decode: 2, Vocab: 500, Seed: 1})
 	require.NoError(t, err)
 	require.Zero(t, r.DecodeBandwidthSamples)
 	require.Zero(t, r.DecodeBandwidth)
+	require.Zero(t, r.SettleSteps)
+}
+
+// After each probe sample the next decode step runs once untimed and is
+// rewound, then runs again: the timed steps are the same steps at the same
+// positions, with the same logits, as in a run without the probe.
+func TestRunProbeSettles(t *testing.T) {
+	p := storiesProgram(t)
+	run := func(probe int64) (*countSteps, *bench.Result) {
+		c := &countSteps{Program: p}
+		s, err := runtime.NewProgramSession(c, 0)
+		require.NoError(t, err)
+		r, err := bench.Run(s, bench.Options{Prompt: 6, Decode: 5, Vocab: 500, Seed: 3,
+			ProbeBytes: probe, ProbeThreads: 2, ProbeEvery: 2})
+		require.NoError(t, err)
+		require.Equal(t, 6+5, s.Pos())
+		require.Len(t, r.DecodeSteps, 5)
+		return c, r
+	}
+	plain, r := run(0)
+	require.Zero(t, r.SettleSteps)
+	require.Equal(t, []int32{6, 7, 8, 9, 10}, plain.pos)
+	probed, r := run(256 << 20)
+	require.Equal(t, 3, r.SettleSteps) // before steps 0, 2 and 4
+	require.Equal(t, []int{6, 1, 1, 1, 1, 1, 1, 1, 1}, probed.sizes)
+	require.Equal(t, []int32{6, 6, 7, 8, 8, 9, 10, 10}, probed.pos)
+	// Each settling step and its timed rerun give the plain run's logits.
+	for i, j := range []int{0, 0, 1, 2, 2, 3, 4, 4} {
+		require.Equal(t, plain.logits[j], probed.logits[i], "step %d", i)
+	}
 }
