@@ -214,9 +214,15 @@ type program struct {
 	acts       []byte
 	bounds     []int // matmul work item boundaries (splitRows)
 	headBounds []int // the QKV op's (splitHeads)
-	xnorm      []float32
-	xsel       []float32 // the logits matmul's wanted activation rows
-	rsel       []float32 // and its residual's
+	// warmSpans are the two sets of read-ahead spans that decode matmuls
+	// post to the pool (aheadOfRun), used in turn: a helper reads one
+	// set until the run it precedes starts, and the next op writes the
+	// other.
+	warmSpans [2][][][]byte
+	warmFlip  int
+	xnorm     []float32
+	xsel      []float32 // the logits matmul's wanted activation rows
+	rsel      []float32 // and its residual's
 	// logitRowsDone counts the rows the logits matmul computed, over the
 	// program's life (tests: a prompt step asking for its last row
 	// computes one).

@@ -104,6 +104,57 @@ func (c *cval) rows(ks kern.Kernels) weightRows {
 	return weightRows{dt: c.dt, k: k, rb: rb, data: c.data, packed: c.packed, ks: ks}
 }
 
+// bytesOf returns the weight bytes that rows [j0, j0+cnt) are read from
+// (their packed groups, or their rows).
+func (w weightRows) bytesOf(j0, cnt int) []byte {
+	if w.packed != nil && !w.floatActs {
+		return w.packed.RowsBytes(j0, cnt)
+	}
+	lo, hi := j0*w.rb, min((j0+cnt)*w.rb, len(w.data))
+	if lo >= hi {
+		return nil
+	}
+	return w.data[lo:hi]
+}
+
+// aheadBytes bounds what one helper reads ahead of a run (pool.warmUp):
+// more than it streams in the longest serial part of a decode op (a norm
+// and an encoding, about 10 µs) and well inside its core's L2.
+const aheadBytes = 256 << 10
+
+// aheadOfRun posts to the pool, for a decode matmul about to encode its
+// activations on the caller alone, each helper's first item's weights
+// (pool.warmUp): rows [b[w]·unit, b[w+1]·unit) of each of the matrices at
+// row offsets offs (SwiGLU's gate and up halves), at most aheadBytes of
+// them, in the order the item reads them. The two sets of spans are used
+// in turn: a helper reads a set only until the run after its post starts,
+// and the next post writes the other set.
+func (p *program) aheadOfRun(wr weightRows, b []int, unit int, offs ...int) {
+	if p.pool.n == 1 {
+		return
+	}
+	p.warmFlip ^= 1
+	spans := p.warmSpans[p.warmFlip]
+	for w := 0; w < min(p.pool.n, len(b)-1); w++ {
+		if w == len(spans) {
+			spans = append(spans, nil)
+		}
+		ws, left := spans[w][:0], aheadBytes
+		for _, off := range offs {
+			if w == 0 || left == 0 { // the caller encodes meanwhile
+				break
+			}
+			bs := wr.bytesOf(off+b[w]*unit, (b[w+1]-b[w])*unit)
+			bs = bs[:min(len(bs), left)]
+			left -= len(bs)
+			ws = append(ws, bs)
+		}
+		spans[w] = ws
+	}
+	p.warmSpans[p.warmFlip] = spans[:min(p.pool.n, len(b)-1)]
+	p.pool.warmUp(&p.warmSpans[p.warmFlip])
+}
+
 // actBytes is the byte length of an activation row in the layout the
 // matrix's kernels read.
 func (w weightRows) actBytes() int {
@@ -191,6 +242,27 @@ func (e *exec) matmul(nd *node) error {
 		p.logitRowsDone += int64(R)
 	}
 	ab := wr.actBytes()
+	// The work items, cut before the activations are encoded so that the
+	// helpers read their first items' weights meanwhile (decode, where
+	// the caller encodes alone).
+	var b []int
+	switch v.Op {
+	case ir.OpSwiGLU:
+		b = p.splitRows(N/2, 2*K, R)
+		if R == 1 {
+			p.aheadOfRun(wr, b, 1, 0, N/2)
+		}
+	case ir.OpQKVRoPE:
+		b = p.splitHeads(nd.attn.nh+2*nd.attn.nkv, nd.attn.hd, wr.k, R)
+		if R == 1 {
+			p.aheadOfRun(wr, b, nd.attn.hd, 0)
+		}
+	default:
+		b = p.splitRows(N, K, R)
+		if R == 1 {
+			p.aheadOfRun(wr, b, 1, 0)
+		}
+	}
 	key := actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: nd.ix.gain}
 	var acts []byte
 	// Gathered logits rows are not the value's rows: never reused.
@@ -218,7 +290,6 @@ func (e *exec) matmul(nd *node) error {
 			}
 		}
 		out := e.out(nd)
-		b := p.splitRows(N, K, R)
 		p.pool.run(len(b)-1, func(w, it int) {
 			j0 := b[it]
 			cnt := b[it+1] - j0
@@ -242,7 +313,6 @@ func (e *exec) matmul(nd *node) error {
 	case ir.OpSwiGLU:
 		F := N / 2
 		out := e.out(nd)
-		b := p.splitRows(F, 2*K, R)
 		p.pool.run(len(b)-1, func(w, it int) {
 			// In passes over the item's rows; every output is the same
 			// dot however the rows are split.
@@ -259,7 +329,7 @@ func (e *exec) matmul(nd *node) error {
 			}
 		})
 	case ir.OpQKVRoPE:
-		return e.qkv(nd, parts, R, wr, acts, ab, bias)
+		return e.qkv(nd, parts, R, wr, acts, ab, bias, b)
 	}
 	return nil
 }
@@ -332,7 +402,7 @@ func (p *program) encodeRow(enc actsEncoding, x, xn []float32, eps float64, gain
 	p.encodeActs(enc, xr, acts[r*ab:(r+1)*ab])
 }
 
-func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, ab int, bias []float32) error {
+func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, ab int, bias []float32, hb []int) error {
 	p := e.p
 	H, Hkv, hd := nd.attn.nh, nd.attn.nkv, nd.attn.hd
 	pos, err := e.i32(nd.ix.pos)
@@ -354,8 +424,6 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	}
 	// Work items are runs of whole heads, cut as splitRows cuts rows
 	// (splitHeads).
-	heads := H + 2*Hkv
-	hb := p.splitHeads(heads, hd, wr.k, R)
 	// Each item's heads in passes that keep scratch in L2 (as SwiGLU).
 	hpp := max(1, passRows(1, R)/hd)
 	p.pool.run(len(hb)-1, func(w, it int) {

@@ -11,19 +11,30 @@ import (
 )
 
 // TestPoolRunsEveryItemOnce: every item of every run is computed exactly
-// once, by a valid worker, and run returns only after all of them — over
+// once, by a valid worker — item i < workers, worker i's first item, by
+// worker i or by the caller — and run returns only after all of them, over
 // runs of 0 to 40 items, with pauses that let helpers park between runs
-// (the parked path) and back-to-back runs (the polling path).
+// (the parked path), back-to-back runs (the polling path), and runs after
+// posts of bytes to read ahead (warmUp), which the helpers read meanwhile.
 func TestPoolRunsEveryItemOnce(t *testing.T) {
+	ahead := make([]byte, 1<<20)
 	for _, workers := range []int{1, 2, 3, 8} {
 		p := newPool(workers)
 		r := rand.New(rand.NewPCG(uint64(workers), 1))
+		spans := make([][][]byte, workers)
+		for w := range spans {
+			spans[w] = [][]byte{ahead[w*1000 : w*1000+r.IntN(200000)], ahead[r.IntN(1000) : r.IntN(1000)+5000]}
+		}
 		for run := 0; run < 1000; run++ {
 			n := r.IntN(41)
 			hits := make([]atomic.Int32, n)
 			var bad atomic.Int32
+			if run%3 == 0 {
+				p.warmUp(&spans)
+				time.Sleep(time.Duration(r.IntN(20)) * time.Microsecond) // the caller encoding
+			}
 			p.run(n, func(w, i int) {
-				if w < 0 || w >= workers {
+				if w < 0 || w >= workers || i < workers && w != i && w != 0 {
 					bad.Add(1)
 				}
 				if r := i % 7; r == 0 {
@@ -106,4 +117,21 @@ func TestPoolsConcurrent(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("pools did not finish in 60 s")
 	}
+}
+
+// readAhead reads its spans in chunks of readAheadChunk, looking at stop
+// before each: all of them while stop says false, and none after it says
+// true.
+func TestReadAheadStops(t *testing.T) {
+	b := make([]byte, 5*readAheadChunk+100)
+	for i := range b {
+		b[i] = byte(i*7 + 1)
+	}
+	spans := [][]byte{b[:2*readAheadChunk], b[2*readAheadChunk:]} // 2 + 4 chunks
+	for _, tc := range []struct{ stopAt, looks int }{{100, 6}, {1, 1}, {3, 3}, {6, 6}} {
+		looks := 0
+		readAhead(spans, func() bool { looks++; return looks >= tc.stopAt })
+		require.Equal(t, tc.looks, looks, "stop at look %d", tc.stopAt)
+	}
+	readAhead(nil, func() bool { t.Fatal("no chunk, no look"); return true })
 }

@@ -390,6 +390,18 @@ func (p *Packed) Free() {
 	p.free()
 }
 
+// RowsBytes returns the packed bytes of the whole groups that rows [row0,
+// row0+count) lie in (nil where none do: rows past the last whole group),
+// for a caller that reads them ahead of Dots.
+func (p *Packed) RowsBytes(row0, count int) []byte {
+	gb := p.nb * p.gbb
+	g0, g1 := row0/8, min((row0+count+7)/8, p.n/8)
+	if count <= 0 || g0 >= g1 {
+		return nil
+	}
+	return p.groups[g0*gb : g1*gb]
+}
+
 // Rows is the number of weight rows.
 func (p *Packed) Rows() int { return p.n }
 
