@@ -134,25 +134,24 @@ func (p *program) aheadOfRun(wr weightRows, b []int, unit int, offs ...int) {
 		return
 	}
 	p.warmFlip ^= 1
-	spans := p.warmSpans[p.warmFlip]
-	for w := 0; w < min(p.pool.n, len(b)-1); w++ {
-		if w == len(spans) {
-			spans = append(spans, nil)
-		}
-		ws, left := spans[w][:0], aheadBytes
+	set := &p.warmSpans[p.warmFlip]
+	n := min(p.pool.n, len(b)-1)
+	for len(*set) < n {
+		*set = append(*set, nil)
+	}
+	*set = (*set)[:n]
+	// Worker 0, the caller, encodes meanwhile: its entry stays empty.
+	for w := 1; w < n; w++ {
+		ws, left := (*set)[w][:0], aheadBytes
 		for _, off := range offs {
-			if w == 0 || left == 0 { // the caller encodes meanwhile
-				break
-			}
 			bs := wr.bytesOf(off+b[w]*unit, (b[w+1]-b[w])*unit)
 			bs = bs[:min(len(bs), left)]
 			left -= len(bs)
 			ws = append(ws, bs)
 		}
-		spans[w] = ws
+		(*set)[w] = ws
 	}
-	p.warmSpans[p.warmFlip] = spans[:min(p.pool.n, len(b)-1)]
-	p.pool.warmUp(&p.warmSpans[p.warmFlip])
+	p.pool.warmUp(set)
 }
 
 // actBytes is the byte length of an activation row in the layout the
@@ -245,23 +244,20 @@ func (e *exec) matmul(nd *node) error {
 	// The work items, cut before the activations are encoded so that the
 	// helpers read their first items' weights meanwhile (decode, where
 	// the caller encodes alone).
+	// b's bounds count unit weight rows each (QKV: heads); offs are the
+	// first rows of the matrices an item reads (SwiGLU: gate, then up).
 	var b []int
+	unit, offs := 1, []int{0}
 	switch v.Op {
 	case ir.OpSwiGLU:
-		b = p.splitRows(N/2, 2*K, R)
-		if R == 1 {
-			p.aheadOfRun(wr, b, 1, 0, N/2)
-		}
+		b, offs = p.splitRows(N/2, 2*K, R), []int{0, N / 2}
 	case ir.OpQKVRoPE:
-		b = p.splitHeads(nd.attn.nh+2*nd.attn.nkv, nd.attn.hd, wr.k, R)
-		if R == 1 {
-			p.aheadOfRun(wr, b, nd.attn.hd, 0)
-		}
+		b, unit = p.splitHeads(nd.attn.nh+2*nd.attn.nkv, nd.attn.hd, wr.k, R), nd.attn.hd
 	default:
 		b = p.splitRows(N, K, R)
-		if R == 1 {
-			p.aheadOfRun(wr, b, 1, 0)
-		}
+	}
+	if R == 1 {
+		p.aheadOfRun(wr, b, unit, offs...)
 	}
 	key := actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: nd.ix.gain}
 	var acts []byte
@@ -422,8 +418,8 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 	if parts.QNorm != nil {
 		qn, kn = e.f32(nd.ix.qNorm), e.f32(nd.ix.kNorm)
 	}
-	// Work items are runs of whole heads, cut as splitRows cuts rows
-	// (splitHeads).
+	// Work items are runs of whole heads, hb their bounds, cut as
+	// splitRows cuts rows (splitHeads).
 	// Each item's heads in passes that keep scratch in L2 (as SwiGLU).
 	hpp := max(1, passRows(1, R)/hd)
 	p.pool.run(len(hb)-1, func(w, it int) {

@@ -58,8 +58,8 @@ type pool struct {
 	// park at once.
 	quiet atomic.Bool
 	// firsts has bit w set once item w, worker w's first item of the run
-	// (w < 64), is taken: by worker w, or by the caller when worker w is
-	// late (run). The counter next hands out the rest.
+	// (w < maxFirsts), is taken: by worker w, or by the caller when worker
+	// w is late (loop). The counter next hands out the rest.
 	firsts atomic.Uint64
 	// warm is what polling helpers read while the caller prepares the next
 	// run (warmUp): each worker's first item's weights, posted by warmUp
@@ -156,14 +156,14 @@ func (p *pool) worker(w int) {
 }
 
 func (p *pool) loop(w int) {
-	if w < 64 && int64(w) < p.items && p.claimFirst(w) {
+	if w < maxFirsts && int64(w) < p.items && p.claimFirst(w) {
 		p.fn(w, w)
 	}
 	if w == 0 {
 		// A helper not running yet (parked, or not scheduled) would
 		// start its first item late, one of the run's largest: the
 		// caller takes it after its own.
-		for v := 1; v < min(p.n, 64) && int64(v) < p.items; v++ {
+		for v := 1; v < min(p.n, maxFirsts) && int64(v) < p.items; v++ {
 			if p.claimFirst(v) {
 				p.fn(0, v)
 			}
@@ -196,7 +196,7 @@ func (p *pool) run(n int, fn func(w, i int)) {
 	// it to read ahead is what it computes first; the counter starts
 	// after them.
 	p.firsts.Store(0)
-	p.next.Store(int64(min(p.n, 64)))
+	p.next.Store(int64(min(p.n, maxFirsts)))
 	p.pending.Store(int64(p.n - 1))
 	p.gen.Add(1)
 	for w := 1; w < p.n; w++ {
@@ -263,19 +263,23 @@ func (p *pool) stop() {
 	})
 }
 
-// claimFirst takes item w, worker w's first item, for the caller of loop;
-// false when it is taken already.
+// maxFirsts bounds the workers that have a first item (the bits of firsts);
+// the counter feeds any beyond.
+const maxFirsts = 64
+
+// claimFirst takes item w, worker w's first item, for the worker that
+// calls it: false when another took it already.
 func (p *pool) claimFirst(w int) bool {
 	bit := uint64(1) << w
 	return p.firsts.Or(bit)&bit == 0
 }
 
-// warmUp posts, for helper w ≥ 1, the weight bytes spans[w] it reads ahead
-// (readAhead) while the caller prepares the next run (a decode matmul's
-// norm and activation encoding, microseconds in which the helper would
-// only poll): its first item's (run), so that the item starts on lines
-// already in that core's caches. spans must not change until the next
-// warmUp; nil posts nothing to read.
+// warmUp posts, for each helper w ≥ 1, the bytes (*spans)[w] it reads
+// ahead (readAhead) while the caller prepares the next run: in decode, the
+// weights of the helper's first item of that run, read while the caller
+// normalizes and encodes the activations, so that the item starts on lines
+// already in the helper core's caches. *spans must not change until the
+// run after this post has started.
 func (p *pool) warmUp(spans *[][][]byte) {
 	if p.n == 1 {
 		return
@@ -292,11 +296,11 @@ const readAheadChunk = 4096
 // reports true.
 func readAhead(spans [][]byte, stop func() bool) {
 	var s byte
+read:
 	for _, b := range spans {
 		for at := 0; at < len(b); at += readAheadChunk {
 			if stop() {
-				aheadSink.Add(uint64(s))
-				return
+				break read
 			}
 			c := b[at:min(at+readAheadChunk, len(b))]
 			for i := 0; i < len(c); i += 64 {
