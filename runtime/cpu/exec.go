@@ -160,7 +160,7 @@ func (e *exec) rmsnorm(nd *node) error {
 	}
 	out := e.out(nd)
 	w := int(v.Type.Shape.Last().N)
-	rmsnormRows(x, out, w, v.Attrs.Float("eps", 0), gain)
+	rmsnormRows(e.p.ks, x, out, w, v.Attrs.Float("eps", 0), gain)
 	return nil
 }
 
@@ -304,28 +304,24 @@ func (e *exec) embed(nd *node) error {
 
 // rmsnormRows normalizes rows of width w: the sum of squares in float64
 // (ggml accumulates it in double), the scale applied in float64 and rounded,
-// then the gain multiplied in float32 — the interpreter's exact steps.
-func rmsnormRows(x, out []float32, w int, eps float64, gain []float32) {
+// then the gain multiplied in float32 — the interpreter's steps, except
+// that the sum runs in eight lanes (kern.Kernels.SumSquares), which
+// reassociates it within 1e-15 of the one chain the interpreter adds.
+func rmsnormRows(ks kern.Kernels, x, out []float32, w int, eps float64, gain []float32) {
 	for r := 0; r+w <= len(x); r += w {
-		rmsnormRow(x[r:r+w], out[r:r+w], eps, gain)
+		rmsnormRow(ks, x[r:r+w], out[r:r+w], eps, gain)
 	}
 }
 
-func rmsnormRow(row, o []float32, eps float64, gain []float32) {
-	var sum float64
-	for _, e := range row {
-		sum += float64(e) * float64(e)
-	}
-	scale := 1 / math.Sqrt(sum/float64(len(row))+eps)
-	if gain != nil {
-		for j, e := range row {
-			o[j] = float32(float64(e)*scale) * gain[j]
-		}
-		return
-	}
-	for j, e := range row {
-		o[j] = float32(float64(e) * scale)
-	}
+// rmsnormRow is one row of rmsnormRows; o may be row. A decode matmul's
+// caller normalizes its input alone while the helpers wait, so its time
+// is the step's. With one chain of float64 additions and a scalar scale
+// loop a 2048-wide row took 2.7 µs with its data in L1, 0.66 µs with the
+// kernels (AVX2); TinyLlama's 22 QKV ops a decode step took 24–94 µs less
+// in all (alternate steps of one process, depth 512, Q4_0, Q4_K, Q6_K).
+func rmsnormRow(ks kern.Kernels, row, o []float32, eps float64, gain []float32) {
+	scale := 1 / math.Sqrt(ks.SumSquares(row)/float64(len(row))+eps)
+	ks.ScaleRow(o[:len(row)], row, scale, gain)
 }
 
 func softmaxRow(in, out []float32) {

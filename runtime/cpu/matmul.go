@@ -392,7 +392,7 @@ func (e *exec) encodeInput(parts ir.Parts, gainIx int, wr weightRows, x []float3
 func (p *program) encodeRow(enc actsEncoding, x, xn []float32, eps float64, gain []float32, acts []byte, K, ab, r int) {
 	xr := x[r*K : (r+1)*K]
 	if xn != nil {
-		rmsnormRow(xr, xn[r*K:(r+1)*K], eps, gain)
+		rmsnormRow(p.ks, xr, xn[r*K:(r+1)*K], eps, gain)
 		xr = xn[r*K : (r+1)*K]
 	}
 	p.encodeActs(enc, xr, acts[r*ab:(r+1)*ab])
@@ -438,13 +438,13 @@ func (e *exec) qkv(nd *node, parts ir.Parts, R int, wr weightRows, acts []byte, 
 					switch {
 					case h < H:
 						if qn != nil {
-							rmsnormRow(hv, hv, parts.QKEps, qn)
+							rmsnormRow(p.ks, hv, hv, parts.QKEps, qn)
 						}
 						rt.apply(r, hv)
 						copy(out[r*qd+h*hd:r*qd+(h+1)*hd], hv)
 					case h < H+Hkv:
 						if kn != nil {
-							rmsnormRow(hv, hv, parts.QKEps, kn)
+							rmsnormRow(p.ks, hv, hv, parts.QKEps, kn)
 						}
 						rt.apply(r, hv)
 						writeRow(p.ks, kst, kst.at(e.base(kst, r), int(pos[r]), h-H), hv)

@@ -175,3 +175,57 @@ func (ks Kernels) AxpyRows(acc, w, v []float32, stride int) {
 		ks.Axpy(acc, wj, v[j*stride:j*stride+len(acc)])
 	}
 }
+
+// SumSquares returns Σ x[i]² in float64, in eight lanes: lane l sums
+// x[i]² for the i ≡ l (mod 8) below len(x)&^7 in order, the lanes are
+// added as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), then the tail's squares
+// in order. Each square of a float32 is exact in float64, so every
+// variant gives the same bits; the eight chains instead of one let an
+// RMSNorm's sum run at the loads' pace (a 2048-wide row's sum had 2048
+// dependent additions).
+func (ks Kernels) SumSquares(x []float32) float64 {
+	n := len(x) &^ 7
+	var sum float64
+	if ks.vec() {
+		sum = sumSquaresAVX2(x[:n])
+	} else {
+		var l [8]float64
+		for i := 0; i < n; i += 8 {
+			c := x[i : i+8 : i+8]
+			for j, e := range c {
+				l[j] += float64(e) * float64(e)
+			}
+		}
+		sum = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+	}
+	for _, e := range x[n:] {
+		sum += float64(e) * float64(e)
+	}
+	return sum
+}
+
+// ScaleRow sets o[i] = float32(float64(x[i])·scale), times gain[i] when
+// gain is not nil, for i < len(o): an RMSNorm's output, every step
+// rounded as this Go loop rounds it on every variant.
+func (ks Kernels) ScaleRow(o, x []float32, scale float64, gain []float32) {
+	x = x[:len(o)]
+	i := 0
+	if ks.vec() {
+		i = len(o) &^ 7
+		if gain != nil {
+			scaleGainRowAVX2(o[:i], x[:i], scale, gain[:i])
+		} else {
+			scaleRowAVX2(o[:i], x[:i], scale)
+		}
+	}
+	if gain != nil {
+		gain = gain[:len(o)]
+		for ; i < len(o); i++ {
+			o[i] = float32(float64(x[i])*scale) * gain[i]
+		}
+		return
+	}
+	for ; i < len(o); i++ {
+		o[i] = float32(float64(x[i]) * scale)
+	}
+}

@@ -1447,3 +1447,96 @@ prefetch_loop:
 
 prefetch_done:
 	RET
+
+// func sumSquaresAVX2(x []float32) float64
+// Requires: AVX, FMA3, SSE2
+TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-32
+	MOVQ   x_len+8(FP), AX
+	MOVQ   x_base+0(FP), CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	SHRQ   $0x03, AX
+	TESTQ  AX, AX
+	JZ     sumsq_done
+
+sumsq_loop:
+	VCVTPS2PD   (CX), Y2
+	VCVTPS2PD   16(CX), Y3
+	VFMADD231PD Y2, Y2, Y0
+	VFMADD231PD Y3, Y3, Y1
+	ADDQ        $0x00000020, CX
+	DECQ        AX
+	JNZ         sumsq_loop
+
+sumsq_done:
+	VADDPD       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPD       X1, X0, X0
+	VPERMILPD    $0x01, X0, X1
+	VADDSD       X1, X0, X0
+	VZEROUPPER
+	MOVSD        X0, ret+24(FP)
+	RET
+
+// func scaleRowAVX2(o []float32, x []float32, scale float64)
+// Requires: AVX, AVX2, SSE2
+TEXT ·scaleRowAVX2(SB), NOSPLIT, $0-56
+	MOVQ         o_len+8(FP), AX
+	MOVQ         o_base+0(FP), CX
+	MOVQ         x_base+24(FP), DX
+	MOVSD        scale+48(FP), X0
+	VBROADCASTSD X0, Y0
+	SHRQ         $0x03, AX
+	TESTQ        AX, AX
+	JZ           scaleRowAVX2_done
+
+scaleRowAVX2_loop:
+	VCVTPS2PD   (DX), Y1
+	VCVTPS2PD   16(DX), Y2
+	VMULPD      Y0, Y1, Y1
+	VMULPD      Y0, Y2, Y2
+	VCVTPD2PSY  Y1, X3
+	VCVTPD2PSY  Y2, X1
+	VINSERTF128 $0x01, X1, Y3, Y1
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, DX
+	DECQ        AX
+	JNZ         scaleRowAVX2_loop
+
+scaleRowAVX2_done:
+	VZEROUPPER
+	RET
+
+// func scaleGainRowAVX2(o []float32, x []float32, scale float64, gain []float32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·scaleGainRowAVX2(SB), NOSPLIT, $0-80
+	MOVQ         o_len+8(FP), AX
+	MOVQ         o_base+0(FP), CX
+	MOVQ         x_base+24(FP), DX
+	MOVQ         gain_base+56(FP), BX
+	MOVSD        scale+48(FP), X0
+	VBROADCASTSD X0, Y0
+	SHRQ         $0x03, AX
+	TESTQ        AX, AX
+	JZ           scaleGainRowAVX2_done
+
+scaleGainRowAVX2_loop:
+	VCVTPS2PD   (DX), Y1
+	VCVTPS2PD   16(DX), Y2
+	VMULPD      Y0, Y1, Y1
+	VMULPD      Y0, Y2, Y2
+	VCVTPD2PSY  Y1, X3
+	VCVTPD2PSY  Y2, X1
+	VINSERTF128 $0x01, X1, Y3, Y1
+	VMULPS      (BX), Y1, Y1
+	ADDQ        $0x00000020, BX
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, DX
+	DECQ        AX
+	JNZ         scaleGainRowAVX2_loop
+
+scaleGainRowAVX2_done:
+	VZEROUPPER
+	RET

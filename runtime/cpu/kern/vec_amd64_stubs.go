@@ -87,3 +87,18 @@ func axpyRowsF32AVX2(acc []float32, w []float32, v []float32, stride int)
 //
 //go:noescape
 func prefetchAVX2(b []byte)
+
+// sumSquaresAVX2 is the float64 sum of squares of x[:len(x)&^7] in eight lanes, as kern.Kernels.SumSquares. It needs AVX2 and FMA.
+//
+//go:noescape
+func sumSquaresAVX2(x []float32) float64
+
+// scaleRowAVX2 sets o[i] = float32(float64(x[i])*scale) (times gain[i]) for i < len(o)&^7, as kern.Kernels.ScaleRow. It needs AVX2.
+//
+//go:noescape
+func scaleRowAVX2(o []float32, x []float32, scale float64)
+
+// scaleGainRowAVX2 sets o[i] = float32(float64(x[i])*scale) (times gain[i]) for i < len(o)&^7, as kern.Kernels.ScaleRow. It needs AVX2.
+//
+//go:noescape
+func scaleGainRowAVX2(o []float32, x []float32, scale float64, gain []float32)

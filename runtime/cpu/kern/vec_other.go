@@ -27,3 +27,10 @@ func axpyRowsF32AVX2(acc, w, v []float32, stride int) {
 func quantQ8_KAVX2(x []float32, dst []byte)  { panic("kern: no AVX2 kernels on this architecture") }
 func prefetchAVX2(b []byte)                  { panic("kern: no AVX2 kernels on this architecture") }
 func f32ToF16AVX2(dst []uint16, x []float32) { panic("kern: no AVX2 kernels on this architecture") }
+func sumSquaresAVX2(x []float32) float64     { panic("kern: no AVX2 kernels on this architecture") }
+func scaleRowAVX2(o, x []float32, scale float64) {
+	panic("kern: no AVX2 kernels on this architecture")
+}
+func scaleGainRowAVX2(o, x []float32, scale float64, gain []float32) {
+	panic("kern: no AVX2 kernels on this architecture")
+}

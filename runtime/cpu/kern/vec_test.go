@@ -335,3 +335,57 @@ func TestF32ToF16(t *testing.T) {
 		}
 	}
 }
+
+// TestRMSNormKernels: in every variant, SumSquares gives the bits of the
+// eight-lane sum written out here (and lies within 1e-15 of the
+// one-chain sum), and ScaleRow those of the scalar rounding steps, with
+// and without a gain; the rows mix normal values, subnormals, zeros of
+// both signs and values whose squares are near float64's range of
+// float32 squares (1e38² ≈ 1e76).
+func TestRMSNormKernels(t *testing.T) {
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -3e-42, 1e-38, 3e38, -3e38, 1, -1, 0.1}
+	for _, v := range Variants() {
+		for _, n := range append(vecSizes, 2048, 5632) {
+			t.Run(fmt.Sprintf("%s/%d", v, n), func(t *testing.T) {
+				useVariant(t, v)
+				ks := Current()
+				x := randRow(n, 2, uint64(n)+9)
+				for i := range x {
+					if i%37 == 5 {
+						x[i] = special[i%len(special)]
+					}
+				}
+				var lane [8]float64
+				var seq float64
+				full := n &^ 7
+				for i, e := range x[:full] {
+					lane[i%8] += float64(e) * float64(e)
+				}
+				want := ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]))
+				for _, e := range x[full:] {
+					want += float64(e) * float64(e)
+				}
+				for _, e := range x {
+					seq += float64(e) * float64(e)
+				}
+				got := ks.SumSquares(x)
+				require.Equal(t, math.Float64bits(want), math.Float64bits(got), "sum of squares %v against %v", got, want)
+				require.InDelta(t, seq, got, 1e-15*seq, "one chain")
+
+				scale := 1 / math.Sqrt(got/float64(max(n, 1))+1e-6)
+				gain := randRow(n, 1, uint64(n)+10)
+				for _, g := range [][]float32{nil, gain} {
+					o := make([]float32, n)
+					ks.ScaleRow(o, x, scale, g)
+					for i := range o {
+						w := float32(float64(x[i]) * scale)
+						if g != nil {
+							w *= g[i]
+						}
+						require.Equal(t, math.Float32bits(w), math.Float32bits(o[i]), "element %d (gain %v)", i, g != nil)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,7 +1,8 @@
 // Command kernvec generates runtime/cpu/kern/vec_amd64.s and
 // vec_amd64_stubs.go: AVX2+FMA kernels over float32 vectors for the CPU
-// backend's non-matmul work — the attention dot and axpy, and the SwiGLU
-// epilogue silu(g)·u with a vectorized exp.
+// backend's non-matmul work — the attention dot and axpy, the SwiGLU
+// epilogue silu(g)·u with a vectorized exp, and RMSNorm's float64 sum of
+// squares and scaling.
 //
 // The kernels handle whole vectors of 8 (32 for the dot); kern's Go
 // wrappers finish the tail.
@@ -51,6 +52,9 @@ func run(dir string) error {
 	scoresF32(c)
 	axpyRowsF32(c)
 	prefetch(c)
+	sumSquares(c)
+	scaleRow(c, false)
+	scaleRow(c, true)
 
 	return avoutil.Write(c, "codegen/goasm/gen/kernvec", dir, "vec_amd64.s", "vec_amd64_stubs.go")
 }
@@ -807,5 +811,96 @@ func prefetch(c *build.Context) {
 	c.CMPQ(p, end)
 	c.JB(LabelRef("prefetch_loop"))
 	c.Label("prefetch_done")
+	c.RET()
+}
+
+// sumSquares emits func sumSquaresAVX2(x []float32) float64: Σ x[i]² in
+// float64 over x[:len(x)&^7] in eight lanes, lane l summing the elements
+// i ≡ l (mod 8) in order (two vectors of four doubles, lanes 0–3 and
+// 4–7), then ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). A float32's square is
+// exact in float64, so the fused multiply-add rounds once, as the product
+// and the sum of kern's Go loop do.
+func sumSquares(c *build.Context) {
+	avoutil.Function(c, "sumSquaresAVX2", "func(x []float32) float64",
+		"sumSquaresAVX2 is the float64 sum of squares of x[:len(x)&^7] in eight lanes, as kern.Kernels.SumSquares. It needs AVX2 and FMA.")
+	n := c.Load(c.Param("x").Len(), c.GP64())
+	xp := c.Load(c.Param("x").Base(), c.GP64())
+	lo, hi := c.YMM(), c.YMM()
+	c.VXORPD(lo, lo, lo)
+	c.VXORPD(hi, hi, hi)
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef("sumsq_done"))
+	c.Label("sumsq_loop")
+	a, b := c.YMM(), c.YMM()
+	c.VCVTPS2PD(Mem{Base: xp}, a)
+	c.VCVTPS2PD(Mem{Base: xp, Disp: 16}, b)
+	c.VFMADD231PD(a, a, lo)
+	c.VFMADD231PD(b, b, hi)
+	c.ADDQ(U32(32), xp)
+	c.DECQ(n)
+	c.JNZ(LabelRef("sumsq_loop"))
+	c.Label("sumsq_done")
+	c.VADDPD(hi, lo, lo) // l0+l4, l1+l5, l2+l6, l3+l7
+	h := c.XMM()
+	c.VEXTRACTF128(Imm(1), lo, h)
+	l := lo.AsX()
+	c.VADDPD(h, l, l) // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
+	c.VPERMILPD(Imm(1), l, h)
+	c.VADDSD(h, l, l)
+	c.VZEROUPPER()
+	c.Store(l, c.ReturnIndex(0))
+	c.RET()
+}
+
+// scaleRow emits func scaleRowAVX2(o, x []float32, scale float64) and,
+// with gain, scaleGainRowAVX2(o, x []float32, scale float64, gain
+// []float32): o[i] = float32(float64(x[i])·scale) (·gain[i]) for i <
+// len(o)&^7, each step rounded as Go rounds it: a float64 product, to
+// float32 to nearest even, a float32 product.
+func scaleRow(c *build.Context, gain bool) {
+	name, sig := "scaleRowAVX2", "func(o, x []float32, scale float64)"
+	if gain {
+		name, sig = "scaleGainRowAVX2", "func(o, x []float32, scale float64, gain []float32)"
+	}
+	avoutil.Function(c, name, sig,
+		name+" sets o[i] = float32(float64(x[i])*scale) (times gain[i]) for i < len(o)&^7, as kern.Kernels.ScaleRow. It needs AVX2.")
+	n := c.Load(c.Param("o").Len(), c.GP64())
+	op := c.Load(c.Param("o").Base(), c.GP64())
+	xp := c.Load(c.Param("x").Base(), c.GP64())
+	var gp reg.Register
+	if gain {
+		gp = c.Load(c.Param("gain").Base(), c.GP64())
+	}
+	sc := c.Load(c.Param("scale"), c.XMM())
+	sv := c.YMM()
+	c.VBROADCASTSD(sc, sv)
+	label := name + "_loop"
+	done := name + "_done"
+	c.SHRQ(Imm(3), n)
+	c.TESTQ(n, n)
+	c.JZ(LabelRef(done))
+	c.Label(label)
+	a, b := c.YMM(), c.YMM()
+	c.VCVTPS2PD(Mem{Base: xp}, a)
+	c.VCVTPS2PD(Mem{Base: xp, Disp: 16}, b)
+	c.VMULPD(sv, a, a)
+	c.VMULPD(sv, b, b)
+	fa, fb := c.XMM(), c.XMM()
+	c.VCVTPD2PSY(a, fa)
+	c.VCVTPD2PSY(b, fb)
+	v := c.YMM()
+	c.VINSERTF128(Imm(1), fb, fa.AsY(), v)
+	if gain {
+		c.VMULPS(Mem{Base: gp}, v, v)
+		c.ADDQ(U32(32), gp)
+	}
+	c.VMOVUPS(v, Mem{Base: op})
+	c.ADDQ(U32(32), op)
+	c.ADDQ(U32(32), xp)
+	c.DECQ(n)
+	c.JNZ(LabelRef(label))
+	c.Label(done)
+	c.VZEROUPPER()
 	c.RET()
 }
