@@ -162,6 +162,11 @@ type node struct {
 	// ix is parts' operands as value indexes (-1 where absent), for the
 	// same reason: p.index is a map.
 	ix partIndex
+	// order is the node's index in program.nodes, and next that of the
+	// first matmul after it (the step's first after the last; -1 when
+	// there is none): what the workers read ahead in its runs' tails
+	// (pool.run).
+	order, next int
 }
 
 // partIndex is the value index of each of a matmul op's operands (ir.Parts),
@@ -214,15 +219,12 @@ type program struct {
 	acts       []byte
 	bounds     []int // matmul work item boundaries (splitRows)
 	headBounds []int // the QKV op's (splitHeads)
-	// warmSpans are the two sets of read-ahead spans that decode matmuls
-	// post to the pool (aheadOfRun), used in turn: a helper reads one
-	// set until the run it precedes starts, and the next op writes the
-	// other.
-	warmSpans [2][][][]byte
-	warmFlip  int
-	xnorm     []float32
-	xsel      []float32 // the logits matmul's wanted activation rows
-	rsel      []float32 // and its residual's
+	// warmSets are the decode matmul nodes' read-ahead spans (warmSet),
+	// by node, made on first use.
+	warmSets []*[][][]byte
+	xnorm    []float32
+	xsel     []float32 // the logits matmul's wanted activation rows
+	rsel     []float32 // and its residual's
 	// logitRowsDone counts the rows the logits matmul computed, over the
 	// program's life (tests: a prompt step asking for its last row
 	// computes one).
@@ -352,9 +354,11 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 			if err := p.prepare(&nd); err != nil {
 				return nil, fmt.Errorf("%v (%s): %w", v, v.Op, err)
 			}
+			nd.order = len(p.nodes)
 			p.nodes = append(p.nodes, nd)
 		}
 	}
+	p.linkNext()
 	p.dropPackedSources()
 	p.logits = p.index[g.Output("logits")]
 	if p.consts[p.logits] != nil {
@@ -682,9 +686,13 @@ func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]floa
 		if p.opTimes != nil {
 			t0 = time.Now()
 		}
+		if e.T == 1 {
+			p.pool.tail = p.warmSet(nd.next)
+		}
 		if err := e.run(nd); err != nil {
 			return nil, fmt.Errorf("%v (%s): %w", nd.v, nd.v.Op, err)
 		}
+		p.pool.tail = nil
 		if p.opTimes != nil {
 			p.opTimes[i] = time.Since(t0)
 		}
@@ -823,4 +831,24 @@ func ProgramSettings(p runtime.Program) (variant string, threads int, ok bool) {
 		return "", 0, false
 	}
 	return pr.ks.Name(), pr.pool.n, true
+}
+
+// linkNext sets each node's next: the first matmul after it, wrapping
+// around from the step's last matmul to its first.
+func (p *program) linkNext() {
+	next := -1
+	for pass := 0; pass < 2; pass++ {
+		for i := len(p.nodes) - 1; i >= 0; i-- {
+			nd := &p.nodes[i]
+			if pass == 1 {
+				nd.next = next
+			}
+			switch nd.v.Op {
+			case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+				if p.consts[nd.ix.w] != nil {
+					next = i
+				}
+			}
+		}
+	}
 }

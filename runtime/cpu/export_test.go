@@ -1,10 +1,12 @@
 package cpu
 
 import (
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/minerva-llm/minerva/internal/mmap"
+	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime"
 )
 
@@ -116,4 +118,78 @@ func PackingArena(p runtime.Program) (packed, inArena, left int, aligned bool) {
 		return packed, 0, 0, false
 	}
 	return packed, a.matrices, len(a.free), uintptr(unsafe.Pointer(unsafe.SliceData(a.start)))%hugePage == 0
+}
+
+// CheckReadAhead reports the first way in which p's read-ahead plan is
+// wrong: a node's next is not the first matmul after it (cyclically), or
+// a decode matmul's warm set gives a worker more than aheadBytes, a span
+// outside the matrix's bytes, or two spans the same bytes.
+func CheckReadAhead(p runtime.Program) error {
+	pr := p.(*program)
+	isMM := func(i int) bool {
+		nd := &pr.nodes[i]
+		switch nd.v.Op {
+		case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+			return pr.consts[nd.ix.w] != nil
+		}
+		return false
+	}
+	n := len(pr.nodes)
+	for i := range pr.nodes {
+		want := -1
+		for d := 1; d <= n; d++ {
+			if isMM((i + d) % n) {
+				want = (i + d) % n
+				break
+			}
+		}
+		if got := pr.nodes[i].next; got != want {
+			return fmt.Errorf("node %d (%s): next %d, want %d", i, pr.nodes[i].v.Op, got, want)
+		}
+		if !isMM(i) {
+			if pr.warmSet(i) != nil {
+				return fmt.Errorf("node %d (%s) is no matmul and has a warm set", i, pr.nodes[i].v.Op)
+			}
+			continue
+		}
+		set := pr.warmSet(i)
+		if (set == nil) != (pr.pool.n == 1) {
+			return fmt.Errorf("node %d: warm set %v with %d workers", i, set != nil, pr.pool.n)
+		}
+		if set == nil {
+			continue
+		}
+		wr := pr.emulated(pr.consts[pr.nodes[i].ix.w].rows(pr.ks))
+		whole := wr.data
+		if wr.packed != nil && !wr.floatActs {
+			whole = wr.packed.RowsBytes(0, wr.packed.Rows())
+		}
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(whole)))
+		hi := lo + uintptr(len(whole))
+		type span struct{ a, b uintptr }
+		var all []span
+		for w, spans := range *set {
+			total := 0
+			for _, s := range spans {
+				total += len(s)
+				if len(s) == 0 {
+					continue
+				}
+				a := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+				if a < lo || a+uintptr(len(s)) > hi {
+					return fmt.Errorf("node %d worker %d: a span outside the matrix", i, w)
+				}
+				for _, o := range all {
+					if a < o.b && o.a < a+uintptr(len(s)) {
+						return fmt.Errorf("node %d worker %d: a span overlapping another", i, w)
+					}
+				}
+				all = append(all, span{a, a + uintptr(len(s))})
+			}
+			if total == 0 || total > aheadBytes {
+				return fmt.Errorf("node %d worker %d: %d bytes to read ahead", i, w, total)
+			}
+		}
+	}
+	return nil
 }

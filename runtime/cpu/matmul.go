@@ -117,41 +117,70 @@ func (w weightRows) bytesOf(j0, cnt int) []byte {
 	return w.data[lo:hi]
 }
 
-// aheadBytes bounds what one helper reads ahead of a run (pool.warmUp):
+// items returns a matmul node's work items for R rows: b's bounds count
+// unit weight rows each (QKV: heads), and offs are the first rows of the
+// matrices an item reads (SwiGLU: gate, then up). b is p.bounds or
+// p.headBounds, valid until the next call.
+func (p *program) items(nd *node, N, K, R int) (b []int, unit int, offs []int) {
+	switch nd.v.Op {
+	case ir.OpSwiGLU:
+		return p.splitRows(N/2, 2*K, R), 1, []int{0, N / 2}
+	case ir.OpQKVRoPE:
+		return p.splitHeads(nd.attn.nh+2*nd.attn.nkv, nd.attn.hd, K, R), nd.attn.hd, []int{0}
+	}
+	return p.splitRows(N, K, R), 1, []int{0}
+}
+
+// aheadBytes bounds what one worker reads ahead of a run (pool.warmUp):
 // more than it streams in the longest serial part of a decode op (a norm
 // and an encoding, about 10 µs) and well inside its core's L2.
 const aheadBytes = 256 << 10
 
-// aheadOfRun posts to the pool, for a decode matmul about to encode its
-// activations on the caller alone, each helper's first item's weights
-// (pool.warmUp): rows [b[w]·unit, b[w+1]·unit) of each of the matrices at
-// row offsets offs (SwiGLU's gate and up halves), at most aheadBytes of
-// them, in the order the item reads them. The two sets of spans are used
-// in turn: a helper reads a set only until the run after its post starts,
-// and the next post writes the other set.
-func (p *program) aheadOfRun(wr weightRows, b []int, unit int, offs ...int) {
-	if p.pool.n == 1 {
-		return
+// warmSet returns the read-ahead spans of decode matmul node i (one
+// activation row): entry w is the weights of worker w's first item
+// (rows [b[w]·unit, b[w+1]·unit) of each of the matrices at row offsets
+// offs), at most aheadBytes of them, in the order the item reads them;
+// nil for a node that is no matmul. A node's split for one row never
+// changes, so the set is made once and never written again: the pool may
+// hand it to its workers at any time.
+func (p *program) warmSet(i int) *[][][]byte {
+	if i < 0 || i >= len(p.nodes) || p.pool.n == 1 {
+		return nil
 	}
-	p.warmFlip ^= 1
-	set := &p.warmSpans[p.warmFlip]
-	n := min(p.pool.n, len(b)-1)
-	for len(*set) < n {
-		*set = append(*set, nil)
+	if p.warmSets == nil {
+		p.warmSets = make([]*[][][]byte, len(p.nodes))
 	}
-	*set = (*set)[:n]
-	// Worker 0, the caller, encodes meanwhile: its entry stays empty.
-	for w := 1; w < n; w++ {
-		ws, left := (*set)[w][:0], aheadBytes
+	if set := p.warmSets[i]; set != nil {
+		return set
+	}
+	nd := &p.nodes[i]
+	switch nd.v.Op {
+	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+	default:
+		return nil
+	}
+	c := p.consts[nd.ix.w]
+	if c == nil {
+		return nil
+	}
+	N, K, _, err := c.matrix()
+	if err != nil {
+		return nil
+	}
+	wr := p.emulated(c.rows(p.ks))
+	b, unit, offs := p.items(nd, N, K, 1)
+	set := make([][][]byte, min(p.pool.n, len(b)-1))
+	for w := range set {
+		left := aheadBytes
 		for _, off := range offs {
 			bs := wr.bytesOf(off+b[w]*unit, (b[w+1]-b[w])*unit)
 			bs = bs[:min(len(bs), left)]
 			left -= len(bs)
-			ws = append(ws, bs)
+			set[w] = append(set[w], bs)
 		}
-		(*set)[w] = ws
 	}
-	p.pool.warmUp(set)
+	p.warmSets[i] = &set
+	return &set
 }
 
 // actBytes is the byte length of an activation row in the layout the
@@ -246,19 +275,10 @@ func (e *exec) matmul(nd *node) error {
 	// the caller encodes alone).
 	// b's bounds count unit weight rows each (QKV: heads); offs are the
 	// first rows of the matrices an item reads (SwiGLU: gate, then up).
-	var b []int
-	unit, offs := 1, []int{0}
-	switch v.Op {
-	case ir.OpSwiGLU:
-		b, offs = p.splitRows(N/2, 2*K, R), []int{0, N / 2}
-	case ir.OpQKVRoPE:
-		b, unit = p.splitHeads(nd.attn.nh+2*nd.attn.nkv, nd.attn.hd, wr.k, R), nd.attn.hd
-	default:
-		b = p.splitRows(N, K, R)
-	}
 	if R == 1 {
-		p.aheadOfRun(wr, b, unit, offs...)
+		p.pool.warmUp(p.warmSet(nd.order))
 	}
+	b, _, _ := p.items(nd, N, K, R)
 	key := actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: nd.ix.gain}
 	var acts []byte
 	// Gathered logits rows are not the value's rows: never reused.

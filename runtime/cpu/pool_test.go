@@ -29,9 +29,12 @@ func TestPoolRunsEveryItemOnce(t *testing.T) {
 			n := r.IntN(41)
 			hits := make([]atomic.Int32, n)
 			var bad atomic.Int32
-			if run%3 == 0 {
+			switch run % 3 {
+			case 0:
 				p.warmUp(&spans)
 				time.Sleep(time.Duration(r.IntN(20)) * time.Microsecond) // the caller encoding
+			case 1:
+				p.tail = &spans // read once the items run out
 			}
 			p.run(n, func(w, i int) {
 				if w < 0 || w >= workers || i < workers && w != i && w != 0 {
@@ -134,4 +137,46 @@ func TestReadAheadStops(t *testing.T) {
 		require.Equal(t, tc.looks, looks, "stop at look %d", tc.stopAt)
 	}
 	readAhead(nil, func() bool { t.Fatal("no chunk, no look"); return true })
+}
+
+// TestPoolTail: a run's tail set is posted as the run begins; the caller
+// reads its entry while it waits for a slow helper, and a helper reads its
+// own once its items are done (aheadSink moves only by what the reader of
+// the one span of ones added). warmUp posts a set again only once a run
+// has begun since it was posted: a helper still reading it goes on.
+func TestPoolTail(t *testing.T) {
+	p := newPool(2)
+	defer p.stop()
+	ones := make([]byte, 255*64) // readAhead sums a byte a line in a byte
+	for i := range ones {
+		ones[i] = 1
+	}
+	for _, reader := range []int{0, 1} {
+		spans := make([][][]byte, 2)
+		spans[reader] = [][]byte{ones}
+		before := aheadSink.Load()
+		p.tail = &spans
+		p.run(2, func(w, i int) {
+			if i != reader {
+				time.Sleep(5 * time.Millisecond) // the other worker's item is slow
+			} else if i == 0 {
+				time.Sleep(200 * time.Microsecond) // so that the helper takes its own first
+			}
+		})
+		require.Same(t, &spans, p.warm.Load(), "reader %d: the tail is posted", reader)
+		require.Nil(t, p.tail, "a run takes its tail")
+		deadline := time.Now().Add(5 * time.Second)
+		for aheadSink.Load() == before && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		require.Equal(t, uint64(len(ones)/64), aheadSink.Load()-before, "worker %d read its tail, a byte a line", reader)
+	}
+	spans := make([][][]byte, 2)
+	seq := p.warmSeq.Load()
+	p.warmUp(&spans)
+	p.warmUp(&spans)
+	require.Equal(t, seq+1, p.warmSeq.Load(), "posted once between runs")
+	p.run(2, func(_, _ int) {})
+	p.warmUp(&spans)
+	require.Equal(t, seq+2, p.warmSeq.Load(), "posted again after a run")
 }
