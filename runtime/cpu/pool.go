@@ -77,9 +77,11 @@ type pool struct {
 	warm    atomic.Pointer[[][][]byte]
 	warmSeq atomic.Uint64
 	// tail, when set before a run, is what the workers read ahead once
-	// they find no items left in it: the next matmul's first items, posted
-	// as warmUp posts (run).
-	tail *[][][]byte
+	// they find no items left in it: the next matmul's first items. run
+	// publishes it in runTail before the run begins, so that a helper
+	// that sees the run sees its tail.
+	tail    *[][][]byte
+	runTail atomic.Pointer[[][][]byte]
 	// warmGen is gen when warm was posted (the caller's alone).
 	warmGen uint64
 }
@@ -162,11 +164,15 @@ func (p *pool) worker(w int) {
 		}
 		seen = p.gen.Load()
 		p.loop(w)
+		tail := p.runTail.Load()
 		if p.pending.Add(-1) == 0 && p.waiting.Load() {
 			select {
 			case p.done <- struct{}{}:
 			default: // a stale token is already there; the caller re-checks
 			}
+		}
+		if tail != nil && w < len(*tail) {
+			readAhead((*tail)[w], changed)
 		}
 	}
 }
@@ -214,13 +220,19 @@ func (p *pool) run(n int, fn func(w, i int)) {
 	p.firsts.Store(0)
 	p.next.Store(int64(min(p.n, maxFirsts)))
 	p.pending.Store(int64(p.n - 1))
+	tail := p.tail
+	p.tail = nil
+	p.runTail.Store(tail)
 	p.gen.Add(1)
+	if tail != nil {
+		// What the helpers read now: a warmUp of it before the next
+		// run would have them start it over.
+		p.warm.Store(tail)
+		p.warmGen = p.gen.Load()
+	}
 	for w := 1; w < p.n; w++ {
 		p.wakeHelper(w)
 	}
-	tail := p.tail
-	p.tail = nil
-	p.warmUp(tail) // after gen: the helpers read it when their items are done
 	p.loop(0)
 	finished := func() bool { return p.pending.Load() == 0 }
 	if tail != nil && len(*tail) > 0 && !finished() {
