@@ -167,6 +167,8 @@ type node struct {
 	// there is none): what the workers read ahead in its runs' tails
 	// (pool.run).
 	order, next int
+	// one is a matmul's decode plan, made at its first decode step.
+	one *oneRow
 }
 
 // partIndex is the value index of each of a matmul op's operands (ir.Parts),

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -192,4 +193,40 @@ func CheckReadAhead(p runtime.Program) error {
 		}
 	}
 	return nil
+}
+
+// CheckDecodePlans reports how many of p's matmul nodes hold a decode
+// plan (node.one) and the first plan that differs from what the node
+// works out afresh for one row: its rows, shape, row bytes, encoded row
+// key or work items.
+func CheckDecodePlans(p runtime.Program) (int, error) {
+	pr := p.(*program)
+	n := 0
+	for i := range pr.nodes {
+		nd := &pr.nodes[i]
+		one := nd.one
+		if one == nil {
+			continue
+		}
+		n++
+		c := pr.consts[nd.ix.w]
+		N, K, _, err := c.matrix()
+		if err != nil {
+			return n, err
+		}
+		wr := pr.emulated(c.rows(pr.ks))
+		b, _, _ := pr.items(nd, N, K, 1)
+		key := actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: nd.parts.Norm, eps: nd.parts.Eps, gain: nd.ix.gain}
+		switch {
+		case one.N != N || one.K != K || one.ab != wr.actBytes():
+			return n, fmt.Errorf("node %d: shape %d×%d, %d act bytes; want %d×%d, %d", i, one.N, one.K, one.ab, N, K, wr.actBytes())
+		case one.wr.dt != wr.dt || one.wr.packed != wr.packed || one.wr.floatActs != wr.floatActs || one.wr.k != wr.k || one.wr.rb != wr.rb:
+			return n, fmt.Errorf("node %d: weight rows differ", i)
+		case one.key != key:
+			return n, fmt.Errorf("node %d: key %+v, want %+v", i, one.key, key)
+		case !slices.Equal(one.b, b):
+			return n, fmt.Errorf("node %d: items %v, want %v", i, one.b, b)
+		}
+	}
+	return n, nil
 }

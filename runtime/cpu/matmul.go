@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
@@ -115,6 +116,22 @@ func (w weightRows) bytesOf(j0, cnt int) []byte {
 		return nil
 	}
 	return w.data[lo:hi]
+}
+
+// oneRow is what a matmul op's decode steps (one activation row) read
+// before its run, worked out at its first and kept in the node: the
+// matrix's shape and rows, the activation row's bytes, the work items for
+// one row and the key of its encoded row. Worked out at each step, the
+// lookups (the shape's dtype table is a map) missed the caches the
+// weights had just streamed through: 2.3 µs an op, 0.21 ms of a TinyLlama
+// Q4_0 decode step's 89 matmuls (per-op timers), spent by the caller
+// alone. Kept, steps took 0.02–0.28 ms less (alternate steps of one
+// process, depth 512, seven measurements over six files).
+type oneRow struct {
+	wr       weightRows
+	N, K, ab int
+	b        []int // item bounds for one row (items); nil where not decode
+	key      actsKey
 }
 
 // items returns a matmul node's work items for R rows: b's bounds count
@@ -247,13 +264,27 @@ func (e *exec) matmul(nd *node) error {
 	v := nd.v
 	parts := nd.parts
 	p := e.p
-	c := p.consts[nd.ix.w]
-	N, K, _, err := c.matrix()
-	if err != nil {
-		return err
-	}
-	wr := p.emulated(c.rows(e.p.ks))
 	x := e.f32(nd.ix.x)
+	one := nd.one
+	if e.T != 1 {
+		one = nil
+	}
+	if one == nil {
+		c := p.consts[nd.ix.w]
+		N, K, _, err := c.matrix()
+		if err != nil {
+			return err
+		}
+		wr := p.emulated(c.rows(e.p.ks))
+		one = &oneRow{wr: wr, N: N, K: K, ab: wr.actBytes(),
+			key: actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: nd.ix.gain}}
+		if e.T == 1 && len(x) == K {
+			b, _, _ := p.items(nd, N, K, 1)
+			one.b = slices.Clone(b)
+			nd.one = one
+		}
+	}
+	wr, N, K, ab, key := one.wr, one.N, one.K, one.ab, one.key
 	R := len(x) / K
 	sel := e.logitRows(nd)
 	if sel != nil {
@@ -269,17 +300,16 @@ func (e *exec) matmul(nd *node) error {
 	if nd.idx == p.logits {
 		p.logitRowsDone += int64(R)
 	}
-	ab := wr.actBytes()
 	// The work items, cut before the activations are encoded so that the
 	// helpers read their first items' weights meanwhile (decode, where
 	// the caller encodes alone).
-	// b's bounds count unit weight rows each (QKV: heads); offs are the
-	// first rows of the matrices an item reads (SwiGLU: gate, then up).
 	if R == 1 {
 		p.pool.warmUp(p.warmSet(nd.order))
 	}
-	b, _, _ := p.items(nd, N, K, R)
-	key := actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: nd.ix.gain}
+	b := one.b
+	if R != 1 || b == nil {
+		b, _, _ = p.items(nd, N, K, R)
+	}
 	var acts []byte
 	// Gathered logits rows are not the value's rows: never reused.
 	if actsReuse && sel == nil && e.actsOK && e.acts == key {

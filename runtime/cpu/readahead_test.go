@@ -18,7 +18,9 @@ import (
 // 1 to 3 workers: each node's next is the first matmul after it (the
 // step's first after the last), and each matmul's warm set gives every
 // worker at most aheadBytes of its own bytes of the matrix
-// (cpu.CheckReadAhead); the logits of a run are those of one worker.
+// (cpu.CheckReadAhead); decode steps leave every matmul the plan it
+// would work out afresh for one row (cpu.CheckDecodePlans), a prompt step
+// none; the logits of a run are those of one worker.
 func TestReadAheadPlan(t *testing.T) {
 	for _, dt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q6_K, ir.F32} {
 		for _, q82 := range []bool{false, true} {
@@ -36,11 +38,33 @@ func TestReadAheadPlan(t *testing.T) {
 				}
 				fuse(t, am.Graph)
 				prompt, more := []int32{1, 2, 3, 4, 5}, []int32{6, 7, 8}
+				matmuls := 0 // QKV, output, SwiGLU and down a layer, the logits
+				for _, v := range am.Graph.Values {
+					switch v.Op {
+					case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
+						matmuls++
+					}
+				}
+				require.Equal(t, 4*m.NLayer+1, matmuls)
 				want := run(t, cpu.Backend{Threads: 1}, am.Graph, am.Weights, prompt, more)
 				for _, th := range []int{1, 2, 3} {
 					p, err := cpu.Backend{Threads: th}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 64})
 					require.NoError(t, err)
 					require.NoError(t, cpu.CheckReadAhead(p), "threads %d", th)
+					// Decode steps keep each matmul's plan (node.one); a
+					// prompt step makes none.
+					_, err = p.Step(0, prompt, []int32{0, 1, 2, 3, 4})
+					require.NoError(t, err)
+					n, err := cpu.CheckDecodePlans(p)
+					require.NoError(t, err)
+					require.Zero(t, n, "plans after a prompt step")
+					for k, tok := range more {
+						_, err = p.Step(0, []int32{tok}, []int32{int32(len(prompt) + k)})
+						require.NoError(t, err)
+					}
+					n, err = cpu.CheckDecodePlans(p)
+					require.NoError(t, err, "threads %d", th)
+					require.Equal(t, matmuls, n, "threads %d: a plan for every matmul", th)
 					p.Close()
 					require.Equal(t, want, run(t, cpu.Backend{Threads: th}, am.Graph, am.Weights, prompt, more), "threads %d", th)
 				}
