@@ -167,7 +167,8 @@ type node struct {
 	// there is none): what the workers read ahead in its runs' tails
 	// (pool.run).
 	order, next int
-	// one is a matmul's decode plan, made at its first decode step.
+	// one is a matmul's plan for one activation row (decodePlan), made
+	// at its first use.
 	one *oneRow
 }
 
@@ -221,12 +222,9 @@ type program struct {
 	acts       []byte
 	bounds     []int // matmul work item boundaries (splitRows)
 	headBounds []int // the QKV op's (splitHeads)
-	// warmSets are the decode matmul nodes' read-ahead spans (warmSet),
-	// by node, made on first use.
-	warmSets []*[][][]byte
-	xnorm    []float32
-	xsel     []float32 // the logits matmul's wanted activation rows
-	rsel     []float32 // and its residual's
+	xnorm      []float32
+	xsel       []float32 // the logits matmul's wanted activation rows
+	rsel       []float32 // and its residual's
 	// logitRowsDone counts the rows the logits matmul computed, over the
 	// program's life (tests: a prompt step asking for its last row
 	// computes one).
@@ -689,7 +687,9 @@ func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]floa
 			t0 = time.Now()
 		}
 		if e.T == 1 {
-			p.pool.tail = p.warmSet(nd.next)
+			if d := p.decodePlan(nd.next); d != nil {
+				p.pool.tail = d.warm
+			}
 		}
 		if err := e.run(nd); err != nil {
 			return nil, fmt.Errorf("%v (%s): %w", nd.v, nd.v.Op, err)
@@ -845,11 +845,8 @@ func (p *program) linkNext() {
 			if pass == 1 {
 				nd.next = next
 			}
-			switch nd.v.Op {
-			case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
-				if p.consts[nd.ix.w] != nil {
-					next = i
-				}
+			if p.isMatMul(i) {
+				next = i
 			}
 		}
 	}

@@ -122,7 +122,7 @@ func PackingArena(p runtime.Program) (packed, inArena, left int, aligned bool) {
 }
 
 // CheckReadAhead reports the first way in which p's read-ahead plan is
-// wrong: a node's next is not the first matmul after it (cyclically), or
+// wrong (making every matmul's decode plan): a node's next is not the first matmul after it (cyclically), or
 // a decode matmul's warm set gives a worker more than aheadBytes, a span
 // outside the matrix's bytes, or two spans the same bytes.
 func CheckReadAhead(p runtime.Program) error {
@@ -147,13 +147,17 @@ func CheckReadAhead(p runtime.Program) error {
 		if got := pr.nodes[i].next; got != want {
 			return fmt.Errorf("node %d (%s): next %d, want %d", i, pr.nodes[i].v.Op, got, want)
 		}
+		plan := pr.decodePlan(i)
 		if !isMM(i) {
-			if pr.warmSet(i) != nil {
-				return fmt.Errorf("node %d (%s) is no matmul and has a warm set", i, pr.nodes[i].v.Op)
+			if plan != nil {
+				return fmt.Errorf("node %d (%s) is no matmul and has a decode plan", i, pr.nodes[i].v.Op)
 			}
 			continue
 		}
-		set := pr.warmSet(i)
+		if plan == nil {
+			return fmt.Errorf("node %d (%s): no decode plan", i, pr.nodes[i].v.Op)
+		}
+		set := plan.warm
 		if (set == nil) != (pr.pool.n == 1) {
 			return fmt.Errorf("node %d: warm set %v with %d workers", i, set != nil, pr.pool.n)
 		}

@@ -119,19 +119,26 @@ func (w weightRows) bytesOf(j0, cnt int) []byte {
 }
 
 // oneRow is what a matmul op's decode steps (one activation row) read
-// before its run, worked out at its first and kept in the node: the
+// before its run, worked out once and kept in the node (decodePlan): the
 // matrix's shape and rows, the activation row's bytes, the work items for
-// one row and the key of its encoded row. Worked out at each step, the
-// lookups (the shape's dtype table is a map) missed the caches the
-// weights had just streamed through: 2.3 µs an op, 0.21 ms of a TinyLlama
-// Q4_0 decode step's 89 matmuls (per-op timers), spent by the caller
-// alone. Kept, steps took 0.02–0.28 ms less (alternate steps of one
-// process, depth 512, seven measurements over six files).
+// one row, the key of its encoded row, and what the workers read ahead of
+// the op (warm). Worked out at each step, the lookups (the shape's dtype
+// table is a map) missed the caches the weights had just streamed
+// through: 2.3 µs an op, 0.21 ms of a TinyLlama Q4_0 decode step's 89
+// matmuls (per-op timers), spent by the caller alone. Kept, steps took
+// 0.02–0.28 ms less (alternate steps of one process, depth 512, seven
+// measurements over six files).
 type oneRow struct {
 	wr       weightRows
 	N, K, ab int
-	b        []int // item bounds for one row (items); nil where not decode
+	b        []int // item bounds for one row (items)
 	key      actsKey
+	// warm is entry w the weights of worker w's first item (rows
+	// [b[w]·unit, b[w+1]·unit) of each of the matrices at row offsets
+	// offs), at most aheadBytes of them, in the order the item reads them;
+	// nil on one worker. It is never written again, so the pool may hand
+	// it to its workers at any time (pool.warmUp, pool.tail).
+	warm *[][][]byte
 }
 
 // items returns a matmul node's work items for R rows: b's bounds count
@@ -153,51 +160,64 @@ func (p *program) items(nd *node, N, K, R int) (b []int, unit int, offs []int) {
 // and an encoding, about 10 µs) and well inside its core's L2.
 const aheadBytes = 256 << 10
 
-// warmSet returns the read-ahead spans of decode matmul node i (one
-// activation row): entry w is the weights of worker w's first item
-// (rows [b[w]·unit, b[w+1]·unit) of each of the matrices at row offsets
-// offs), at most aheadBytes of them, in the order the item reads them;
-// nil for a node that is no matmul. A node's split for one row never
-// changes, so the set is made once and never written again: the pool may
-// hand it to its workers at any time.
-func (p *program) warmSet(i int) *[][][]byte {
-	if i < 0 || i >= len(p.nodes) || p.pool.n == 1 {
-		return nil
-	}
-	if p.warmSets == nil {
-		p.warmSets = make([]*[][][]byte, len(p.nodes))
-	}
-	if set := p.warmSets[i]; set != nil {
-		return set
-	}
+// isMatMul reports whether node i is a matmul op with constant weights.
+func (p *program) isMatMul(i int) bool {
 	nd := &p.nodes[i]
 	switch nd.v.Op {
 	case ir.OpMatMul, ir.OpFusedMatMul, ir.OpSwiGLU, ir.OpQKVRoPE:
-	default:
-		return nil
+		return p.consts[nd.ix.w] != nil
 	}
+	return false
+}
+
+// matmulRow works out matmul node nd's weight rows, shape, activation row
+// bytes and encoded row key.
+func (p *program) matmulRow(nd *node) (*oneRow, error) {
 	c := p.consts[nd.ix.w]
-	if c == nil {
-		return nil
-	}
 	N, K, _, err := c.matrix()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	wr := p.emulated(c.rows(p.ks))
-	b, unit, offs := p.items(nd, N, K, 1)
-	set := make([][][]byte, min(p.pool.n, len(b)-1))
-	for w := range set {
-		left := aheadBytes
-		for _, off := range offs {
-			bs := wr.bytesOf(off+b[w]*unit, (b[w+1]-b[w])*unit)
-			bs = bs[:min(len(bs), left)]
-			left -= len(bs)
-			set[w] = append(set[w], bs)
-		}
+	return &oneRow{wr: wr, N: N, K: K, ab: wr.actBytes(),
+		key: actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: nd.parts.Norm, eps: nd.parts.Eps, gain: nd.ix.gain}}, nil
+}
+
+// decodePlan returns node i's plan for one activation row, made at its
+// first call (a decode matmul, or the step loop asking for the next
+// matmul's read-ahead); nil for a node that is no matmul.
+func (p *program) decodePlan(i int) *oneRow {
+	if i < 0 {
+		return nil
 	}
-	p.warmSets[i] = &set
-	return &set
+	nd := &p.nodes[i]
+	if nd.one != nil { // on the step's hot path: the node's line alone
+		return nd.one
+	}
+	if !p.isMatMul(i) {
+		return nil
+	}
+	one, err := p.matmulRow(nd)
+	if err != nil {
+		return nil // the op reports it when it runs
+	}
+	b, unit, offs := p.items(nd, one.N, one.K, 1)
+	one.b = slices.Clone(b)
+	if p.pool.n > 1 {
+		set := make([][][]byte, min(p.pool.n, len(b)-1))
+		for w := range set {
+			left := aheadBytes
+			for _, off := range offs {
+				bs := one.wr.bytesOf(off+b[w]*unit, (b[w+1]-b[w])*unit)
+				bs = bs[:min(len(bs), left)]
+				left -= len(bs)
+				set[w] = append(set[w], bs)
+			}
+		}
+		one.warm = &set
+	}
+	nd.one = one
+	return one
 }
 
 // actBytes is the byte length of an activation row in the layout the
@@ -265,23 +285,14 @@ func (e *exec) matmul(nd *node) error {
 	parts := nd.parts
 	p := e.p
 	x := e.f32(nd.ix.x)
-	one := nd.one
-	if e.T != 1 {
-		one = nil
+	var one *oneRow
+	if e.T == 1 {
+		one = p.decodePlan(nd.order)
 	}
-	if one == nil {
-		c := p.consts[nd.ix.w]
-		N, K, _, err := c.matrix()
-		if err != nil {
+	if one == nil || len(x) != one.K { // a prompt or batch: rows of their own
+		var err error
+		if one, err = p.matmulRow(nd); err != nil {
 			return err
-		}
-		wr := p.emulated(c.rows(e.p.ks))
-		one = &oneRow{wr: wr, N: N, K: K, ab: wr.actBytes(),
-			key: actsKey{x: nd.ix.x, enc: actsEncodingOf(wr), norm: parts.Norm, eps: parts.Eps, gain: nd.ix.gain}}
-		if e.T == 1 && len(x) == K {
-			b, _, _ := p.items(nd, N, K, 1)
-			one.b = slices.Clone(b)
-			nd.one = one
 		}
 	}
 	wr, N, K, ab, key := one.wr, one.N, one.K, one.ab, one.key
@@ -301,13 +312,16 @@ func (e *exec) matmul(nd *node) error {
 		p.logitRowsDone += int64(R)
 	}
 	// The work items, cut before the activations are encoded so that the
-	// helpers read their first items' weights meanwhile (decode, where
-	// the caller encodes alone).
+	// helpers read their first items' weights meanwhile (one row: decode,
+	// or a prompt's last row's logits, where the caller encodes alone).
+	var b []int
 	if R == 1 {
-		p.pool.warmUp(p.warmSet(nd.order))
+		if d := p.decodePlan(nd.order); d != nil {
+			p.pool.warmUp(d.warm)
+			b = d.b
+		}
 	}
-	b := one.b
-	if R != 1 || b == nil {
+	if b == nil {
 		b, _, _ = p.items(nd, N, K, R)
 	}
 	var acts []byte

@@ -313,8 +313,8 @@ func (p *pool) claimFirst(w int) bool {
 // ahead (readAhead) while the caller prepares the next run: in decode, the
 // weights of the helper's first item of that run, read while the caller
 // normalizes and encodes the activations, so that the item starts on lines
-// already in the helper core's caches. *spans must not change until the
-// run after this post has started.
+// already in the helper core's caches. *spans must not change after the
+// post (a decode plan's set never does: oneRow.warm).
 func (p *pool) warmUp(spans *[][][]byte) {
 	if p.n == 1 || spans == nil {
 		return

@@ -50,7 +50,6 @@ func TestReadAheadPlan(t *testing.T) {
 				for _, th := range []int{1, 2, 3} {
 					p, err := cpu.Backend{Threads: th}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 64})
 					require.NoError(t, err)
-					require.NoError(t, cpu.CheckReadAhead(p), "threads %d", th)
 					// Decode steps keep each matmul's plan (node.one); a
 					// prompt step makes none.
 					_, err = p.Step(0, prompt, []int32{0, 1, 2, 3, 4})
@@ -65,6 +64,7 @@ func TestReadAheadPlan(t *testing.T) {
 					n, err = cpu.CheckDecodePlans(p)
 					require.NoError(t, err, "threads %d", th)
 					require.Equal(t, matmuls, n, "threads %d: a plan for every matmul", th)
+					require.NoError(t, cpu.CheckReadAhead(p), "threads %d", th)
 					p.Close()
 					require.Equal(t, want, run(t, cpu.Backend{Threads: th}, am.Graph, am.Weights, prompt, more), "threads %d", th)
 				}
