@@ -92,7 +92,8 @@ func numel(s []int64) int64 {
 	return n
 }
 
-// state is one KV cache: Slots·C rows of Width elements, in one of f32,
+// state is one KV cache: per slot C rows of Width elements (the slot's
+// part, slotStride elements after the previous slot's), in one of f32,
 // f16 and q8_0 (q8: blocks of 32 elements, 34 bytes each).
 type state struct {
 	info runtime.StateInfo
@@ -113,6 +114,9 @@ type state struct {
 	// attention reads) and ctx the rows of a slot (the program's context).
 	ctx, hw int
 	heads   bool // hw was set by an op that reads or writes heads
+	// slotStride is the elements from one slot's part to the next: ctx
+	// rows of Width and then the other states' parts (kvArena).
+	slotStride int
 }
 
 // at returns the element offset of head h's row at position pos in the
@@ -201,6 +205,7 @@ type program struct {
 	consts []*cval // by value index; nil for non-constants
 	stOf   []int   // by value index: the state a value is or aliases, or -1
 	states []*state
+	kv     *kvArena // the f32 and f16 states' memory
 	nodes  []node
 	index  map[*ir.Value]int
 	tokIdx int
@@ -280,29 +285,11 @@ func (b Backend) Compile(g *ir.Graph, w eval.Weights, cfg runtime.ProgramConfig)
 		p.index[v] = i
 		p.stOf[i] = -1
 	}
-	rows := cfg.Slots * cfg.Context
+	if err := p.allocStates(sig.States, cfg.Context, cfg.Slots); err != nil {
+		return nil, err
+	}
 	stateIdx := map[string]int{}
 	for i, info := range sig.States {
-		sz := rows * info.Width
-		if sz/info.Width != rows || sz > 1<<40 {
-			return nil, fmt.Errorf("state %q: %d slots × %d rows × %d overflow", info.Name, cfg.Slots, cfg.Context, info.Width)
-		}
-		st := &state{info: info, ctx: cfg.Context, hw: info.Width}
-		var mem *offHeap
-		var err error
-		switch info.DType {
-		case ir.F16:
-			st.f16, mem, err = offHeapSlice[uint16](sz, true)
-		case ir.Q8_0:
-			st.q8, mem, err = offHeapSlice[byte](sz/q8Block*q8BlockBytes, true)
-		default:
-			st.f32, mem, err = offHeapSlice[float32](sz, true)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("state %q: %w", info.Name, err)
-		}
-		p.mem.add(mem)
-		p.states = append(p.states, st)
 		stateIdx[info.Name] = i
 	}
 	isConst := ir.ConstValues(g)
@@ -734,22 +721,7 @@ func (p *program) ResetSlot(slot int) error {
 	if slot < 0 || slot >= p.cfg.Slots {
 		return fmt.Errorf("slot %d is out of range (the program has %d)", slot, p.cfg.Slots)
 	}
-	c := p.cfg.Context
-	for _, st := range p.states {
-		w := st.info.Width
-		lo, hi := slot*c*w, (slot+1)*c*w
-		// The slot's pages go back to the system rather than being
-		// written with zeros: a long context's cache leaves the resident
-		// set, and what the next prompt does not reach is never touched.
-		switch {
-		case st.f32 != nil:
-			mmap.ZeroAnon(asBytes(st.f32[lo:hi]))
-		case st.f16 != nil:
-			mmap.ZeroAnon(asBytes(st.f16[lo:hi]))
-		default:
-			mmap.ZeroAnon(st.q8[lo/q8Block*q8BlockBytes : hi/q8Block*q8BlockBytes])
-		}
-	}
+	p.resetSlot(slot)
 	return nil
 }
 
@@ -781,7 +753,7 @@ func (p *program) Close() error {
 			_ = c.expertUnmap()
 		}
 	}
-	p.states, p.consts, p.vals, p.bufs, p.arena, p.packing = nil, nil, nil, nil, nil, nil
+	p.states, p.kv, p.consts, p.vals, p.bufs, p.arena, p.packing = nil, nil, nil, nil, nil, nil, nil
 	p.mem.releaseAll()
 	return nil
 }

@@ -117,7 +117,7 @@ func oneRowPerSlot(slotRow []int) bool {
 }
 
 // base is the offset in s of row t's slot: its first element.
-func (e *exec) base(s *state, t int) int { return e.slotRow[t] * s.info.Width }
+func (e *exec) base(s *state, t int) int { return e.slotRow[t] / s.ctx * s.slotStride }
 
 // steps is the CPU backend's op table: how a step computes each op.
 var steps = map[ir.Op]func(*exec, *node) error{

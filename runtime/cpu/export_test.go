@@ -57,30 +57,16 @@ func CountActsReuse() (n *atomic.Int64, restore func()) {
 	return actsReused, func() { actsReused = old }
 }
 
-// StateBytes is the size of a CPU program's state buffers (the KV caches).
-func StateBytes(p runtime.Program) int64 {
-	var n int64
-	for _, st := range p.(*program).states {
-		n += int64(4*len(st.f32) + 2*len(st.f16) + len(st.q8))
-	}
-	return n
-}
+// StateBytes is the size of a CPU program's state buffers (the KV caches):
+// every slot's rows, without the padding of the slots' parts.
+func StateBytes(p runtime.Program) int64 { return p.(*program).CacheBytes() }
 
 // StateResident is the resident bytes of a CPU program's state buffers
 // (their pages alone, mmap.ResidentPages: a mapping's Rss can include an
 // adjacent one the kernel merged it with).
 func StateResident(p runtime.Program) (int64, error) {
 	var n int64
-	for _, st := range p.(*program).states {
-		var b []byte
-		switch {
-		case st.f32 != nil:
-			b = asBytes(st.f32)
-		case st.f16 != nil:
-			b = asBytes(st.f16)
-		default:
-			b = st.q8
-		}
+	for _, b := range p.(*program).stateMemory() {
 		r, err := mmap.ResidentPages(b)
 		if err != nil {
 			return 0, err
@@ -92,10 +78,10 @@ func StateResident(p runtime.Program) (int64, error) {
 
 // CacheRow returns head h's f32 cache row at position pos of the slot in
 // state st of p (the states in signature order), where state's doc puts
-// it: slot s's part from s·ctx·width, head h's rows from h·ctx·hw of it.
+// it: slot s's part from s·slotStride, head h's rows from h·ctx·hw of it.
 func CacheRow(p runtime.Program, st, slot, pos, h int) []float32 {
 	s := p.(*program).states[st]
-	off := slot*s.ctx*s.info.Width + h*s.ctx*s.hw + pos*s.hw
+	off := slot*s.slotStride + h*s.ctx*s.hw + pos*s.hw
 	return s.f32[off : off+s.hw]
 }
 
@@ -233,4 +219,16 @@ func CheckDecodePlans(p runtime.Program) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// KVArena reports a CPU program's KV arena (kvcache.go): the bytes of a
+// slot's part, where the arena starts, and slot's range of it; ok is false
+// when the program has none.
+func KVArena(p runtime.Program, slot int) (slotBytes int, start uintptr, part []byte, ok bool) {
+	kv := p.(*program).kv
+	if kv == nil {
+		return 0, 0, nil, false
+	}
+	sb := kv.slotBytes
+	return sb, uintptr(unsafe.Pointer(unsafe.SliceData(kv.mem))), kv.mem[slot*sb : (slot+1)*sb], true
 }

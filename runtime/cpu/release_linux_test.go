@@ -190,3 +190,69 @@ func anonResidencyObservable(t *testing.T) bool {
 	}
 	return true
 }
+
+// TestKVCacheHugeSlots: a KV cache whose slot part is at least a huge page
+// lies in one arena from a huge-page boundary, each slot's part a whole
+// number of huge pages (kvcache.go). Slots keep to their parts: a prompt
+// in slot 2, another in slot 0, then slot 2's next token give the logits
+// of a one-slot program with 4 KB pages; and a slot's reset releases its
+// part alone.
+func TestKVCacheHugeSlots(t *testing.T) {
+	am := synthModel(t, synth.Default())
+	fuse(t, am.Graph)
+	promptA := []int32{1, 5, 9, 4, 7, 3, 8, 2, 6, 10, 11, 12}
+	promptB := []int32{20, 3, 3, 17, 40, 2, 9}
+	next := []int32{33}
+	at := []int32{int32(len(promptA))}
+	small, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 512, Slots: 1})
+	require.NoError(t, err)
+	defer small.Close()
+	sb, _, _, ok := cpu.KVArena(small, 0)
+	require.True(t, ok)
+	require.Less(t, sb, 2<<20, "a 512-row slot of this model is under a huge page: 4 KB pages")
+	wantA, err := small.Step(0, promptA, positions(len(promptA)))
+	require.NoError(t, err)
+	wantNext, err := small.Step(0, next, at)
+	require.NoError(t, err)
+
+	p, err := cpu.Backend{Threads: 2}.Compile(am.Graph, am.Weights, runtime.ProgramConfig{Context: 8192, Slots: 3})
+	require.NoError(t, err)
+	defer p.Close()
+	sb, start, _, ok := cpu.KVArena(p, 0)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, sb, 2<<20)
+	require.Zero(t, sb%(2<<20), "a slot's part is whole huge pages")
+	require.Zero(t, start%(2<<20), "the arena starts on a huge page")
+	require.Equal(t, cpu.StateBytes(p), 3*cpu.StateBytes(small)*8192/512, "the cache's bytes exclude the padding")
+
+	got, err := p.Step(2, promptA, positions(len(promptA)))
+	require.NoError(t, err)
+	require.Equal(t, wantA, got)
+	_, err = p.Step(0, promptB, positions(len(promptB)))
+	require.NoError(t, err)
+	got, err = p.Step(2, next, at)
+	require.NoError(t, err)
+	require.Equal(t, wantNext, got, "slot 2 reads its own rows after slot 0's prompt")
+
+	observable := anonResidencyObservable(t)
+	_, _, part2, _ := cpu.KVArena(p, 2)
+	_, _, part1, _ := cpu.KVArena(p, 1)
+	_, _, part0, _ := cpu.KVArena(p, 0)
+	resident := func(b []byte) int64 {
+		r, err := mmap.ResidentPages(b)
+		require.NoError(t, err)
+		return r
+	}
+	if observable {
+		require.Positive(t, resident(part2), "slot 2's rows are in its part")
+		require.Zero(t, resident(part1), "slot 1 was never stepped")
+	}
+	require.NoError(t, p.ResetSlot(2))
+	if observable {
+		require.Zero(t, resident(part2), "the reset slot's part is released")
+		require.Positive(t, resident(part0), "slot 0's part stays")
+	}
+	got, err = p.Step(2, promptA, positions(len(promptA)))
+	require.NoError(t, err)
+	require.Equal(t, wantA, got, "slot 2 after its reset")
+}
