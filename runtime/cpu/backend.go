@@ -569,8 +569,12 @@ func (p *program) prepare(nd *node) error {
 		}
 	case ir.OpEmbed:
 		rawArg = 0
-		if p.consts[nd.args[0]] == nil {
+		c := p.consts[nd.args[0]]
+		if c == nil {
 			return fmt.Errorf("the table must be constant")
+		}
+		if err := p.hugeTable(c); err != nil {
+			return err
 		}
 	case ir.OpAttention, ir.OpFlashAttention:
 		ks, vs := p.stOf[nd.args[1]], p.stOf[nd.args[2]]

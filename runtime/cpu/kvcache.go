@@ -66,13 +66,19 @@ func (p *program) allocStates(infos []runtime.StateInfo, ctx, slots int) error {
 		if slotBytes > (1<<41)/slots {
 			return fmt.Errorf("KV cache of %d slots × %d bytes is too large", slots, slotBytes)
 		}
-		b, mem, err := offHeapSlice[byte](slots*slotBytes+align, !huge)
+		var b []byte
+		var mem *offHeap
+		var err error
+		if huge {
+			b, mem, err = hugeBytes(slots * slotBytes)
+		} else { // AnonSparse maps whole pages from a page boundary
+			b, mem, err = offHeapSlice[byte](slots*slotBytes, true)
+		}
 		if err != nil {
 			return fmt.Errorf("KV cache: %w", err)
 		}
 		p.mem.add(mem)
-		skip := (align - int(uintptr(unsafe.Pointer(unsafe.SliceData(b))))%align) % align
-		p.kv = &kvArena{mem: b[skip : skip+slots*slotBytes], slotBytes: slotBytes}
+		p.kv = &kvArena{mem: b, slotBytes: slotBytes}
 	}
 	off := 0
 	for i, info := range infos {

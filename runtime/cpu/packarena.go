@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"unsafe"
-
 	"github.com/minerva-llm/minerva/ir"
 	"github.com/minerva-llm/minerva/runtime/cpu/kern"
 )
@@ -64,13 +62,12 @@ func (p *program) reservePacking(g *ir.Graph, isConst map[*ir.Value]bool) {
 	if total == 0 {
 		return
 	}
-	b, mem, err := offHeapSlice[byte](total+hugePage, false)
+	b, mem, err := hugeBytes(total)
 	if err != nil {
 		return
 	}
 	p.mem.add(mem)
-	skip := (hugePage - int(uintptr(unsafe.Pointer(unsafe.SliceData(b))))%hugePage) % hugePage
-	p.packing = &packArena{start: b[skip : skip+total], free: b[skip : skip+total]}
+	p.packing = &packArena{start: b, free: b}
 }
 
 // packs reports whether prepare packs an n-row matrix of dt for the group
