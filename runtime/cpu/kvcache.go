@@ -44,6 +44,9 @@ type kvArena struct {
 // in the order of infos, the f32 and f16 ones in p.kv.
 func (p *program) allocStates(infos []runtime.StateInfo, ctx, slots int) error {
 	rows := slots * ctx
+	if rows/ctx != slots {
+		return fmt.Errorf("KV cache of %d slots × %d rows overflows", slots, ctx)
+	}
 	part := make([]int, len(infos)) // a slot's bytes of each arena state
 	raw := 0
 	for i, info := range infos {
