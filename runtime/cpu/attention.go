@@ -476,7 +476,7 @@ func (e *exec) attentionTokenRuns(sh attnShape, q []float32, pos []int32, kst, v
 	// count of the rows they attend to (kvPart).
 	geometry := func(t int) [3]int {
 		lo, n := kvSpan(int(pos[t]), sh.window)
-		return [3]int{e.slotRow[t], lo, (n + tileKV - 1) / tileKV}
+		return [3]int{e.slots[t], lo, (n + tileKV - 1) / tileKV}
 	}
 	runs := append(p.tokenRuns[:0], 0)
 	for t := 1; t < T; t++ {

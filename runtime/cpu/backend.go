@@ -656,18 +656,18 @@ func (p *program) slotStep(slot int, tokens, pos []int32, want []int) ([][]float
 	if err := runtime.CheckStep(p.cfg, p.sig.TokenLimit, slot, tokens, pos); err != nil {
 		return nil, err
 	}
-	slotRow := make([]int, len(tokens))
-	for i := range slotRow {
-		slotRow[i] = slot * p.cfg.Context
+	slots := make([]int, len(tokens))
+	for i := range slots {
+		slots[i] = slot
 	}
-	return p.step(tokens, pos, slotRow, want)
+	return p.step(tokens, pos, slots, want)
 }
 
 // step runs the graph over rows (token, position, the first cache row of
 // the row's slot) and returns copies of the logits rows want names (every
 // row when nil).
-func (p *program) step(tokens, pos []int32, slotRow []int, want []int) ([][]float32, error) {
-	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slotRow: slotRow, want: want, coldKV: oneRowPerSlot(slotRow)}
+func (p *program) step(tokens, pos []int32, slots []int, want []int) ([][]float32, error) {
+	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slots: slots, want: want, coldKV: oneRowPerSlot(slots)}
 	if err := p.growArena(int(p.arenaPT) * len(tokens)); err != nil {
 		return nil, err
 	}

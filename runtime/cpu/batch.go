@@ -19,9 +19,9 @@ func (p *program) StepRows(r runtime.Rows) ([][]float32, error) {
 	if err := runtime.CheckRows(p.cfg, p.sig.TokenLimit, r); err != nil {
 		return nil, err
 	}
-	slotRow := make([]int, r.Len())
+	slots := make([]int, r.Len())
 	for i, s := range r.Slots {
-		slotRow[i] = int(s) * p.cfg.Context
+		slots[i] = int(s)
 	}
-	return p.step(r.Tokens, r.Pos, slotRow, r.Logits)
+	return p.step(r.Tokens, r.Pos, slots, r.Logits)
 }

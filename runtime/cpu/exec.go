@@ -17,10 +17,10 @@ type exec struct {
 	T      int
 	tokens []int32
 	pos    []int32
-	// slotRow[t] is row t's slot's first cache row (slot·Context): rows of
-	// several slots share a step (runtime.Rows), each writing and reading
-	// its own slot's part of every state.
-	slotRow []int
+	// slots[t] is row t's slot: rows of several slots share a step
+	// (runtime.Rows), each writing and reading its own slot's part of
+	// every state (base).
+	slots []int
 	// coldKV: every row is the only one of its slot in the step (decode,
 	// or a serving step of decode rows), so attention reads each cache row
 	// once, from memory (see attention's lookahead prefetch).
@@ -100,14 +100,14 @@ func (e *exec) i32(i int) ([]int32, error) {
 func (e *exec) cache(st int) *state { return e.p.states[st] }
 
 // oneRowPerSlot reports whether no two of the step's rows share a slot
-// (slotRow: their slots' first cache rows). Steps of more rows than a
-// decode batch holds are prompts, and it does not look.
-func oneRowPerSlot(slotRow []int) bool {
-	if len(slotRow) > 256 {
+// (slots: their slots). Steps of more rows than a decode batch holds are
+// prompts, and it does not look.
+func oneRowPerSlot(slots []int) bool {
+	if len(slots) > 256 {
 		return false
 	}
-	for i, s := range slotRow {
-		for _, o := range slotRow[:i] {
+	for i, s := range slots {
+		for _, o := range slots[:i] {
 			if o == s {
 				return false
 			}
@@ -117,7 +117,7 @@ func oneRowPerSlot(slotRow []int) bool {
 }
 
 // base is the offset in s of row t's slot: its first element.
-func (e *exec) base(s *state, t int) int { return e.slotRow[t] / s.ctx * s.slotStride }
+func (e *exec) base(s *state, t int) int { return e.slots[t] * s.slotStride }
 
 // steps is the CPU backend's op table: how a step computes each op.
 var steps = map[ir.Op]func(*exec, *node) error{

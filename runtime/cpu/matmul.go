@@ -285,10 +285,13 @@ func (e *exec) matmul(nd *node) error {
 	parts := nd.parts
 	p := e.p
 	x := e.f32(nd.ix.x)
-	var one *oneRow
+	// The node's plan for one row (decodePlan): a decode step's, asked
+	// for once here.
+	var plan *oneRow
 	if e.T == 1 {
-		one = p.decodePlan(nd.order)
+		plan = p.decodePlan(nd.order)
 	}
+	one := plan
 	if one == nil || len(x) != one.K { // a prompt or batch: rows of their own
 		var err error
 		if one, err = p.matmulRow(nd); err != nil {
@@ -316,9 +319,12 @@ func (e *exec) matmul(nd *node) error {
 	// or a prompt's last row's logits, where the caller encodes alone).
 	var b []int
 	if R == 1 {
-		if d := p.decodePlan(nd.order); d != nil {
-			p.pool.warmUp(d.warm)
-			b = d.b
+		if plan == nil { // a prompt's one logits row
+			plan = p.decodePlan(nd.order)
+		}
+		if plan != nil {
+			p.pool.warmUp(plan.warm)
+			b = plan.b
 		}
 	}
 	if b == nil {
