@@ -65,6 +65,10 @@ type pool struct {
 	items    int64
 	next     atomic.Int64
 	stopOnce sync.Once
+	// exited counts the helpers still running: stop waits for them, so
+	// that none is reading weights ahead (readAhead) when Close unmaps
+	// them.
+	exited sync.WaitGroup
 	// quiet, set by quiesce and cleared by run, sends polling helpers to
 	// park at once.
 	quiet atomic.Bool
@@ -115,6 +119,7 @@ func newPool(n int) *pool {
 	p := &pool{n: n, done: make(chan struct{}, 1), helpers: make([]helper, n)}
 	for w := 1; w < n; w++ {
 		p.helpers[w].wake = make(chan struct{}, 1)
+		p.exited.Add(1)
 		go p.worker(w)
 	}
 	return p
@@ -143,6 +148,7 @@ func (p *pool) poll(cond func() bool) bool {
 }
 
 func (p *pool) worker(w int) {
+	defer p.exited.Done()
 	h := &p.helpers[w]
 	var seen, warmed uint64
 	for {
@@ -288,7 +294,8 @@ func (p *pool) quiesce() {
 	}
 }
 
-// stop ends the workers. Calls of run must not follow or overlap it.
+// stop ends the workers and returns once they have: then nothing reads the
+// weights. Calls of run must not follow or overlap it.
 func (p *pool) stop() {
 	p.stopOnce.Do(func() {
 		p.stopped.Store(true)
@@ -296,6 +303,9 @@ func (p *pool) stop() {
 			p.wakeHelper(w)
 		}
 	})
+	// A helper reading ahead looks at stopped every readAheadChunk bytes.
+	// CI once faulted in readAhead on weights a Close had just unmapped.
+	p.exited.Wait()
 }
 
 // maxFirsts bounds the workers that have a first item (the bits of firsts);
