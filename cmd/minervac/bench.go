@@ -63,6 +63,11 @@ type benchReport struct {
 	DecodeBandwidthGBs     float64 `json:"decode_bandwidth_gb_s,omitempty"`
 	DecodeBandwidthSamples int     `json:"decode_bandwidth_samples,omitempty"`
 	DecodeEfficiencyPaired float64 `json:"decode_efficiency_paired,omitempty"`
+	// DecodeArithGOPs is the mean of the arithmetic samples taken right
+	// after the bandwidth ones (bench.ArithProbe, billions of 64-bit
+	// multiply-adds a second over all threads): compared between runs, it
+	// says whether the cores' arithmetic moved while the bandwidth did.
+	DecodeArithGOPs float64 `json:"decode_arith_gops,omitempty"`
 	// DecodeSettleSteps is the number of decode steps run untimed after a
 	// sample, each then rewound and run again timed (bench.Result's
 	// SettleSteps): a sample empties the caches, which a decode step
@@ -216,7 +221,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, KVBytesPerToken: kvbytes, BandwidthGBs: round(bw, 2),
 		DecodeEfficiency: round(eff, 6), KernelTimes: ktimes,
 		DecodeBandwidthGBs: round(res.DecodeBandwidth, 2), DecodeBandwidthSamples: res.DecodeBandwidthSamples,
-		DecodeEfficiencyPaired: round(effPaired, 6), DecodeSettleSteps: res.SettleSteps,
+		DecodeEfficiencyPaired: round(effPaired, 6), DecodeArithGOPs: round(res.DecodeArith, 3), DecodeSettleSteps: res.SettleSteps,
 		LoadMs: msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
@@ -250,6 +255,9 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	}
 	if effPaired > 0 {
 		fmt.Fprintf(w, "\t%.1f%%\t(of the %.1f GB/s read in %d passes among the decode steps; the step after each run untimed, then rewound and timed)\n", 100*effPaired, r.DecodeBandwidthGBs, r.DecodeBandwidthSamples)
+	}
+	if r.DecodeArithGOPs > 0 {
+		fmt.Fprintf(w, "arithmetic\t%.2f G/s\t(64-bit multiply-adds, %d threads, one pass after each bandwidth pass)\n", r.DecodeArithGOPs, bo.ProbeThreads)
 	}
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
 	for _, step := range []string{"decode", "prefill"} {

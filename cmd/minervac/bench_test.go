@@ -18,7 +18,8 @@ func TestBenchJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &raw), stdout)
 	for _, k := range []string{"prefill_tokens_s", "decode_tokens_s", "ttft_ms", "decode_p50_ms", "decode_p99_ms",
 		"peak_rss_bytes", "weight_bytes_per_token", "bandwidth_gb_s", "decode_efficiency", "load_ms", "first_token_ms",
-		"decode_bandwidth_gb_s", "decode_bandwidth_samples", "decode_efficiency_paired", "kv_bytes_per_token", "decode_settle_steps"} {
+		"decode_bandwidth_gb_s", "decode_bandwidth_samples", "decode_efficiency_paired", "kv_bytes_per_token", "decode_settle_steps",
+		"decode_arith_gops"} {
 		v, ok := raw[k].(float64)
 		require.True(t, ok, "field %s missing or not a number in %s", k, stdout)
 		require.Greater(t, v, 0.0, k)

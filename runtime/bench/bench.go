@@ -43,7 +43,9 @@ type Options struct {
 	// than its neighbours on a 22 ms TinyLlama step, measured): that step
 	// is run once untimed and rewound (Session.Truncate) before it is
 	// timed, so that every timed step follows a decode step, as in
-	// generation (Result.SettleSteps counts these).
+	// generation (Result.SettleSteps counts these). Each sample is
+	// followed by one of an ArithProbe run by ProbeThreads goroutines
+	// (Result.DecodeArith).
 	ProbeBytes   int64
 	ProbeThreads int
 	ProbeEvery   int
@@ -69,6 +71,12 @@ type Result struct {
 	// DecodeBandwidthSamples counts them.
 	DecodeBandwidth        float64
 	DecodeBandwidthSamples int
+	// DecodeArith is the mean of an ArithProbe's samples taken right
+	// after each bandwidth sample, in billions of multiply-adds a second
+	// (0 without Options.ProbeBytes): whether the machine's arithmetic
+	// moved during the run, where DecodeBandwidth says whether its
+	// memory did.
+	DecodeArith float64
 	// SettleSteps is the number of untimed decode steps run after the
 	// probe's samples (Options.ProbeBytes), each rewound before the same
 	// step was run again and timed.
@@ -136,10 +144,12 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	r.Prefill = time.Since(t0)
 	var total time.Duration
 	var probe *Probe
+	var arith *ArithProbe
 	peakBefore := int64(0)
 	if o.ProbeBytes > 0 {
 		peakBefore = PeakRSS()
 		probe = NewProbe(o.ProbeBytes, o.ProbeThreads)
+		arith = NewArithProbe(o.ProbeThreads)
 		defer probe.Close() // on an error below; a second Close does nothing
 	}
 	every := o.ProbeEvery
@@ -152,6 +162,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	sample := func() {
 		mrt.Quiesce(sess.Program())
 		probe.Sample()
+		arith.Sample()
 	}
 	for i, tok := range steps {
 		if probe != nil && i%every == 0 {
@@ -175,6 +186,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	if probe != nil {
 		sample()
 		r.DecodeBandwidth, r.DecodeBandwidthSamples = probe.Mean()
+		r.DecodeArith, _ = arith.Mean()
 		r.PeakRSS = max(peakBefore, ResidentSet()-probe.Bytes())
 		if err := probe.Close(); err != nil {
 			return nil, fmt.Errorf("releasing the bandwidth probe: %w", err)

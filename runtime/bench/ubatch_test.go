@@ -82,6 +82,8 @@ func TestRunProbe(t *testing.T) {
 		require.Equal(t, tc.samples, r.DecodeBandwidthSamples, "decode %d every %d", tc.decode, tc.every)
 		require.Greater(t, r.DecodeBandwidth, 0.0)
 		require.Less(t, r.DecodeBandwidth, 1e5) // no machine reads 100 TB/s
+		require.Greater(t, r.DecodeArith, 0.0)
+		require.Less(t, r.DecodeArith, 1e4) // nor multiply-adds 10 T a second on two threads
 		if rss := bench.ResidentSet(); rss > 0 && i == 0 {
 			// The probe's 256 MiB were resident at the end; the
 			// model's peak leaves them out (the first run's: the
@@ -97,6 +99,7 @@ func TestRunProbe(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, r.DecodeBandwidthSamples)
 	require.Zero(t, r.DecodeBandwidth)
+	require.Zero(t, r.DecodeArith)
 	require.Zero(t, r.SettleSteps)
 }
 
