@@ -1,74 +1,39 @@
 package bench
 
-import (
-	"sync"
-	"time"
-)
-
 // An ArithProbe measures how much arithmetic the machine gives threads
 // goroutines at once, in samples taken among other work, as Probe does for
-// the read bandwidth. On a shared VM the two move apart: in one minute the
-// bandwidth probe read 18.8 GB/s while a Q6_K decode streamed 15.7, in
-// another 11.5 while the same decode streamed 15.4 (docs/PERFORMANCE.md,
-// stop 53). A probe that mostly waits on memory loses little when the host
-// takes arithmetic from the VM's cores; decode's kernels lose more. The
-// arithmetic samples taken beside the bandwidth ones say which of the two
-// moved in a run (Result.DecodeArith).
-type ArithProbe struct {
-	threads int
-	sums    []uint64 // one cache line apart
-	elapsed time.Duration
-	samples int
-}
+// the read bandwidth. On the Ice Lake VM of docs/PERFORMANCE.md (stop 53)
+// the two came apart from decode: a Q6_K decode at depth 512 streamed
+// 15.0 GB/s in a run whose bandwidth samples read 18.8, and 14.7 in one
+// whose samples read 11.5. If the host took arithmetic from the VM's cores
+// in such minutes, a probe that mostly waits on memory would lose less
+// than decode's kernels; the arithmetic samples, taken right after the
+// bandwidth ones (Result.DecodeArith), say whether it did.
+type ArithProbe struct{ passes }
 
-// arithIters is one sample's loop count per thread: about a millisecond
-// of four independent multiply-add chains on a 3 GHz core (a 64-bit
-// multiply's latency, 3 cycles, sets the rate of each chain).
+// arithIters is one sample's loop count per thread: four multiply-add
+// chains, bound by the 64-bit multiplier's one multiply a cycle, so about
+// 1.5 ms on a 2.8 GHz core (2–3 ms a pass measured on that VM, two
+// threads).
 const arithIters = 1 << 20
 
 // arithOps is the multiply-adds one thread does in a sample.
 const arithOps = 4 * arithIters
 
 // NewArithProbe returns a probe run by threads goroutines (at least one).
-func NewArithProbe(threads int) *ArithProbe {
-	threads = max(1, threads)
-	return &ArithProbe{threads: threads, sums: make([]uint64, 8*threads)}
-}
+func NewArithProbe(threads int) *ArithProbe { return &ArithProbe{newPasses(threads)} }
 
 // Sample runs every thread's loop once, all at once, and returns that
 // pass's rate in billions of multiply-adds a second; the pass is added to
 // Mean's figure.
 func (p *ArithProbe) Sample() float64 {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for t := range p.threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			p.sums[8*t] = MulAdds(arithIters, uint64(t)+1)
-		}()
-	}
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	d := time.Since(t0)
-	for t := range p.threads {
-		sink += p.sums[8*t]
-	}
-	p.elapsed += d
-	p.samples++
+	d := p.run(func(t int) uint64 { return MulAdds(arithIters, uint64(t)+1) })
 	return float64(arithOps*p.threads) / d.Seconds() / 1e9
 }
 
 // Mean is the multiply-adds of every sample over their total time, in
 // billions a second (0 before the first), and the number of samples.
-func (p *ArithProbe) Mean() (gops float64, samples int) {
-	if p.elapsed <= 0 {
-		return 0, p.samples
-	}
-	return float64(arithOps*p.threads*p.samples) / p.elapsed.Seconds() / 1e9, p.samples
-}
+func (p *ArithProbe) Mean() (gops float64, samples int) { return p.mean(float64(arithOps * p.threads)) }
 
 // MulAdds runs n rounds of four independent 64-bit multiply-add chains
 // seeded from seed (4n multiply-adds, no memory traffic) and returns a sum

@@ -8,27 +8,6 @@ import (
 	"github.com/minerva-llm/minerva/runtime/bench"
 )
 
-// An ArithProbe's Mean is the multiply-adds of all its samples over their
-// time: zero before the first, between the slowest and fastest sample
-// after.
-func TestArithProbe(t *testing.T) {
-	p := bench.NewArithProbe(2)
-	gops, n := p.Mean()
-	require.Zero(t, gops)
-	require.Zero(t, n)
-	lo, hi := 1e18, 0.0
-	for range 3 {
-		g := p.Sample()
-		require.Greater(t, g, 0.0)
-		require.Less(t, g, 1e4) // two threads do not multiply-add 10 T a second
-		lo, hi = min(lo, g), max(hi, g)
-	}
-	gops, n = p.Mean()
-	require.Equal(t, 3, n)
-	require.GreaterOrEqual(t, gops, lo*(1-1e-9))
-	require.LessOrEqual(t, gops, hi*(1+1e-9))
-}
-
 // MulAdds' chains are the LCG steps it names: one round from a seed is
 // computed here by hand, and more rounds give other states (the loop is
 // not folded away).

@@ -352,6 +352,56 @@ func Bandwidth(size int64, threads, runs int) float64 {
 	return best
 }
 
+// passes times passes of work that threads goroutines start at once, and
+// keeps their count and total time: what Probe and ArithProbe share.
+type passes struct {
+	threads int
+	sums    []uint64 // each thread's result, one cache line apart
+	elapsed time.Duration
+	n       int
+}
+
+func newPasses(threads int) passes {
+	threads = max(1, threads)
+	return passes{threads: threads, sums: make([]uint64, 8*threads)}
+}
+
+// run starts work(t) on every thread t at once, waits for all, adds the
+// pass to the total and returns its time. work's results are kept (sink),
+// so that the compiler keeps the work.
+func (ps *passes) run(work func(t int) uint64) time.Duration {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for t := range ps.threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ps.sums[8*t] = work(t)
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	d := time.Since(t0)
+	for t := range ps.threads {
+		sink += ps.sums[8*t]
+	}
+	ps.elapsed += d
+	ps.n++
+	return d
+}
+
+// mean is perPass units (all threads together) a pass over the passes'
+// total time, in billions a second (0 before the first), and the number of
+// passes.
+func (ps *passes) mean(perPass float64) (float64, int) {
+	if ps.elapsed <= 0 {
+		return 0, ps.n
+	}
+	return perPass * float64(ps.n) / ps.elapsed.Seconds() / 1e9, ps.n
+}
+
 // A Probe measures the streaming-read bandwidth in samples taken between
 // other work, for a figure from the same stretch of time as that work: on
 // a shared machine the bandwidth moves by a quarter between runs (a 2-core
@@ -361,13 +411,10 @@ func Bandwidth(size int64, threads, runs int) float64 {
 // after. Run takes them (Options.ProbeBytes); minervac bench reports
 // decode's efficiency against both.
 type Probe struct {
+	passes
 	buf     []uint64
-	threads int
-	per     int // words per thread
-	sums    []uint64
+	per     int          // words per thread
 	release func() error // unmaps buf (nil: heap memory)
-	elapsed time.Duration
-	samples int
 }
 
 // NewProbe allocates and writes the probe's buffer of about size bytes (at
@@ -382,7 +429,7 @@ func NewProbe(size int64, threads int) *Probe {
 	if n <= 0 {
 		n = 8 * threads
 	}
-	p := &Probe{threads: threads, per: n / threads, sums: make([]uint64, threads*8)} // sums one cache line apart
+	p := &Probe{passes: newPasses(threads), per: n / threads}
 	if b, release, err := mmap.Anon(n * 8); err == nil {
 		p.buf, p.release = unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), n), release
 	} else {
@@ -411,36 +458,13 @@ func (p *Probe) Bytes() int64 { return int64(len(p.buf)) * 8 }
 // Sample reads the whole buffer once, threads parts at once, and returns
 // that pass's GB/s; the pass is added to Mean's figure.
 func (p *Probe) Sample() float64 {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for t := range p.threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			p.sums[t*8] = SumWords(p.buf[t*p.per : (t+1)*p.per])
-		}()
-	}
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	d := time.Since(t0)
-	for t := range p.threads {
-		sink += p.sums[t*8]
-	}
-	p.elapsed += d
-	p.samples++
+	d := p.run(func(t int) uint64 { return SumWords(p.buf[t*p.per : (t+1)*p.per]) })
 	return float64(p.Bytes()) / d.Seconds() / 1e9
 }
 
 // Mean is the bytes of every sample over their total time, in GB/s (0
 // before the first), and the number of samples.
-func (p *Probe) Mean() (gbs float64, samples int) {
-	if p.elapsed <= 0 {
-		return 0, p.samples
-	}
-	return float64(p.Bytes()) * float64(p.samples) / p.elapsed.Seconds() / 1e9, p.samples
-}
+func (p *Probe) Mean() (gbs float64, samples int) { return p.mean(float64(p.Bytes())) }
 
 // SumWords adds the words of s (len a multiple of 8) with independent
 // accumulators so that the loop is bound by memory, not by the adder chain:

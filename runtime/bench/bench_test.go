@@ -113,25 +113,44 @@ func TestWeightBytesPerTokenMoE(t *testing.T) {
 	}
 }
 
+// A probe's Mean is the work of all its samples over their time: zero
+// before the first, between the slowest and the fastest sample after (the
+// samples do equal work), each sample positive and below what no machine
+// does (reads 100 TB/s, or multiply-adds 10 T a second on two threads).
 func TestProbeMean(t *testing.T) {
-	p := NewProbe(4<<20, 2)
-	require.Equal(t, int64(4<<20), p.Bytes())
-	gbs, n := p.Mean()
-	require.Zero(t, gbs)
-	require.Zero(t, n)
-	lo, hi := 1e18, 0.0
-	for range 3 {
-		g := p.Sample()
-		lo, hi = min(lo, g), max(hi, g)
+	type probe interface {
+		Sample() float64
+		Mean() (float64, int)
 	}
-	gbs, n = p.Mean()
-	require.Equal(t, 3, n)
-	// The mean rate of three passes of equal size lies between the
-	// slowest and the fastest.
-	require.GreaterOrEqual(t, gbs, lo*0.999)
-	require.LessOrEqual(t, gbs, hi*1.001)
-	require.NoError(t, p.Close())
-	require.NoError(t, p.Close())
+	read := NewProbe(4<<20, 2)
+	require.Equal(t, int64(4<<20), read.Bytes())
+	for _, c := range []struct {
+		name  string
+		p     probe
+		bound float64
+	}{
+		{"read", read, 1e5},
+		{"arith", NewArithProbe(2), 1e4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rate, n := c.p.Mean()
+			require.Zero(t, rate)
+			require.Zero(t, n)
+			lo, hi := 1e18, 0.0
+			for range 3 {
+				g := c.p.Sample()
+				require.Greater(t, g, 0.0)
+				require.Less(t, g, c.bound)
+				lo, hi = min(lo, g), max(hi, g)
+			}
+			rate, n = c.p.Mean()
+			require.Equal(t, 3, n)
+			require.GreaterOrEqual(t, rate, lo*(1-1e-9))
+			require.LessOrEqual(t, rate, hi*(1+1e-9))
+		})
+	}
+	require.NoError(t, read.Close())
+	require.NoError(t, read.Close())
 }
 
 // Each attention op reads its caches' rows 0…p at step p (its last window

@@ -663,9 +663,8 @@ func (p *program) slotStep(slot int, tokens, pos []int32, want []int) ([][]float
 	return p.step(tokens, pos, slots, want)
 }
 
-// step runs the graph over rows (token, position, the first cache row of
-// the row's slot) and returns copies of the logits rows want names (every
-// row when nil).
+// step runs the graph over rows (token, position, slot) and returns
+// copies of the logits rows want names (every row when nil).
 func (p *program) step(tokens, pos []int32, slots []int, want []int) ([][]float32, error) {
 	e := &exec{p: p, T: len(tokens), tokens: tokens, pos: pos, slots: slots, want: want, coldKV: oneRowPerSlot(slots)}
 	if err := p.growArena(int(p.arenaPT) * len(tokens)); err != nil {
