@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -63,6 +64,11 @@ type benchReport struct {
 	DecodeBandwidthGBs     float64 `json:"decode_bandwidth_gb_s,omitempty"`
 	DecodeBandwidthSamples int     `json:"decode_bandwidth_samples,omitempty"`
 	DecodeEfficiencyPaired float64 `json:"decode_efficiency_paired,omitempty"`
+	// ProbeSamples is each of those samples (bench.ProbeSample) and
+	// DecodeStepMs each timed decode step, in order: what the means
+	// above are made of, for a look at how they moved within the run.
+	ProbeSamples []probeSample `json:"probe_samples,omitempty"`
+	DecodeStepMs []float64     `json:"decode_step_ms,omitempty"`
 	// DecodeArithGOPs is the mean of the arithmetic samples taken right
 	// after the bandwidth ones (bench.ArithProbe, billions of 64-bit
 	// multiply-adds a second over all threads): compared between runs, it
@@ -82,6 +88,13 @@ type benchReport struct {
 	// user waits from launch to the first token.
 	LoadMs       float64 `json:"load_ms"`
 	FirstTokenMs float64 `json:"first_token_ms"`
+}
+
+// probeSample is bench.ProbeSample in the JSON report: a sample's GB/s and
+// the timed decode steps before it.
+type probeSample struct {
+	GBs   float64 `json:"gb_s"`
+	After int     `json:"after_steps"`
 }
 
 type benchMachine struct {
@@ -225,6 +238,12 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		LoadMs: msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
+	for _, ps := range res.ProbeSamples {
+		r.ProbeSamples = append(r.ProbeSamples, probeSample{GBs: round(ps.GBs, 3), After: ps.After})
+	}
+	for _, d := range res.DecodeSteps {
+		r.DecodeStepMs = append(r.DecodeStepMs, msOf(d))
+	}
 	if c.JSON {
 		return json.NewEncoder(os.Stdout).Encode(r)
 	}
@@ -254,7 +273,11 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		fmt.Fprintf(w, "decode efficiency\t%.1f%%\t(of the measured bandwidth, the best of five passes)\n", 100*eff)
 	}
 	if effPaired > 0 {
-		fmt.Fprintf(w, "\t%.1f%%\t(of the %.1f GB/s read in %d passes among the decode steps; the step after each run untimed, then rewound and timed)\n", 100*effPaired, r.DecodeBandwidthGBs, r.DecodeBandwidthSamples)
+		lo, hi := math.Inf(1), 0.0
+		for _, ps := range r.ProbeSamples {
+			lo, hi = min(lo, ps.GBs), max(hi, ps.GBs)
+		}
+		fmt.Fprintf(w, "\t%.1f%%\t(of the %.1f GB/s read in %d passes among the decode steps, %.1f–%.1f; the step after each run untimed, then rewound and timed)\n", 100*effPaired, r.DecodeBandwidthGBs, r.DecodeBandwidthSamples, lo, hi)
 	}
 	if r.DecodeArithGOPs > 0 {
 		fmt.Fprintf(w, "arithmetic\t%.2f G/s\t(64-bit multiply-adds, %d threads, one pass after each bandwidth pass)\n", r.DecodeArithGOPs, bo.ProbeThreads)

@@ -41,6 +41,22 @@ func TestBenchJSON(t *testing.T) {
 	// the first step settles once after its sample.
 	require.Equal(t, 2, r.DecodeBandwidthSamples)
 	require.Equal(t, 1, r.DecodeSettleSteps)
+	// The report lists both samples (where they fell) and every step.
+	require.Len(t, r.ProbeSamples, 2)
+	require.Equal(t, []int{0, 8}, []int{r.ProbeSamples[0].After, r.ProbeSamples[1].After})
+	require.Len(t, r.DecodeStepMs, 8)
+	// Their mean over the passes' total time is the reported bandwidth:
+	// the harmonic mean of the GB/s of equal passes (each rounded to 1e-3,
+	// the mean to 0.01).
+	var inv float64
+	for _, ps := range r.ProbeSamples {
+		require.Positive(t, ps.GBs)
+		inv += 1 / ps.GBs
+	}
+	require.InDelta(t, r.DecodeBandwidthGBs, float64(len(r.ProbeSamples))/inv, 0.006+1e-3*r.DecodeBandwidthGBs)
+	for _, ms := range r.DecodeStepMs {
+		require.Positive(t, ms)
+	}
 	// The same decode speed over two bandwidths: the efficiencies are
 	// in their inverse ratio.
 	require.InDelta(t, r.DecodeEfficiency*r.BandwidthGBs, r.DecodeEfficiencyPaired*r.DecodeBandwidthGBs, 0.01*r.DecodeEfficiency*r.BandwidthGBs+0.01)

@@ -35,8 +35,14 @@ type Options struct {
 	Warmup bool
 	// ProbeBytes > 0 samples the streaming-read bandwidth among the
 	// decode steps with a Probe of that size read by ProbeThreads: before
-	// the first step, after every ProbeEvery-th (default 8) and after the
-	// last, outside the steps' timing. The probe's buffer is allocated
+	// the first step, after the last, and between, outside the steps'
+	// timing, once ProbeEvery steps (default 8) have run since the last
+	// sample or sooner, once they have taken ProbeEvery times as long as
+	// that sample's pass. The second rule samples long steps as densely in
+	// time as short ones: a 7B's 280 ms steps were sampled every 8 steps,
+	// 2.2 s apart, five 40 ms passes in a 9 s run against seventeen in
+	// TinyLlama's 5 s, and one such run's mean read 18.0 GB/s where the
+	// runs beside it read 11–13. The probe's buffer is allocated
 	// after the prefill and kept out of Result.PeakRSS. A sample reads
 	// more than the caches hold, so the step after it would meet them
 	// emptied of the weights the step before left there (1–5 ms slower
@@ -71,6 +77,10 @@ type Result struct {
 	// DecodeBandwidthSamples counts them.
 	DecodeBandwidth        float64
 	DecodeBandwidthSamples int
+	// ProbeSamples is each of those samples in order: its GB/s and how
+	// many timed decode steps (of DecodeSteps) had run before it, for
+	// pairing stretches of the run with the samples around them.
+	ProbeSamples []ProbeSample
 	// DecodeArith is the mean of an ArithProbe's samples taken right
 	// after each bandwidth sample, in billions of multiply-adds a second
 	// (0 without Options.ProbeBytes): whether the machine's arithmetic
@@ -86,6 +96,13 @@ type Result struct {
 	// buffer was allocated and the resident set at the end without it
 	// (the process's: an earlier run's probe counts in a later run's).
 	PeakRSS int64
+}
+
+// A ProbeSample is one of the probe's passes among the decode steps: its
+// read bandwidth and the number of timed decode steps before it.
+type ProbeSample struct {
+	GBs   float64
+	After int
 }
 
 // Run evaluates o.Prompt random tokens in steps of at most o.UBatch, then
@@ -159,14 +176,19 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	// The probe reads with every core: the program's polling workers
 	// (runtime.Quiescer) are sent to sleep first, so that they take no
 	// core from it.
+	var pass time.Duration // the last sample's pass
 	sample := func() {
 		mrt.Quiesce(sess.Program())
-		probe.Sample()
+		gbs := probe.Sample()
+		pass = time.Duration(float64(probe.Bytes()) / gbs) // bytes over GB/s: ns
+		r.ProbeSamples = append(r.ProbeSamples, ProbeSample{GBs: gbs, After: len(r.DecodeSteps)})
 		arith.Sample()
 	}
+	since, sinceT := 0, time.Duration(0) // steps and their time since the last sample
 	for i, tok := range steps {
-		if probe != nil && i%every == 0 {
+		if probe != nil && (i == 0 || since >= every || sinceT >= time.Duration(every)*pass) {
 			sample()
+			since, sinceT = 0, 0
 			if _, err := sess.EvalLast(tok); err != nil {
 				return nil, err
 			}
@@ -182,6 +204,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		d := time.Since(t)
 		r.DecodeSteps = append(r.DecodeSteps, d)
 		total += d
+		since, sinceT = since+1, sinceT+d
 	}
 	if probe != nil {
 		sample()

@@ -3,6 +3,7 @@ package bench_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -80,6 +81,9 @@ func TestRunProbe(t *testing.T) {
 			ProbeBytes: probe, ProbeThreads: 2, ProbeEvery: tc.every})
 		require.NoError(t, err)
 		require.Equal(t, tc.samples, r.DecodeBandwidthSamples, "decode %d every %d", tc.decode, tc.every)
+		require.Len(t, r.ProbeSamples, tc.samples)
+		require.Equal(t, 0, r.ProbeSamples[0].After)
+		require.Equal(t, tc.decode, r.ProbeSamples[tc.samples-1].After)
 		require.Greater(t, r.DecodeBandwidth, 0.0)
 		require.Less(t, r.DecodeBandwidth, 1e5) // no machine reads 100 TB/s
 		require.Greater(t, r.DecodeArith, 0.0)
@@ -101,6 +105,49 @@ func TestRunProbe(t *testing.T) {
 	require.Zero(t, r.DecodeBandwidth)
 	require.Zero(t, r.DecodeArith)
 	require.Zero(t, r.SettleSteps)
+}
+
+// slowSteps is a program whose single-token steps take at least pause.
+type slowSteps struct {
+	runtime.Program
+	pause time.Duration
+}
+
+func (s slowSteps) Step(slot int, tokens, pos []int32) ([][]float32, error) {
+	if len(tokens) == 1 {
+		time.Sleep(s.pause)
+	}
+	return s.Program.Step(slot, tokens, pos)
+}
+
+// Steps that take longer than ProbeEvery of the probe's passes are sampled
+// sooner than every ProbeEvery-th: after each step here, where a pass over
+// 1 MiB takes well under the 5 ms (20 ms over 4) a step sleeps. Quick steps
+// (the interpreter's on stories260K, against passes over 256 MiB) keep the
+// count rule: before steps 0 and 4, then after the last.
+func TestRunProbeTime(t *testing.T) {
+	p := storiesProgram(t)
+	for _, tc := range []struct {
+		pause time.Duration
+		probe int64
+		after []int
+	}{
+		{20 * time.Millisecond, 1 << 20, []int{0, 1, 2, 3, 4, 5}},
+		{0, 256 << 20, []int{0, 4, 5}},
+	} {
+		s, err := runtime.NewProgramSession(slowSteps{p, tc.pause}, 0)
+		require.NoError(t, err)
+		r, err := bench.Run(s, bench.Options{Prompt: 4, Decode: 5, Vocab: 500, Seed: 1,
+			ProbeBytes: tc.probe, ProbeThreads: 2, ProbeEvery: 4})
+		require.NoError(t, err)
+		var after []int
+		for _, ps := range r.ProbeSamples {
+			require.Positive(t, ps.GBs)
+			after = append(after, ps.After)
+		}
+		require.Equal(t, tc.after, after, "steps of at least %v", tc.pause)
+		require.Equal(t, len(tc.after)-1, r.SettleSteps)
+	}
 }
 
 // After each probe sample the next decode step runs once untimed and is
