@@ -90,11 +90,14 @@ type benchReport struct {
 	FirstTokenMs float64 `json:"first_token_ms"`
 }
 
-// probeSample is bench.ProbeSample in the JSON report: a sample's GB/s and
-// the timed decode steps before it.
+// probeSample is bench.ProbeSample in the JSON report: a sample's GB/s,
+// the arithmetic sample's rate after it, the timed decode steps before it,
+// and the hypervisor's steal time since the sample before (-1: unknown).
 type probeSample struct {
-	GBs   float64 `json:"gb_s"`
-	After int     `json:"after_steps"`
+	GBs     float64 `json:"gb_s"`
+	Arith   float64 `json:"arith_gops"`
+	After   int     `json:"after_steps"`
+	StealMs float64 `json:"steal_ms"`
 }
 
 type benchMachine struct {
@@ -239,7 +242,11 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
 	for _, ps := range res.ProbeSamples {
-		r.ProbeSamples = append(r.ProbeSamples, probeSample{GBs: round(ps.GBs, 3), After: ps.After})
+		steal := -1.0
+		if ps.Steal >= 0 {
+			steal = msOf(ps.Steal)
+		}
+		r.ProbeSamples = append(r.ProbeSamples, probeSample{GBs: round(ps.GBs, 3), Arith: round(ps.Arith, 3), After: ps.After, StealMs: steal})
 	}
 	for _, d := range res.DecodeSteps {
 		r.DecodeStepMs = append(r.DecodeStepMs, msOf(d))

@@ -51,6 +51,8 @@ func TestBenchJSON(t *testing.T) {
 	var inv float64
 	for _, ps := range r.ProbeSamples {
 		require.Positive(t, ps.GBs)
+		require.Positive(t, ps.Arith)
+		require.GreaterOrEqual(t, ps.StealMs, -1.0)
 		inv += 1 / ps.GBs
 	}
 	require.InDelta(t, r.DecodeBandwidthGBs, float64(len(r.ProbeSamples))/inv, 0.006+1e-3*r.DecodeBandwidthGBs)

@@ -77,8 +77,7 @@ type Result struct {
 	// DecodeBandwidthSamples counts them.
 	DecodeBandwidth        float64
 	DecodeBandwidthSamples int
-	// ProbeSamples is each of those samples in order: its GB/s and how
-	// many timed decode steps (of DecodeSteps) had run before it, for
+	// ProbeSamples is each of those samples in order (ProbeSample), for
 	// pairing stretches of the run with the samples around them.
 	ProbeSamples []ProbeSample
 	// DecodeArith is the mean of an ArithProbe's samples taken right
@@ -98,11 +97,16 @@ type Result struct {
 	PeakRSS int64
 }
 
-// A ProbeSample is one of the probe's passes among the decode steps: its
-// read bandwidth and the number of timed decode steps before it.
+// A ProbeSample is one of the probe's passes among the decode steps.
 type ProbeSample struct {
-	GBs   float64
-	After int
+	GBs   float64 // its read bandwidth
+	Arith float64 // the ArithProbe sample after it, G multiply-adds/s
+	After int     // timed decode steps before it
+	// Steal is the time the hypervisor ran something else on the
+	// machine's CPUs (all of them together) since the sample before
+	// (StealTime), -1 where it cannot be read: a vCPU taken away in
+	// mid-step holds up the other at the step's next hand-over.
+	Steal time.Duration
 }
 
 // Run evaluates o.Prompt random tokens in steps of at most o.UBatch, then
@@ -177,12 +181,16 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	// (runtime.Quiescer) are sent to sleep first, so that they take no
 	// core from it.
 	var pass time.Duration // the last sample's pass
+	steal := StealTime()
 	sample := func() {
 		mrt.Quiesce(sess.Program())
 		gbs := probe.Sample()
 		pass = time.Duration(float64(probe.Bytes()) / gbs) // bytes over GB/s: ns
-		r.ProbeSamples = append(r.ProbeSamples, ProbeSample{GBs: gbs, After: len(r.DecodeSteps)})
-		arith.Sample()
+		ps := ProbeSample{GBs: gbs, Arith: arith.Sample(), After: len(r.DecodeSteps), Steal: -1}
+		if now := StealTime(); now >= 0 && steal >= 0 {
+			ps.Steal, steal = now-steal, now
+		}
+		r.ProbeSamples = append(r.ProbeSamples, ps)
 	}
 	since, sinceT := 0, time.Duration(0) // steps and their time since the last sample
 	for i, tok := range steps {
@@ -502,6 +510,37 @@ func SumWords(s []uint64) uint64 {
 		a3 += c[3] + c[7]
 	}
 	return a0 + a1 + a2 + a3
+}
+
+// StealTime returns the time the hypervisor has given this machine's CPUs
+// to something else since boot, all CPUs together (the steal column of
+// /proc/stat's cpu line), or -1 off Linux or where it cannot be read. The
+// column counts USER_HZ ticks, 100 a second on every Linux build Go runs
+// on (sysconf(_SC_CLK_TCK) needs cgo): 10 ms steps.
+func StealTime() time.Duration {
+	if runtime.GOOS != "linux" {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	return parseSteal(string(b))
+}
+
+// parseSteal reads the steal column (the eighth number) of the "cpu " line
+// of a /proc/stat text, -1 when there is none.
+func parseSteal(stat string) time.Duration {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	ticks, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil || ticks < 0 {
+		return -1
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // PeakRSS returns the process's peak resident set size in bytes (VmHWM of

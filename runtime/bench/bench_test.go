@@ -46,6 +46,25 @@ func TestParseHWM(t *testing.T) {
 	require.Equal(t, int64(0), parseStatus("Name: x\n", "VmHWM:"))
 }
 
+// parseSteal reads the eighth number of /proc/stat's first line, the
+// all-CPU one, in 10 ms ticks.
+func TestParseSteal(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want time.Duration
+	}{
+		{"cpu  2111957 0 110299 342467 6762 0 798 51805 0 0\ncpu0 1 0 0 0 0 0 0 9 0 0\n", 518050 * time.Millisecond},
+		{"cpu  1 2 3 4 5 6 7 0\n", 0}, // a kernel without guest columns
+		{"cpu  1 2 3 4 5 6 7\n", -1},  // no steal column
+		{"cpu0 1 2 3 4 5 6 7 8 9 10\n", -1},
+		{"cpu  1 2 3 4 5 6 7 x 0 0\n", -1},
+		{"cpu  1 2 3 4 5 6 7 -3 0 0\n", -1},
+		{"", -1},
+	} {
+		require.Equal(t, tc.want, parseSteal(tc.stat), "%q", tc.stat)
+	}
+}
+
 func TestPeakRSS(t *testing.T) {
 	if rss := PeakRSS(); rss < 0 {
 		t.Fatalf("peak RSS %d", rss)

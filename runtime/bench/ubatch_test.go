@@ -143,6 +143,8 @@ func TestRunProbeTime(t *testing.T) {
 		var after []int
 		for _, ps := range r.ProbeSamples {
 			require.Positive(t, ps.GBs)
+			require.Positive(t, ps.Arith)
+			require.GreaterOrEqual(t, ps.Steal, -time.Duration(1))
 			after = append(after, ps.After)
 		}
 		require.Equal(t, tc.after, after, "steps of at least %v", tc.pause)
