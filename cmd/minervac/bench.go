@@ -79,6 +79,14 @@ type benchReport struct {
 	// SettleSteps): a sample empties the caches, which a decode step
 	// following a decode step does not meet.
 	DecodeSettleSteps int `json:"decode_settle_steps,omitempty"`
+	// DecodeStealMs is the time the hypervisor gave the machine's CPUs
+	// to something else over the decode run (from before its first
+	// sample to its last), all CPUs
+	// together (the samples' steal_ms summed; absent where /proc/stat
+	// has no steal column): on the Ice Lake VM of docs/PERFORMANCE.md a
+	// 7B decode run that fell to 1.7 tokens/s from its usual 4.0 lost
+	// 21.8 s of CPU time in 18.7 s of steps.
+	DecodeStealMs *float64 `json:"decode_steal_ms,omitempty"`
 	// KernelTimes (--kernel-times): per kernel family, the time of a
 	// decode step at depth -p and of the prefill step of -p tokens.
 	KernelTimes map[string][]runtime.KernelTime `json:"kernel_times,omitempty"`
@@ -241,7 +249,12 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		LoadMs: msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
+	var stealMs, stepsMs float64
 	for _, ps := range res.ProbeSamples {
+		if ps.Steal < 0 {
+			stealMs = math.Inf(-1)
+		}
+		stealMs += msOf(max(ps.Steal, 0))
 		steal := -1.0
 		if ps.Steal >= 0 {
 			steal = msOf(ps.Steal)
@@ -250,6 +263,10 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	}
 	for _, d := range res.DecodeSteps {
 		r.DecodeStepMs = append(r.DecodeStepMs, msOf(d))
+		stepsMs += msOf(d)
+	}
+	if len(res.ProbeSamples) > 0 && stealMs >= 0 {
+		r.DecodeStealMs = &stealMs
 	}
 	if c.JSON {
 		return json.NewEncoder(os.Stdout).Encode(r)
@@ -288,6 +305,9 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 	}
 	if r.DecodeArithGOPs > 0 {
 		fmt.Fprintf(w, "arithmetic\t%.2f G/s\t(64-bit multiply-adds, %d threads, one pass after each bandwidth pass)\n", r.DecodeArithGOPs, bo.ProbeThreads)
+	}
+	if r.DecodeStealMs != nil {
+		fmt.Fprintf(w, "steal\t%.0f ms\t(CPU time the hypervisor gave to something else during the decode run, all CPUs together; the steps took %.0f ms)\n", *r.DecodeStealMs, stepsMs)
 	}
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
 	for _, step := range []string{"decode", "prefill"} {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/minerva-llm/minerva/internal/shared"
+	"github.com/minerva-llm/minerva/runtime/bench"
 )
 
 func TestBenchJSON(t *testing.T) {
@@ -48,14 +49,20 @@ func TestBenchJSON(t *testing.T) {
 	// Their mean over the passes' total time is the reported bandwidth:
 	// the harmonic mean of the GB/s of equal passes (each rounded to 1e-3,
 	// the mean to 0.01).
-	var inv float64
+	var inv, steal float64
 	for _, ps := range r.ProbeSamples {
+		steal += ps.StealMs
 		require.Positive(t, ps.GBs)
 		require.Positive(t, ps.Arith)
 		require.GreaterOrEqual(t, ps.StealMs, -1.0)
 		inv += 1 / ps.GBs
 	}
 	require.InDelta(t, r.DecodeBandwidthGBs, float64(len(r.ProbeSamples))/inv, 0.006+1e-3*r.DecodeBandwidthGBs)
+	// The run's steal time is theirs summed, where the machine has one.
+	if bench.StealTime() >= 0 {
+		require.NotNil(t, r.DecodeStealMs)
+		require.InDelta(t, steal, *r.DecodeStealMs, 1e-6)
+	}
 	for _, ms := range r.DecodeStepMs {
 		require.Positive(t, ms)
 	}
