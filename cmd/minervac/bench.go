@@ -81,9 +81,8 @@ type benchReport struct {
 	DecodeSettleSteps int `json:"decode_settle_steps,omitempty"`
 	// DecodeStealMs is the time the hypervisor gave the machine's CPUs
 	// to something else over the decode run (from before its first
-	// sample to its last), all CPUs
-	// together (the samples' steal_ms summed; absent where /proc/stat
-	// has no steal column): on the Ice Lake VM of docs/PERFORMANCE.md a
+	// sample to its last), all CPUs together (the samples' steal_ms
+	// summed; absent where /proc/stat has no steal column): on the Ice Lake VM of docs/PERFORMANCE.md a
 	// 7B decode run that fell to 1.7 tokens/s from its usual 4.0 lost
 	// 21.8 s of CPU time in 18.7 s of steps.
 	DecodeStealMs *float64 `json:"decode_steal_ms,omitempty"`
@@ -244,20 +243,20 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		TTFTMs: msOf(res.Prefill), DecodeP50Ms: msOf(res.DecodeP50), DecodeP99Ms: msOf(res.DecodeP99),
 		PeakRSSBytes: rss, WeightBytesPerToken: wbytes, KVBytesPerToken: kvbytes, BandwidthGBs: round(bw, 2),
 		DecodeEfficiency: round(eff, 6), KernelTimes: ktimes,
-		DecodeBandwidthGBs: round(res.DecodeBandwidth, 2), DecodeBandwidthSamples: res.DecodeBandwidthSamples,
+		DecodeBandwidthGBs: round(res.DecodeBandwidth, 2), DecodeBandwidthSamples: len(res.ProbeSamples),
 		DecodeEfficiencyPaired: round(effPaired, 6), DecodeArithGOPs: round(res.DecodeArith, 3), DecodeSettleSteps: res.SettleSteps,
 		LoadMs: msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
 	var stealMs, stepsMs float64
+	stealKnown := len(res.ProbeSamples) > 0
 	for _, ps := range res.ProbeSamples {
-		if ps.Steal < 0 {
-			stealMs = math.Inf(-1)
-		}
-		stealMs += msOf(max(ps.Steal, 0))
 		steal := -1.0
 		if ps.Steal >= 0 {
 			steal = msOf(ps.Steal)
+			stealMs += steal
+		} else {
+			stealKnown = false
 		}
 		r.ProbeSamples = append(r.ProbeSamples, probeSample{GBs: round(ps.GBs, 3), Arith: round(ps.Arith, 3), After: ps.After, StealMs: steal})
 	}
@@ -265,7 +264,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		r.DecodeStepMs = append(r.DecodeStepMs, msOf(d))
 		stepsMs += msOf(d)
 	}
-	if len(res.ProbeSamples) > 0 && stealMs >= 0 {
+	if stealKnown {
 		r.DecodeStealMs = &stealMs
 	}
 	if c.JSON {

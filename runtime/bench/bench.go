@@ -73,10 +73,8 @@ type Result struct {
 	DecodeP50      time.Duration
 	DecodeP99      time.Duration
 	// DecodeBandwidth is the mean of the probe's samples among the
-	// decode steps in GB/s (Probe.Mean), 0 without Options.ProbeBytes;
-	// DecodeBandwidthSamples counts them.
-	DecodeBandwidth        float64
-	DecodeBandwidthSamples int
+	// decode steps in GB/s (Probe.Mean), 0 without Options.ProbeBytes.
+	DecodeBandwidth float64
 	// ProbeSamples is each of those samples in order (ProbeSample), for
 	// pairing stretches of the run with the samples around them.
 	ProbeSamples []ProbeSample
@@ -180,21 +178,20 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	// The probe reads with every core: the program's polling workers
 	// (runtime.Quiescer) are sent to sleep first, so that they take no
 	// core from it.
-	var pass time.Duration // the last sample's pass
 	steal := StealTime()
 	sample := func() {
 		mrt.Quiesce(sess.Program())
-		gbs := probe.Sample()
-		pass = time.Duration(float64(probe.Bytes()) / gbs) // bytes over GB/s: ns
-		ps := ProbeSample{GBs: gbs, Arith: arith.Sample(), After: len(r.DecodeSteps), Steal: -1}
+		ps := ProbeSample{GBs: probe.Sample(), Arith: arith.Sample(), After: len(r.DecodeSteps), Steal: -1}
 		if now := StealTime(); now >= 0 && steal >= 0 {
 			ps.Steal, steal = now-steal, now
 		}
 		r.ProbeSamples = append(r.ProbeSamples, ps)
 	}
-	since, sinceT := 0, time.Duration(0) // steps and their time since the last sample
-	for i, tok := range steps {
-		if probe != nil && (i == 0 || since >= every || sinceT >= time.Duration(every)*pass) {
+	// Steps and their time since the last sample: every steps "since"
+	// none, so that the first step has a sample before it.
+	since, sinceT := every, time.Duration(0)
+	for _, tok := range steps {
+		if probe != nil && (since >= every || sinceT >= time.Duration(every)*probe.last) {
 			sample()
 			since, sinceT = 0, 0
 			if _, err := sess.EvalLast(tok); err != nil {
@@ -216,7 +213,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 	}
 	if probe != nil {
 		sample()
-		r.DecodeBandwidth, r.DecodeBandwidthSamples = probe.Mean()
+		r.DecodeBandwidth, _ = probe.Mean()
 		r.DecodeArith, _ = arith.Mean()
 		r.PeakRSS = max(peakBefore, ResidentSet()-probe.Bytes())
 		if err := probe.Close(); err != nil {
@@ -389,6 +386,7 @@ type passes struct {
 	threads int
 	sums    []uint64 // each thread's result, one cache line apart
 	elapsed time.Duration
+	last    time.Duration // the latest pass's
 	n       int
 }
 
@@ -419,6 +417,7 @@ func (ps *passes) run(work func(t int) uint64) time.Duration {
 		sink += ps.sums[8*t]
 	}
 	ps.elapsed += d
+	ps.last = d
 	ps.n++
 	return d
 }
