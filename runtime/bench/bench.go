@@ -528,18 +528,20 @@ func StealTime() time.Duration {
 }
 
 // parseSteal reads the steal column (the eighth number) of the "cpu " line
-// of a /proc/stat text, -1 when there is none.
+// of a /proc/stat text, -1 when there is none or it does not fit a
+// Duration.
 func parseSteal(stat string) time.Duration {
 	line, _, _ := strings.Cut(stat, "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
 		return -1
 	}
+	const tick = 10 * time.Millisecond
 	ticks, err := strconv.ParseInt(f[8], 10, 64)
-	if err != nil || ticks < 0 {
+	if err != nil || ticks < 0 || ticks > math.MaxInt64/int64(tick) { // past 29 years of steal a Duration overflows
 		return -1
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	return time.Duration(ticks) * tick
 }
 
 // PeakRSS returns the process's peak resident set size in bytes (VmHWM of

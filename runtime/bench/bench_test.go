@@ -59,10 +59,25 @@ func TestParseSteal(t *testing.T) {
 		{"cpu0 1 2 3 4 5 6 7 8 9 10\n", -1},
 		{"cpu  1 2 3 4 5 6 7 x 0 0\n", -1},
 		{"cpu  1 2 3 4 5 6 7 -3 0 0\n", -1},
+		{"cpu 0 0 0 0 0 0 0 922700000000", -1}, // overflows a Duration (found by FuzzParseSteal)
 		{"", -1},
 	} {
 		require.Equal(t, tc.want, parseSteal(tc.stat), "%q", tc.stat)
 	}
+}
+
+// FuzzParseSteal: any text gives -1 or a whole number of 10 ms ticks, and
+// never a panic.
+func FuzzParseSteal(f *testing.F) {
+	f.Add("cpu  2111957 0 110299 342467 6762 0 798 51805 0 0\n")
+	f.Add("cpu  1 2 3 4 5 6 7 99999999999999999999 0 0\n")
+	f.Add("cpu\n")
+	f.Fuzz(func(t *testing.T, stat string) {
+		d := parseSteal(stat)
+		if d != -1 && (d < 0 || d%(10*time.Millisecond) != 0) {
+			t.Fatalf("parseSteal(%q) = %v", stat, d)
+		}
+	})
 }
 
 func TestPeakRSS(t *testing.T) {
