@@ -156,19 +156,29 @@ func TestPoolTail(t *testing.T) {
 		spans[reader] = [][]byte{ones}
 		before := aheadSink.Load()
 		p.tail = &spans
+		helperStarted := make(chan struct{})
 		p.run(2, func(w, i int) {
-			if i != reader {
-				time.Sleep(5 * time.Millisecond) // the other worker's item is slow
-			} else if i == 0 {
-				time.Sleep(200 * time.Microsecond) // so that the helper takes its own first
+			switch {
+			case reader == 0 && i == 1:
+				// The helper's item lasts until the caller has read its
+				// tail (or 5 s): the caller reads while it waits.
+				close(helperStarted)
+				waitUntil(func() bool { return aheadSink.Load() != before }, 5*time.Second)
+			case reader == 0 && i == 0:
+				// Until the helper holds item 1: otherwise a helper
+				// scheduled late (a loaded CI machine) leaves item 1 to
+				// the caller, which then has no one to wait for.
+				select {
+				case <-helperStarted:
+				case <-time.After(5 * time.Second):
+				}
+			case i != reader:
+				time.Sleep(5 * time.Millisecond) // the caller's item is slow
 			}
 		})
 		require.Same(t, &spans, p.warm.Load(), "reader %d: the tail is posted", reader)
 		require.Nil(t, p.tail, "a run takes its tail")
-		deadline := time.Now().Add(5 * time.Second)
-		for aheadSink.Load() == before && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Microsecond)
-		}
+		waitUntil(func() bool { return aheadSink.Load() != before }, 5*time.Second)
 		require.Equal(t, uint64(len(ones)/64), aheadSink.Load()-before, "worker %d read its tail, a byte a line", reader)
 	}
 	spans := make([][][]byte, 2)
@@ -179,4 +189,12 @@ func TestPoolTail(t *testing.T) {
 	p.run(2, func(_, _ int) {})
 	p.warmUp(&spans)
 	require.Equal(t, seq+2, p.warmSeq.Load(), "posted again after a run")
+}
+
+// waitUntil polls cond every 100 µs until it holds or d has passed.
+func waitUntil(cond func() bool, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for !cond() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
 }
