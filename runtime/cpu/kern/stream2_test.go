@@ -85,7 +85,7 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0, ir.MXFP4} {
 				sets = append(sets, streamSet{name: wt.String(), wt: wt})
 			}
-			pairedStreams(b, sets, func(i int) int { return 0 })
+			pairedStreams(b, tinyLlamaShape, sets, func(i int) int { return 0 })
 		})
 	}
 }
@@ -106,7 +106,24 @@ func BenchmarkPackedStreamRead(b *testing.B) {
 			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0, ir.Q3_K, ir.Q2_K} {
 				sets = append(sets, streamSet{name: wt.String(), wt: wt})
 			}
-			pairedStreams(b, sets, func(i int) int { return 0 })
+			pairedStreams(b, tinyLlamaShape, sets, func(i int) int { return 0 })
+		})
+	}
+}
+
+// BenchmarkPackedStreamRead7B: BenchmarkPackedStreamRead at a Llama-7B's
+// shapes, for the types of its Q4_K_M file: matrices 4096 wide of an
+// ffn_gate's bytes (11008 Q4_K rows, 25 MB), 48 a set, so that each set
+// streams 1.2 GB and the three 3.7 GB, about what decode of the 7B reads
+// in a step (against the TinyLlama shape's 144 MB a set).
+//
+//	go test ./runtime/cpu/kern -run '^$' -bench 'PackedStreamRead7B/avx512' -benchtime 10x
+func BenchmarkPackedStreamRead7B(b *testing.B) {
+	for _, v := range []string{"avx2", "avx512"} {
+		b.Run(v, func(b *testing.B) {
+			useVariant(b, v)
+			sets := []streamSet{{name: "read", wt: ir.Q4_0, read: true}, {name: "Q4_K", wt: ir.Q4_K}, {name: "Q6_K", wt: ir.Q6_K}}
+			pairedStreams(b, llama7BShape, sets, func(i int) int { return 0 })
 		})
 	}
 }
@@ -133,7 +150,7 @@ func BenchmarkPackedStreamArena(b *testing.B) {
 	for _, wt := range []ir.DType{ir.Q4_K, ir.Q5_K} {
 		sets = append(sets, streamSet{name: wt.String() + "/own", wt: wt}, streamSet{name: wt.String() + "/arena", wt: wt, arena: true})
 	}
-	pairedStreams(b, sets, func(i int) int { return i &^ 1 })
+	pairedStreams(b, tinyLlamaShape, sets, func(i int) int { return i &^ 1 })
 }
 
 // A streamSet is one kind of matrix that pairedStreams decodes: its name,
@@ -145,18 +162,28 @@ type streamSet struct {
 	read  bool // only sum the items' packed bytes: the read rate
 }
 
-// pairedStreams: two threads decoding one activation row against
-// TinyLlama-sized packed matrices (6 MB, 2048 wide), 24 distinct ones per
-// set so that nothing stays in the caches, in items cut as the CPU backend
+// A streamShape is the matrices pairedStreams decodes: k wide, each about
+// bytes big (whole 16-row pairs of groups), mats distinct ones per set.
+type streamShape struct{ k, bytes, mats int }
+
+var (
+	tinyLlamaShape = streamShape{k: 2048, bytes: 6 << 20, mats: 24}
+	llama7BShape   = streamShape{k: 4096, bytes: 11008 * 4096 / 256 * 144, mats: 48}
+)
+
+// pairedStreams: two threads decoding one activation row against packed
+// matrices of shape sh (TinyLlama's: 6 MB, 2048 wide, 24 distinct ones per
+// set), so that nothing stays in the caches, in items cut as the CPU backend
 // cuts a matmul (cpu.splitRows: a quarter of what is left per worker, at
 // least 16 rows). The sets take turns matrix by matrix, so that the
 // machine's bandwidth, which moves on a scale of milliseconds on a shared
-// VM, slows them alike. Each iteration gives every set's GB/s over its 24
+// VM, slows them alike. Each iteration gives every set's GB/s over its
 // matrices; it reports their medians, and for each set i with base(i) != i
 // the median over the iterations of its rate over set base(i)'s in the
 // same iteration, as <name>_of_<base name>.
-func pairedStreams(b *testing.B, sets []streamSet, base func(i int) int) {
-	const k, threads, mats = 2048, 2, 24
+func pairedStreams(b *testing.B, sh streamShape, sets []streamSet, base func(i int) int) {
+	const threads = 2
+	k, mats := sh.k, sh.mats
 	type matrices struct {
 		read   bool
 		ps     []*Packed
@@ -168,7 +195,7 @@ func pairedStreams(b *testing.B, sets []streamSet, base func(i int) int) {
 	for i, set := range sets {
 		wt := set.wt
 		rb := k / wt.BlockSize() * wt.BlockBytes()
-		m := &matrices{n: (6 << 20) / rb &^ 15, rb: rb, read: set.read}
+		m := &matrices{n: sh.bytes / rb &^ 15, rb: rb, read: set.read}
 		data := streamMatrix(b, wt, m.n, k)
 		pb := PackedBytes(wt, m.n, k)
 		var arena []byte
