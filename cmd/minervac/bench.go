@@ -248,24 +248,19 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		LoadMs: msOf(load), FirstTokenMs: msOf(load + res.ColdPrefill),
 		Machine: benchMachine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: cpus, Device: device, BandwidthGBs: round(bw, 2)},
 	}
-	var stealMs, stepsMs float64
-	stealKnown := len(res.ProbeSamples) > 0
 	for _, ps := range res.ProbeSamples {
 		steal := -1.0
 		if ps.Steal >= 0 {
 			steal = msOf(ps.Steal)
-			stealMs += steal
-		} else {
-			stealKnown = false
 		}
 		r.ProbeSamples = append(r.ProbeSamples, probeSample{GBs: round(ps.GBs, 3), Arith: round(ps.Arith, 3), After: ps.After, StealMs: steal})
 	}
 	for _, d := range res.DecodeSteps {
 		r.DecodeStepMs = append(r.DecodeStepMs, msOf(d))
-		stepsMs += msOf(d)
 	}
-	if stealKnown {
-		r.DecodeStealMs = &stealMs
+	if steal, ok := res.DecodeSteal(); ok {
+		ms := msOf(steal)
+		r.DecodeStealMs = &ms
 	}
 	if c.JSON {
 		return json.NewEncoder(os.Stdout).Encode(r)
@@ -306,7 +301,7 @@ func (c *benchCmd) Run(opts *runtime.Options) error {
 		fmt.Fprintf(w, "arithmetic\t%.2f G/s\t(64-bit multiply-adds, %d threads, one pass after each bandwidth pass)\n", r.DecodeArithGOPs, bo.ProbeThreads)
 	}
 	if r.DecodeStealMs != nil {
-		fmt.Fprintf(w, "steal\t%.0f ms\t(CPU time the hypervisor gave to something else during the decode run, all CPUs together; the steps took %.0f ms)\n", *r.DecodeStealMs, stepsMs)
+		fmt.Fprintf(w, "steal\t%.0f ms\t(CPU time the hypervisor gave to something else during the decode run, all CPUs together; the steps took %.0f ms)\n", *r.DecodeStealMs, msOf(res.DecodeTime()))
 	}
 	fmt.Fprintf(w, "peak RSS\t%.1f MiB\n", float64(rss)/(1<<20))
 	for _, step := range []string{"decode", "prefill"} {

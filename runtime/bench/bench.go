@@ -107,6 +107,29 @@ type ProbeSample struct {
 	Steal time.Duration
 }
 
+// DecodeTime is the decode steps' time together.
+func (r *Result) DecodeTime() time.Duration {
+	var t time.Duration
+	for _, d := range r.DecodeSteps {
+		t += d
+	}
+	return t
+}
+
+// DecodeSteal is the hypervisor's steal over the decode run, from before
+// its first sample to its last (the samples' Steal summed); false where
+// there were no samples or one could not read it.
+func (r *Result) DecodeSteal() (time.Duration, bool) {
+	var t time.Duration
+	for _, ps := range r.ProbeSamples {
+		if ps.Steal < 0 {
+			return 0, false
+		}
+		t += ps.Steal
+	}
+	return t, len(r.ProbeSamples) > 0
+}
+
 // Run evaluates o.Prompt random tokens in steps of at most o.UBatch, then
 // o.Decode single tokens, timing each step. Every step asks for the logits
 // of its last token alone (Session.EvalLast), as generation does. The
@@ -161,7 +184,6 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		}
 	}
 	r.Prefill = time.Since(t0)
-	var total time.Duration
 	var probe *Probe
 	var arith *ArithProbe
 	peakBefore := int64(0)
@@ -208,7 +230,6 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		}
 		d := time.Since(t)
 		r.DecodeSteps = append(r.DecodeSteps, d)
-		total += d
 		since, sinceT = since+1, sinceT+d
 	}
 	if probe != nil {
@@ -223,7 +244,7 @@ func Run(sess *mrt.Session, o Options) (*Result, error) {
 		r.PeakRSS = PeakRSS()
 	}
 	r.PrefillTokensS = rate(o.Prompt, r.Prefill)
-	r.DecodeTokensS = rate(o.Decode, total)
+	r.DecodeTokensS = rate(o.Decode, r.DecodeTime())
 	r.DecodeP50 = Percentile(r.DecodeSteps, 50)
 	r.DecodeP99 = Percentile(r.DecodeSteps, 99)
 	return r, nil
@@ -538,7 +559,7 @@ func parseSteal(stat string) time.Duration {
 	}
 	const tick = 10 * time.Millisecond
 	ticks, err := strconv.ParseInt(f[8], 10, 64)
-	if err != nil || ticks < 0 || ticks > math.MaxInt64/int64(tick) { // past 29 years of steal a Duration overflows
+	if err != nil || ticks < 0 || ticks > math.MaxInt64/int64(tick) { // past 292 years of steal a Duration overflows
 		return -1
 	}
 	return time.Duration(ticks) * tick

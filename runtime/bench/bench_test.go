@@ -80,6 +80,34 @@ func FuzzParseSteal(f *testing.F) {
 	})
 }
 
+// TestResultTotals: DecodeTime sums the steps; DecodeSteal sums the
+// samples' steal, and is unknown without samples or with one unread.
+func TestResultTotals(t *testing.T) {
+	ms := time.Millisecond
+	r := &Result{DecodeSteps: []time.Duration{3 * ms, 5 * ms, 7 * ms}}
+	require.Equal(t, 15*ms, r.DecodeTime())
+	require.Zero(t, (&Result{}).DecodeTime())
+	for _, tc := range []struct {
+		steals []time.Duration
+		want   time.Duration
+		known  bool
+	}{
+		{nil, 0, false},
+		{[]time.Duration{0}, 0, true},
+		{[]time.Duration{10 * ms, 0, 30 * ms}, 40 * ms, true},
+		{[]time.Duration{10 * ms, -1, 30 * ms}, 0, false},
+		{[]time.Duration{-1}, 0, false},
+	} {
+		r := &Result{}
+		for _, s := range tc.steals {
+			r.ProbeSamples = append(r.ProbeSamples, ProbeSample{GBs: 1, Steal: s})
+		}
+		got, known := r.DecodeSteal()
+		require.Equal(t, tc.known, known, "%v", tc.steals)
+		require.Equal(t, tc.want, got, "%v", tc.steals)
+	}
+}
+
 func TestPeakRSS(t *testing.T) {
 	if rss := PeakRSS(); rss < 0 {
 		t.Fatalf("peak RSS %d", rss)

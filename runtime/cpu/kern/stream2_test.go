@@ -99,16 +99,7 @@ func BenchmarkPackedStreamPaired(b *testing.B) {
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench PackedStreamRead -benchtime 30x
 func BenchmarkPackedStreamRead(b *testing.B) {
-	for _, v := range []string{"avx2", "avx512"} {
-		b.Run(v, func(b *testing.B) {
-			useVariant(b, v)
-			sets := []streamSet{{name: "read", wt: ir.Q4_0, read: true}}
-			for _, wt := range []ir.DType{ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0, ir.Q3_K, ir.Q2_K} {
-				sets = append(sets, streamSet{name: wt.String(), wt: wt})
-			}
-			pairedStreams(b, tinyLlamaShape, sets, func(i int) int { return 0 })
-		})
-	}
+	pairedReads(b, tinyLlamaShape, ir.Q4_0, ir.Q4_K, ir.Q5_K, ir.Q6_K, ir.Q8_0, ir.Q3_K, ir.Q2_K)
 }
 
 // BenchmarkPackedStreamRead7B: BenchmarkPackedStreamRead at a Llama-7B's
@@ -119,11 +110,21 @@ func BenchmarkPackedStreamRead(b *testing.B) {
 //
 //	go test ./runtime/cpu/kern -run '^$' -bench 'PackedStreamRead7B/avx512' -benchtime 10x
 func BenchmarkPackedStreamRead7B(b *testing.B) {
+	pairedReads(b, llama7BShape, ir.Q4_K, ir.Q6_K)
+}
+
+// pairedReads runs pairedStreams of matrices of shape sh, a set of each
+// type, against a plain read of packed Q4_0 matrices of the same bytes
+// (the base), once per kernel variant the CPU runs.
+func pairedReads(b *testing.B, sh streamShape, types ...ir.DType) {
 	for _, v := range []string{"avx2", "avx512"} {
 		b.Run(v, func(b *testing.B) {
 			useVariant(b, v)
-			sets := []streamSet{{name: "read", wt: ir.Q4_0, read: true}, {name: "Q4_K", wt: ir.Q4_K}, {name: "Q6_K", wt: ir.Q6_K}}
-			pairedStreams(b, llama7BShape, sets, func(i int) int { return 0 })
+			sets := []streamSet{{name: "read", wt: ir.Q4_0, read: true}}
+			for _, wt := range types {
+				sets = append(sets, streamSet{name: wt.String(), wt: wt})
+			}
+			pairedStreams(b, sh, sets, func(i int) int { return 0 })
 		})
 	}
 }
